@@ -1,0 +1,44 @@
+# nri-webhook-bridge developer entry points. Everything installs into .venv.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint typecheck proto e2e bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Regenerate bridge/proto/*_pb2.py from schemas/nri/*.proto.
+proto: $(STAMP)
+	$(BIN)/python -m bridge.proto.generate
+
+demo: $(STAMP)
+	$(BIN)/python -m bridge.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check bridge policy_server tests benchmarks examples
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy bridge policy_server
+
+# The whole suite (unit + integration), plus lint and type checks.
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest -q
+
+# Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).
+e2e: $(STAMP)
+	bash tests/e2e/setup/install-runtimes.sh
+	$(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

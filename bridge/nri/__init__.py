@@ -1,0 +1,1 @@
+"""NRI semantics: lifecycle, events and masks, the handler interface, the state cache."""

@@ -1,0 +1,77 @@
+"""The bridge's view of pods and containers, kept current from Synchronize and events.
+
+Synchronize replaces the whole view; lifecycle events add, update and remove
+entries. The view is bounded so a hostile runtime cannot grow it without limit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bridge.nri.events import Event
+from bridge.proto.nri import api_pb2 as api
+
+log = logging.getLogger(__name__)
+
+MAX_OBJECTS = 100_000
+
+_STATE_AFTER: dict[Event, int] = {
+    Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
+    Event.POST_CREATE_CONTAINER: api.CONTAINER_CREATED,
+    Event.START_CONTAINER: api.CONTAINER_RUNNING,
+    Event.POST_START_CONTAINER: api.CONTAINER_RUNNING,
+    Event.STOP_CONTAINER: api.CONTAINER_STOPPED,
+}
+
+
+class StateCache:
+    def __init__(self) -> None:
+        self.pods: dict[str, api.PodSandbox] = {}
+        self.containers: dict[str, api.Container] = {}
+
+    def reset(self, pods: list[api.PodSandbox], containers: list[api.Container]) -> None:
+        self.pods = {p.id: p for p in pods[:MAX_OBJECTS]}
+        self.containers = {c.id: c for c in containers[:MAX_OBJECTS]}
+
+    def clear(self) -> None:
+        self.pods.clear()
+        self.containers.clear()
+
+    def knows_container(self, container_id: str) -> bool:
+        return container_id in self.containers
+
+    def observe(self, event: Event, pod: api.PodSandbox | None,
+                container: api.Container | None) -> None:
+        """Fold one lifecycle event into the view."""
+        if event is Event.REMOVE_POD_SANDBOX and pod is not None:
+            self.pods.pop(pod.id, None)
+            return
+        if event is Event.REMOVE_CONTAINER and container is not None:
+            self.containers.pop(container.id, None)
+            return
+        if pod is not None and pod.id:
+            self._put(self.pods, pod.id, pod)
+        if container is not None and container.id:
+            state = _STATE_AFTER.get(event)
+            if state is not None and container.state != state:
+                # Record the state the event implies without touching the
+                # request object the handler is about to see.
+                incoming = container
+                container = api.Container()
+                container.CopyFrom(incoming)
+                container.state = state  # type: ignore[assignment]
+            self._put(self.containers, container.id, container)
+
+    def apply_resources(self, container_id: str, resources: api.LinuxResources) -> None:
+        """Record resources the runtime confirmed for a container (UpdateContainer)."""
+        current = self.containers.get(container_id)
+        if current is not None:
+            current.linux.resources.CopyFrom(resources)
+
+    @staticmethod
+    def _put(table: dict[str, api.PodSandbox] | dict[str, api.Container], key: str,
+             value: api.PodSandbox | api.Container) -> None:
+        if key not in table and len(table) >= MAX_OBJECTS:
+            log.warning("state cache full (%d objects); not tracking %s", MAX_OBJECTS, key)
+            return
+        table[key] = value  # type: ignore[assignment]

@@ -1,0 +1,145 @@
+"""The handler interface the NRI plugin core calls: one async method per event.
+
+Handlers receive the event's request message (for events that arrived through
+StateChange the core builds the dedicated request type, so a handler never
+sees how an event was delivered) and an `EventContext` with the deadline. They
+return the event's response message, or None for "no change".
+
+A handler must not await UpdateContainers itself (the runtime holds its lock
+while it waits for our answer, protocol §4.7); it hands updates to
+`ctx.defer_updates`, which sends them after the answer.
+
+Raising `EventRejected` fails the operation with that reason. Any other
+exception is a bug: the core logs it and answers "no change".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bridge.errors import BridgeError
+from bridge.nri.events import Event
+from bridge.nri.version import Version
+from bridge.proto.nri import api_pb2 as api
+
+
+class EventRejected(BridgeError):
+    """A handler's deliberate refusal; the runtime gets an error with `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInfo:
+    name: str
+    version: str
+    nri_version: Version | None
+    config: str
+    registration_timeout_s: float
+    request_timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EventContext:
+    event: Event | None  # None for Synchronize
+    name: str  # RPC name, e.g. "CreateContainer" or "Synchronize"
+    uid: str
+    deadline: float  # event-loop time by which the answer must be written
+    runtime: RuntimeInfo
+    via_state_change: bool
+    defer_updates: Callable[[Sequence[api.ContainerUpdate]], None]
+
+
+class Handler:
+    """Base class: every method answers "no change". Override what you need."""
+
+    def wanted_events(self) -> frozenset[Event]:
+        """Events to subscribe to; by default those whose method is overridden."""
+        return frozenset(
+            event for event, attr in HANDLER_METHODS.items()
+            if getattr(type(self), attr) is not getattr(Handler, attr)
+        )
+
+    async def configure(self, runtime: RuntimeInfo) -> None:
+        return None
+
+    async def synchronize(
+        self, ctx: EventContext, pods: Sequence[api.PodSandbox],
+        containers: Sequence[api.Container],
+    ) -> Sequence[api.ContainerUpdate]:
+        return ()
+
+    async def run_pod_sandbox(self, ctx: EventContext, req: api.RunPodSandboxRequest) -> None:
+        return None
+
+    async def update_pod_sandbox(self, ctx: EventContext, req: api.UpdatePodSandboxRequest) -> None:
+        return None
+
+    async def post_update_pod_sandbox(
+        self, ctx: EventContext, req: api.PostUpdatePodSandboxRequest) -> None:
+        return None
+
+    async def stop_pod_sandbox(self, ctx: EventContext, req: api.StopPodSandboxRequest) -> None:
+        return None
+
+    async def remove_pod_sandbox(self, ctx: EventContext, req: api.RemovePodSandboxRequest) -> None:
+        return None
+
+    async def create_container(
+        self, ctx: EventContext, req: api.CreateContainerRequest,
+    ) -> api.CreateContainerResponse | None:
+        return None
+
+    async def post_create_container(
+        self, ctx: EventContext, req: api.PostCreateContainerRequest) -> None:
+        return None
+
+    async def start_container(self, ctx: EventContext, req: api.StartContainerRequest) -> None:
+        return None
+
+    async def post_start_container(
+        self, ctx: EventContext, req: api.PostStartContainerRequest) -> None:
+        return None
+
+    async def update_container(
+        self, ctx: EventContext, req: api.UpdateContainerRequest,
+    ) -> api.UpdateContainerResponse | None:
+        return None
+
+    async def post_update_container(
+        self, ctx: EventContext, req: api.PostUpdateContainerRequest) -> None:
+        return None
+
+    async def stop_container(
+        self, ctx: EventContext, req: api.StopContainerRequest,
+    ) -> api.StopContainerResponse | None:
+        return None
+
+    async def remove_container(self, ctx: EventContext, req: api.RemoveContainerRequest) -> None:
+        return None
+
+    async def validate_container_adjustment(
+        self, ctx: EventContext, req: api.ValidateContainerAdjustmentRequest,
+    ) -> api.ValidateContainerAdjustmentResponse | None:
+        return None
+
+
+HANDLER_METHODS: dict[Event, str] = {
+    Event.RUN_POD_SANDBOX: "run_pod_sandbox",
+    Event.STOP_POD_SANDBOX: "stop_pod_sandbox",
+    Event.REMOVE_POD_SANDBOX: "remove_pod_sandbox",
+    Event.CREATE_CONTAINER: "create_container",
+    Event.POST_CREATE_CONTAINER: "post_create_container",
+    Event.START_CONTAINER: "start_container",
+    Event.POST_START_CONTAINER: "post_start_container",
+    Event.UPDATE_CONTAINER: "update_container",
+    Event.POST_UPDATE_CONTAINER: "post_update_container",
+    Event.STOP_CONTAINER: "stop_container",
+    Event.REMOVE_CONTAINER: "remove_container",
+    Event.UPDATE_POD_SANDBOX: "update_pod_sandbox",
+    Event.POST_UPDATE_POD_SANDBOX: "post_update_pod_sandbox",
+    Event.VALIDATE_CONTAINER_ADJUSTMENT: "validate_container_adjustment",
+}

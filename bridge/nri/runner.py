@@ -1,0 +1,106 @@
+"""Keeps the plugin connected: sessions in a loop with exponential backoff.
+
+An external plugin reconnects after the runtime restarts or the socket goes
+away, then re-registers and re-synchronizes. A plugin launched by the runtime
+(NRI_PLUGIN_SOCKET) cannot reconnect, because its fd is gone: it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+
+from bridge.errors import BridgeError
+from bridge.nri.cache import StateCache
+from bridge.nri.handler import Handler
+from bridge.nri.service import ServiceOptions
+from bridge.nri.session import Opener, PluginIdentity, PluginSession, SessionState
+from bridge.proto.nri import api_pb2 as api
+from bridge.transport import connect
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 6.0
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial_s: float = 0.25
+    factor: float = 2.0
+    max_s: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_s, self.initial_s * self.factor ** max(0, attempt))
+        return base * random.uniform(0.8, 1.0)  # jitter so a fleet does not stampede
+
+
+class PluginRunner:
+    def __init__(self, identity: PluginIdentity, handler: Handler, *,
+                 socket_path: str = connect.DEFAULT_SOCKET_PATH, fd: int | None = None,
+                 options: ServiceOptions | None = None, backoff: Backoff | None = None) -> None:
+        self.identity = identity
+        self.handler = handler
+        self.socket_path = socket_path
+        self.fd = fd
+        self.options = options or ServiceOptions()
+        self.backoff = backoff or Backoff()
+        self.cache = StateCache()
+        self.session: PluginSession | None = None
+        self.connects = 0
+        self.reconnects = 0
+        self._stopping = False
+
+    @property
+    def ready(self) -> bool:
+        """Registered, configured, synchronized and serving."""
+        session = self.session
+        return (session is not None and session.state is SessionState.SERVING
+                and session.trunk is not None and session.trunk.is_open)
+
+    async def update_containers(self, updates: list[api.ContainerUpdate]) -> list[api.ContainerUpdate]:
+        """Send unsolicited updates now (not from event handlers); returns failed ones."""
+        session = self.session
+        if session is None or session.sender is None or not self.ready:
+            raise BridgeError("not connected to the runtime")
+        return await session.sender.send(updates)
+
+    def _opener(self) -> Opener:
+        if self.fd is not None:
+            fd = self.fd
+            return lambda factory: connect.open_fd(fd, factory)
+        path = self.socket_path
+        return lambda factory: connect.open_path(path, factory, CONNECT_TIMEOUT_S)
+
+    async def run(self) -> None:
+        """Run sessions until stopped (or, when launched by the runtime, until the first ends)."""
+        attempt = 0
+        while not self._stopping:
+            self.cache.clear()
+            session = PluginSession(self.identity, self.handler, self.cache, self.options)
+            self.session = session
+            try:
+                reason = await session.run(self._opener())
+            except (OSError, TimeoutError, BridgeError) as exc:
+                reason = f"cannot connect to {self.socket_path}: {exc}"
+            if session.state is SessionState.CLOSED and session.trunk is not None:
+                self.connects += 1
+            served = session.trunk is not None and session.service.runtime is not None
+            if self._stopping:
+                break
+            if self.fd is not None:
+                log.warning("connection lost (%s); launched plugins cannot reconnect, exiting",
+                            reason, extra={"msg_id": "connection lost"})
+                return
+            attempt = 0 if served else attempt + 1
+            delay = self.backoff.delay(attempt)
+            log.warning("connection lost: %s; reconnecting in %.2fs", reason, delay,
+                        extra={"msg_id": "connection lost"})
+            self.reconnects += 1
+            await asyncio.sleep(delay)
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        self._stopping = True
+        if self.session is not None:
+            await self.session.drain(grace_s)

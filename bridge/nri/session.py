@@ -1,0 +1,186 @@
+"""One runtime connection from connect to close: register, configure, sync, serve.
+
+The session's progress is an explicit state table. Configure may arrive before
+the RegisterPlugin response (the runtime marks us registered before replying,
+protocol §4.1), so registration completes when both have happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
+from bridge.nri.cache import StateCache
+from bridge.nri.handler import Handler, RuntimeInfo
+from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
+from bridge.nri.updates import UpdateSender
+from bridge.proto.nri import api_pb2 as api
+from bridge.transport.trunk import Trunk
+from bridge.wire import mux
+
+log = logging.getLogger(__name__)
+
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+NRI_API_VERSION = "v0.12.2"  # the API revision schemas/nri/api.proto follows
+SYNC_WAIT_S = 300.0  # how long we wait for the runtime to synchronize us
+# v0.6.x runtimes never split a large Synchronize; accept their oversized
+# frames up to 16 MiB instead of dropping the sync (protocol §10).
+MAX_REQUEST_BYTES = 16 << 20
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_INDEX_RE = re.compile(r"^[0-9]{2}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginIdentity:
+    name: str
+    index: str
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ConfigError("plugin-name", f"{self.name!r} must match [A-Za-z0-9_.+-]+")
+        if not _INDEX_RE.match(self.index):
+            raise ConfigError("plugin-index", f"{self.index!r} must be two digits 00-99")
+
+
+class SessionState(Enum):
+    CONNECTED = "connected"
+    REGISTERING = "registering"
+    SYNCHRONIZING = "synchronizing"
+    SERVING = "serving"
+    CLOSED = "closed"
+
+
+_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
+    SessionState.CONNECTED: frozenset({SessionState.REGISTERING, SessionState.CLOSED}),
+    SessionState.REGISTERING: frozenset({SessionState.SYNCHRONIZING, SessionState.CLOSED}),
+    SessionState.SYNCHRONIZING: frozenset({SessionState.SERVING, SessionState.CLOSED}),
+    SessionState.SERVING: frozenset({SessionState.CLOSED}),
+    SessionState.CLOSED: frozenset(),
+}
+
+Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
+
+
+class PluginSession:
+    def __init__(self, identity: PluginIdentity, handler: Handler, cache: StateCache,
+                 options: ServiceOptions) -> None:
+        self.identity = identity
+        self.state = SessionState.CONNECTED
+        self.trunk: Trunk | None = None
+        self.sender: UpdateSender | None = None
+        self._configured = asyncio.Event()
+        self._synchronized = asyncio.Event()
+        self.service = PluginService(
+            handler, cache, self._defer, options,
+            on_configured=lambda _: self._configured.set(),
+            on_synchronized=self._synchronized.set,
+        )
+
+    @property
+    def runtime(self) -> RuntimeInfo | None:
+        return self.service.runtime
+
+    def _move(self, new: SessionState) -> None:
+        if new not in _TRANSITIONS[self.state]:
+            raise BridgeError(f"session cannot go from {self.state.value} to {new.value}")
+        log.debug("session %s -> %s", self.state.value, new.value)
+        self.state = new
+
+    def _defer(self, updates: Sequence[api.ContainerUpdate]) -> None:
+        if self.sender is not None:
+            self.sender.defer(updates)
+
+    async def run(self, opener: Opener) -> str:
+        """Serve one connection until it closes; returns why it closed."""
+        trunk = await opener(lambda: Trunk(
+            server_conn=mux.PLUGIN_SERVICE_CONN, client_conn=mux.RUNTIME_SERVICE_CONN,
+            services=self.service.table(), max_request_bytes=MAX_REQUEST_BYTES, name="nri",
+        ))
+        self.trunk = trunk
+        self.sender = UpdateSender(self._call_update_containers)
+        sender_task = asyncio.get_running_loop().create_task(self.sender.run(), name="updates")
+        try:
+            await self._handshake(trunk)
+            self._move(SessionState.SERVING)
+            log.info("registered and synchronized as %s-%s", self.identity.index,
+                     self.identity.name, extra={"msg_id": "registered"})
+            await trunk.wait_closed()
+            return trunk.close_reason
+        except (BridgeError, TimeoutError) as exc:
+            reason = trunk.close_reason or str(exc) or type(exc).__name__
+            log.warning("session ended during %s: %s", self.state.value, reason)
+            return reason
+        finally:
+            if self.state is not SessionState.CLOSED:
+                self._move(SessionState.CLOSED)
+            trunk.close()
+            sender_task.cancel()
+            self.service.shutdown()
+            self.sender.abandon(ConnectionClosed("connection closed"))
+            await asyncio.gather(sender_task, return_exceptions=True)
+            await trunk.wait_closed()
+
+    async def _handshake(self, trunk: Trunk) -> None:
+        self._move(SessionState.REGISTERING)
+        request = api.RegisterPluginRequest(
+            plugin_name=self.identity.name, plugin_idx=self.identity.index,
+            NRI_version=NRI_API_VERSION,
+        )
+        closed = asyncio.ensure_future(trunk.wait_closed())
+        try:
+            try:
+                await trunk.client.call(RUNTIME_SERVICE, "RegisterPlugin",
+                                        request.SerializeToString(),
+                                        timeout_s=DEFAULT_REGISTRATION_TIMEOUT_S)
+            except RpcError as exc:
+                # The runtime does not close the socket after refusing us; we do.
+                raise BridgeError(f"registration refused: {exc.message}") from None
+            runtime_wait = (self.runtime.registration_timeout_s if self.runtime
+                            else DEFAULT_REGISTRATION_TIMEOUT_S)
+            await self._until(self._configured, closed, runtime_wait + 2.0, "Configure")
+            self._move(SessionState.SYNCHRONIZING)
+            await self._until(self._synchronized, closed, SYNC_WAIT_S, "Synchronize")
+        finally:
+            closed.cancel()
+
+    async def _until(self, flag: asyncio.Event, closed: asyncio.Future[None], timeout_s: float,
+                     what: str) -> None:
+        waiter = asyncio.ensure_future(flag.wait())
+        try:
+            done, _ = await asyncio.wait({waiter, closed}, timeout=timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not flag.is_set():
+            if closed in done:
+                raise ConnectionClosed(f"connection closed while waiting for {what}")
+            raise TimeoutError(f"no {what} from the runtime within {timeout_s:.0f}s")
+
+    async def _call_update_containers(
+        self, request: api.UpdateContainersRequest, timeout_s: float,
+    ) -> api.UpdateContainersResponse:
+        if self.trunk is None:
+            raise ConnectionClosed("not connected")
+        payload = await self.trunk.client.call(
+            RUNTIME_SERVICE, "UpdateContainers", request.SerializeToString(),
+            timeout_s=timeout_s, send_timeout=False)
+        response = api.UpdateContainersResponse()
+        response.ParseFromString(payload)
+        return response
+
+    async def drain(self, grace_s: float) -> None:
+        """Let in-flight event handlers answer (bounded), then close the connection."""
+        trunk = self.trunk
+        if trunk is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + grace_s
+        while trunk.server.in_flight and loop.time() < until:
+            await asyncio.sleep(0.01)
+        trunk.close("shutting down")

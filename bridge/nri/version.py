@@ -1,0 +1,76 @@
+"""Which NRI version a runtime speaks, and which event bits it accepts.
+
+Runtimes before NRI v0.12.0 do not send NRI_version, so it is inferred from the
+runtime name and version with the table of protocol §4.3. containerd 2.x may
+report its name as "v2" (the last element of its Go package path); recorded
+containerd 2.1.9 sessions report "containerd", so both are accepted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bridge.nri.events import MASK_BEFORE_V0_10, MASK_FROM_V0_10
+
+Version = tuple[int, int, int]
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+_UNUSABLE = {"", "(devel)", "0.0.0-unknown", "unknown"}
+
+# (first runtime version, last runtime version) -> NRI version, per runtime.
+_CONTAINERD: tuple[tuple[Version, Version, Version], ...] = (
+    ((1, 7, 0), (1, 7, 6), (0, 3, 0)),
+    ((1, 7, 7), (1, 7, 13), (0, 4, 0)),
+    ((1, 7, 14), (1, 7, 15), (0, 6, 0)),
+    ((1, 7, 16), (1, 7, 25), (0, 6, 1)),
+    ((1, 7, 26), (1, 7, 30), (0, 8, 0)),
+    ((2, 0, 0), (2, 1, 999), (0, 8, 0)),
+    ((2, 2, 0), (2, 2, 0), (0, 10, 0)),
+    ((2, 2, 1), (2, 2, 1), (0, 11, 0)),
+)
+_CRIO: tuple[tuple[Version, Version, Version], ...] = (
+    ((1, 29, 2), (1, 30, 999), (0, 6, 0)),
+    ((1, 31, 0), (1, 31, 999), (0, 6, 1)),
+    ((1, 32, 0), (1, 32, 999), (0, 9, 0)),
+    ((1, 33, 0), (1, 33, 999), (0, 9, 1)),
+    ((1, 34, 0), (1, 34, 999), (0, 10, 0)),
+    ((1, 35, 0), (1, 35, 999), (0, 11, 0)),
+)
+_TABLES = {"containerd": _CONTAINERD, "v2": _CONTAINERD, "cri-o": _CRIO, "crio": _CRIO}
+
+
+def parse_version(text: str) -> Version | None:
+    match = _VERSION_RE.match(text.strip())
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def nri_version_of(runtime_name: str, runtime_version: str, nri_version: str) -> Version | None:
+    """The runtime's NRI version: as reported, else inferred; None if unknown."""
+    if nri_version.strip() not in _UNUSABLE:
+        reported = parse_version(nri_version)
+        if reported is not None:
+            return reported
+    table = _TABLES.get(runtime_name.strip().lower())
+    version = parse_version(runtime_version)
+    if table is None or version is None:
+        return None
+    for first, last, nri in table:
+        if first <= version <= last:
+            return nri
+    if version > table[-1][1]:
+        return table[-1][2]  # newer than the table: at least the newest known
+    return None
+
+
+def supported_mask(nri: Version | None) -> int:
+    """Event bits the runtime accepts; unknown runtimes get the conservative mask."""
+    if nri is not None and nri >= (0, 10, 0):
+        return MASK_FROM_V0_10
+    return MASK_BEFORE_V0_10
+
+
+def format_version(nri: Version | None) -> str:
+    return "unknown" if nri is None else "v{}.{}.{}".format(*nri)

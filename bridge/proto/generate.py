@@ -1,0 +1,46 @@
+"""Regenerate bridge/proto/nri/*_pb2.py from schemas/nri/*.proto with grpcio-tools.
+
+`python -m bridge.proto.generate` writes into the package; `generate(out_dir)` is
+also used by the staleness test, which compares a fresh generation with what is
+committed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_ROOT = REPO_ROOT / "schemas"
+PROTO_FILES = ("nri/api.proto", "nri/ttrpc.proto")
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def generate(out_dir: Path) -> list[Path]:
+    """Compile the protos into out_dir; return the generated files."""
+    from grpc_tools import protoc  # dev dependency, imported only when generating
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    args = [
+        "protoc",
+        f"-I{SCHEMA_ROOT}",
+        f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",
+        *(str(SCHEMA_ROOT / name) for name in PROTO_FILES),
+    ]
+    if protoc.main(args) != 0:
+        raise RuntimeError("protoc failed for " + ", ".join(PROTO_FILES))
+    (out_dir / "nri").mkdir(exist_ok=True)
+    init = out_dir / "nri" / "__init__.py"
+    init.write_text('"""Generated NRI and ttrpc messages (see bridge/proto/generate.py)."""\n')
+    return sorted(p for p in (out_dir / "nri").iterdir() if p.is_file())
+
+
+def main() -> int:
+    for path in generate(PACKAGE_DIR):
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

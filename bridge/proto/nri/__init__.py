@@ -1,0 +1,1 @@
+"""Generated NRI and ttrpc messages (see bridge/proto/generate.py)."""

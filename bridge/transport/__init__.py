@@ -1,0 +1,1 @@
+"""The only code that touches sockets: the mux trunk, the ttrpc server and client."""

@@ -1,0 +1,398 @@
+"""What a policy handler returns, how several handlers' outputs merge, and the reply JSON.
+
+Owns the decision value types (frozen dataclasses), the merge with conflict detection (two
+handlers setting the same field: the later one in handler order wins and the conflict is
+reported), and the conversion of a merged decision to the reply body. Must not do I/O or import
+web frameworks; policies may import it (it sits below the engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policy_server.model import Mount
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePatch:
+    """The ``LinuxResources`` fields a decision sets; ``None`` / empty means "leave alone"."""
+
+    cpu_shares: int | None = None
+    cpu_quota: int | None = None
+    cpu_period: int | None = None
+    cpu_cpus: str | None = None
+    cpu_mems: str | None = None
+    memory_limit: int | None = None
+    unified: Mapping[str, str] = field(default_factory=dict)
+    rdt_class: str | None = None
+
+    def is_empty(self) -> bool:
+        return not self.unified and all(
+            getattr(self, name) is None for name in _SCALAR_PATCH_FIELDS
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``LinuxResources`` JSON object with only the set fields."""
+        out: dict[str, Any] = {}
+        cpu = {
+            key: value
+            for key, value in (
+                ("shares", self.cpu_shares),
+                ("quota", self.cpu_quota),
+                ("period", self.cpu_period),
+                ("cpus", self.cpu_cpus),
+                ("mems", self.cpu_mems),
+            )
+            if value is not None
+        }
+        if cpu:
+            out["cpu"] = cpu
+        if self.memory_limit is not None:
+            out["memory"] = {"limit": self.memory_limit}
+        if self.unified:
+            out["unified"] = dict(self.unified)
+        if self.rdt_class is not None:
+            out["rdt_class"] = self.rdt_class
+        return out
+
+
+_SCALAR_PATCH_FIELDS = (
+    "cpu_shares",
+    "cpu_quota",
+    "cpu_period",
+    "cpu_cpus",
+    "cpu_mems",
+    "memory_limit",
+    "rdt_class",
+)
+# Field name -> JSON path inside LinuxResources, used in conflict reports.
+_PATCH_PATHS = {
+    "cpu_shares": "cpu.shares",
+    "cpu_quota": "cpu.quota",
+    "cpu_period": "cpu.period",
+    "cpu_cpus": "cpu.cpus",
+    "cpu_mems": "cpu.mems",
+    "memory_limit": "memory.limit",
+    "rdt_class": "rdt_class",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Adjustment:
+    """A ``ContainerAdjustment`` (CreateContainer only), removals explicit."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    resources: ResourcePatch = field(default_factory=ResourcePatch)
+    oom_score_adj: int | None = None
+    remove_env: tuple[str, ...] = ()
+    remove_annotations: tuple[str, ...] = ()
+    remove_mounts: tuple[str, ...] = ()
+
+    def is_empty(self) -> bool:
+        return (
+            not (self.env or self.annotations or self.mounts)
+            and self.resources.is_empty()
+            and self.oom_score_adj is None
+            and not (self.remove_env or self.remove_annotations or self.remove_mounts)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUpdate:
+    """A ``ContainerUpdate``: new resources for one existing container."""
+
+    container_id: str
+    resources: ResourcePatch
+    ignore_failure: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A ``ContainerEviction``."""
+
+    container_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupWrite:
+    """A pod-level cgroup write NRI cannot carry (done by the optional side-effect executor).
+
+    ``file`` is the cgroup v1 name (``cpu.shares``, ``cpu.cfs_quota_us``,
+    ``memory.limit_in_bytes``, ``cpu.bvt_warp_ns``); the executor maps it for cgroup v2.
+    """
+
+    cgroup_parent: str
+    file: str
+    value: int
+    pod: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostDirectory:
+    """A host directory that must exist with ``mode`` (e.g. HAMi-core's per-container cache dir)."""
+
+    path: str
+    mode: int
+    pod: str = ""
+
+
+Effect = CgroupWrite | HostDirectory
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One handler's (or the merged) answer to an event.
+
+    ``errors`` are failures after which the handler still returns partial output (koordlet
+    keeps what a failing hook already set); the engine applies the policy's failure policy to
+    them. ``effects`` never reach the reply: they go to the side-effect executor.
+    """
+
+    adjust: Adjustment | None = None
+    update: tuple[ContainerUpdate, ...] = ()
+    evict: tuple[Eviction, ...] = ()
+    reject: str | None = None
+    warnings: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    effects: tuple[Effect, ...] = ()
+
+
+NO_CHANGE = Decision()
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two handlers set the same field; ``second`` (later in order) won."""
+
+    path: str
+    first: str
+    first_value: object
+    second: str
+    second_value: object
+
+    def message(self) -> str:
+        return (
+            f"conflict on {self.path}: {self.first} set {self.first_value!r}, "
+            f"{self.second} set {self.second_value!r}; {self.second} wins (later in order)"
+        )
+
+
+_REMOVED = "<removed>"
+
+
+class _Merger:
+    """Accumulates decisions in order, remembering which handler set each field."""
+
+    def __init__(self) -> None:
+        self.owners: dict[str, tuple[str, object]] = {}
+        self.conflicts: list[Conflict] = []
+
+    def claim(self, path: str, handler: str, value: object) -> None:
+        previous = self.owners.get(path)
+        if previous is not None:
+            self.conflicts.append(Conflict(path, previous[0], previous[1], handler, value))
+        self.owners[path] = (handler, value)
+
+    def patch(
+        self, acc: dict[str, Any], patch: ResourcePatch, prefix: str, handler: str
+    ) -> None:
+        for name in _SCALAR_PATCH_FIELDS:
+            value = getattr(patch, name)
+            if value is not None:
+                self.claim(f"{prefix}.{_PATCH_PATHS[name]}", handler, value)
+                acc[name] = value
+        for key, value in patch.unified.items():
+            self.claim(f"{prefix}.unified.{key}", handler, value)
+            acc.setdefault("unified", {})[key] = value
+
+
+def _build_patch(acc: Mapping[str, Any]) -> ResourcePatch:
+    return ResourcePatch(**acc)
+
+
+@dataclass(slots=True)
+class _AdjustAcc:
+    env: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    mounts: dict[str, Mount | None] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    oom_score_adj: int | None = None
+    touched: bool = False
+
+    def build(self) -> Adjustment:
+        return Adjustment(
+            env={k: v for k, v in self.env.items() if v is not None},
+            annotations={k: v for k, v in self.annotations.items() if v is not None},
+            mounts=tuple(m for m in self.mounts.values() if m is not None),
+            resources=_build_patch(self.resources),
+            oom_score_adj=self.oom_score_adj,
+            remove_env=tuple(k for k, v in self.env.items() if v is None),
+            remove_annotations=tuple(k for k, v in self.annotations.items() if v is None),
+            remove_mounts=tuple(k for k, v in self.mounts.items() if v is None),
+        )
+
+
+def _merge_adjust(m: _Merger, acc: _AdjustAcc, adj: Adjustment, handler: str) -> None:
+    acc.touched = True
+    for key, value in adj.env.items():
+        m.claim(f"adjust.env.{key}", handler, value)
+        acc.env[key] = value
+    for key in adj.remove_env:
+        m.claim(f"adjust.env.{key}", handler, _REMOVED)
+        acc.env[key] = None
+    for key, value in adj.annotations.items():
+        m.claim(f"adjust.annotations.{key}", handler, value)
+        acc.annotations[key] = value
+    for key in adj.remove_annotations:
+        m.claim(f"adjust.annotations.{key}", handler, _REMOVED)
+        acc.annotations[key] = None
+    for mount in adj.mounts:
+        m.claim(f"adjust.mounts[{mount.destination}]", handler, mount.source)
+        acc.mounts[mount.destination] = mount
+    for dest in adj.remove_mounts:
+        m.claim(f"adjust.mounts[{dest}]", handler, _REMOVED)
+        acc.mounts[dest] = None
+    m.patch(acc.resources, adj.resources, "adjust.linux.resources", handler)
+    if adj.oom_score_adj is not None:
+        m.claim("adjust.linux.oom_score_adj", handler, adj.oom_score_adj)
+        acc.oom_score_adj = adj.oom_score_adj
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """The merged decision plus every conflict met on the way (also listed in its warnings)."""
+
+    decision: Decision
+    conflicts: tuple[Conflict, ...]
+
+
+def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
+    """Merge ``(handler name, decision)`` pairs in order; later handlers win conflicts."""
+    m = _Merger()
+    adjust = _AdjustAcc()
+    updates: dict[str, tuple[dict[str, Any], bool]] = {}
+    evictions: dict[str, list[str]] = {}
+    rejects: list[str] = []
+    warnings: list[str] = []
+    errors: list[str] = []
+    effects: dict[tuple[str, str], Effect] = {}
+    for handler, decision in outputs:
+        if decision.adjust is not None:
+            _merge_adjust(m, adjust, decision.adjust, handler)
+        for upd in decision.update:
+            acc, ignore = updates.get(upd.container_id, ({}, True))
+            m.patch(acc, upd.resources, f"update[{upd.container_id}].linux.resources", handler)
+            # A failure may be ignored only if every handler asking for this update agrees.
+            updates[upd.container_id] = (acc, ignore and upd.ignore_failure)
+        for ev in decision.evict:
+            evictions.setdefault(ev.container_id, [])
+            if ev.reason:
+                evictions[ev.container_id].append(ev.reason)
+        if decision.reject is not None:
+            rejects.append(f"{handler}: {decision.reject}" if handler else decision.reject)
+        warnings.extend(decision.warnings)
+        errors.extend(decision.errors)
+        for eff in decision.effects:
+            if isinstance(eff, CgroupWrite):
+                key = (eff.cgroup_parent, eff.file)
+                m.claim(f"effects[{eff.cgroup_parent}].{eff.file}", handler, eff.value)
+            else:
+                key = (eff.path, "mkdir")
+            effects[key] = eff
+    warnings.extend(c.message() for c in m.conflicts)
+    decision = Decision(
+        adjust=adjust.build() if adjust.touched else None,
+        update=tuple(
+            ContainerUpdate(cid, _build_patch(acc), ignore)
+            for cid, (acc, ignore) in updates.items()
+        ),
+        evict=tuple(Eviction(cid, "; ".join(reasons)) for cid, reasons in evictions.items()),
+        reject="; ".join(rejects) if rejects else None,
+        warnings=tuple(warnings),
+        errors=tuple(errors),
+        effects=tuple(effects.values()),
+    )
+    return Merged(decision, tuple(m.conflicts))
+
+
+def _mount_json(mount: Mount) -> dict[str, Any]:
+    out: dict[str, Any] = {"destination": mount.destination}
+    if mount.type:
+        out["type"] = mount.type
+    if mount.source:
+        out["source"] = mount.source
+    if mount.options:
+        out["options"] = list(mount.options)
+    return out
+
+
+def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
+    """The reply's ``adjust`` object."""
+    out: dict[str, Any] = {}
+    if adj.env:
+        out["env"] = [{"key": k, "value": v} for k, v in adj.env.items()]
+    if adj.annotations:
+        out["annotations"] = dict(adj.annotations)
+    if adj.mounts:
+        out["mounts"] = [_mount_json(m) for m in adj.mounts]
+    linux: dict[str, Any] = {}
+    resources = adj.resources.to_json()
+    if resources:
+        linux["resources"] = resources
+    if adj.oom_score_adj is not None:
+        linux["oom_score_adj"] = adj.oom_score_adj
+    if linux:
+        out["linux"] = linux
+    remove = {
+        key: list(values)
+        for key, values in (
+            ("env", adj.remove_env),
+            ("annotations", adj.remove_annotations),
+            ("mounts", adj.remove_mounts),
+        )
+        if values
+    }
+    if remove:
+        out["remove"] = remove
+    return out
+
+
+def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
+    """One element of the reply's ``update`` list."""
+    out: dict[str, Any] = {"container_id": upd.container_id}
+    resources = upd.resources.to_json()
+    if resources:
+        out["linux"] = {"resources": resources}
+    if upd.ignore_failure:
+        out["ignore_failure"] = True
+    return out
+
+
+def decision_to_reply(decision: Decision) -> dict[str, Any]:
+    """The reply body for a (merged) decision; ``{}`` means no change.
+
+    ``errors`` and ``effects`` are not part of the reply: the engine has already turned errors
+    into warnings or a rejection, and effects belong to the executor.
+    """
+    out: dict[str, Any] = {}
+    if decision.adjust is not None and not decision.adjust.is_empty():
+        out["adjust"] = adjustment_to_json(decision.adjust)
+    updates = [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
+    if updates:
+        out["update"] = updates
+    if decision.evict:
+        out["evict"] = [
+            {"container_id": e.container_id, "reason": e.reason} if e.reason else
+            {"container_id": e.container_id}
+            for e in decision.evict
+        ]
+    if decision.reject is not None:
+        out["reject"] = {"reason": decision.reject}
+    if decision.warnings:
+        out["warnings"] = list(decision.warnings)
+    return out

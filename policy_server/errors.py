@@ -1,0 +1,55 @@
+"""The policy server's exception tree.
+
+Three kinds are kept apart (style rule 5): faults in what a peer sent us (``PayloadError``,
+``RulesError``), expected policy outcomes (``PolicyError``: a handler could not decide, e.g. a bad
+pod annotation), and failures talking to the bridge (``BridgeControlError``). Anything else that
+escapes a handler is our bug and is logged with its traceback at the engine boundary.
+"""
+
+from __future__ import annotations
+
+
+class PolicyServerError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class PayloadError(PolicyServerError):
+    """A request body does not have the shape of the webhook envelope.
+
+    ``field`` is a dotted path into the body (``container.linux.resources.cpu.shares``) so the
+    HTTP layer can answer 422 naming it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class RulesError(PolicyServerError):
+    """A rules file is invalid; ``key`` is the dotted path of the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+class PolicyError(PolicyServerError):
+    """A handler could not produce its decision for this event (an expected outcome).
+
+    Raised by handlers, e.g. for an unparsable pod annotation. The engine turns it into a
+    warning (failure policy ``Ignore``) or a rejection (``Fail``).
+    """
+
+
+class UnknownPolicyError(PolicyServerError):
+    """No policy is registered under the requested name."""
+
+
+class PolicyLoadError(PolicyServerError):
+    """A ``--policy-module`` could not be imported or defines no policy."""
+
+
+class BridgeControlError(PolicyServerError):
+    """The bridge's control API could not be reached or answered something unusable."""

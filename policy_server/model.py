@@ -1,0 +1,344 @@
+"""Typed, immutable views of the webhook request envelope (what a policy handler receives).
+
+Owns the conversion from the JSON body (plain dicts, snake_case NRI field names, 64-bit ints as
+numbers, Optional* wrappers already unwrapped by the bridge) to frozen dataclasses. Fields a
+policy is unlikely to need (hooks, rlimits, seccomp, ...) are not modelled; unknown keys are
+ignored so newer NRI versions do not break us. Every shape error is a ``PayloadError`` naming
+the field. Must not import web frameworks or do I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policy_server.errors import PayloadError
+from policy_server.events import CONTAINER_EVENTS, EventName
+
+API_VERSION = "nri-webhook-bridge/v1"
+
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class CPU:
+    """``LinuxCPU``: every field optional, as in NRI."""
+
+    shares: int | None = None
+    quota: int | None = None
+    period: int | None = None
+    cpus: str | None = None
+    mems: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """``LinuxMemory`` (only the limit is modelled)."""
+
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """``LinuxResources`` as a container currently has it, or as an update requests it."""
+
+    cpu: CPU = field(default_factory=CPU)
+    memory: Memory = field(default_factory=Memory)
+    unified: Mapping[str, str] = field(default_factory=dict)
+    rdt_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """An OCI mount."""
+
+    destination: str
+    type: str = ""
+    source: str = ""
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """``PodSandbox`` with its Linux part flattened (``linux.cgroup_parent`` -> ``cgroup_parent``)."""
+
+    id: str
+    name: str = ""
+    uid: str = ""
+    namespace: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    runtime_handler: str = ""
+    cgroup_parent: str = ""
+    cgroups_path: str = ""
+    ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """``Container`` with ``linux.resources`` / ``linux.oom_score_adj`` flattened."""
+
+    id: str
+    pod_sandbox_id: str = ""
+    name: str = ""
+    state: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    resources: Resources | None = None
+    oom_score_adj: int | None = None
+    pid: int = 0
+
+    def env_map(self) -> dict[str, str]:
+        """``KEY=VALUE`` entries as a dict (a later duplicate wins, as in execve)."""
+        out: dict[str, str] = {}
+        for entry in self.env:
+            key, _, value = entry.partition("=")
+            out[key] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One webhook request: the envelope plus the payload objects of its event."""
+
+    name: EventName
+    uid: str = ""
+    api_version: str = API_VERSION
+    runtime_name: str = ""
+    runtime_version: str = ""
+    budget_ms: int | None = None
+    dry_run: bool = False
+    pod: Pod | None = None
+    container: Container | None = None
+    linux_resources: Resources | None = None
+    pods: tuple[Pod, ...] = ()
+    containers: tuple[Container, ...] = ()
+
+
+# --- JSON edge -----------------------------------------------------------------------------
+
+
+def _obj(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise PayloadError(where, f"expected an object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _str(d: Mapping[str, Any], key: str, where: str) -> str:
+    value = d.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PayloadError(_join(where, key), f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
+    return _str(d, key, where) if d.get(key) is not None else None
+
+
+def _opt_int(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PayloadError(_join(where, key), f"expected an integer, got {_kind(value)}")
+    return value
+
+
+def _str_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
+    value = d.get(key)
+    if value is None:
+        return _EMPTY
+    if not isinstance(value, dict):
+        raise PayloadError(f"{where}.{key}", f"expected an object, got {_kind(value)}")
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise PayloadError(f"{where}.{key}.{k}", f"expected a string, got {_kind(v)}")
+    return value
+
+
+def _str_list(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = d.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise PayloadError(f"{where}.{key}", f"expected an array, got {_kind(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise PayloadError(f"{where}.{key}[{i}]", f"expected a string, got {_kind(item)}")
+    return tuple(value)
+
+
+def parse_resources(value: object, where: str) -> Resources:
+    """Convert a ``LinuxResources`` JSON object."""
+    d = _obj(value, where)
+    cpu = CPU()
+    memory = Memory()
+    if d.get("cpu") is not None:
+        c = _obj(d["cpu"], f"{where}.cpu")
+        w = f"{where}.cpu"
+        cpu = CPU(
+            shares=_opt_int(c, "shares", w),
+            quota=_opt_int(c, "quota", w),
+            period=_opt_int(c, "period", w),
+            cpus=_opt_str(c, "cpus", w),
+            mems=_opt_str(c, "mems", w),
+        )
+    if d.get("memory") is not None:
+        m = _obj(d["memory"], f"{where}.memory")
+        memory = Memory(limit=_opt_int(m, "limit", f"{where}.memory"))
+    return Resources(
+        cpu=cpu,
+        memory=memory,
+        unified=_str_map(d, "unified", where),
+        rdt_class=_opt_str(d, "rdt_class", where),
+    )
+
+
+def parse_pod(value: object, where: str) -> Pod:
+    """Convert a ``PodSandbox`` JSON object."""
+    d = _obj(value, where)
+    linux: Mapping[str, Any] = {}
+    if d.get("linux") is not None:
+        linux = _obj(d["linux"], f"{where}.linux")
+    return Pod(
+        id=_str(d, "id", where),
+        name=_str(d, "name", where),
+        uid=_str(d, "uid", where),
+        namespace=_str(d, "namespace", where),
+        labels=_str_map(d, "labels", where),
+        annotations=_str_map(d, "annotations", where),
+        runtime_handler=_str(d, "runtime_handler", where),
+        cgroup_parent=_str(linux, "cgroup_parent", f"{where}.linux"),
+        cgroups_path=_str(linux, "cgroups_path", f"{where}.linux"),
+        ips=_str_list(d, "ips", where),
+    )
+
+
+def _parse_mounts(d: Mapping[str, Any], where: str) -> tuple[Mount, ...]:
+    value = d.get("mounts")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise PayloadError(f"{where}.mounts", f"expected an array, got {_kind(value)}")
+    mounts = []
+    for i, item in enumerate(value):
+        w = f"{where}.mounts[{i}]"
+        m = _obj(item, w)
+        mounts.append(
+            Mount(
+                destination=_str(m, "destination", w),
+                type=_str(m, "type", w),
+                source=_str(m, "source", w),
+                options=_str_list(m, "options", w),
+            )
+        )
+    return tuple(mounts)
+
+
+def parse_container(value: object, where: str) -> Container:
+    """Convert a ``Container`` JSON object."""
+    d = _obj(value, where)
+    resources: Resources | None = None
+    oom: int | None = None
+    if d.get("linux") is not None:
+        linux = _obj(d["linux"], f"{where}.linux")
+        if linux.get("resources") is not None:
+            resources = parse_resources(linux["resources"], f"{where}.linux.resources")
+        oom = _opt_int(linux, "oom_score_adj", f"{where}.linux")
+    pid = _opt_int(d, "pid", where)
+    return Container(
+        id=_str(d, "id", where),
+        pod_sandbox_id=_str(d, "pod_sandbox_id", where),
+        name=_str(d, "name", where),
+        state=_str(d, "state", where),
+        labels=_str_map(d, "labels", where),
+        annotations=_str_map(d, "annotations", where),
+        args=_str_list(d, "args", where),
+        env=_str_list(d, "env", where),
+        mounts=_parse_mounts(d, where),
+        resources=resources,
+        oom_score_adj=oom,
+        pid=pid or 0,
+    )
+
+
+def _parse_list(body: Mapping[str, Any], key: str, parse: Any) -> tuple[Any, ...]:
+    value = body.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise PayloadError(key, f"expected an array, got {_kind(value)}")
+    return tuple(parse(item, f"{key}[{i}]") for i, item in enumerate(value))
+
+
+def parse_event(body: object) -> Event:
+    """Convert a whole webhook request body into an ``Event``.
+
+    Checks the envelope keys and that the event's payload objects are present (``pod`` for pod
+    and container events, ``container`` for container events, ``linux_resources`` is optional).
+    """
+    d = _obj(body, "body")
+    api_version = _str(d, "api_version", "")
+    if api_version != API_VERSION:
+        raise PayloadError("api_version", f"expected {API_VERSION!r}, got {api_version!r}")
+    raw_name = d.get("event")
+    try:
+        name = EventName(raw_name)
+    except ValueError:
+        raise PayloadError("event", f"unknown event {raw_name!r}") from None
+    runtime: Mapping[str, Any] = {}
+    if d.get("runtime") is not None:
+        runtime = _obj(d["runtime"], "runtime")
+    dry_run = d.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise PayloadError("dry_run", f"expected a boolean, got {_kind(dry_run)}")
+    budget = _opt_int(d, "budget_ms", "")
+    pod = parse_pod(d["pod"], "pod") if d.get("pod") is not None else None
+    container = None
+    if d.get("container") is not None:
+        container = parse_container(d["container"], "container")
+    if name is not EventName.SYNCHRONIZE and pod is None:
+        raise PayloadError("pod", f"required for {name}")
+    if name in CONTAINER_EVENTS and container is None:
+        raise PayloadError("container", f"required for {name}")
+    linux_resources = None
+    if d.get("linux_resources") is not None:
+        linux_resources = parse_resources(d["linux_resources"], "linux_resources")
+    return Event(
+        name=name,
+        uid=_str(d, "uid", ""),
+        api_version=api_version,
+        runtime_name=_str(runtime, "name", "runtime"),
+        runtime_version=_str(runtime, "version", "runtime"),
+        budget_ms=budget,
+        dry_run=dry_run,
+        pod=pod,
+        container=container,
+        linux_resources=linux_resources,
+        pods=_parse_list(d, "pods", parse_pod),
+        containers=_parse_list(d, "containers", parse_container),
+    )
