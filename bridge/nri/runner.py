@@ -90,13 +90,13 @@ class PluginRunner:
             if self._stopping:
                 break
             if self.fd is not None:
-                log.warning("connection lost (%s); launched plugins cannot reconnect, exiting",
-                            reason, extra={"msg_id": "connection lost"})
+                log.warning("connection lost", extra={
+                "reason": reason, "action": "exit (launched plugins cannot reconnect)"})
                 return
             attempt = 0 if served else attempt + 1
             delay = self.backoff.delay(attempt)
-            log.warning("connection lost: %s; reconnecting in %.2fs", reason, delay,
-                        extra={"msg_id": "connection lost"})
+            log.warning("connection lost", extra={
+                "reason": reason, "action": f"reconnect in {delay:.2f}s"})
             self.reconnects += 1
             await asyncio.sleep(delay)
 

@@ -108,8 +108,10 @@ class PluginSession:
         try:
             await self._handshake(trunk)
             self._move(SessionState.SERVING)
-            log.info("registered and synchronized as %s-%s", self.identity.index,
-                     self.identity.name, extra={"msg_id": "registered"})
+            log.info("registered", extra={
+                "plugin": f"{self.identity.index}-{self.identity.name}",
+                "runtime": self.runtime.name if self.runtime else "",
+                "runtime_version": self.runtime.version if self.runtime else ""})
             await trunk.wait_closed()
             return trunk.close_reason
         except (BridgeError, TimeoutError) as exc:

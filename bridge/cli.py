@@ -1,0 +1,126 @@
+"""`nri-webhook-bridge` command line.
+
+Exit codes: 0 success; 1 runtime failure (e.g. the simulator saw errors);
+2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from bridge import __version__, logs
+from bridge.config import BridgeConfig, load_file, load_text, parse
+from bridge.errors import ConfigError
+from bridge.transport import connect
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay")
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nri-socket", default=connect.DEFAULT_SOCKET_PATH, metavar="PATH",
+                   help="runtime NRI socket to connect to (default %(default)s); ignored when "
+                        "launched by the runtime with NRI_PLUGIN_SOCKET")
+    p.add_argument("--plugin-name", metavar="NAME",
+                   help="plugin name sent in RegisterPlugin (default: $NRI_PLUGIN_NAME, the "
+                        "program name if it looks like NN-name, else webhook-bridge)")
+    p.add_argument("--plugin-index", metavar="NN",
+                   help="two-digit plugin index, decides the order among plugins "
+                        "(default: $NRI_PLUGIN_IDX or 50)")
+    p.add_argument("--config", metavar="FILE", help="bridge configuration YAML")
+    p.add_argument("--log-level", default="info",
+                   choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-format", default="text", choices=("text", "json"))
+    p.add_argument("--log-file", metavar="PATH",
+                   help="log to this file instead of stderr (launched plugins have no stderr)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nri-webhook-bridge",
+        description="An NRI plugin that turns container lifecycle events into HTTP policy calls.",
+        epilog="Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error. "
+               "Without a subcommand, `run` is assumed.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="connect to the runtime and serve events (default)")
+    _add_run_arguments(run)
+    simulate = sub.add_parser("simulate", help="play the runtime side of NRI for a plugin "
+                                               "(scenario and benchmark modes)")
+    try:  # TEMPORARY until bridge/simulator lands
+        from bridge.simulator import cli as simulator_cli
+        simulator_cli.add_arguments(simulate)
+    except ImportError:
+        pass
+    validate = sub.add_parser("validate-config", help="check a bridge configuration file")
+    validate.add_argument("file", metavar="FILE")
+    return parser
+
+
+def _identity_defaults(args: argparse.Namespace) -> tuple[str, str]:
+    prog = os.path.basename(sys.argv[0] or "")
+    prog_index, _, prog_name = prog.partition("-")
+    from_prog = len(prog_index) == 2 and prog_index.isdigit() and bool(prog_name)
+    name = (args.plugin_name or os.environ.get(connect.ENV_NAME)
+            or (prog_name if from_prog else "webhook-bridge"))
+    index = (args.plugin_index or os.environ.get(connect.ENV_INDEX)
+             or (prog_index if from_prog else "50"))
+    return name, index
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bridge import app
+    from bridge.nri.session import PluginIdentity
+
+    logs.setup(args.log_level, args.log_format, path=args.log_file)
+    try:
+        config: BridgeConfig = load_file(args.config) if args.config else parse({})
+        name, index = _identity_defaults(args)
+        identity = PluginIdentity(name=name, index=index)
+        fd = connect.inherited_fd()
+    except ConfigError as exc:
+        print(f"nri-webhook-bridge: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config)
+    try:
+        return asyncio.run(app.run(options))
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    try:
+        load_file(args.file)
+    except ConfigError as exc:
+        print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{args.file}: ok")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "run")  # `run` is the default subcommand
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "validate-config":
+        return _validate(args)
+    if args.command == "simulate":
+        from bridge.simulator import cli as simulator_cli
+        logs.setup(getattr(args, "log_level", "warning") or "warning", "text")
+        return asyncio.run(simulator_cli.main(args))
+    parser.print_usage(sys.stderr)
+    return EXIT_USAGE
+
+
+__all__ = ["load_text", "main"]

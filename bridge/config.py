@@ -1,0 +1,54 @@
+"""Bridge configuration: the YAML file given with --config.
+
+Loading never raises anything but ConfigError, whose key names the offending
+setting (`webhooks[0].timeout: ...`); the CLI turns it into exit code 2.
+The webhook section is validated by bridge.webhooks.config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bridge.errors import ConfigError
+from bridge.nri.static import StaticSettings
+
+TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "plugin", "control", "logging", "record"})
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    raw: dict[str, Any]
+    static: StaticSettings
+
+
+def parse(document: Any, source: str = "config") -> BridgeConfig:
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigError(source, "the top level must be a mapping")
+    for key in document:
+        if key not in TOP_LEVEL_KEYS:
+            raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
+    return BridgeConfig(raw=document, static=StaticSettings.parse(document.get("static")))
+
+
+def load_text(text: str, source: str) -> BridgeConfig:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(source, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return parse(document, source)
+
+
+def load_file(path: str) -> BridgeConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read: {exc.strerror}") from None
+    return load_text(text, path)
