@@ -1,0 +1,218 @@
+"""Run one private containerd instance: start, stop and restart it by PID.
+
+Owns: the containerd process we start (and only that one), its log file, image
+import with that build's own ``ctr``, and the final clean-up of everything it left
+behind (shims serving our socket, container processes in our cgroup tree, mounts
+under our private base directory, cgroups under CGROUP_PREFIX).
+
+Must not: signal any process it did not start. Shims and containers count as ours
+because they serve our private gRPC address / live in our private cgroup tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+CTR_TIMEOUT_S = 60.0
+# Pod cgroup parents are /nri-e2e/pod<uid>; with the cgroupfs driver every controller
+# hierarchy gets that path (cgroup v1).
+CGROUP_PREFIX = "nri-e2e"
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ContainerdError(RuntimeError):
+    """containerd did not start, stop or answer as expected."""
+
+
+class Containerd:
+    """A containerd started by the tests, with a private config, root and sockets."""
+
+    def __init__(self, runtime: Runtime, dirs: InstanceDirs) -> None:
+        self.runtime = runtime
+        self.dirs = dirs
+        self._proc: subprocess.Popen[bytes] | None = None
+        dirs.create()
+        dirs.config.write_text(render_config(runtime, dirs))
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _env(self) -> dict[str, str]:
+        # containerd finds containerd-shim-runc-v2 on PATH: this build's own shim first.
+        env = dict(os.environ)
+        env["PATH"] = f"{self.runtime.bin_dir}:{SYSTEM_PATH}"
+        return env
+
+    def start(self) -> None:
+        if self.running():
+            raise ContainerdError("containerd already running")
+        for stale in (self.dirs.address, self.dirs.nri_socket):
+            stale.unlink(missing_ok=True)
+        with self.dirs.log.open("ab") as out:
+            out.write(f"==== e2e: starting containerd {self.runtime.version} ====\n".encode())
+            out.flush()
+            self._proc = subprocess.Popen(
+                [
+                    str(self.runtime.containerd),
+                    "--config",
+                    str(self.dirs.config),
+                    "--log-level",
+                    "debug",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (self.dirs.address.exists() and self.dirs.nri_socket.exists()):
+            if self._proc.poll() is not None:
+                raise ContainerdError(
+                    f"containerd {self.runtime.version} exited with {self._proc.returncode}; "
+                    f"log tail:\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise ContainerdError(
+                    f"containerd {self.runtime.version} not ready after {START_TIMEOUT_S}s "
+                    f"(gRPC socket {self.dirs.address.exists()}, NRI socket "
+                    f"{self.dirs.nri_socket.exists()}); log tail:\n{self.log_tail()}"
+                )
+            time.sleep(0.05)
+        self.ctr("version")
+
+    def stop(self) -> None:
+        """SIGTERM our containerd by PID; SIGKILL it if it does not exit in time."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("containerd pid %d ignored SIGTERM; killing it", proc.pid)
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def ctr(self, *args: str) -> str:
+        cmd = [str(self.runtime.ctr), "--address", str(self.dirs.address), "-n", "k8s.io", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=CTR_TIMEOUT_S)
+        if done.returncode != 0:
+            raise ContainerdError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def import_images(self) -> None:
+        for tarball in IMAGE_TARBALLS:
+            if not tarball.is_file():
+                raise ContainerdError(
+                    f"{tarball} missing: run tests/e2e/setup/install-runtimes.sh first"
+                )
+            self.ctr("images", "import", str(tarball))
+
+    def log_text(self) -> str:
+        return self.dirs.log.read_text(errors="replace") if self.dirs.log.exists() else ""
+
+    def log_size(self) -> int:
+        return self.dirs.log.stat().st_size if self.dirs.log.exists() else 0
+
+    def log_since(self, offset: int) -> str:
+        with self.dirs.log.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    # ---- clean-up of leftovers: only things that belong to this instance ----
+
+    def _our_shim_pids(self) -> list[int]:
+        needle = str(self.dirs.address).encode()
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"containerd-shim" in cmdline and needle in cmdline.split(b"\0"):
+                pids.append(int(entry.name))
+        return pids
+
+    def _unmount_all(self) -> None:
+        base = str(self.dirs.base)
+        mounts = []
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                point = line.split()[4].replace("\\040", " ")
+                if point == base or point.startswith(base + "/"):
+                    mounts.append(point)
+        for point in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+    def cleanup(self) -> None:
+        """Stop everything this instance started and delete its files. Never raises."""
+        try:
+            self.stop()
+        except Exception:
+            log.exception("stopping containerd failed")
+        for pid in self._our_shim_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        kill_cgroup_processes()
+        self._unmount_all()
+        remove_cgroups()
+        shutil.rmtree(self.dirs.base, ignore_errors=True)
+
+
+def _cgroup_trees() -> list[Path]:
+    return [p / CGROUP_PREFIX for p in CGROUP_V1_ROOT.iterdir() if (p / CGROUP_PREFIX).is_dir()]
+
+
+def kill_cgroup_processes() -> None:
+    """SIGKILL container processes left in our pod cgroups (only after a failed teardown)."""
+    pids: set[int] = set()
+    for tree in _cgroup_trees():
+        for procs in tree.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def remove_cgroups() -> None:
+    """rmdir our cgroup directories, deepest first (cgroupfs cannot rm -r)."""
+    for tree in _cgroup_trees():
+        dirs = sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts))
+        for d in [*reversed(dirs), tree]:
+            for _ in range(20):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)  # processes may still be exiting

@@ -1,0 +1,177 @@
+"""A small CRI client for the e2e tests (grpcio over containerd's Unix socket).
+
+Owns: building the pod and container configs the tests use (host network, empty
+hostname, cgroup parent under /nri-e2e, busybox printing its env and sleeping) and
+the handful of RuntimeService calls the tests need, each with a deadline.
+
+Must not: know about NRI or the bridge; tests assert on what the runtime did.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from . import cri_stubs
+from .containerd import CGROUP_PREFIX
+from .runtimes import BUSYBOX_IMAGE
+
+pb, pb_grpc = cri_stubs.load()
+
+CALL_TIMEOUT_S = 30.0
+MIB = 1024 * 1024
+
+# The container's own resources, chosen to differ from the bridge's static adjustment
+# so a test can tell who set a value.
+BASE_CPU_SHARES = 1024
+BASE_CPUSET = "0-1"
+BASE_MEMORY_BYTES = 256 * MIB
+CONTAINER_COMMAND = ["/bin/sh", "-c", "env; exec sleep 3600"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A running pod sandbox and the config it was created with."""
+
+    id: str
+    uid: str
+    config: Any  # PodSandboxConfig
+
+    @property
+    def cgroup_parent(self) -> str:
+        return self.config.linux.cgroup_parent
+
+
+class CriClient:
+    """RuntimeService and ImageService over one gRPC channel."""
+
+    def __init__(self, address: Path) -> None:
+        self._channel = grpc.insecure_channel(f"unix://{address}")
+        self.runtime = pb_grpc.RuntimeServiceStub(self._channel)
+        self.images = pb_grpc.ImageServiceStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def version(self) -> Any:
+        return self.runtime.Version(pb.VersionRequest(), timeout=CALL_TIMEOUT_S)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> Any:
+        """Wait until CRI answers Version (the socket exists before CRI serves)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.runtime.Version(pb.VersionRequest(), timeout=2.0)
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def wait_image(self, image: str, timeout_s: float = 30.0) -> None:
+        """CRI learns about ctr-imported images asynchronously; wait until it sees one."""
+        deadline = time.monotonic() + timeout_s
+        spec = pb.ImageSpec(image=image)
+        while not self.images.ImageStatus(
+            pb.ImageStatusRequest(image=spec), timeout=CALL_TIMEOUT_S
+        ).HasField("image"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRI does not see image {image} after {timeout_s}s")
+            time.sleep(0.1)
+
+    def run_pod(self, name: str = "e2e") -> Pod:
+        uid = str(uuid.uuid4())
+        ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
+        config = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(
+                name=f"{name}-{uid[:8]}", uid=uid, namespace="default", attempt=0
+            ),
+            hostname="",
+            labels={"app": "nri-e2e"},
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent=f"/{CGROUP_PREFIX}/pod{uid}",
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns),
+            ),
+        )
+        reply = self.runtime.RunPodSandbox(
+            pb.RunPodSandboxRequest(config=config), timeout=CALL_TIMEOUT_S
+        )
+        return Pod(id=reply.pod_sandbox_id, uid=uid, config=config)
+
+    def create_container(self, pod: Pod, name: str = "app") -> str:
+        ns = pod.config.linux.security_context.namespace_options
+        config = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=0),
+            image=pb.ImageSpec(image=BUSYBOX_IMAGE),
+            command=CONTAINER_COMMAND,
+            envs=[pb.KeyValue(key="PATH", value="/bin"), pb.KeyValue(key="E2E_BASE", value="1")],
+            labels={"app": "nri-e2e"},
+            linux=pb.LinuxContainerConfig(
+                resources=pb.LinuxContainerResources(
+                    cpu_shares=BASE_CPU_SHARES,
+                    cpuset_cpus=BASE_CPUSET,
+                    memory_limit_in_bytes=BASE_MEMORY_BYTES,
+                ),
+                security_context=pb.LinuxContainerSecurityContext(namespace_options=ns),
+            ),
+        )
+        reply = self.runtime.CreateContainer(
+            pb.CreateContainerRequest(
+                pod_sandbox_id=pod.id, config=config, sandbox_config=pod.config
+            ),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return str(reply.container_id)
+
+    def start_container(self, container_id: str) -> None:
+        self.runtime.StartContainer(
+            pb.StartContainerRequest(container_id=container_id), timeout=CALL_TIMEOUT_S
+        )
+
+    def run_container(self, pod: Pod, name: str = "app") -> str:
+        container_id = self.create_container(pod, name)
+        self.start_container(container_id)
+        return container_id
+
+    def update_cpu_shares(self, container_id: str, shares: int) -> None:
+        resources = pb.LinuxContainerResources(
+            cpu_shares=shares, cpuset_cpus=BASE_CPUSET, memory_limit_in_bytes=BASE_MEMORY_BYTES
+        )
+        self.runtime.UpdateContainerResources(
+            pb.UpdateContainerResourcesRequest(container_id=container_id, linux=resources),
+            timeout=CALL_TIMEOUT_S,
+        )
+
+    def container_status(self, container_id: str) -> tuple[Any, dict[str, Any]]:
+        """(ContainerStatus, the verbose ``info`` JSON containerd adds)."""
+        reply = self.runtime.ContainerStatus(
+            pb.ContainerStatusRequest(container_id=container_id, verbose=True),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return reply.status, json.loads(reply.info.get("info", "{}"))
+
+    def container_pid(self, container_id: str) -> int:
+        status, info = self.container_status(container_id)
+        pid = int(info.get("pid", 0))
+        if status.state != pb.CONTAINER_RUNNING or pid <= 0:
+            raise AssertionError(
+                f"container {container_id} not running: state={status.state} pid={pid} "
+                f"reason={status.reason!r} message={status.message!r}"
+            )
+        return pid
+
+    def remove_all(self) -> None:
+        """Stop and remove every pod (and so every container) in the k8s.io namespace."""
+        pods = self.runtime.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=CALL_TIMEOUT_S)
+        for item in pods.items:
+            self.runtime.StopPodSandbox(
+                pb.StopPodSandboxRequest(pod_sandbox_id=item.id), timeout=CALL_TIMEOUT_S
+            )
+            self.runtime.RemovePodSandbox(
+                pb.RemovePodSandboxRequest(pod_sandbox_id=item.id), timeout=CALL_TIMEOUT_S
+            )

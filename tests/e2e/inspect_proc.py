@@ -1,0 +1,59 @@
+"""Read what the kernel says about a running container process.
+
+Owns: the container's environment (``/proc/<pid>/environ``) and its cgroup v1 values
+(``cpu.shares``, ``cpuset.cpus``, ``memory.limit_in_bytes``), found through
+``/proc/<pid>/cgroup`` so the test reads the cgroup the process really lives in.
+
+Must not: write anything; these are the facts the tests assert on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupValues:
+    """The cgroup v1 values an NRI adjustment can change, plus where they were read."""
+
+    cpu_path: str  # the process's path in the cpu hierarchy, e.g. /nri-e2e/pod<uid>/<id>
+    cpu_shares: int
+    cpuset_cpus: str
+    memory_limit_bytes: int
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(): v.decode() for k, v in pairs}
+
+
+def cgroup_paths(pid: int) -> dict[str, str]:
+    """controller -> path, from /proc/<pid>/cgroup (v1 lines: id:ctrl1,ctrl2:path)."""
+    paths: dict[str, str] = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller:
+                paths[controller] = path
+    return paths
+
+
+def _read(controller: str, path: str, name: str) -> str:
+    return (CGROUP_V1_ROOT / controller / path.lstrip("/") / name).read_text().strip()
+
+
+def cgroup_values(pid: int) -> CgroupValues:
+    paths = cgroup_paths(pid)
+    missing = {"cpu", "cpuset", "memory"} - paths.keys()
+    if missing:
+        raise AssertionError(f"pid {pid} has no cgroup v1 path for {sorted(missing)}: {paths}")
+    return CgroupValues(
+        cpu_path=paths["cpu"],
+        cpu_shares=int(_read("cpu", paths["cpu"], "cpu.shares")),
+        cpuset_cpus=_read("cpuset", paths["cpuset"], "cpuset.cpus"),
+        memory_limit_bytes=int(_read("memory", paths["memory"], "memory.limit_in_bytes")),
+    )

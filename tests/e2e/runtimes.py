@@ -1,0 +1,198 @@
+"""The containerd versions under test and their private configuration files.
+
+Owns: where each containerd's binaries live (installed by setup/install-runtimes.sh),
+the private directory layout of one test instance, and rendering its config.toml
+(``version = 2`` for 1.7, ``version = 3`` for 2.x, whose CRI keys moved).
+
+Must not: start processes (see containerd.py) or touch system-wide paths: everything a
+test instance writes lives under its private base directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_DIR = Path(os.environ.get("NRI_E2E_CACHE_DIR", "/var/cache/nri-webhook-bridge-e2e"))
+IMAGES_DIR = CACHE_DIR / "images"
+PAUSE_IMAGE = "localhost/nri-e2e/pause:1.0"
+BUSYBOX_IMAGE = "localhost/nri-e2e/busybox:1.0"
+IMAGE_TARBALLS = (IMAGES_DIR / "pause.tar", IMAGES_DIR / "busybox.tar")
+RUNC = Path("/usr/bin/runc")
+# Default NRI request timeout; kept as is so the "never dropped for slowness" test is real.
+NRI_REQUEST_TIMEOUT_S = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """One containerd build under test."""
+
+    version: str
+    bin_dir: Path  # holds containerd, ctr and containerd-shim-runc-v2
+    config_version: int
+    nri_version: str  # the NRI module version vendored in this build (protocol doc §4.3)
+
+    @property
+    def containerd(self) -> Path:
+        return self.bin_dir / "containerd"
+
+    @property
+    def ctr(self) -> Path:
+        return self.bin_dir / "ctr"
+
+
+RUNTIMES = (
+    Runtime("1.7.24", Path("/usr/bin"), 2, "v0.6.1"),
+    Runtime("2.1.9", CACHE_DIR / "containerd-2.1.9" / "usr" / "bin", 3, "v0.8.0"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceDirs:
+    """The private paths of one containerd instance (all under ``base``)."""
+
+    base: Path
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def state(self) -> Path:
+        return self.base / "state"
+
+    @property
+    def address(self) -> Path:
+        return self.base / "containerd.sock"
+
+    @property
+    def nri_socket(self) -> Path:
+        return self.base / "nri" / "nri.sock"
+
+    @property
+    def config(self) -> Path:
+        return self.base / "config.toml"
+
+    @property
+    def log(self) -> Path:
+        return self.base / "containerd.log"
+
+    def subdir(self, name: str) -> Path:
+        return self.base / name
+
+    def create(self) -> None:
+        for name in ("root", "state", "nri-plugins", "nri-conf", "opt", "cni-bin", "cni-conf"):
+            self.subdir(name).mkdir(parents=True, exist_ok=True)
+
+
+def _q(value: str | Path) -> str:
+    """A TOML basic string (JSON string escapes are valid TOML escapes)."""
+    return json.dumps(str(value))
+
+
+def _nri_section(dirs: InstanceDirs, table: str) -> str:
+    return f"""
+[{table}]
+  disable = false
+  disable_connections = false
+  socket_path = {_q(dirs.nri_socket)}
+  plugin_path = {_q(dirs.subdir("nri-plugins"))}
+  plugin_config_path = {_q(dirs.subdir("nri-conf"))}
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "{NRI_REQUEST_TIMEOUT_S}s"
+"""
+
+
+def _header(runtime: Runtime, dirs: InstanceDirs) -> str:
+    return f"""version = {runtime.config_version}
+root = {_q(dirs.root)}
+state = {_q(dirs.state)}
+
+[grpc]
+  address = {_q(dirs.address)}
+"""
+
+
+def _runc_options(dirs: InstanceDirs) -> str:
+    # cgroupfs driver (no systemd here) and a private runc state root.
+    return f"""  BinaryName = {_q(RUNC)}
+  Root = {_q(dirs.subdir("runc"))}
+  SystemdCgroup = false
+"""
+
+
+def render_config_v2(runtime: Runtime, dirs: InstanceDirs) -> str:
+    """containerd 1.7: everything CRI lives under io.containerd.grpc.v1.cri."""
+    cri = '"io.containerd.grpc.v1.cri"'
+    return (
+        _header(runtime, dirs)
+        + f"""
+[plugins.{cri}]
+  sandbox_image = {_q(PAUSE_IMAGE)}
+  restrict_oom_score_adj = true
+  disable_tcp_service = true
+
+[plugins.{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+
+[plugins.{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins.{cri}.containerd.runtimes.runc.options]
+{_runc_options(dirs)}
+[plugins.{cri}.cni]
+  bin_dir = {_q(dirs.subdir("cni-bin"))}
+  conf_dir = {_q(dirs.subdir("cni-conf"))}
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = {_q(dirs.subdir("opt"))}
+"""
+        + _nri_section(dirs, 'plugins."io.containerd.nri.v1.nri"')
+    )
+
+
+def render_config_v3(runtime: Runtime, dirs: InstanceDirs) -> str:
+    """containerd 2.x: CRI split into cri.v1.images / cri.v1.runtime / grpc.v1.cri."""
+    images = "'io.containerd.cri.v1.images'"
+    rt = "'io.containerd.cri.v1.runtime'"
+    return (
+        _header(runtime, dirs)
+        + f"""
+[plugins.{images}]
+  snapshotter = "overlayfs"
+
+[plugins.{images}.pinned_images]
+  sandbox = {_q(PAUSE_IMAGE)}
+
+[plugins.{rt}]
+  restrict_oom_score_adj = true
+
+[plugins.{rt}.containerd]
+  default_runtime_name = "runc"
+
+[plugins.{rt}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins.{rt}.containerd.runtimes.runc.options]
+{_runc_options(dirs)}
+[plugins.{rt}.cni]
+  bin_dirs = [{_q(dirs.subdir("cni-bin"))}]
+  conf_dir = {_q(dirs.subdir("cni-conf"))}
+
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = {_q(dirs.subdir("opt"))}
+"""
+        + _nri_section(dirs, "plugins.'io.containerd.nri.v1.nri'")
+    )
+
+
+def render_config(runtime: Runtime, dirs: InstanceDirs) -> str:
+    if runtime.config_version == 2:
+        return render_config_v2(runtime, dirs)
+    return render_config_v3(runtime, dirs)
