@@ -1,0 +1,55 @@
+"""The generated Python code is current, and the schema matches the NRI wire numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.proto import generate
+from bridge.proto.nri import api_pb2 as api
+
+
+def test_generated_code_is_not_stale(tmp_path: Path) -> None:
+    fresh = generate.generate(tmp_path)
+    for path in fresh:
+        committed = generate.PACKAGE_DIR / "nri" / path.name
+        assert committed.exists(), f"{committed} missing: run `make proto`"
+        assert committed.read_text() == path.read_text(), f"{committed.name} is stale: run `make proto`"
+
+
+# Spot checks of field numbers against the upstream API (protocol doc §6.3).
+@pytest.mark.parametrize(("message", "field", "number"), [
+    ("ConfigureResponse", "events", 2),
+    ("ConfigureRequest", "request_timeout", 5),
+    ("ConfigureRequest", "NRI_version", 6),
+    ("SynchronizeRequest", "more", 3),
+    ("SynchronizeResponse", "more", 2),
+    ("ContainerAdjustment", "annotations", 2),
+    ("ContainerAdjustment", "args", 9),
+    ("LinuxContainerAdjustment", "memory_policy", 12),
+    ("Container", "image", 22),
+    ("Container", "CDI_devices", 20),
+    ("PodSandbox", "ips", 10),
+    ("LinuxResources", "pids", 8),
+    ("LinuxCPU", "mems", 7),
+    ("LinuxRdt", "remove", 4),
+    ("ValidateContainerAdjustmentRequest", "plugins", 6),
+    ("StateChangeEvent", "container", 3),
+    ("UpdateContainersRequest", "evict", 2),
+])
+def test_field_numbers(message: str, field: str, number: int) -> None:
+    assert getattr(api, message).DESCRIPTOR.fields_by_name[field].number == number
+
+
+def test_services() -> None:
+    plugin = api.DESCRIPTOR.services_by_name["Plugin"]
+    assert plugin.full_name == "nri.pkg.api.v1alpha1.Plugin"
+    assert len(plugin.methods) == 18
+    runtime = api.DESCRIPTOR.services_by_name["Runtime"]
+    assert sorted(m.name for m in runtime.methods) == ["RegisterPlugin", "UpdateContainers"]
+
+
+def test_event_enum_and_field_none() -> None:
+    assert api.VALIDATE_CONTAINER_ADJUSTMENT == 14 and api.LAST == 15
+    assert api.Field.Value("None") == 0 and api.Field.Value("MemoryPolicy") == 40

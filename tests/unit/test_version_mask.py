@@ -1,0 +1,35 @@
+"""NRI version inference and event-mask computation (protocol §4.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.nri.events import Event, mask_of
+from bridge.nri.version import nri_version_of, supported_mask
+
+
+@pytest.mark.parametrize(("name", "version", "reported", "expected"), [
+    ("containerd", "1.7.24~ds1", "", (0, 6, 1)),
+    ("containerd", "v1.7.5", "", (0, 3, 0)),
+    ("containerd", "1.7.27", "", (0, 8, 0)),
+    ("containerd", "2.1.9+unknown", "", (0, 8, 0)),
+    ("v2", "2.1.9", "", (0, 8, 0)),
+    ("containerd", "2.2.0", "", (0, 10, 0)),
+    ("containerd", "2.3.0", "", (0, 11, 0)),
+    ("cri-o", "1.31.2", "", (0, 6, 1)),
+    ("cri-o", "1.34.0", "", (0, 10, 0)),
+    ("containerd", "2.2.1", "v0.12.2", (0, 12, 2)),
+    ("containerd", "1.7.24", "(devel)", (0, 6, 1)),
+    ("podman", "5.0", "", None),
+])
+def test_inference(name: str, version: str, reported: str,
+                   expected: tuple[int, int, int] | None) -> None:
+    assert nri_version_of(name, version, reported) == expected
+
+
+def test_masks() -> None:
+    assert supported_mask((0, 6, 1)) == 0x07FF
+    assert supported_mask(None) == 0x07FF
+    assert supported_mask((0, 10, 0)) == 0x3FFF
+    assert mask_of({Event.CREATE_CONTAINER, Event.STOP_CONTAINER}) == 0x208
+    assert Event.VALIDATE_CONTAINER_ADJUSTMENT.bit == 0x2000
