@@ -1,0 +1,113 @@
+"""The request envelope the bridge POSTs and the reply a policy returns."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.contract.nri_models import nri_model
+
+API_VERSION = "nri-webhook-bridge/v1"
+
+EVENT_NAMES = (
+    "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
+    "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
+    "StartContainer", "PostStartContainer", "UpdateContainer", "PostUpdateContainer",
+    "StopContainer", "RemoveContainer", "ValidateContainerAdjustment",
+)
+EventName = Literal[
+    "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
+    "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
+    "StartContainer", "PostStartContainer", "UpdateContainer", "PostUpdateContainer",
+    "StopContainer", "RemoveContainer", "ValidateContainerAdjustment",
+]
+
+PodSandbox: Any = nri_model("PodSandbox")
+Container: Any = nri_model("Container")
+LinuxResources: Any = nri_model("LinuxResources")
+ContainerAdjustmentBody: Any = nri_model("ContainerAdjustment")
+LinuxContainerUpdate: Any = nri_model("LinuxContainerUpdate")
+OwningPlugins: Any = nri_model("OwningPlugins")
+PluginInstance: Any = nri_model("PluginInstance")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RuntimeRef(_Strict):
+    name: str = Field(description="runtime name as sent in Configure, e.g. containerd")
+    version: str = Field(description="runtime version, e.g. 1.7.24~ds1")
+
+
+class Removals(_Strict):
+    """Entries to remove; NRI's '-' key markers are produced by the bridge."""
+
+    annotations: list[str] | None = None
+    mounts: list[str] | None = Field(None, description="mount destinations")
+    env: list[str] | None = Field(None, description="variable names (only undoes other "
+                                  "plugins' additions; the runtime keeps pre-existing ones)")
+    devices: list[str] | None = Field(None, description="device paths")
+    namespaces: list[str] | None = Field(None, description="namespace types")
+    sysctl: list[str] | None = None
+    net_devices: list[str] | None = Field(None, description="host device names")
+
+
+class Adjustment(ContainerAdjustmentBody):  # type: ignore[misc, valid-type]
+    """A ContainerAdjustment (CreateContainer only) plus explicit removals."""
+
+    remove: Removals | None = None
+
+
+class Update(_Strict):
+    container_id: str = Field(min_length=1)
+    linux: LinuxContainerUpdate | None = None
+    ignore_failure: bool | None = None
+
+
+class Eviction(_Strict):
+    container_id: str = Field(min_length=1)
+    reason: str = ""
+
+
+class Reject(_Strict):
+    reason: str = Field(min_length=1, max_length=4096)
+
+
+class WebhookRequest(_Strict):
+    """What the bridge POSTs to a policy for one NRI event."""
+
+    api_version: Literal["nri-webhook-bridge/v1"] = API_VERSION
+    uid: str = Field(description="unique id of this request, for logs and idempotency")
+    event: EventName
+    runtime: RuntimeRef
+    budget_ms: int = Field(ge=0, description="time left to answer before the bridge gives up")
+    dry_run: bool = Field(False, description="true when the reply will not be applied "
+                          "(shadow mode, replay)")
+    pod: PodSandbox | None = None
+    container: Container | None = None
+    linux_resources: LinuxResources | None = Field(
+        None, description="UpdateContainer / UpdatePodSandbox: the requested resources")
+    overhead_linux_resources: LinuxResources | None = None
+    pods: list[PodSandbox] | None = Field(None, description="Synchronize: every pod")
+    containers: list[Container] | None = Field(None, description="Synchronize: every container")
+    adjust: Adjustment | None = Field(
+        None, description="ValidateContainerAdjustment: the merged adjustment")
+    update: list[Update] | None = Field(
+        None, description="ValidateContainerAdjustment: the merged updates")
+    owners: OwningPlugins | None = None
+    plugins: list[PluginInstance] | None = None
+
+
+class WebhookReply(_Strict):
+    """A policy's answer. Every key is optional; {} means no change."""
+
+    adjust: Adjustment | None = Field(None, description="CreateContainer only")
+    update: list[Update] | None = Field(
+        None, description="resource updates for existing containers (CreateContainer, "
+        "UpdateContainer, StopContainer, Synchronize)")
+    evict: list[Eviction] | None = Field(None, description="accepted for completeness; "
+                                         "NRI runtimes drop evictions")
+    reject: Reject | None = Field(None, description="fail this operation with a reason")
+    warnings: list[str] | None = Field(None, max_length=100)

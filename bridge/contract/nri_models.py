@@ -1,0 +1,89 @@
+"""Pydantic models for NRI messages, derived from the protobuf descriptors.
+
+The JSON conventions are those of bridge.nri.convert: proto field names,
+64-bit integers as numbers (range-checked), Optional* wrappers as plain values,
+enums as names (an integer is accepted for values newer than our schema),
+every field optional, unknown keys forbidden.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from bridge.proto.nri import api_pb2
+
+FD = FieldDescriptor
+
+_INT_BOUNDS: dict[int, tuple[int, int]] = {
+    FD.TYPE_INT32: (-(2**31), 2**31 - 1), FD.TYPE_INT64: (-(2**63), 2**63 - 1),
+    FD.TYPE_UINT32: (0, 2**32 - 1), FD.TYPE_UINT64: (0, 2**64 - 1),
+}
+
+
+class NriModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+NRI_MODELS: dict[str, type[NriModel]] = {}
+
+
+def _is_wrapper(desc: Descriptor) -> bool:
+    return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
+
+
+def _scalar_type(fd: FieldDescriptor) -> Any:
+    if fd.type == FD.TYPE_STRING:
+        return str
+    if fd.type == FD.TYPE_BOOL:
+        return bool
+    if fd.type in _INT_BOUNDS:
+        lo, hi = _INT_BOUNDS[fd.type]
+        return Annotated[int, Field(ge=lo, le=hi, strict=True)]
+    if fd.type == FD.TYPE_ENUM:
+        names = tuple(fd.enum_type.values_by_name)
+        return Literal[names] | Annotated[int, Field(strict=True)]  # type: ignore[valid-type]
+    if fd.type == FD.TYPE_BYTES:
+        return str
+    if fd.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+        return float
+    raise TypeError(f"unsupported field type {fd.type} for {fd.full_name}")
+
+
+def _value_type(fd: FieldDescriptor) -> Any:
+    if fd.type == FD.TYPE_MESSAGE:
+        if _is_wrapper(fd.message_type):
+            inner = fd.message_type.fields_by_name["value"]
+            return list[_scalar_type(inner)] if inner.is_repeated else _scalar_type(inner)  # type: ignore[misc]
+        return nri_model(fd.message_type.name)
+    return _scalar_type(fd)
+
+
+def _field_type(fd: FieldDescriptor) -> Any:
+    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        key = _scalar_type(fd.message_type.fields_by_name["key"])
+        key = str if key is str else int
+        return dict[key, _value_type(fd.message_type.fields_by_name["value"])]  # type: ignore[valid-type]
+    if fd.is_repeated:
+        return list[_value_type(fd)]  # type: ignore[misc]
+    return _value_type(fd)
+
+
+def nri_model(name: str) -> type[NriModel]:
+    """The pydantic model for NRI message `name` (built once, cached)."""
+    cached = NRI_MODELS.get(name)
+    if cached is not None:
+        return cached
+    desc = api_pb2.DESCRIPTOR.message_types_by_name[name]
+    # Register a forward reference first so recursive/shared types resolve.
+    fields: dict[str, Any] = {}
+    model = create_model(name, __base__=NriModel, __module__=__name__)
+    NRI_MODELS[name] = model
+    for fd in desc.fields:
+        fields[fd.name] = (_field_type(fd) | None, None)
+    model = create_model(name, __base__=NriModel, __module__=__name__, **fields)
+    model.__doc__ = f"NRI {name} (nri.pkg.api.v1alpha1.{name}) in webhook JSON form."
+    NRI_MODELS[name] = model
+    return model

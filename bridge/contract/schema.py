@@ -1,0 +1,84 @@
+"""Generate the JSON Schemas in schemas/webhook/ from the contract models.
+
+`python -m bridge.contract.schema` rewrites the files; the staleness test
+compares them with a fresh generation. Files:
+- request.schema.json / reply.schema.json: any event;
+- events/<Event>.request.schema.json / events/<Event>.reply.schema.json: the
+  same, narrowed to the payload and reply keys of one event.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bridge.contract.envelope import EVENT_NAMES, WebhookReply, WebhookRequest
+from bridge.contract.events import REPLY_KEYS, REQUEST_PAYLOAD, REQUIRED_PAYLOAD
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas" / "webhook"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _base(model: Any, title: str) -> dict[str, Any]:
+    schema: dict[str, Any] = model.model_json_schema()
+    return {"$schema": DIALECT, "$id": f"nri-webhook-bridge/v1/{title}", **schema,
+            "title": title}
+
+
+def _narrow_request(base: dict[str, Any], event: str) -> dict[str, Any]:
+    schema = copy.deepcopy(base)
+    envelope_keys = ("api_version", "uid", "event", "runtime", "budget_ms", "dry_run")
+    keep = set(envelope_keys) | set(REQUEST_PAYLOAD[event])
+    schema["properties"] = {k: v for k, v in schema["properties"].items() if k in keep}
+    schema["properties"]["event"] = {"const": event, "title": "Event"}
+    schema["required"] = sorted(set(schema.get("required", [])) | set(REQUIRED_PAYLOAD[event]))
+    schema["title"] = f"{event}.request"
+    schema["$id"] = f"nri-webhook-bridge/v1/events/{event}.request"
+    return schema
+
+
+def _narrow_reply(base: dict[str, Any], event: str) -> dict[str, Any]:
+    schema = copy.deepcopy(base)
+    schema["properties"] = {k: v for k, v in schema["properties"].items()
+                            if k in REPLY_KEYS[event]}
+    schema["title"] = f"{event}.reply"
+    schema["$id"] = f"nri-webhook-bridge/v1/events/{event}.reply"
+    return schema
+
+
+def build() -> dict[str, dict[str, Any]]:
+    """Relative path -> schema document."""
+    request = _base(WebhookRequest, "request")
+    reply = _base(WebhookReply, "reply")
+    docs = {"request.schema.json": request, "reply.schema.json": reply}
+    for event in EVENT_NAMES:
+        docs[f"events/{event}.request.schema.json"] = _narrow_request(request, event)
+        docs[f"events/{event}.reply.schema.json"] = _narrow_reply(reply, event)
+    return docs
+
+
+def render(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write(out_dir: Path = SCHEMA_DIR) -> list[Path]:
+    written = []
+    for rel, doc in build().items():
+        path = out_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(doc))
+        written.append(path)
+    return written
+
+
+def main() -> int:
+    for path in write():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
