@@ -198,9 +198,7 @@ class _Merger:
             self.conflicts.append(Conflict(path, previous[0], previous[1], handler, value))
         self.owners[path] = (handler, value)
 
-    def patch(
-        self, acc: dict[str, Any], patch: ResourcePatch, prefix: str, handler: str
-    ) -> None:
+    def patch(self, acc: dict[str, Any], patch: ResourcePatch, prefix: str, handler: str) -> None:
         for name in _SCALAR_PATCH_FIELDS:
             value = getattr(patch, name)
             if value is not None:
@@ -387,8 +385,9 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
         out["update"] = updates
     if decision.evict:
         out["evict"] = [
-            {"container_id": e.container_id, "reason": e.reason} if e.reason else
-            {"container_id": e.container_id}
+            {"container_id": e.container_id, "reason": e.reason}
+            if e.reason
+            else {"container_id": e.container_id}
             for e in decision.evict
         ]
     if decision.reject is not None:

@@ -29,19 +29,24 @@ class EventName(StrEnum):
     VALIDATE_CONTAINER_ADJUSTMENT = "ValidateContainerAdjustment"
 
 
-# Which reply parts the runtime can act on, per event (NRI api.proto response messages):
-# only CreateContainerResponse carries a ContainerAdjustment; Create/Update/Stop container and
-# Synchronize responses carry ContainerUpdates; Create/Update container responses carry evictions.
-ADJUST_EVENTS = frozenset({EventName.CREATE_CONTAINER})
-UPDATE_EVENTS = frozenset(
-    {
-        EventName.CREATE_CONTAINER,
-        EventName.UPDATE_CONTAINER,
-        EventName.STOP_CONTAINER,
-        EventName.SYNCHRONIZE,
-    }
-)
-EVICT_EVENTS = frozenset({EventName.CREATE_CONTAINER, EventName.UPDATE_CONTAINER})
+# Which reply keys mean something for each event (the contract's per-event reply table, from
+# the NRI response messages): only CreateContainerResponse carries a ContainerAdjustment;
+# Create/Update/Stop container and Synchronize carry ContainerUpdates; Create/Update carry
+# evictions; a rejection can fail only the operations the runtime waits for. Post-events and
+# removals cannot change or fail anything.
+_WAITED_ON = ("reject", "warnings")
+REPLY_KEYS: dict[EventName, frozenset[str]] = {
+    event: frozenset({"warnings"}) for event in EventName
+} | {
+    EventName.CREATE_CONTAINER: frozenset({"adjust", "update", "evict", *_WAITED_ON}),
+    EventName.UPDATE_CONTAINER: frozenset({"update", "evict", *_WAITED_ON}),
+    EventName.STOP_CONTAINER: frozenset({"update", *_WAITED_ON}),
+    EventName.SYNCHRONIZE: frozenset({"update", "warnings"}),
+    EventName.RUN_POD_SANDBOX: frozenset(_WAITED_ON),
+    EventName.UPDATE_POD_SANDBOX: frozenset(_WAITED_ON),
+    EventName.START_CONTAINER: frozenset(_WAITED_ON),
+    EventName.VALIDATE_CONTAINER_ADJUSTMENT: frozenset(_WAITED_ON),
+}
 
 # Events whose payload has a ``container`` object (all container-scoped events).
 CONTAINER_EVENTS = frozenset(

@@ -61,7 +61,7 @@ class Mount:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """``PodSandbox`` with its Linux part flattened (``linux.cgroup_parent`` -> ``cgroup_parent``)."""
+    """``PodSandbox`` with ``linux.cgroup_parent`` / ``linux.cgroups_path`` flattened."""
 
     id: str
     name: str = ""
@@ -307,7 +307,7 @@ def parse_event(body: object) -> Event:
         raise PayloadError("api_version", f"expected {API_VERSION!r}, got {api_version!r}")
     raw_name = d.get("event")
     try:
-        name = EventName(raw_name)
+        name = EventName(str(raw_name))
     except ValueError:
         raise PayloadError("event", f"unknown event {raw_name!r}") from None
     runtime: Mapping[str, Any] = {}

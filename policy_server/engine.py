@@ -1,0 +1,155 @@
+"""Evaluate one event against one policy: run its handlers, merge, apply the failure policy.
+
+Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
+exception is a bug that is logged with its traceback; neither ever escapes. Also drops reply
+parts the event cannot carry (an ``adjust`` outside CreateContainer) with a warning. Must not
+import web frameworks or do I/O; effects are returned, not executed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from policy_server.decision import Conflict, Decision, decision_to_reply, merge
+from policy_server.errors import PolicyError
+from policy_server.events import REPLY_KEYS
+from policy_server.model import Event, parse_event
+from policy_server.registry import FailurePolicy, Policy, Registry
+
+log = logging.getLogger(__name__)
+
+# The reply contract caps these (bridge.contract WebhookReply).
+MAX_WARNINGS = 100
+MAX_REJECT_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The outcome of one evaluation: the reply body and what the server does besides replying."""
+
+    policy: str
+    event: Event
+    decision: Decision
+    reply: dict[str, Any]
+    conflicts: tuple[Conflict, ...]
+    failed_handlers: tuple[str, ...]
+    duration_s: float
+
+
+def describe(event: Event) -> str:
+    """``event=... uid=... pod=ns/name container=name`` for log lines."""
+    parts = [f"event={event.name}", f"uid={event.uid}"]
+    if event.pod is not None:
+        parts.append(f"pod={event.pod.namespace}/{event.pod.name}")
+    if event.container is not None:
+        parts.append(f"container={event.container.name}")
+    return " ".join(parts)
+
+
+class Engine:
+    """Runs policies from a ``Registry``; stateless apart from what the policies hold."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
+        """Parse a request body (``PayloadError`` if malformed) and evaluate it."""
+        return self.evaluate(policy_name, parse_event(body))
+
+    def evaluate(self, policy_name: str, event: Event) -> Evaluation:
+        started = time.perf_counter()
+        policy = self.registry.get(policy_name)
+        for observe in policy.observers_for(event.name):
+            try:
+                observe(event)
+            except Exception:
+                log.exception("policy=%s observer failed %s", policy.name, describe(event))
+        context = policy.context()
+        outputs: list[tuple[str, Decision]] = []
+        failures: list[str] = []
+        errors: list[str] = []
+        for spec in policy.handlers_for(event.name):
+            try:
+                decision = spec.call(event, context)
+            except PolicyError as exc:
+                failures.append(spec.name)
+                errors.append(f"{spec.name}: {exc}")
+                log.info(
+                    "policy=%s handler=%s: %s %s", policy.name, spec.name, exc, describe(event)
+                )
+                continue
+            except Exception as exc:
+                failures.append(spec.name)
+                errors.append(f"{spec.name}: internal error ({type(exc).__name__}: {exc})")
+                log.exception(
+                    "policy=%s handler=%s crashed %s", policy.name, spec.name, describe(event)
+                )
+                continue
+            if decision is not None:
+                if decision.errors:
+                    failures.append(spec.name)
+                    errors.extend(f"{spec.name}: {e}" for e in decision.errors)
+                outputs.append((spec.name, decision))
+        merged = merge(outputs)
+        decision = _apply_failure_policy(policy, context, merged.decision, errors)
+        decision = _fit_to_event(decision, event)
+        return Evaluation(
+            policy=policy.name,
+            event=event,
+            decision=decision,
+            reply=decision_to_reply(decision),
+            conflicts=merged.conflicts,
+            failed_handlers=tuple(failures),
+            duration_s=time.perf_counter() - started,
+        )
+
+
+def _fit_to_event(decision: Decision, event: Event) -> Decision:
+    """Drop reply parts the runtime cannot act on for this event, saying so in a warning."""
+    allowed = REPLY_KEYS[event.name]
+    adjust, update, evict, reject = (
+        decision.adjust,
+        decision.update,
+        decision.evict,
+        decision.reject,
+    )
+    notes: list[str] = []
+    if adjust is not None and "adjust" not in allowed:
+        if not adjust.is_empty():
+            notes.append(f"adjust dropped: {event.name} cannot carry it")
+        adjust = None
+    if update and "update" not in allowed:
+        notes.append(f"update dropped: {event.name} cannot carry it")
+        update = ()
+    if evict and "evict" not in allowed:
+        notes.append(f"evict dropped: {event.name} cannot carry it")
+        evict = ()
+    if reject is not None and "reject" not in allowed:
+        notes.append(f"{event.name} cannot be rejected; reason was: {reject}")
+        reject = None
+    warnings = decision.warnings + tuple(notes)
+    if len(warnings) > MAX_WARNINGS:
+        extra = len(warnings) - MAX_WARNINGS + 1
+        warnings = (*warnings[: MAX_WARNINGS - 1], f"... and {extra} more warnings")
+    if reject is not None and len(reject) > MAX_REJECT_CHARS:
+        reject = reject[: MAX_REJECT_CHARS - 3] + "..."
+    return replace(
+        decision, adjust=adjust, update=update, evict=evict, reject=reject, warnings=warnings
+    )
+
+
+def _apply_failure_policy(
+    policy: Policy[Any], context: Any, decision: Decision, errors: list[str]
+) -> Decision:
+    """``errors`` holds every handler's errors, prefixed with the handler name."""
+    if not errors:
+        return replace(decision, errors=()) if decision.errors else decision
+    if policy.failure_policy(context) is FailurePolicy.FAIL:
+        reason = "; ".join(errors)
+        if decision.reject is not None:
+            reason = f"{decision.reject}; {reason}"
+        return replace(decision, reject=reason, errors=())
+    return replace(decision, warnings=decision.warnings + tuple(errors), errors=())

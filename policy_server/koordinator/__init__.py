@@ -1,0 +1,19 @@
+"""koordinator's koordlet QoS runtime hooks as a policy (spec: shared/docs/koordinator-qos.md).
+
+``build_policy(rules_provider)`` returns the ``koordinator-qos`` policy; ``Rules`` and
+``rules_from_yaml`` describe its configuration. Pure decision logic: the rules file, its reload
+and pod-cgroup writes are the server's business.
+"""
+
+from policy_server.koordinator.bundle import HOOKS, POLICY_NAME, KoordContext, build_policy
+from policy_server.koordinator.rules import Rules, rules_from_doc, rules_from_yaml
+
+__all__ = [
+    "HOOKS",
+    "POLICY_NAME",
+    "KoordContext",
+    "Rules",
+    "build_policy",
+    "rules_from_doc",
+    "rules_from_yaml",
+]

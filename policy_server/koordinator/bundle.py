@@ -1,0 +1,219 @@
+"""The ``koordinator-qos`` policy: koordlet's hooks as SDK handlers, in koordlet's order.
+
+Owns the hook table (name, feature gate, stages) and the adapters from hook results to
+decisions per event. Hooks of one event run sorted by koordlet hook name in byte order
+(upper-case first), so a later hook wins a conflict exactly as in koordlet, and the conflict is
+reported. Pure apart from the quota baselines its observer keeps in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from policy_server.decision import Adjustment, ContainerUpdate, Decision
+from policy_server.events import EventName
+from policy_server.koordinator.baselines import QuotaBaselines
+from policy_server.koordinator.hooks import (
+    batch,
+    cpuset,
+    gpu,
+    group_identity,
+    normalization,
+    oom,
+    resctrl,
+)
+from policy_server.koordinator.reconcile import reconcile
+from policy_server.koordinator.rules import Rules
+from policy_server.koordinator.target import (
+    ContainerTarget,
+    HookResult,
+    HookSpec,
+    PodTarget,
+    Stage,
+)
+from policy_server.model import Event
+from policy_server.registry import FailurePolicy, Policy
+
+POLICY_NAME = "koordinator-qos"
+
+_CREATE, _UPDATE, _RECONCILE = Stage.CREATE_CONTAINER, Stage.UPDATE_CONTAINER, Stage.RECONCILE
+
+HOOKS: tuple[HookSpec, ...] = (
+    HookSpec(
+        "BatchResource",
+        lambda f: f.BatchResource,
+        pod=batch.pod,
+        container=batch.container,
+        container_stages=frozenset({_CREATE, _UPDATE, _RECONCILE}),
+    ),
+    # RunPodSandbox is a no-op for CPUNormalization in NRI mode (no pod resources), so no pod hook.
+    HookSpec(
+        "CPUNormalization",
+        lambda f: f.CPUNormalization,
+        container=normalization.container,
+        container_stages=frozenset({_CREATE, _UPDATE, _RECONCILE}),
+    ),
+    HookSpec(
+        "CPUSetAllocator",
+        lambda f: f.CPUSetAllocator,
+        pod=cpuset.pod,
+        container=cpuset.container,
+        container_stages=frozenset({_CREATE, _UPDATE, _RECONCILE}),
+    ),
+    # Container-level GroupIdentity is our NRI mapping of koordlet's pod-level write.
+    HookSpec(
+        "GroupIdentity",
+        lambda f: f.GroupIdentity,
+        pod=group_identity.pod,
+        container=group_identity.container,
+        container_stages=frozenset({_CREATE, _RECONCILE}),
+    ),
+    # koordlet runs OOMScoreAdj from its reconciler only; NRI can set it at creation.
+    HookSpec(
+        "OOMScoreAdj",
+        lambda f: f.OOMScoreAdj,
+        container=oom.container,
+        container_stages=frozenset({_CREATE}),
+    ),
+    HookSpec(
+        "Resctrl",
+        lambda f: f.Resctrl,
+        pod=resctrl.pod,
+        container=resctrl.container,
+        container_stages=frozenset({_CREATE}),
+    ),
+    HookSpec(
+        "gpu env inject",
+        lambda f: f.GPUEnvInject,
+        container=gpu.container,
+        container_stages=frozenset({_CREATE}),
+    ),
+)
+assert [h.name for h in HOOKS] == sorted(h.name for h in HOOKS), "hooks must be in byte order"
+
+
+@dataclass(frozen=True, slots=True)
+class KoordContext:
+    """What every handler reads besides the event: the rules and the quota baselines."""
+
+    rules: Rules
+    baselines: Mapping[str, int]
+
+
+Handler = Callable[[Event, KoordContext], Decision | None]
+
+
+def _decision(
+    result: HookResult | None, shape: Callable[[HookResult], Decision]
+) -> Decision | None:
+    return None if result is None else shape(result)
+
+
+def _pod_handler(spec: HookSpec) -> Handler:
+    hook = spec.pod
+    assert hook is not None
+
+    def handle(event: Event, ctx: KoordContext) -> Decision | None:
+        if not spec.gate(ctx.rules.features) or event.pod is None:
+            return None
+        return _decision(
+            hook(PodTarget.of(event.pod), ctx.rules),
+            lambda r: Decision(warnings=r.warnings, errors=r.errors, effects=r.effects),
+        )
+
+    return handle
+
+
+def _container_target(event: Event, quota: int | None) -> ContainerTarget:
+    assert event.pod is not None and event.container is not None
+    return ContainerTarget(PodTarget.of(event.pod), event.container.id, event.container.name, quota)
+
+
+def _create_handler(spec: HookSpec) -> Handler:
+    hook = spec.container
+    assert hook is not None
+
+    def handle(event: Event, ctx: KoordContext) -> Decision | None:
+        if not spec.gate(ctx.rules.features) or event.container is None:
+            return None
+        resources = event.container.resources
+        target = _container_target(event, resources.cpu.quota if resources else None)
+        return _decision(
+            hook(target, Stage.CREATE_CONTAINER, ctx.rules),
+            lambda r: Decision(
+                adjust=Adjustment(
+                    env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
+                ),
+                warnings=r.warnings,
+                errors=r.errors,
+                effects=r.effects,
+            ),
+        )
+
+    return handle
+
+
+def _update_handler(spec: HookSpec) -> Handler:
+    hook = spec.container
+    assert hook is not None
+
+    def handle(event: Event, ctx: KoordContext) -> Decision | None:
+        container = event.container
+        if not spec.gate(ctx.rules.features) or container is None:
+            return None
+        # We start from the resources the update asks for (koordlet reads the current ones and
+        # so works on stale values) and name the container in the reply (koordlet leaves the
+        # ContainerUpdate's id empty).
+        requested = event.linux_resources or container.resources
+        target = _container_target(event, requested.cpu.quota if requested else None)
+        return _decision(
+            hook(target, Stage.UPDATE_CONTAINER, ctx.rules),
+            lambda r: Decision(
+                update=(ContainerUpdate(container.id, r.resources),),
+                warnings=r.warnings,
+                errors=r.errors,
+            ),
+        )
+
+    return handle
+
+
+def build_policy(
+    rules: Callable[[], Rules], baselines: QuotaBaselines | None = None
+) -> Policy[KoordContext]:
+    """The policy, reading the current rules through ``rules`` at every evaluation."""
+    store = baselines if baselines is not None else QuotaBaselines()
+
+    def context() -> KoordContext:
+        return KoordContext(rules(), store.view())
+
+    def failure_policy(ctx: KoordContext) -> FailurePolicy:
+        return ctx.rules.failure_policy
+
+    policy = Policy(
+        POLICY_NAME,
+        context=context,
+        description="koordinator koordlet runtime-hook QoS (CPU sets, batch resources, group "
+        "identity, CPU normalization, GPU env, OOM score, resctrl class)",
+        failure_policy=failure_policy,
+    )
+    for spec in HOOKS:
+        if spec.pod is not None:
+            policy.on(EventName.RUN_POD_SANDBOX, name=spec.name)(_pod_handler(spec))
+        if _CREATE in spec.container_stages:
+            policy.on(EventName.CREATE_CONTAINER, name=spec.name)(_create_handler(spec))
+        if _UPDATE in spec.container_stages:
+            policy.on(EventName.UPDATE_CONTAINER, name=spec.name)(_update_handler(spec))
+
+    @policy.on(EventName.SYNCHRONIZE, name="Reconcile")
+    def synchronize(event: Event, ctx: KoordContext) -> Decision:
+        return reconcile(event, ctx.rules, ctx.baselines, HOOKS)
+
+    policy.observe(
+        EventName.CREATE_CONTAINER,
+        EventName.UPDATE_CONTAINER,
+        EventName.REMOVE_CONTAINER,
+        EventName.SYNCHRONIZE,
+    )(store.observe)
+    return policy

@@ -1,0 +1,33 @@
+"""Linux CPU list syntax (``0-3,8,10-11``), checked before it is handed to the runtime."""
+
+from __future__ import annotations
+
+import re
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+MAX_CPU_ID = 1 << 16
+
+
+def check_cpu_list(text: str) -> str:
+    """Return ``text`` stripped if it is a valid, non-empty CPU list, else raise ``ValueError``."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty cpu list")
+    for part in text.split(","):
+        match = _RANGE.match(part.strip())
+        if match is None:
+            raise ValueError(f"invalid cpu list {text!r}: bad element {part!r}")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low or high >= MAX_CPU_ID:
+            raise ValueError(f"invalid cpu list {text!r}: bad range {part!r}")
+    return text
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """The set of CPU ids in a valid list."""
+    out: set[int] = set()
+    for part in check_cpu_list(text).split(","):
+        low, _, high = part.strip().partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return frozenset(out)

@@ -1,0 +1,1 @@
+"""One module per koordlet runtime hook; each exports pure ``pod``/``container`` functions."""

@@ -1,0 +1,95 @@
+"""GroupIdentity (spec §4.3): the ``cpu.bvt_warp_ns`` value per pod.
+
+koordlet writes it into the pod cgroup at RunPodSandbox (here: an effect for the executor). As
+an NRI mapping we also set ``unified["cpu.bvt_warp_ns"]`` on each container at CreateContainer
+and reconcile — only when the rules declare ``group_identity_kernel_support`` (cgroup v2 kernels
+that expose the file; runc rejects ``unified`` keys on cgroup v1). Otherwise the value is only
+reported as a warning.
+"""
+
+from __future__ import annotations
+
+from policy_server.decision import CgroupWrite, ResourcePatch
+from policy_server.koordinator.annotations import cpu_qos_override
+from policy_server.koordinator.qos import KubeQOS, QOSClass
+from policy_server.koordinator.rules import Rules
+from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+
+BVT_FILE = "cpu.bvt_warp_ns"
+
+
+def class_values(rules: Rules) -> tuple[int, int, int]:
+    """(LSR, LS, BE) values: a class's groupIdentity if the policy applies and it is enabled."""
+    slo = rules.node_slo
+    applies = slo.cpu_policy in ("", "groupIdentity")
+
+    def value(enable: bool, group_identity: int) -> int:
+        return group_identity if applies and enable else 0
+
+    return (
+        value(slo.lsr.enable, slo.lsr.group_identity),
+        value(slo.ls.enable, slo.ls.group_identity),
+        value(slo.be.enable, slo.be.group_identity),
+    )
+
+
+def bvt_value(target: PodTarget, rules: Rules) -> int:
+    """The pod's bvt value; raises ``AnnotationError`` for a bad ``koordinator.sh/cpuQOS``."""
+    lsr, ls, be = class_values(rules)
+    qos = target.qos
+    if qos is QOSClass.LS:
+        override = cpu_qos_override(target.pod.annotations)
+        if override is not None:
+            value = override.group_identity if override.group_identity is not None else ls
+            return value if override.enable else 0
+        return ls
+    if qos in (QOSClass.LSE, QOSClass.LSR):
+        return lsr
+    if qos is QOSClass.BE:
+        return be
+    # Unlabeled (and SYSTEM, which has no case of its own): fall back on the kube QoS.
+    slo = rules.node_slo
+    if target.kube_qos is KubeQOS.GUARANTEED:
+        if slo.lsr.enable:
+            return lsr
+        return ls if slo.ls.enable else 0
+    if target.kube_qos is KubeQOS.BURSTABLE:
+        return ls
+    return be
+
+
+def _wanted(value: int, rules: Rules) -> bool:
+    # New cgroups start at 0, so with the rule off and no pod override there is nothing to do.
+    return rules.group_identity_enabled or value != 0
+
+
+def _unsupported(target: PodTarget, value: int) -> HookResult:
+    return HookResult(
+        warnings=(
+            f"GroupIdentity: {BVT_FILE}={value} for {target.label} not applied: the rules do not "
+            "declare group_identity_kernel_support",
+        )
+    )
+
+
+def pod(target: PodTarget, rules: Rules) -> HookResult | None:
+    value = bvt_value(target, rules)
+    if not _wanted(value, rules):
+        return None
+    if not rules.group_identity_kernel_support:
+        return _unsupported(target, value)
+    if not target.pod.cgroup_parent:
+        return HookResult(warnings=(f"GroupIdentity: pod {target.label} has no cgroup parent",))
+    return HookResult(
+        effects=(CgroupWrite(target.pod.cgroup_parent, BVT_FILE, value, target.label),)
+    )
+
+
+def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
+    value = bvt_value(target.pod, rules)
+    if stage is Stage.CREATE_CONTAINER and not _wanted(value, rules):
+        return None
+    if not rules.group_identity_kernel_support:
+        # Reported once per pod at RunPodSandbox and per new container; reconcile stays quiet.
+        return None if stage is Stage.RECONCILE else _unsupported(target.pod, value)
+    return HookResult(resources=ResourcePatch(unified={BVT_FILE: str(value)}))

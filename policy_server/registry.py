@@ -1,0 +1,210 @@
+"""The policy SDK: a ``Policy`` collects handlers registered by decorator; a ``Registry``
+names policies.
+
+A handler is a plain function, event in, decision out, no I/O::
+
+    policy = Policy("label-env")
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def inject(event: Event) -> Decision | None:
+        ...
+
+A policy that reads configuration declares a ``context`` provider; its handlers then take the
+context snapshot as a second argument (``def h(event, rules)``), so they stay pure and testable.
+Handlers of one policy run in registration order and their outputs are merged. Must not import
+web frameworks or the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Generic, TypeVar, overload
+
+from policy_server.decision import Decision
+from policy_server.errors import PolicyLoadError, UnknownPolicyError
+from policy_server.events import EventName
+from policy_server.model import Event
+
+C = TypeVar("C")
+H = TypeVar("H", bound=Callable[..., Decision | None])
+Obs = TypeVar("Obs", bound=Callable[[Event], None])
+
+_POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+class FailurePolicy(StrEnum):
+    """What a handler failure means, as koordlet's ``--runtime-hooks-plugin-failure-policy``."""
+
+    IGNORE = "Ignore"  # report a warning, keep whatever the other handlers decided
+    FAIL = "Fail"  # reject the operation
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec(Generic[C]):
+    """One registered handler, normalised to take ``(event, context)``."""
+
+    name: str
+    events: frozenset[EventName]
+    call: Callable[[Event, C], Decision | None]
+
+
+def _positional_arity(fn: Callable[..., object]) -> int:
+    params = inspect.signature(fn).parameters.values()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in kinds)
+
+
+def _no_context() -> None:
+    return None
+
+
+class Policy(Generic[C]):
+    """A named set of event handlers; see the module docstring."""
+
+    @overload
+    def __init__(
+        self: Policy[None],
+        name: str,
+        *,
+        description: str = "",
+        failure_policy: FailurePolicy | Callable[[None], FailurePolicy] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        name: str,
+        *,
+        context: Callable[[], C],
+        description: str = "",
+        failure_policy: FailurePolicy | Callable[[C], FailurePolicy] = ...,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        context: Callable[[], Any] = _no_context,
+        description: str = "",
+        failure_policy: FailurePolicy | Callable[[Any], FailurePolicy] = FailurePolicy.IGNORE,
+    ) -> None:
+        if not _POLICY_NAME.match(name):
+            raise PolicyLoadError(
+                f"policy name {name!r} must match {_POLICY_NAME.pattern} (it becomes a URL path)"
+            )
+        self.name = name
+        self.description = description
+        self._context: Callable[[], C] = context
+        self._failure_policy = failure_policy
+        self._handlers: list[HandlerSpec[C]] = []
+        self._observers: list[tuple[frozenset[EventName], Callable[[Event], None]]] = []
+        self._by_event: dict[EventName, tuple[HandlerSpec[C], ...]] = {}
+
+    def on(self, *events: EventName | str, name: str | None = None) -> Callable[[H], H]:
+        """Register the decorated function for ``events`` (at least one)."""
+        if not events:
+            raise PolicyLoadError(f"policy {self.name}: on() needs at least one event")
+        wanted = frozenset(EventName(e) for e in events)
+
+        def register(fn: H) -> H:
+            arity = _positional_arity(fn)
+            call: Callable[[Event, C], Decision | None]
+            if arity == 1:
+                call = _drop_context(fn)
+            elif arity == 2:
+                call = fn
+            else:
+                raise PolicyLoadError(
+                    f"policy {self.name}: handler {fn.__name__} must take (event) or "
+                    f"(event, context), it takes {arity} positional parameters"
+                )
+            self._handlers.append(HandlerSpec(name or fn.__name__, wanted, call))
+            self._by_event.clear()
+            return fn
+
+        return register
+
+    def observe(self, *events: EventName | str) -> Callable[[Obs], Obs]:
+        """Register in-memory bookkeeping run before the handlers of ``events``.
+
+        The one place a policy may keep state between events (e.g. remember values it saw at
+        CreateContainer); observers must not do I/O and return nothing.
+        """
+        wanted = frozenset(EventName(e) for e in events)
+
+        def register(fn: Obs) -> Obs:
+            self._observers.append((wanted, fn))
+            return fn
+
+        return register
+
+    @property
+    def handlers(self) -> tuple[HandlerSpec[C], ...]:
+        return tuple(self._handlers)
+
+    @property
+    def events(self) -> frozenset[EventName]:
+        """Every event some handler or observer of this policy wants."""
+        out: set[EventName] = set()
+        for spec in self._handlers:
+            out |= spec.events
+        for wanted, _ in self._observers:
+            out |= wanted
+        return frozenset(out)
+
+    def handlers_for(self, event: EventName) -> tuple[HandlerSpec[C], ...]:
+        cached = self._by_event.get(event)
+        if cached is None:
+            cached = tuple(h for h in self._handlers if event in h.events)
+            self._by_event[event] = cached
+        return cached
+
+    def observers_for(self, event: EventName) -> Iterator[Callable[[Event], None]]:
+        return (fn for wanted, fn in self._observers if event in wanted)
+
+    def context(self) -> C:
+        """A snapshot of the policy's configuration for one evaluation."""
+        return self._context()
+
+    def failure_policy(self, context: C) -> FailurePolicy:
+        if isinstance(self._failure_policy, FailurePolicy):
+            return self._failure_policy
+        return self._failure_policy(context)
+
+
+def _drop_context(
+    fn: Callable[[Event], Decision | None],
+) -> Callable[[Event, Any], Decision | None]:
+    def call(event: Event, _context: Any) -> Decision | None:
+        return fn(event)
+
+    call.__name__ = getattr(fn, "__name__", "handler")
+    return call
+
+
+class Registry:
+    """The policies a server exposes, by name, in registration order."""
+
+    def __init__(self) -> None:
+        self._policies: dict[str, Policy[Any]] = {}
+
+    def add(self, policy: Policy[Any]) -> None:
+        if policy.name in self._policies:
+            raise PolicyLoadError(f"two policies are named {policy.name!r}")
+        self._policies[policy.name] = policy
+
+    def get(self, name: str) -> Policy[Any]:
+        try:
+            return self._policies[name]
+        except KeyError:
+            raise UnknownPolicyError(name) from None
+
+    def __iter__(self) -> Iterator[Policy[Any]]:
+        return iter(self._policies.values())
+
+    def __len__(self) -> int:
+        return len(self._policies)
