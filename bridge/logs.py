@@ -51,10 +51,7 @@ class TextFormatter(logging.Formatter):
 def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None,
           path: str | None = None) -> None:
     handler: logging.Handler
-    if path:
-        handler = logging.FileHandler(path)
-    else:
-        handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.FileHandler(path) if path else logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -34,7 +34,8 @@ def adjustment_from_json(data: Any, path: str = "adjust") -> api.ContainerAdjust
     for kind, names in remove.items():
         where = f"{path}.remove.{kind}"
         if kind not in REMOVABLE:
-            raise ConversionError(where, f"cannot remove {kind} (removable: {', '.join(REMOVABLE)})")
+            raise ConversionError(where, f"cannot remove {kind} "
+                                  f"(removable: {', '.join(REMOVABLE)})")
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise ConversionError(where, "expected a list of non-empty strings")
         for name in names:
@@ -98,7 +99,7 @@ def adjustment_to_json(adjust: api.ContainerAdjustment) -> dict[str, Any]:
                         (linux.devices, "path"), (linux.namespaces, "type")):
         kept = [item for item in items if not getattr(item, attr).startswith("-")]
         del items[:]
-        items.extend(kept)  # type: ignore[arg-type]
+        items.extend(kept)
     data = to_json(clean)
     data["remove"] = remove
     return data

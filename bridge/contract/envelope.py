@@ -54,7 +54,7 @@ class Removals(_Strict):
     net_devices: list[str] | None = Field(None, description="host device names")
 
 
-class Adjustment(ContainerAdjustmentBody):  # type: ignore[misc, valid-type]
+class Adjustment(ContainerAdjustmentBody):  # type: ignore[misc]
     """A ContainerAdjustment (CreateContainer only) plus explicit removals."""
 
     remove: Removals | None = None
@@ -78,7 +78,7 @@ class Reject(_Strict):
 class WebhookRequest(_Strict):
     """What the bridge POSTs to a policy for one NRI event."""
 
-    api_version: Literal["nri-webhook-bridge/v1"] = API_VERSION
+    api_version: Literal["nri-webhook-bridge/v1"] = "nri-webhook-bridge/v1"
     uid: str = Field(description="unique id of this request, for logs and idempotency")
     event: EventName
     runtime: RuntimeRef

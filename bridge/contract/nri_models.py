@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from bridge.proto.nri import api_pb2
@@ -30,11 +30,11 @@ class NriModel(BaseModel):
 NRI_MODELS: dict[str, type[NriModel]] = {}
 
 
-def _is_wrapper(desc: Descriptor) -> bool:
+def _is_wrapper(desc: Any) -> bool:
     return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
 
 
-def _scalar_type(fd: FieldDescriptor) -> Any:
+def _scalar_type(fd: Any) -> Any:
     if fd.type == FD.TYPE_STRING:
         return str
     if fd.type == FD.TYPE_BOOL:
@@ -44,7 +44,7 @@ def _scalar_type(fd: FieldDescriptor) -> Any:
         return Annotated[int, Field(ge=lo, le=hi, strict=True)]
     if fd.type == FD.TYPE_ENUM:
         names = tuple(fd.enum_type.values_by_name)
-        return Literal[names] | Annotated[int, Field(strict=True)]  # type: ignore[valid-type]
+        return Literal[names] | Annotated[int, Field(strict=True)]
     if fd.type == FD.TYPE_BYTES:
         return str
     if fd.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
@@ -52,22 +52,24 @@ def _scalar_type(fd: FieldDescriptor) -> Any:
     raise TypeError(f"unsupported field type {fd.type} for {fd.full_name}")
 
 
-def _value_type(fd: FieldDescriptor) -> Any:
+def _value_type(fd: Any) -> Any:
     if fd.type == FD.TYPE_MESSAGE:
         if _is_wrapper(fd.message_type):
             inner = fd.message_type.fields_by_name["value"]
-            return list[_scalar_type(inner)] if inner.is_repeated else _scalar_type(inner)  # type: ignore[misc]
+            item = _scalar_type(inner)
+            return list[item] if inner.is_repeated else item  # type: ignore[valid-type]
         return nri_model(fd.message_type.name)
     return _scalar_type(fd)
 
 
-def _field_type(fd: FieldDescriptor) -> Any:
+def _field_type(fd: Any) -> Any:
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-        key = _scalar_type(fd.message_type.fields_by_name["key"])
-        key = str if key is str else int
-        return dict[key, _value_type(fd.message_type.fields_by_name["value"])]  # type: ignore[valid-type]
+        key: Any = str if _scalar_type(fd.message_type.fields_by_name["key"]) is str else int
+        value: Any = _value_type(fd.message_type.fields_by_name["value"])
+        return dict[key, value]
     if fd.is_repeated:
-        return list[_value_type(fd)]  # type: ignore[misc]
+        item = _value_type(fd)
+        return list[item]  # type: ignore[valid-type]
     return _value_type(fd)
 
 

@@ -59,7 +59,7 @@ class StateCache:
                 incoming = container
                 container = api.Container()
                 container.CopyFrom(incoming)
-                container.state = state  # type: ignore[assignment]
+                container.state = state
             self._put(self.containers, container.id, container)
 
     def apply_resources(self, container_id: str, resources: api.LinuxResources) -> None:
@@ -74,4 +74,4 @@ class StateCache:
         if key not in table and len(table) >= MAX_OBJECTS:
             log.warning("state cache full (%d objects); not tracking %s", MAX_OBJECTS, key)
             return
-        table[key] = value  # type: ignore[assignment]
+        table[key] = value

@@ -20,7 +20,7 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from bridge.errors import BridgeError
@@ -43,7 +43,7 @@ class ConversionError(BridgeError):
         self.problem = problem
 
 
-def is_wrapper(desc: Descriptor) -> bool:
+def is_wrapper(desc: Any) -> bool:
     """NRI's presence wrappers: Optional* messages holding one field named value."""
     return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
 
@@ -51,7 +51,7 @@ def is_wrapper(desc: Descriptor) -> bool:
 # -- protobuf -> JSON ---------------------------------------------------------------
 
 _Out = Callable[[Any], Any]
-_out_cache: dict[FieldDescriptor, _Out] = {}
+_out_cache: dict[Any, _Out] = {}
 
 
 def to_json(msg: Message) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def to_json(msg: Message) -> dict[str, Any]:
     return out
 
 
-def _out_single(fd: FieldDescriptor) -> _Out:
+def _out_single(fd: Any) -> _Out:
     if fd.type == FD.TYPE_MESSAGE:
         if is_wrapper(fd.message_type):
             inner = fd.message_type.fields_by_name["value"]
@@ -84,7 +84,7 @@ def _out_single(fd: FieldDescriptor) -> _Out:
     return lambda v: v
 
 
-def _out_converter(fd: FieldDescriptor) -> _Out:
+def _out_converter(fd: Any) -> _Out:
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         value_fd = fd.message_type.fields_by_name["value"]
         single = _out_single(value_fd)
@@ -107,7 +107,7 @@ def from_json(data: Any, cls: type[Message], path: str = "") -> Message:
 def fill(msg: Message, data: Any, path: str) -> None:
     if not isinstance(data, dict):
         raise ConversionError(path, f"expected an object, got {_kind(data)}")
-    fields = msg.DESCRIPTOR.fields_by_name
+    fields: Any = msg.DESCRIPTOR.fields_by_name
     for key, value in data.items():
         fd = fields.get(key)
         sub = f"{path}.{key}" if path else key
@@ -134,7 +134,7 @@ def fill(msg: Message, data: Any, path: str) -> None:
 
 
 def _fill_message_value(target: Message, value: Any, path: str) -> None:
-    desc = target.DESCRIPTOR
+    desc: Any = target.DESCRIPTOR
     if is_wrapper(desc):
         inner = desc.fields_by_name["value"]
         if inner.is_repeated:
@@ -151,7 +151,7 @@ def _fill_message_value(target: Message, value: Any, path: str) -> None:
     target.SetInParent()
 
 
-def _fill_map(target: Any, fd: FieldDescriptor, value: Any, path: str) -> None:
+def _fill_map(target: Any, fd: Any, value: Any, path: str) -> None:
     if not isinstance(value, dict):
         raise ConversionError(path, f"expected an object, got {_kind(value)}")
     key_fd = fd.message_type.fields_by_name["key"]
@@ -170,7 +170,7 @@ def _intlike(text: Any) -> bool:
     return isinstance(text, str) and text.lstrip("-").isdigit()
 
 
-def _scalar(fd: FieldDescriptor, value: Any, path: str) -> Any:
+def _scalar(fd: Any, value: Any, path: str) -> Any:
     t = fd.type
     if t == FD.TYPE_STRING:
         if not isinstance(value, str):

@@ -59,7 +59,9 @@ class PluginRunner:
         return (session is not None and session.state is SessionState.SERVING
                 and session.trunk is not None and session.trunk.is_open)
 
-    async def update_containers(self, updates: list[api.ContainerUpdate]) -> list[api.ContainerUpdate]:
+    async def update_containers(
+        self, updates: list[api.ContainerUpdate],
+    ) -> list[api.ContainerUpdate]:
         """Send unsolicited updates now (not from event handlers); returns failed ones."""
         session = self.session
         if session is None or session.sender is None or not self.ready:

@@ -159,9 +159,10 @@ class PluginService:
         log.info("configured by %s %s (NRI %s): events 0x%04x, request timeout %.0f ms",
                  runtime.name, runtime.version, format_version(nri), mask,
                  runtime.request_timeout_s * 1000,
-                 extra={"runtime": runtime.name, "events": sorted(e.rpc_name for e in self.subscribed)})
+                 extra={"runtime": runtime.name,
+                        "events": sorted(e.rpc_name for e in self.subscribed)})
         self._on_configured(runtime)
-        return api.ConfigureResponse(events=mask).SerializeToString()
+        return _wire(api.ConfigureResponse(events=mask))
 
     # -- Synchronize -------------------------------------------------------------
 
@@ -173,7 +174,7 @@ class PluginService:
         self._sync_containers.extend(req.containers)
         self._count("Synchronize")
         if req.more:
-            return api.SynchronizeResponse(more=True).SerializeToString()
+            return _wire(api.SynchronizeResponse(more=True))
         pods, containers = self._sync_pods, self._sync_containers
         deadline = self._sync_deadline
         self._sync_pods, self._sync_containers, self._sync_deadline = [], [], None
@@ -199,7 +200,7 @@ class PluginService:
         self._on_synchronized()
         log.info("synchronized %d pods, %d containers; %d updates",
                  len(pods), len(containers), len(updates))
-        return api.SynchronizeResponse(update=list(updates), more=False).SerializeToString()
+        return _wire(api.SynchronizeResponse(update=list(updates), more=False))
 
     async def _late_bounded(
         self, work: Awaitable[Sequence[api.ContainerUpdate]],
@@ -227,7 +228,7 @@ class PluginService:
     async def _dedicated(self, event: Event, request: Request) -> bytes:
         req = _decode(_REQUEST_TYPES[event], request.payload)
         response = await self._dispatch(event, req, self._deadline(request), via_state_change=False)
-        return response.SerializeToString() if response is not None else b""
+        return _wire(response) if response is not None else b""
 
     async def _state_change(self, request: Request) -> bytes:
         change = _decode(api.StateChangeEvent, request.payload)
@@ -272,7 +273,9 @@ class PluginService:
         except EventRejected as exc:
             self.stats.rejections += 1
             if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
-                return api.ValidateContainerAdjustmentResponse(reject=True, reason=exc.reason)
+                rejected: Message = api.ValidateContainerAdjustmentResponse(reject=True,
+                                                                            reason=exc.reason)
+                return rejected
             raise RpcError(Code.UNKNOWN, exc.reason) from None
         except Exception:
             self.stats.handler_errors += 1
@@ -314,3 +317,8 @@ def _decode(cls: type[Any], payload: bytes) -> Any:
     except (DecodeError, ValueError) as exc:
         raise RpcError(Code.INTERNAL, f"cannot decode {cls.__name__}: {exc}") from None
     return msg
+
+
+def _wire(msg: Message) -> bytes:
+    data: bytes = msg.SerializeToString()
+    return data

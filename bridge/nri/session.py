@@ -134,7 +134,7 @@ class PluginSession:
             plugin_name=self.identity.name, plugin_idx=self.identity.index,
             NRI_version=NRI_API_VERSION,
         )
-        closed = asyncio.ensure_future(trunk.wait_closed())
+        closed: asyncio.Future[object] = asyncio.ensure_future(trunk.wait_closed())
         try:
             try:
                 await trunk.client.call(RUNTIME_SERVICE, "RegisterPlugin",
@@ -151,9 +151,9 @@ class PluginSession:
         finally:
             closed.cancel()
 
-    async def _until(self, flag: asyncio.Event, closed: asyncio.Future[None], timeout_s: float,
+    async def _until(self, flag: asyncio.Event, closed: asyncio.Future[object], timeout_s: float,
                      what: str) -> None:
-        waiter = asyncio.ensure_future(flag.wait())
+        waiter: asyncio.Future[object] = asyncio.ensure_future(flag.wait())
         try:
             done, _ = await asyncio.wait({waiter, closed}, timeout=timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)
@@ -181,8 +181,9 @@ class PluginSession:
         trunk = self.trunk
         if trunk is None:
             return
-        loop = asyncio.get_running_loop()
-        until = loop.time() + grace_s
-        while trunk.server.in_flight and loop.time() < until:
-            await asyncio.sleep(0.01)
+        try:
+            async with asyncio.timeout(grace_s):
+                await trunk.server.idle()
+        except TimeoutError:
+            log.warning("closing with %d events still in flight", trunk.server.in_flight)
         trunk.close("shutting down")

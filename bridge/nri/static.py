@@ -54,8 +54,7 @@ class StaticSettings:
         delay = section.get("delay_ms", 0)
         if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
             raise ConfigError(f"{key}.delay_ms", "must be a non-negative number")
-        return cls(adjust=adjust, update=update,  # type: ignore[arg-type]
-                   delay_s=float(delay) / 1000.0)
+        return cls(adjust=adjust, update=update, delay_s=float(delay) / 1000.0)
 
 
 def _who(req: Any) -> dict[str, str]:

@@ -25,7 +25,6 @@ def generate(out_dir: Path) -> list[Path]:
         "protoc",
         f"-I{SCHEMA_ROOT}",
         f"--python_out={out_dir}",
-        f"--pyi_out={out_dir}",
         *(str(SCHEMA_ROOT / name) for name in PROTO_FILES),
     ]
     if protoc.main(args) != 0:

@@ -58,7 +58,8 @@ class TtrpcClient:
             async with asyncio.timeout(timeout_s):
                 response = await future
         except TimeoutError:
-            raise RpcError(Code.DEADLINE_EXCEEDED, f"{method}: no response within {timeout_s:.3f}s") from None
+            raise RpcError(Code.DEADLINE_EXCEEDED,
+                           f"{method}: no response within {timeout_s:.3f}s") from None
         finally:
             self._pending.pop(stream_id, None)
         if not response.ok:

@@ -39,6 +39,11 @@ class TtrpcServer:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    async def idle(self) -> None:
+        """Wait until no handler is running (callers bound the wait)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     def frame_received(self, frame: ttrpc.Frame | ttrpc.OversizedFrame) -> None:
         if isinstance(frame, ttrpc.OversizedFrame):
             log.warning("%s: discarded oversized frame (%d bytes) on stream %d",
@@ -77,7 +82,8 @@ class TtrpcServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, stream_id: int, request: envelope.Request, handler: MethodHandler) -> None:
+    async def _serve(self, stream_id: int, request: envelope.Request,
+                     handler: MethodHandler) -> None:
         try:
             payload = await handler(request)
         except RpcError as exc:

@@ -46,7 +46,8 @@ def encode_request(request: Request) -> bytes:
     )
     for key, value in request.metadata:
         msg.metadata.add(key=key, value=value)
-    return msg.SerializeToString()
+    data: bytes = msg.SerializeToString()
+    return data
 
 
 def decode_request(data: bytes) -> Request:
@@ -66,13 +67,15 @@ def decode_request(data: bytes) -> Request:
 
 def encode_ok_response(payload: bytes) -> bytes:
     # An empty payload serializes to zero bytes: the field is simply absent.
-    return ttrpc_pb2.Response(payload=payload).SerializeToString()
+    data: bytes = ttrpc_pb2.Response(payload=payload).SerializeToString()
+    return data
 
 
 def encode_error_response(code: int, message: str) -> bytes:
-    return ttrpc_pb2.Response(
+    data: bytes = ttrpc_pb2.Response(
         status=ttrpc_pb2.Status(code=code, message=message)
     ).SerializeToString()
+    return data
 
 
 def decode_response(data: bytes) -> Response:

@@ -54,7 +54,8 @@ def test_example_replies_validate(path: Path) -> None:
 
 def test_narrowed_reply_schema_refuses_keys_meaningless_for_the_event() -> None:
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"adjust": {}}, _load(SCHEMAS / "events" / "UpdateContainer.reply.schema.json"))
+        jsonschema.validate({"adjust": {}},
+                            _load(SCHEMAS / "events" / "UpdateContainer.reply.schema.json"))
 
 
 def test_request_example_payloads_convert_to_proto_and_back() -> None:
@@ -67,7 +68,8 @@ def test_request_example_payloads_convert_to_proto_and_back() -> None:
 
 _SCALARS: dict[int, st.SearchStrategy[Any]] = {
     FD.TYPE_STRING: st.text(max_size=8), FD.TYPE_BOOL: st.booleans(),
-    FD.TYPE_INT32: st.integers(-(2**31), 2**31 - 1), FD.TYPE_INT64: st.integers(-(2**63), 2**63 - 1),
+    FD.TYPE_INT32: st.integers(-(2**31), 2**31 - 1),
+    FD.TYPE_INT64: st.integers(-(2**63), 2**63 - 1),
     FD.TYPE_UINT32: st.integers(0, 2**32 - 1), FD.TYPE_UINT64: st.integers(0, 2**64 - 1),
 }
 
@@ -163,5 +165,5 @@ def test_adjustment_removals_are_explicit_and_roundtrip() -> None:
 
 
 def test_marker_prefixes_are_refused_in_positive_part() -> None:
-    with pytest.raises(ConversionError, match="removals go in adjust.remove.env"):
+    with pytest.raises(ConversionError, match=r"removals go in adjust\.remove\.env"):
         adjustment_from_json({"env": [{"key": "-PATH"}]})

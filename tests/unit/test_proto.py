@@ -15,7 +15,8 @@ def test_generated_code_is_not_stale(tmp_path: Path) -> None:
     for path in fresh:
         committed = generate.PACKAGE_DIR / "nri" / path.name
         assert committed.exists(), f"{committed} missing: run `make proto`"
-        assert committed.read_text() == path.read_text(), f"{committed.name} is stale: run `make proto`"
+        assert committed.read_text() == path.read_text(), (
+            f"{committed.name} is stale: run `make proto`")
 
 
 # Spot checks of field numbers against the upstream API (protocol doc §6.3).
