@@ -1,0 +1,61 @@
+"""NRI protobuf <-> contract JSON for whole requests and replies.
+
+`request_payload` turns an event's request message into the payload keys of
+the envelope; `reply_json` turns the response sent to the runtime into the
+reply shape a policy would have produced. Both are pure functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import Message
+
+from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.envelope import API_VERSION
+from bridge.nri.convert import to_json
+from bridge.proto.nri import api_pb2 as api
+
+
+def request_payload(req: Message) -> dict[str, Any]:
+    """Envelope payload keys (pod, container, linux_resources, ...) of a request."""
+    payload: dict[str, Any] = {}
+    for fd, value in req.ListFields():
+        if fd.name == "adjust":
+            payload["adjust"] = adjustment_to_json(value)
+        elif fd.is_repeated:
+            payload[fd.name] = [to_json(v) for v in value]
+        else:
+            payload[fd.name] = to_json(value)
+    return payload
+
+
+def sync_payload(pods: list[api.PodSandbox] | tuple[api.PodSandbox, ...],
+                 containers: list[api.Container] | tuple[api.Container, ...]) -> dict[str, Any]:
+    return {"pods": [to_json(p) for p in pods], "containers": [to_json(c) for c in containers]}
+
+
+def envelope(event: str, uid: str, runtime_name: str, runtime_version: str, budget_ms: int,
+             dry_run: bool, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"api_version": API_VERSION, "uid": uid, "event": event,
+            "runtime": {"name": runtime_name, "version": runtime_version},
+            "budget_ms": budget_ms, "dry_run": dry_run, **payload}
+
+
+def reply_json(response: Message | None) -> dict[str, Any]:
+    """The reply form of a response message (empty for "no change")."""
+    if response is None:
+        return {}
+    out: dict[str, Any] = {}
+    for fd, value in response.ListFields():
+        if fd.name == "adjust":
+            out["adjust"] = adjustment_to_json(value)
+        elif fd.name in ("update", "evict"):
+            out[fd.name] = [to_json(v) for v in value]
+        elif fd.name == "reject" and value:
+            out["reject"] = {"reason": getattr(response, "reason", "")}
+    return out
+
+
+def updates_json(updates: Any) -> dict[str, Any]:
+    return {"update": [to_json(u) for u in updates]} if updates else {}

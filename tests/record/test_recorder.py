@@ -1,0 +1,106 @@
+"""Recording: envelope + reply per event, redaction, and failures that never hurt serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from bridge.contract import WebhookReply, WebhookRequest
+from bridge.nri.events import Event
+from bridge.nri.handler import EventContext, EventRejected, Handler, RuntimeInfo
+from bridge.nri.static import StaticHandler, StaticSettings
+from bridge.proto.nri import api_pb2 as api
+from bridge.record.handler import RecordingHandler
+from bridge.record.recorder import REDACTED, Recorder, Redaction
+
+RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
+
+
+def ctx(name: str, event: Event | None) -> EventContext:
+    loop = asyncio.get_running_loop()
+    return EventContext(event=event, name=name, uid="u1", deadline=loop.time() + 1.9,
+                        runtime=RUNTIME, via_state_change=False, defer_updates=lambda _: None)
+
+
+def create_request() -> api.CreateContainerRequest:
+    req = api.CreateContainerRequest()
+    req.pod.id, req.pod.name, req.pod.namespace = "p1", "web", "default"
+    req.pod.annotations["secret"] = "s3cr3t"
+    req.container.id, req.container.name = "c1", "app"
+    req.container.env.extend(["PATH=/bin", "TOKEN=abc"])
+    return req
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
+    handler = RecordingHandler(StaticHandler(settings), Recorder(str(out)))
+    assert Event.CREATE_CONTAINER in handler.wanted_events()
+    resp = await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+                                          create_request())
+    assert resp is not None and resp.adjust.env[0].key == "X"
+    [rec] = lines(out)
+    assert rec["event"] == "CreateContainer" and rec["outcome"] == "answered"
+    WebhookRequest.model_validate(rec["request"])
+    WebhookReply.model_validate(rec["reply"])
+    assert rec["reply"] == {"adjust": {"env": [{"key": "X", "value": "1"}]}}
+    assert rec["request"]["container"]["env"] == ["PATH=/bin", "TOKEN=abc"]  # type: ignore[index]
+
+
+async def test_redaction_hides_values_keeps_keys(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    handler = RecordingHandler(StaticHandler(StaticSettings()),
+                               Recorder(str(out), Redaction(annotations=True, env=True)))
+    handler.wanted_events()
+    await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+                                   create_request())
+    request = lines(out)[0]["request"]
+    assert request["pod"]["annotations"] == {"secret": REDACTED}  # type: ignore[index]
+    assert request["container"]["env"] == [f"PATH={REDACTED}", f"TOKEN={REDACTED}"]  # type: ignore[index]
+    assert "s3cr3t" not in out.read_text() and "abc" not in out.read_text()
+
+
+class Rejecting(Handler):
+    async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
+                               ) -> api.CreateContainerResponse | None:
+        raise EventRejected("no privileged pods")
+
+
+async def test_rejection_is_recorded_and_still_raised(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    handler = RecordingHandler(Rejecting(), Recorder(str(out)))
+    handler.wanted_events()
+    with pytest.raises(EventRejected):
+        await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+                                       create_request())
+    assert lines(out)[0]["reply"] == {"reject": {"reason": "no privileged pods"}}
+
+
+async def test_disk_full_never_breaks_serving() -> None:
+    recorder = Recorder("/dev/full")  # every write fails with ENOSPC
+    settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
+    handler = RecordingHandler(StaticHandler(settings), recorder)
+    handler.wanted_events()
+    for _ in range(3):
+        resp = await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+                                              create_request())
+        assert resp is not None and resp.adjust.env[0].key == "X"
+    assert recorder.written == 0 and recorder.dropped == 3
+
+
+async def test_events_the_inner_handler_ignores_are_recorded_as_no_change(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    handler = RecordingHandler(Rejecting(), Recorder(str(out)))
+    assert Event.REMOVE_CONTAINER in handler.wanted_events()
+    full = create_request()
+    req = api.RemoveContainerRequest(pod=full.pod, container=full.container)
+    removed = await handler.remove_container(ctx("RemoveContainer", Event.REMOVE_CONTAINER), req)
+    assert removed is None
+    assert lines(out)[0]["reply"] == {} and lines(out)[0]["event"] == "RemoveContainer"
