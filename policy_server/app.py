@@ -1,0 +1,165 @@
+"""The FastAPI application: HTTP routes onto ``PolicyServer``; no policy logic here.
+
+Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the contract's
+``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves),
+``GET /v1/policies``, ``GET /v1/rules``, ``GET /healthz``, ``GET /metrics``, OpenAPI at
+``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from bridge.contract import WebhookReply, WebhookRequest
+from policy_server.errors import PayloadError, UnknownPolicyError
+from policy_server.events import EventName
+from policy_server.koordinator.rules import rules_summary
+from policy_server.metrics import CONTENT_TYPE
+from policy_server.server import PolicyServer
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+SHUTDOWN_TIMEOUT_S = 5.0
+_INDEX = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+def field_loc(field: str) -> list[str | int]:
+    """``containers[3].linux.resources`` -> ``["body", "containers", 3, "linux", "resources"]``."""
+    loc: list[str | int] = ["body"]
+    for part in field.split("."):
+        match = _INDEX.match(part)
+        if match:
+            loc.extend([match.group(1), int(match.group(2))])
+        else:
+            loc.append(part)
+    return loc
+
+
+def _json(body: object, status: int = 200) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json"
+    )
+
+
+def _describe_policies(server: PolicyServer) -> list[dict[str, Any]]:
+    out = []
+    for policy in server.registry:
+        events = [e for e in EventName if e in policy.events]
+        out.append(
+            {
+                "name": policy.name,
+                "description": policy.description,
+                "url": f"/v1/policies/{policy.name}",
+                "events": [e.value for e in events],
+                "handlers": {
+                    e.value: [h.name for h in policy.handlers_for(e)]
+                    for e in events
+                    if policy.handlers_for(e)
+                },
+            }
+        )
+    return out
+
+
+def create_app(server: PolicyServer) -> FastAPI:
+    """The ASGI app for ``server``; its lifespan runs the rules watcher."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(server.run_background(stop), name="policy-server-background")
+        try:
+            yield
+        finally:
+            stop.set()
+            try:
+                await asyncio.wait_for(task, SHUTDOWN_TIMEOUT_S)
+            except TimeoutError:
+                log.error("background task did not stop within %ss", SHUTDOWN_TIMEOUT_S)
+            await server.aclose()
+
+    app = FastAPI(
+        title="nri-policy-server",
+        version=VERSION,
+        description="Policies for nri-webhook-bridge as HTTP endpoints. POST one webhook "
+        "request to /v1/policies/{name}; the reply says how to change the container.",
+        lifespan=lifespan,
+    )
+
+    @app.get("/healthz", summary="Liveness and rules status")
+    async def healthz() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "policies": [p.name for p in server.registry],
+            "rules": {
+                "file": str(server.rules.path) if server.rules.path else None,
+                "generation": server.rules.generation,
+                "last_error": server.rules.last_error,
+            },
+        }
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(server.metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get("/v1/policies", summary="Policies served and the events each handles")
+    async def policies() -> dict[str, Any]:
+        return {"policies": _describe_policies(server)}
+
+    @app.get("/v1/rules", summary="The koordinator-qos rules in force (defaults filled in)")
+    async def rules() -> dict[str, Any]:
+        return {
+            "file": str(server.rules.path) if server.rules.path else None,
+            "generation": server.rules.generation,
+            "last_error": server.rules.last_error,
+            "rules": rules_summary(server.rules.current),
+        }
+
+    @app.post(
+        "/v1/policies/{name}",
+        summary="Evaluate one NRI event",
+        response_model=None,
+        responses={
+            200: {"model": WebhookReply, "description": "The policy's decision ({} = no change)"},
+            404: {"description": "No such policy"},
+            422: {"description": "The body is not a valid webhook request; detail names the field"},
+        },
+    )
+    async def evaluate(name: str, body: WebhookRequest, request: Request) -> Response:
+        # FastAPI has validated ``body`` against the contract; the handlers work on the same
+        # JSON (Starlette caches the parsed body), converted to our frozen dataclasses.
+        data = await request.json()
+        try:
+            evaluation = await server.handle(name, data)
+        except UnknownPolicyError:
+            known = ", ".join(p.name for p in server.registry)
+            return JSONResponse({"detail": f"no policy named {name!r} (known: {known})"}, 404)
+        except PayloadError as exc:
+            detail = [{"loc": field_loc(exc.field), "msg": exc.message, "type": "value_error"}]
+            return JSONResponse({"detail": detail}, 422)
+        try:
+            WebhookReply.model_validate(evaluation.reply)
+        except ValidationError as exc:
+            log.error(
+                "policy=%s produced a reply outside the contract: %s reply=%s",
+                name,
+                exc,
+                evaluation.reply,
+            )
+            return JSONResponse(
+                {"detail": f"policy {name!r} produced an invalid reply: {exc.errors()[:3]}"}, 500
+            )
+        return _json(evaluation.reply)
+
+    return app

@@ -1,0 +1,86 @@
+"""Client for the bridge's control API: ``GET /v1/state`` and ``POST /v1/updates``.
+
+Owns the only HTTP client code in the server; httpx errors are mapped to
+``BridgeControlError`` here and nowhere else. The control URL is ``unix:///path.sock`` (HTTP
+over a Unix socket) or ``http://host:port``. Every call has a timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from policy_server.errors import BridgeControlError
+
+BRIDGE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeState:
+    """The runtime's pods and containers as the bridge knows them (webhook JSON shape)."""
+
+    pods: list[dict[str, Any]]
+    containers: list[dict[str, Any]]
+
+
+def _client(url: str, timeout_s: float) -> httpx.AsyncClient:
+    if url.startswith("unix://"):
+        path = url.removeprefix("unix://")
+        if not path.startswith("/"):
+            raise BridgeControlError(f"bridge control URL {url!r}: expected unix:///absolute/path")
+        transport = httpx.AsyncHTTPTransport(uds=path)
+        return httpx.AsyncClient(transport=transport, base_url="http://bridge", timeout=timeout_s)
+    if url.startswith(("http://", "https://")):
+        return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
+    raise BridgeControlError(
+        f"bridge control URL {url!r}: expected unix:///path.sock or http://host:port"
+    )
+
+
+def _list_of_objects(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = body.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise BridgeControlError(f"bridge state: {key!r} is not a list of objects")
+    return value
+
+
+class BridgeControl:
+    """One bridge's control API."""
+
+    def __init__(self, url: str, timeout_s: float = BRIDGE_TIMEOUT_S) -> None:
+        self.url = url
+        self._client = _client(url, timeout_s)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _call(self, method: str, path: str, body: object | None = None) -> dict[str, Any]:
+        try:
+            response = await self._client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise BridgeControlError(f"{method} {self.url}{path}: {exc!r}") from None
+        if response.status_code != 200:
+            raise BridgeControlError(
+                f"{method} {self.url}{path}: HTTP {response.status_code}: {response.text[:200]}"
+            )
+        try:
+            data = response.json()
+        except ValueError:
+            raise BridgeControlError(f"{method} {self.url}{path}: reply is not JSON") from None
+        if not isinstance(data, dict):
+            raise BridgeControlError(f"{method} {self.url}{path}: reply is not a JSON object")
+        return data
+
+    async def state(self) -> BridgeState:
+        data = await self._call("GET", "/v1/state")
+        return BridgeState(_list_of_objects(data, "pods"), _list_of_objects(data, "containers"))
+
+    async def push_updates(self, updates: list[dict[str, Any]]) -> list[Any]:
+        """Send container updates; returns what the bridge reports as failed."""
+        data = await self._call("POST", "/v1/updates", {"update": updates})
+        failed = data.get("failed") or []
+        if not isinstance(failed, list):
+            raise BridgeControlError("bridge updates reply: 'failed' is not a list")
+        return failed

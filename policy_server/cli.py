@@ -1,0 +1,234 @@
+"""``nri-policy-server``: command line, listening socket, uvicorn.
+
+Listens on a Unix socket by default (created with mode 0600, or 0660 with ``--socket-mode``;
+uvicorn's own ``uds`` option would make it 0666) or on TCP with ``--host/--port``. Startup
+errors (bad rules file, bad policy module, socket in use) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import stat
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvicorn
+
+from policy_server.app import create_app
+from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
+from policy_server.errors import PolicyServerError, RulesError
+from policy_server.koordinator.rules import rules_from_yaml, rules_summary
+from policy_server.rules_watcher import RULES_POLL_INTERVAL_S
+from policy_server.server import PolicyServer, ServerOptions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_UDS = "/run/nri-policy-server/policy.sock"
+SOCKET_MODES = {"0600": 0o600, "0660": 0o660}
+
+
+class StartupError(PolicyServerError):
+    """Something the operator must fix before the server can start."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nri-policy-server",
+        description="Serve NRI policies (koordinator-qos and --policy-module ones) over HTTP "
+        "for nri-webhook-bridge.",
+    )
+    listen = p.add_argument_group("listening (Unix socket by default)")
+    listen.add_argument("--uds", metavar="PATH", help=f"Unix socket path (default {DEFAULT_UDS})")
+    listen.add_argument("--host", help="listen on TCP at this address instead (e.g. 127.0.0.1)")
+    listen.add_argument("--port", type=int, help="TCP port (with --host)")
+    listen.add_argument(
+        "--socket-mode",
+        choices=sorted(SOCKET_MODES),
+        default="0600",
+        help="permissions of the Unix socket (default 0600)",
+    )
+    p.add_argument(
+        "--rules",
+        metavar="FILE",
+        type=Path,
+        help="koordinator-qos rules (YAML); polled for changes, see docs/koordinator.md",
+    )
+    p.add_argument(
+        "--rules-poll-interval",
+        metavar="SECONDS",
+        type=float,
+        default=RULES_POLL_INTERVAL_S,
+        help="how often to check the rules file",
+    )
+    p.add_argument(
+        "--check-rules",
+        action="store_true",
+        help="validate --rules, print the effective rules as JSON and exit",
+    )
+    p.add_argument(
+        "--bridge-control",
+        metavar="URL",
+        help="the bridge's control API (unix:///path.sock or http://host:port); "
+        "rule changes are pushed to running containers through it",
+    )
+    p.add_argument(
+        "--policy-module",
+        metavar="FILE_OR_MODULE",
+        action="append",
+        default=[],
+        help="serve every Policy defined in this Python file or module (repeatable)",
+    )
+    p.add_argument(
+        "--no-koordinator",
+        action="store_true",
+        help="do not serve the built-in koordinator-qos policy",
+    )
+    effects = p.add_argument_group("pod-level cgroup writes (koordlet's RunPodSandbox effects)")
+    effects.add_argument(
+        "--pod-cgroup-writes",
+        choices=[m.value for m in ExecutorMode],
+        default=ExecutorMode.OFF.value,
+        help="off (default): report only; dry-run: log; on: write",
+    )
+    effects.add_argument(
+        "--cgroup-root",
+        type=Path,
+        default=DEFAULT_CGROUP_ROOT,
+        help=f"cgroup filesystem root (default {DEFAULT_CGROUP_ROOT})",
+    )
+    effects.add_argument(
+        "--cgroup-version",
+        choices=[v.value for v in CgroupVersion],
+        default=CgroupVersion.AUTO.value,
+        help="default: detect from the root",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def options_from(args: argparse.Namespace) -> ServerOptions:
+    return ServerOptions(
+        rules_path=args.rules,
+        bridge_control=args.bridge_control,
+        policy_modules=tuple(args.policy_module),
+        koordinator=not args.no_koordinator,
+        executor_mode=ExecutorMode(args.pod_cgroup_writes),
+        cgroup_root=args.cgroup_root,
+        cgroup_version=CgroupVersion(args.cgroup_version),
+        rules_poll_interval_s=args.rules_poll_interval,
+    )
+
+
+def bind_unix_socket(path: Path, mode: int) -> socket.socket:
+    """Bind a listening Unix socket created with ``mode`` (no window with wider permissions)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # stale socket left by a previous run
+        else:
+            raise StartupError(f"{path}: another server is listening on it")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o777 & ~mode)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot bind {path}: {exc.strerror}") from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, mode)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def bind_tcp_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
+    if args.host is not None or args.port is not None:
+        if args.uds is not None:
+            raise StartupError("--uds and --host/--port are mutually exclusive")
+        if args.host is None or args.port is None:
+            raise StartupError("TCP needs both --host and --port")
+        return bind_tcp_socket(args.host, args.port), f"http://{args.host}:{args.port}", None
+    path = Path(args.uds or DEFAULT_UDS)
+    return bind_unix_socket(path, SOCKET_MODES[args.socket_mode]), f"unix://{path}", path
+
+
+async def serve(server: PolicyServer, sock: socket.socket, log_level: str) -> None:
+    config = uvicorn.Config(
+        create_app(server), log_level=log_level, access_log=False, lifespan="on"
+    )
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.check_rules:
+            return _check_rules(args.rules)
+        server = PolicyServer(options_from(args))
+        server.load_rules()
+        sock, where, uds_path = _listen(args)
+    except PolicyServerError as exc:
+        print(f"nri-policy-server: {exc}", file=sys.stderr)
+        return 2
+    log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
+    try:
+        asyncio.run(serve(server, sock, args.log_level))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+        if uds_path is not None:
+            with contextlib.suppress(OSError):
+                uds_path.unlink()
+    return 0
+
+
+def _check_rules(path: Path | None) -> int:
+    if path is None:
+        raise StartupError("--check-rules needs --rules FILE")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StartupError(f"cannot read rules file {path}: {exc.strerror}") from None
+    try:
+        rules = rules_from_yaml(text)
+    except RulesError as exc:
+        raise RulesError(exc.key, f"{exc.message} (in {path})") from None
+    print(json.dumps(rules_summary(rules), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
