@@ -165,13 +165,30 @@ class CriClient:
             )
         return pid
 
+    def stop_container(self, container_id: str, grace_s: int = 0) -> None:
+        self.runtime.StopContainer(
+            pb.StopContainerRequest(container_id=container_id, timeout=grace_s),
+            timeout=CALL_TIMEOUT_S,
+        )
+
+    def remove_container(self, container_id: str) -> None:
+        self.runtime.RemoveContainer(
+            pb.RemoveContainerRequest(container_id=container_id), timeout=CALL_TIMEOUT_S
+        )
+
+    def stop_pod(self, pod_id: str) -> None:
+        self.runtime.StopPodSandbox(
+            pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), timeout=CALL_TIMEOUT_S
+        )
+
+    def remove_pod(self, pod_id: str) -> None:
+        self.runtime.RemovePodSandbox(
+            pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), timeout=CALL_TIMEOUT_S
+        )
+
     def remove_all(self) -> None:
         """Stop and remove every pod (and so every container) in the k8s.io namespace."""
         pods = self.runtime.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=CALL_TIMEOUT_S)
         for item in pods.items:
-            self.runtime.StopPodSandbox(
-                pb.StopPodSandboxRequest(pod_sandbox_id=item.id), timeout=CALL_TIMEOUT_S
-            )
-            self.runtime.RemovePodSandbox(
-                pb.RemovePodSandboxRequest(pod_sandbox_id=item.id), timeout=CALL_TIMEOUT_S
-            )
+            self.stop_pod(item.id)
+            self.remove_pod(item.id)

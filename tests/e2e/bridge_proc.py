@@ -1,0 +1,138 @@
+"""Run the bridge (``nri-webhook-bridge run``) as an external NRI plugin for a test.
+
+Owns: writing its YAML config, starting it by PID against a containerd's private NRI
+socket with JSON logs on stderr captured to a file, reading those log lines back, and
+stopping it by PID.
+
+Must not: import the bridge. The e2e treats it as a black box, exactly as an operator
+would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_NAME = "e2e-bridge"
+PLUGIN_INDEX = "50"
+STOP_TIMEOUT_S = 10.0
+
+LogLine = dict[str, Any]
+
+
+class BridgeError(RuntimeError):
+    """The bridge exited or did not log what a test waited for."""
+
+
+class Bridge:
+    """One bridge process. ``static`` is the config's ``static`` section."""
+
+    def __init__(self, nri_socket: Path, workdir: Path, static: dict[str, Any]) -> None:
+        self.nri_socket = nri_socket
+        self.static = static
+        self.workdir = workdir
+        self.config = workdir / "bridge.yaml"
+        self.log = workdir / "bridge.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        workdir.mkdir(parents=True, exist_ok=True)
+        # JSON is YAML: no need for a YAML writer here.
+        self.config.write_text(json.dumps({"static": static}, indent=2) + "\n")
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def command(self) -> list[str]:
+        # `python -m bridge` from the repo root is what the console script runs, and it
+        # does not depend on how the editable install mapped the package.
+        return [
+            sys.executable, "-m", "bridge", "run",
+            "--nri-socket", str(self.nri_socket),
+            "--plugin-name", PLUGIN_NAME,
+            "--plugin-index", PLUGIN_INDEX,
+            "--config", str(self.config),
+            "--log-format", "json",
+            "--log-level", "debug",
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with self.log.open("ab") as err:
+            self._proc = subprocess.Popen(
+                self.command(),
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+            )
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def raw_log(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def lines(self) -> list[LogLine]:
+        """Every JSON object the bridge logged so far (non-JSON lines are skipped)."""
+        out = []
+        for text in self.raw_log().splitlines():
+            try:
+                item = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                out.append(item)
+        return out
+
+    def wait_for(
+        self, what: str, match: Callable[[LogLine], bool], timeout_s: float = 15.0, after: int = 0
+    ) -> LogLine:
+        """Wait for a log line (index >= ``after``) that ``match``es; fail with context."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            lines = self.lines()
+            for line in lines[after:]:
+                if match(line):
+                    return line
+            if not self.running():
+                raise BridgeError(f"bridge exited while waiting for {what}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise BridgeError(f"no {what} in the bridge log after {timeout_s}s:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.raw_log().splitlines()[-lines:])
+
+
+def is_event(name: str, container_id: str | None = None) -> Callable[[LogLine], bool]:
+    def match(line: LogLine) -> bool:
+        if line.get("event") != name:
+            return False
+        return container_id is None or line.get("container_id") == container_id
+
+    return match
+
+
+def has_msg(text: str) -> Callable[[LogLine], bool]:
+    return lambda line: line.get("msg") == text
