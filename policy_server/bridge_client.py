@@ -25,15 +25,17 @@ class BridgeState:
     containers: list[dict[str, Any]]
 
 
-def _client(url: str, timeout_s: float) -> httpx.AsyncClient:
+def _client(
+    url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncClient:
     if url.startswith("unix://"):
         path = url.removeprefix("unix://")
         if not path.startswith("/"):
             raise BridgeControlError(f"bridge control URL {url!r}: expected unix:///absolute/path")
-        transport = httpx.AsyncHTTPTransport(uds=path)
-        return httpx.AsyncClient(transport=transport, base_url="http://bridge", timeout=timeout_s)
+        uds = transport or httpx.AsyncHTTPTransport(uds=path)
+        return httpx.AsyncClient(transport=uds, base_url="http://bridge", timeout=timeout_s)
     if url.startswith(("http://", "https://")):
-        return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
+        return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
     raise BridgeControlError(
         f"bridge control URL {url!r}: expected unix:///path.sock or http://host:port"
     )
@@ -49,9 +51,14 @@ def _list_of_objects(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
 class BridgeControl:
     """One bridge's control API."""
 
-    def __init__(self, url: str, timeout_s: float = BRIDGE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = BRIDGE_TIMEOUT_S,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.url = url
-        self._client = _client(url, timeout_s)
+        self._client = _client(url, timeout_s, transport)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -85,7 +85,12 @@ def _effect_notes(effects: Sequence[Effect], mode: ExecutorMode) -> list[str]:
 class PolicyServer:
     """The server minus HTTP: see the module docstring."""
 
-    def __init__(self, options: ServerOptions, extra_policies: Sequence[Policy[Any]] = ()) -> None:
+    def __init__(
+        self,
+        options: ServerOptions,
+        extra_policies: Sequence[Policy[Any]] = (),
+        bridge: BridgeControl | None = None,
+    ) -> None:
         self.options = options
         self.metrics = Metrics()
         self.rules: RulesSource[Rules] = RulesSource(
@@ -100,7 +105,9 @@ class PolicyServer:
         self.executor = CgroupExecutor(
             options.executor_mode, options.cgroup_root, options.cgroup_version
         )
-        self.bridge = BridgeControl(options.bridge_control) if options.bridge_control else None
+        if bridge is None and options.bridge_control:
+            bridge = BridgeControl(options.bridge_control)
+        self.bridge = bridge
         self.resync_policies = (POLICY_NAME,) if options.koordinator else ()
         self._resync = _ResyncState()
 

@@ -512,7 +512,7 @@ def rules_from_doc(doc: object) -> Rules:
     if not library.startswith("/"):
         raise RulesError("hami_core_library_path", f"must be an absolute path (got {library!r})")
     return Rules(
-        node_slo=_node_slo_from_doc(d.get("node_slo") or {}),
+        node_slo=_node_slo_from_doc({} if d.get("node_slo") is None else d["node_slo"]),
         topology=_topology(d.get("topology")),
         cpu_normalization_ratio=_ratio(d.get("cpu_normalization_ratio")),
         features=_features(d.get("features")),

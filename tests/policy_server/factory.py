@@ -1,0 +1,116 @@
+"""Builders for webhook request bodies and koordinator pods used across the policy-server tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policy_server.koordinator.rules import Rules, rules_from_doc
+from policy_server.koordinator.target import ContainerTarget, PodTarget
+from policy_server.model import Event, parse_event, parse_pod
+
+API = "nri-webhook-bridge/v1"
+
+POOLS_2_NUMA = [
+    {"socket": 0, "node": 0, "cpuset": "0-7"},
+    {"socket": 1, "node": 1, "cpuset": "8-15"},
+]
+BE_POOLS_2_NUMA = [
+    {"socket": 0, "node": 0, "cpuset": "2-7"},
+    {"socket": 1, "node": 1, "cpuset": "10-15"},
+]
+
+
+def pod(
+    *,
+    uid: str = "uid-1",
+    name: str = "pod-1",
+    qos: str | None = None,
+    cgroup_parent: str = "/kubepods/podUID",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, Any] | None = None,
+    pod_id: str = "sandbox-1",
+) -> dict[str, Any]:
+    """A PodSandbox JSON object; annotation values that are not strings are JSON-encoded."""
+    all_labels = dict(labels or {})
+    if qos is not None:
+        all_labels["koordinator.sh/qosClass"] = qos
+    encoded = {
+        k: v if isinstance(v, str) else json.dumps(v) for k, v in (annotations or {}).items()
+    }
+    return {
+        "id": pod_id,
+        "name": name,
+        "uid": uid,
+        "namespace": "default",
+        "labels": all_labels,
+        "annotations": encoded,
+        "linux": {"cgroup_parent": cgroup_parent},
+    }
+
+
+def container(
+    *,
+    cid: str = "ctr-1",
+    name: str = "app",
+    pod_id: str = "sandbox-1",
+    cpu: dict[str, Any] | None = None,
+    memory_limit: int | None = None,
+    unified: dict[str, str] | None = None,
+    state: str = "CONTAINER_RUNNING",
+    env: list[str] | None = None,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if cpu is not None:
+        resources["cpu"] = cpu
+    if memory_limit is not None:
+        resources["memory"] = {"limit": memory_limit}
+    if unified is not None:
+        resources["unified"] = unified
+    out: dict[str, Any] = {
+        "id": cid,
+        "pod_sandbox_id": pod_id,
+        "name": name,
+        "state": state,
+        "linux": {"resources": resources},
+    }
+    if env is not None:
+        out["env"] = env
+    return out
+
+
+def envelope(event: str, **payload: Any) -> dict[str, Any]:
+    return {
+        "api_version": API,
+        "uid": f"test-{event}",
+        "event": event,
+        "runtime": {"name": "containerd", "version": "1.7.24~ds1"},
+        "budget_ms": 1800,
+        "dry_run": False,
+        **payload,
+    }
+
+
+def event(name: str, **payload: Any) -> Event:
+    return parse_event(envelope(name, **payload))
+
+
+def rules(**doc: Any) -> Rules:
+    """Rules from a document; ``pools=True`` adds the two-NUMA-node topology."""
+    return rules_from_doc(doc)
+
+
+def topology(**extra: Any) -> dict[str, Any]:
+    return {"node.koordinator.sh/cpu-shared-pools": POOLS_2_NUMA, **extra}
+
+
+def pod_target(**kwargs: Any) -> PodTarget:
+    return PodTarget.of(parse_pod(pod(**kwargs), "pod"))
+
+
+def container_target(quota: int | None = None, name: str = "app", **kwargs: Any) -> ContainerTarget:
+    return ContainerTarget(pod_target(**kwargs), "ctr-1", name, quota)
+
+
+def batch_spec(containers: dict[str, dict[str, dict[str, str]]]) -> dict[str, Any]:
+    return {"node.koordinator.sh/extended-resource-spec": {"containers": containers}}

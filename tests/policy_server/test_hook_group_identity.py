@@ -1,0 +1,107 @@
+"""GroupIdentity (spec §4.3): bvt per class, kube-QoS fallback, LS override, kernel support."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policy_server.decision import CgroupWrite
+from policy_server.koordinator.annotations import AnnotationError
+from policy_server.koordinator.hooks import group_identity
+from policy_server.koordinator.target import Stage
+from tests.policy_server.factory import container_target, pod_target, rules
+
+G, B, BE = "/kubepods/pod1", "/kubepods/burstable/pod1", "/kubepods/besteffort/pod1"
+CPUQOS = "koordinator.sh/cpuQOS"
+
+
+def classes(lsr: bool, ls: bool, be: bool, **extra: Any) -> dict[str, Any]:
+    def c(enable: bool) -> dict[str, Any]:
+        return {"cpuQOS": {"enable": enable}}
+
+    strategy = {"lsrClass": c(lsr), "lsClass": c(ls), "beClass": c(be), **extra}
+    return {"node_slo": {"resourceQOSStrategy": strategy}}
+
+
+ALL = classes(True, True, True)
+# (case, qos, parent, annotations, rules doc, expected bvt)
+CASES: list[tuple[str, str | None, str, dict[str, Any], dict[str, Any], int]] = [
+    ("LSE uses LSR", "LSE", G, {}, ALL, 2),
+    ("LSR", "LSR", G, {}, ALL, 2),
+    ("LS", "LS", B, {}, ALL, 2),
+    ("BE", "BE", BE, {}, ALL, -1),
+    ("defaults: every class disabled -> 0", "BE", BE, {}, {}, 0),
+    ("disabled class -> 0", "LS", B, {}, classes(True, False, True), 0),
+    ("coreSched policy -> 0", "LSR", G,
+     {}, classes(True, True, True, policies={"cpuPolicy": "coreSched"}), 0),
+    ("custom value", "LS", B, {},
+     {"node_slo": {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True,
+                                                                  "groupIdentity": 1}}}}}, 1),
+    ("unlabeled guaranteed -> LSR if enabled", None, G, {}, ALL, 2),
+    ("unlabeled guaranteed -> LS if only LS", None, G,
+     {}, {"node_slo": {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True,
+                                                                     "groupIdentity": 1}}}}}, 1),
+    ("unlabeled guaranteed, none enabled", None, G, {}, classes(False, False, True), 0),
+    ("unlabeled burstable -> LS", None, B, {}, ALL, 2),
+    ("unlabeled besteffort -> BE", None, BE, {}, ALL, -1),
+    ("SYSTEM falls back on kube QoS", "SYSTEM", BE, {}, ALL, -1),
+    ("LS override value with enable", "LS", B, {CPUQOS: {"enable": True, "groupIdentity": -1}},
+     ALL, -1),
+    ("LS override without enable -> 0", "LS", B, {CPUQOS: {"groupIdentity": 1}}, ALL, 0),
+    ("LS override enable false -> 0", "LS", B, {CPUQOS: {"enable": False}}, ALL, 0),
+    ("LS override enable only keeps class value", "LS", B, {CPUQOS: {"enable": True}}, ALL, 2),
+    ("LS override works with the rule off", "LS", B,
+     {CPUQOS: {"enable": True, "groupIdentity": 1}}, {}, 1),
+    ("override ignored for LSR", "LSR", G, {CPUQOS: {"enable": False}}, ALL, 2),
+]
+
+
+@pytest.mark.parametrize(
+    ("qos", "parent", "annotations", "doc", "expected"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_bvt_value(
+    qos: str | None, parent: str, annotations: dict[str, Any], doc: dict[str, Any], expected: int
+) -> None:
+    target = pod_target(qos=qos, cgroup_parent=parent, annotations=annotations)
+    assert group_identity.bvt_value(target, rules(**doc)) == expected
+
+
+@pytest.mark.parametrize("raw", ['{"groupIdentity": 3, "enable": true}', '{"enable": "yes"}',
+                                 "not json"])
+def test_bad_override_is_a_hook_error(raw: str) -> None:
+    target = pod_target(qos="LS", cgroup_parent=B, annotations={CPUQOS: raw})
+    with pytest.raises(AnnotationError, match=CPUQOS):
+        group_identity.pod(target, rules(**ALL))
+
+
+def test_kernel_support_writes_pod_cgroup_and_container_unified() -> None:
+    r = rules(**ALL, group_identity_kernel_support=True)
+    pod = group_identity.pod(pod_target(qos="BE", cgroup_parent=BE), r)
+    assert pod is not None
+    assert pod.effects == (CgroupWrite(BE, "cpu.bvt_warp_ns", -1, "default/pod-1"),)
+    ctr = group_identity.container(container_target(qos="BE", cgroup_parent=BE),
+                                   Stage.CREATE_CONTAINER, r)
+    assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "-1"}
+
+
+def test_without_kernel_support_the_value_is_only_reported() -> None:
+    r = rules(**ALL)
+    pod = group_identity.pod(pod_target(qos="LSR"), r)
+    assert pod is not None and not pod.effects
+    assert "cpu.bvt_warp_ns=2" in pod.warnings[0]
+    assert "group_identity_kernel_support" in pod.warnings[0]
+    ctr = group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r)
+    assert ctr is not None and ctr.resources.is_empty() and ctr.warnings
+    assert group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r) is None
+
+
+def test_rule_off_and_value_zero_does_nothing_at_creation() -> None:
+    r = rules(group_identity_kernel_support=True)
+    assert group_identity.pod(pod_target(qos="LSR"), r) is None
+    assert group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r) is None
+    # ...but reconcile states the value so a previously written bvt gets reset to 0.
+    ctr = group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r)
+    assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "0"}

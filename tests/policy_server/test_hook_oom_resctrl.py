@@ -1,0 +1,72 @@
+"""OOMScoreAdj (spec §4.9) and Resctrl (spec §4.7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policy_server.koordinator.annotations import AnnotationError
+from policy_server.koordinator.hooks import oom, resctrl
+from policy_server.koordinator.target import Stage
+from tests.policy_server.factory import container_target, pod_target, rules
+
+POD_DEFAULT = "koordinator.sh/oom-score-adj"
+PER_CONTAINER = "koordinator.sh/oom-score-adj-spec"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({POD_DEFAULT: "500"}, 500),
+        ({POD_DEFAULT: "-1000"}, -1000),
+        ({PER_CONTAINER: {"app": -10}, POD_DEFAULT: "500"}, -10),  # spec wins
+        ({PER_CONTAINER: {"other": -10}, POD_DEFAULT: "500"}, 500),  # falls back
+        ({PER_CONTAINER: {"other": -10}}, None),
+        ({}, None),
+    ],
+)
+def test_oom_score_adj(annotations: dict[str, Any], expected: int | None) -> None:
+    result = oom.container(container_target(annotations=annotations), Stage.CREATE_CONTAINER,
+                           rules())
+    assert (None if result is None else result.oom_score_adj) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotations", "fragment"),
+    [
+        ({POD_DEFAULT: "1001"}, "out of range"),
+        ({POD_DEFAULT: "high"}, "not an integer"),
+        ({PER_CONTAINER: {"app": 2000}}, "out of range"),
+        ({PER_CONTAINER: "[1]"}, "expected a JSON object"),
+        ({PER_CONTAINER: "{"}, "not valid JSON"),
+    ],
+)
+def test_bad_oom_values_are_skipped_with_a_warning(
+    annotations: dict[str, Any], fragment: str
+) -> None:
+    result = oom.container(container_target(annotations=annotations), Stage.CREATE_CONTAINER,
+                           rules())
+    assert result is not None and result.oom_score_adj is None
+    assert fragment in result.warnings[0] and "skipped" in result.warnings[0]
+
+
+RESCTRL = {"node.koordinator.sh/resctrl": {"llc": {"schemata": {"range": [0, 30]}}}}
+
+
+def test_resctrl_rdt_class_is_the_pod_group() -> None:
+    target = container_target(uid="5db6", annotations=RESCTRL)
+    result = resctrl.container(target, Stage.CREATE_CONTAINER, rules())
+    assert result is not None and result.resources.rdt_class == "koordlet-5db6"
+    assert resctrl.container(container_target(), Stage.CREATE_CONTAINER, rules()) is None
+
+
+def test_resctrl_pod_stage_reports_the_group_is_not_created() -> None:
+    result = resctrl.pod(pod_target(uid="5db6", annotations=RESCTRL), rules())
+    assert result is not None and "koordlet-5db6" in result.warnings[0]
+
+
+def test_bad_resctrl_annotation_is_a_hook_error() -> None:
+    target = container_target(annotations={"node.koordinator.sh/resctrl": '{"llc": 3}'})
+    with pytest.raises(AnnotationError, match="llc: expected an object"):
+        resctrl.container(target, Stage.CREATE_CONTAINER, rules())
