@@ -1,0 +1,166 @@
+"""One plugin connected to the simulated runtime, and how calls to it can fail.
+
+The runtime is the ttrpc *client* on mux conn 1 (Plugin service) and the
+*server* on conn 2 (Runtime service), so its `Trunk` uses server_conn=2,
+client_conn=1.
+
+Call outcomes follow the adaptation's `isFatalError` (protocol §5):
+- `PluginFatal`: a local deadline, a closed connection or a protocol error;
+  the runtime closes the plugin and carries on without it (fail-open);
+- `PluginFailed`: the plugin answered an error status (including a status 4
+  it sent itself); the operation fails but the plugin stays connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from enum import Enum
+
+from bridge.errors import BridgeBug, ConnectionClosed, ProtocolError, RpcError
+from bridge.nri.events import Event
+from bridge.transport.trunk import Trunk
+from bridge.wire import envelope, mux, ttrpc
+from bridge.wire.status import Code
+
+PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+
+
+class PluginFatal(Exception):
+    """The plugin must be closed (the runtime's `isFatalError`)."""
+
+
+class PluginFailed(Exception):
+    """The plugin answered with an error status; not fatal."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"rpc error: code = {code_name(code)} desc = {message}")
+        self.code = code
+        self.message = message
+
+
+def code_name(code: int) -> str:
+    try:
+        return Code(code).name
+    except ValueError:
+        return str(code)
+
+
+class PluginState(Enum):
+    ACCEPTED = "accepted"
+    REGISTERED = "registered"
+    CONFIGURED = "configured"
+    ACTIVE = "active"  # synchronized: receives events
+    CLOSED = "closed"
+
+
+_TRANSITIONS: dict[PluginState, frozenset[PluginState]] = {
+    PluginState.ACCEPTED: frozenset({PluginState.REGISTERED, PluginState.CLOSED}),
+    PluginState.REGISTERED: frozenset({PluginState.CONFIGURED, PluginState.CLOSED}),
+    PluginState.CONFIGURED: frozenset({PluginState.ACTIVE, PluginState.CLOSED}),
+    PluginState.ACTIVE: frozenset({PluginState.CLOSED}),
+    PluginState.CLOSED: frozenset(),
+}
+
+
+class PluginConnection:
+    """A plugin as the runtime tracks it: identity, subscription, delivery mode."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.trunk: Trunk | None = None
+        self.name = ""
+        self.index = ""
+        self.events = 0  # the accepted ConfigureResponse.events mask
+        self.state = PluginState.ACCEPTED
+        # v0.12+: set for good once the plugin answers a dedicated RPC with
+        # Unimplemented; the nine fallback events then go through StateChange.
+        self.use_state_change = False
+        self.close_reason = ""
+        self.closed_by_runtime = False
+        self.registered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.configure_task: asyncio.Task[int] | None = None
+        self.sync_chunks = 0
+        self.sync_updates: list[object] = []
+
+    @property
+    def label(self) -> str:
+        """How the runtime names the plugin: "NN-name"."""
+        return f"{self.index}-{self.name}" if self.name else f"connection#{self.seq}"
+
+    @property
+    def is_active(self) -> bool:
+        return (self.state is PluginState.ACTIVE and self.trunk is not None
+                and self.trunk.is_open)
+
+    def subscribed(self, event: Event) -> bool:
+        return bool(self.events & event.bit)
+
+    def move(self, new: PluginState) -> None:
+        if new not in _TRANSITIONS[self.state]:
+            raise BridgeBug(f"plugin {self.label} cannot go from {self.state.value} to {new.value}")
+        self.state = new
+
+    def close(self, reason: str, *, by_runtime: bool = True) -> bool:
+        """Close the connection; returns False if it was already closed."""
+        if self.state is PluginState.CLOSED:
+            return False
+        self.state = PluginState.CLOSED
+        self.close_reason = reason
+        self.closed_by_runtime = by_runtime
+        if not self.registered.done():
+            self.registered.set_exception(PluginFatal(reason))
+            self.registered.exception()  # retrieved: nobody may be waiting any more
+        if self.trunk is not None:
+            self.trunk.close(reason)
+        return True
+
+    async def call(self, method: str, payload: bytes, timeout_s: float) -> bytes:
+        """One Plugin-service call with the runtime's client-side deadline."""
+        trunk = self._open_trunk()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            return await trunk.client.call(PLUGIN_SERVICE, method, payload, timeout_s=timeout_s)
+        except RpcError as exc:
+            if exc.code == Code.DEADLINE_EXCEEDED and loop.time() >= deadline:
+                raise PluginFatal(
+                    f"{method}: no response within {timeout_s * 1000:.0f} ms") from None
+            raise PluginFailed(exc.code, exc.message) from None
+        except ConnectionClosed as exc:
+            raise PluginFatal(f"{method}: connection closed ({exc})") from None
+        except ProtocolError as exc:
+            raise PluginFatal(f"{method}: protocol error ({exc})") from None
+
+    async def call_raw(self, data: bytes, timeout_s: float, *,
+                       stream_id: int | None = None) -> envelope.Response:
+        """Send a pre-encoded ttrpc Request body (any size, any stream id) on conn 1.
+
+        For what the normal client refuses to send: the oversized Synchronize
+        of a v0.6 runtime (up to 16 MiB, protocol §2.7) and hostile frames.
+        Returns the decoded Response envelope whatever its status.
+        """
+        # Uses the client's stream-id allocator and pending table so that ids
+        # stay strictly increasing on the wire and the response is routed here.
+        trunk = self._open_trunk()
+        client = trunk.client
+        sid = client._ids.allocate() if stream_id is None else stream_id
+        future: asyncio.Future[envelope.Response] = asyncio.get_running_loop().create_future()
+        client._pending[sid] = future
+        header = ttrpc.HEADER.pack(len(data), sid, ttrpc.MessageType.REQUEST, 0)
+        try:
+            trunk.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, header + data))
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            raise PluginFatal(f"raw request on stream {sid}: no response within "
+                              f"{timeout_s * 1000:.0f} ms") from None
+        except (ConnectionClosed, ProtocolError) as exc:
+            raise PluginFatal(f"raw request on stream {sid}: {exc}") from None
+        finally:
+            client._pending.pop(sid, None)
+
+    def _open_trunk(self) -> Trunk:
+        if self.trunk is None or not self.trunk.is_open or self.state is PluginState.CLOSED:
+            raise PluginFatal(f"plugin {self.label} is closed ({self.close_reason or 'no trunk'})")
+        return self.trunk

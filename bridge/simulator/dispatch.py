@@ -1,0 +1,286 @@
+"""Delivering one lifecycle event to the plugins and combining their answers.
+
+This is the adaptation's per-event logic (protocol §4.5, §5, §7):
+- only subscribed plugins are called, in ascending index order, each with the
+  full request timeout;
+- delivery: older runtimes send nine events as `StateChange`; a v0.12+
+  runtime uses the dedicated RPC and, on an Unimplemented answer, switches
+  that plugin to StateChange for good and re-sends;
+- a fatal failure (local deadline, closed connection, protocol error) closes
+  the plugin and the event continues without it (fail-open); an error status
+  fails the operation, later plugins are not called, the plugin stays;
+- CreateContainer responses are merged (`merge.CreateResult`), then validated
+  by validator plugins (v0.10+, concurrently, fail-closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError, Message
+
+from bridge.nri.events import Event
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.apply import apply_adjustment
+from bridge.simulator.connection import PluginConnection, PluginFailed, PluginFatal
+from bridge.simulator.merge import CreateResult, MergeError, UpdateResult
+from bridge.simulator.ownership import Ownership
+from bridge.simulator.profiles import RuntimeProfile
+from bridge.simulator.resources import overlay_resources
+from bridge.wire.status import Code
+
+log = logging.getLogger(__name__)
+
+# Events that v0.12+ delivers through a dedicated RPC with a StateChange
+# fallback, and that older runtimes always deliver through StateChange.
+FALLBACK_EVENTS = frozenset({
+    Event.RUN_POD_SANDBOX, Event.STOP_POD_SANDBOX, Event.REMOVE_POD_SANDBOX,
+    Event.POST_CREATE_CONTAINER, Event.START_CONTAINER, Event.POST_START_CONTAINER,
+    Event.POST_UPDATE_CONTAINER, Event.REMOVE_CONTAINER, Event.POST_UPDATE_POD_SANDBOX,
+})
+V0_10_EVENTS = frozenset({
+    Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT,
+})
+
+REQUEST_TYPES: dict[Event, type[Message]] = {
+    Event.RUN_POD_SANDBOX: api.RunPodSandboxRequest,
+    Event.STOP_POD_SANDBOX: api.StopPodSandboxRequest,
+    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxRequest,
+    Event.CREATE_CONTAINER: api.CreateContainerRequest,
+    Event.POST_CREATE_CONTAINER: api.PostCreateContainerRequest,
+    Event.START_CONTAINER: api.StartContainerRequest,
+    Event.POST_START_CONTAINER: api.PostStartContainerRequest,
+    Event.UPDATE_CONTAINER: api.UpdateContainerRequest,
+    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerRequest,
+    Event.STOP_CONTAINER: api.StopContainerRequest,
+    Event.REMOVE_CONTAINER: api.RemoveContainerRequest,
+    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxRequest,
+    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxRequest,
+    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentRequest,
+}
+RESPONSE_TYPES: dict[Event, type[Message]] = {
+    Event.RUN_POD_SANDBOX: api.RunPodSandboxResponse,
+    Event.STOP_POD_SANDBOX: api.StopPodSandboxResponse,
+    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxResponse,
+    Event.CREATE_CONTAINER: api.CreateContainerResponse,
+    Event.POST_CREATE_CONTAINER: api.PostCreateContainerResponse,
+    Event.START_CONTAINER: api.StartContainerResponse,
+    Event.POST_START_CONTAINER: api.PostStartContainerResponse,
+    Event.UPDATE_CONTAINER: api.UpdateContainerResponse,
+    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerResponse,
+    Event.STOP_CONTAINER: api.StopContainerResponse,
+    Event.REMOVE_CONTAINER: api.RemoveContainerResponse,
+    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxResponse,
+    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxResponse,
+    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentResponse,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EventResult:
+    """What one lifecycle operation produced.
+
+    `response` is the merged result in the event's response type (for
+    CreateContainer the merged adjustment and updates; for UpdateContainer the
+    updates with the effective one last), `container` the container as the
+    runtime ends up with it, `error` why the operation failed (None if it
+    succeeded). `responses` holds each plugin's own decoded answer.
+    """
+
+    event: str
+    latency_s: float
+    response: Message | None = None
+    container: api.Container | None = None
+    error: str | None = None
+    responses: tuple[tuple[str, Message | None], ...] = ()
+    updates: tuple[api.ContainerUpdate, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def container_of(request: Any) -> api.Container | None:
+    """The request's container, or None for pod events."""
+    if "container" in request.DESCRIPTOR.fields_by_name and request.HasField("container"):
+        container: api.Container = request.container
+        return container
+    return None
+
+
+CloseFn = Callable[[PluginConnection, str], None]
+
+
+class Dispatcher:
+    """Runs events against a list of plugins for one runtime profile."""
+
+    def __init__(self, profile: RuntimeProfile, request_timeout_s: float, close: CloseFn,
+                 all_plugins: Callable[[], Sequence[PluginConnection]]) -> None:
+        self.profile = profile
+        self.request_timeout_s = request_timeout_s
+        self._close = close
+        self._all_plugins = all_plugins
+
+    def supports(self, event: Event) -> bool:
+        return event not in V0_10_EVENTS or self.profile.pod_update_events
+
+    # -- delivery ---------------------------------------------------------------------
+
+    async def deliver(self, conn: PluginConnection, event: Event, request: Any) -> Message | None:
+        """Send one event to one plugin; returns its decoded response (None via StateChange)."""
+        if event in FALLBACK_EVENTS and (not self.profile.dedicated_rpcs or conn.use_state_change):
+            change = api.StateChangeEvent(event=event.value)
+            if request.HasField("pod"):
+                change.pod.CopyFrom(request.pod)
+            container = container_of(request)
+            if container is not None:
+                change.container.CopyFrom(container)
+            await conn.call("StateChange", change.SerializeToString(), self.request_timeout_s)
+            return None
+        try:
+            payload = await conn.call(event.rpc_name, request.SerializeToString(),
+                                      self.request_timeout_s)
+        except PluginFailed as exc:
+            if (exc.code == Code.UNIMPLEMENTED and event in FALLBACK_EVENTS
+                    and self.profile.dedicated_rpcs):
+                log.warning("plugin %s does not implement %s; switching it to StateChange "
+                            "(deprecated)", conn.label, event.rpc_name)
+                conn.use_state_change = True
+                return await self.deliver(conn, event, request)
+            raise
+        response = RESPONSE_TYPES[event]()
+        try:
+            response.ParseFromString(payload)
+        except (DecodeError, ValueError) as exc:
+            raise PluginFailed(Code.INTERNAL,
+                               f"cannot decode {event.rpc_name} response: {exc}") from None
+        return response
+
+    def _targets(self, plugins: Sequence[PluginConnection], event: Event) -> list[PluginConnection]:
+        return [p for p in plugins if p.is_active and p.subscribed(event)]
+
+    # -- event flows --------------------------------------------------------------------
+
+    async def run(self, event: Event, plugins: Sequence[PluginConnection], request: Any,
+                  ) -> EventResult:
+        """Run `request` (one of REQUEST_TYPES) through the subscribed plugins."""
+        started = time.perf_counter()
+        if event is Event.CREATE_CONTAINER:
+            assert isinstance(request, api.CreateContainerRequest)
+            return await self._create(plugins, request, started)
+        responses: list[tuple[str, Message | None]] = []
+        owners = Ownership()
+        pending: api.ContainerUpdate | None = None
+        if event is Event.UPDATE_CONTAINER:
+            pending = api.ContainerUpdate(container_id=request.container.id)
+            pending.linux.resources.CopyFrom(request.linux_resources)
+        updates = UpdateResult(owners, pending=pending)
+        for conn in self._targets(plugins, event):
+            try:
+                response = await self.deliver(conn, event, request)
+            except PluginFatal as exc:
+                self._close(conn, str(exc))
+                continue
+            except PluginFailed as exc:
+                return self._failed(event, started, f"plugin {conn.label}: {exc.message}",
+                                    responses)
+            responses.append((conn.label, response))
+            if response is not None and event in (Event.UPDATE_CONTAINER, Event.STOP_CONTAINER):
+                try:
+                    updates.add(conn.label, response.update)  # type: ignore[attr-defined]
+                except MergeError as exc:
+                    return self._failed(event, started, str(exc), responses)
+        merged = updates.result()
+        container = self._container_after(event, request, pending)
+        if event is Event.UPDATE_CONTAINER:
+            out: Message | None = api.UpdateContainerResponse(update=merged)
+        elif event is Event.STOP_CONTAINER:
+            out = api.StopContainerResponse(update=merged)
+        else:
+            out = responses[-1][1] if responses else None
+        others = tuple(u for u in merged if pending is None or u is not pending)
+        return EventResult(event.rpc_name, time.perf_counter() - started, out, container, None,
+                           tuple(responses), others)
+
+    async def _create(self, plugins: Sequence[PluginConnection],
+                      request: api.CreateContainerRequest, started: float) -> EventResult:
+        event = Event.CREATE_CONTAINER
+        original = api.Container()
+        original.CopyFrom(request.container)
+        result = CreateResult(request.container)  # later plugins see earlier changes
+        responses: list[tuple[str, Message | None]] = []
+        for conn in self._targets(plugins, event):
+            try:
+                response = await self.deliver(conn, event, request)
+            except PluginFatal as exc:
+                self._close(conn, str(exc))
+                continue
+            except PluginFailed as exc:
+                return self._failed(event, started, f"plugin {conn.label}: {exc.message}",
+                                    responses)
+            responses.append((conn.label, response))
+            assert isinstance(response, api.CreateContainerResponse)
+            try:
+                result.apply(conn.label, response)
+            except MergeError as exc:
+                return self._failed(event, started, str(exc), responses)
+        merged = result.response()
+        refusal = await self._validate(plugins, request.pod, original, merged, result.owners)
+        if refusal is not None:
+            return self._failed(event, started, refusal, responses)
+        container = apply_adjustment(original, merged.adjust)
+        container.state = api.CONTAINER_CREATED
+        return EventResult(event.rpc_name, time.perf_counter() - started, merged, container, None,
+                           tuple(responses), tuple(merged.update))
+
+    async def _validate(self, plugins: Sequence[PluginConnection], pod: api.PodSandbox,
+                        original: api.Container, merged: api.CreateContainerResponse,
+                        owners: Ownership) -> str | None:
+        """Run validators concurrently (v0.10+); returns why creation fails, or None."""
+        event = Event.VALIDATE_CONTAINER_ADJUSTMENT
+        validators = self._targets(plugins, event) if self.supports(event) else []
+        if not validators:
+            return None
+        request = api.ValidateContainerAdjustmentRequest(
+            pod=pod, container=original, adjust=merged.adjust, update=merged.update,
+            owners=owners.to_proto(),
+            plugins=[api.PluginInstance(name=p.name, index=p.index)
+                     for p in self._all_plugins() if p.is_active],
+        )
+        outcomes = await asyncio.gather(
+            *(self.deliver(v, event, request) for v in validators), return_exceptions=True)
+        for conn, outcome in zip(validators, outcomes, strict=True):
+            if isinstance(outcome, PluginFatal):
+                self._close(conn, str(outcome))
+                return f"validator {conn.label} failed: {outcome}"
+            if isinstance(outcome, PluginFailed):
+                return f"validator {conn.label} failed: {outcome.message}"
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if isinstance(outcome, api.ValidateContainerAdjustmentResponse) and outcome.reject:
+                return (f'validator "{conn.label}" rejected container adjustment, '
+                        f"reason: {outcome.reason}")
+        return None
+
+    def _container_after(self, event: Event, request: Any,
+                         pending: api.ContainerUpdate | None) -> api.Container | None:
+        current = container_of(request)
+        if current is None:
+            return None
+        container = api.Container()
+        container.CopyFrom(current)
+        if pending is not None:
+            overlay_resources(container.linux.resources, pending.linux.resources)
+        return container
+
+    @staticmethod
+    def _failed(event: Event, started: float, error: str,
+                responses: list[tuple[str, Message | None]]) -> EventResult:
+        log.warning("%s failed: %s", event.rpc_name, error)
+        return EventResult(event.rpc_name, time.perf_counter() - started, error=error,
+                           responses=tuple(responses))

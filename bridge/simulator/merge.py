@@ -1,0 +1,320 @@
+"""Combining plugin responses into one event result, as NRI's `result.go` does.
+
+`CreateResult` folds CreateContainerResponses (plugins in index order) into
+one merged `ContainerAdjustment` plus per-container updates, and mutates the
+request's container in place so each plugin sees the earlier plugins' changes
+(protocol §7.2). `UpdateResult` folds the `update` lists of UpdateContainer /
+StopContainer / CreateContainer responses.
+
+Rules (protocol §7.1-§7.3):
+- a `-` prefix on the key removes: annotations, mounts, env, devices,
+  namespaces, sysctl, net devices; removal + re-add in one response overrides
+  another plugin's entry; env and device removals only hide the entry from
+  later plugins and are not forwarded, so a pre-existing entry survives;
+- every set field is claimed; a second claim in the same event is a conflict,
+  including two claims in one response (`MergeError`, the operation fails);
+- hooks are appended (owners accumulate), rlimits, CDI devices and hugepage
+  limits are claimed per key and appended, `args` starting with "" override;
+- an update targeting the container being created is an error;
+- updates with `ignore_failure` that fail to merge are dropped for that
+  plugin; the merged flag is the AND of the contributors'.
+
+Sans-IO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, MutableSequence
+from typing import Any, TypeVar
+
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.ownership import MergeError, Ownership
+from bridge.simulator.resources import merge_resources
+
+F = api.Field
+T = TypeVar("T")
+
+__all__ = ["CreateResult", "MergeError", "UpdateResult", "env_key"]
+
+HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container",
+              "poststart", "poststop")
+
+
+def env_key(entry: str) -> str:
+    return entry.split("=", 1)[0]
+
+
+def _removal(key: str) -> str | None:
+    return key[1:] if key.startswith("-") else None
+
+
+def _replace(seq: MutableSequence[Any], items: Iterable[Any]) -> None:
+    kept = list(items)
+    del seq[:]
+    seq.extend(kept)
+
+
+class UpdateResult:
+    """Merged ContainerUpdates of one event, keyed by target container id."""
+
+    def __init__(self, owners: Ownership, *, creating: str = "",
+                 pending: api.ContainerUpdate | None = None) -> None:
+        self._owners = owners
+        self._creating = creating
+        self._pending = pending
+        self._updates: dict[str, api.ContainerUpdate] = {}
+        if pending is not None:
+            self._updates[pending.container_id] = pending
+
+    def add(self, plugin: str, updates: Iterable[api.ContainerUpdate]) -> None:
+        for update in updates:
+            target_id = update.container_id
+            if self._creating and target_id == self._creating:
+                raise MergeError(f'plugin "{plugin}" asked update of "{target_id}" during creation')
+            current = self._updates.get(target_id)
+            if current is None:
+                current = api.ContainerUpdate(container_id=target_id,
+                                              ignore_failure=update.ignore_failure)
+            candidate = api.ContainerUpdate()
+            candidate.CopyFrom(current)
+            snapshot = self._owners.snapshot()
+            try:
+                # Quirk kept from NRI HEAD: pids in a ContainerUpdate is not merged.
+                merge_resources(update.linux.resources, (candidate.linux.resources,),
+                                self._claimer(target_id, plugin), with_pids=False)
+            except MergeError:
+                self._owners.restore(snapshot)
+                if not update.ignore_failure:
+                    raise
+                continue  # that plugin's changes to that container are dropped
+            candidate.ignore_failure = current.ignore_failure and update.ignore_failure
+            if self._pending is not None and target_id == self._pending.container_id:
+                self._pending.CopyFrom(candidate)
+                candidate = self._pending
+            self._updates[target_id] = candidate
+
+    def result(self) -> list[api.ContainerUpdate]:
+        """Updates for other containers, then the pending update (effective) last."""
+        pending_id = self._pending.container_id if self._pending is not None else None
+        out = [u for cid, u in self._updates.items() if cid != pending_id]
+        if self._pending is not None:
+            out.append(self._pending)
+        return out
+
+    def _claimer(self, container_id: str, plugin: str) -> Callable[[int, str | None], None]:
+        def claim(field: int, key: str | None) -> None:
+            self._owners.claim(container_id, field, plugin, key)
+        return claim
+
+
+class CreateResult:
+    """The merged outcome of one CreateContainer across plugins."""
+
+    def __init__(self, container: api.Container) -> None:
+        self.container = container  # the request view, mutated for later plugins
+        self.id = container.id
+        self.owners = Ownership()
+        self.adjust = api.ContainerAdjustment()
+        self.updates = UpdateResult(self.owners, creating=container.id)
+
+    def apply(self, plugin: str, response: api.CreateContainerResponse) -> None:
+        """Fold one plugin's response in; raises MergeError on a conflict."""
+        if response.HasField("adjust"):
+            self._adjust(plugin, response.adjust)
+        self.updates.add(plugin, response.update)
+
+    def response(self) -> api.CreateContainerResponse:
+        return api.CreateContainerResponse(adjust=self.adjust, update=self.updates.result())
+
+    # -- adjustment sections, in result.go order --------------------------------------
+
+    def _adjust(self, plugin: str, adj: api.ContainerAdjustment) -> None:
+        view, out, cid = self.container, self.adjust, self.id
+        self._merge_map(plugin, F.Annotations, adj.annotations, view.annotations,
+                        out.annotations, _set_str)
+        self._mounts(plugin, adj.mounts)
+        self._env(plugin, adj.env)
+        self._hooks(plugin, adj.hooks)
+        linux = adj.linux
+        self._devices(plugin, linux.devices)
+        for cdi in adj.CDI_devices:
+            self.owners.claim(cid, F.CdiDevices, plugin, cdi.name)
+            view.CDI_devices.add().CopyFrom(cdi)
+            out.CDI_devices.add().CopyFrom(cdi)
+        self._namespaces(plugin, linux.namespaces)
+        self._merge_map(plugin, F.Sysctl, linux.sysctl, view.linux.sysctl, out.linux.sysctl,
+                        _set_str)
+        self._merge_map(plugin, F.LinuxNetDevices, linux.net_devices, view.linux.net_devices,
+                        out.linux.net_devices, _set_msg)
+        if linux.HasField("resources"):
+            merge_resources(linux.resources, (view.linux.resources, out.linux.resources),
+                            lambda field, key: self.owners.claim(cid, field, plugin, key))
+        if linux.cgroups_path:
+            self.owners.claim(cid, F.CgroupsPath, plugin)
+            view.linux.cgroups_path = out.linux.cgroups_path = linux.cgroups_path
+        for name, field, in_view in (("oom_score_adj", F.OomScoreAdj, True),
+                                     ("io_priority", F.IoPriority, True),
+                                     ("seccomp_policy", F.SeccompPolicy, True),
+                                     ("scheduler", F.LinuxSched, True),
+                                     ("memory_policy", F.MemoryPolicy, False)):
+            if linux.HasField(name):
+                self.owners.claim(cid, field, plugin)
+                getattr(out.linux, name).CopyFrom(getattr(linux, name))
+                if in_view:
+                    getattr(view.linux, name).CopyFrom(getattr(linux, name))
+        if linux.HasField("rdt"):
+            self._rdt(plugin, linux.rdt)
+        for rlimit in adj.rlimits:
+            self.owners.claim(cid, F.Rlimits, plugin, rlimit.type)
+            view.rlimits.add().CopyFrom(rlimit)
+            out.rlimits.add().CopyFrom(rlimit)
+        if adj.args:
+            args = list(adj.args)
+            if args[0] == "":
+                self.owners.clear(cid, F.Args, plugin)
+                args = args[1:]
+            self.owners.claim(cid, F.Args, plugin)
+            _replace(view.args, args)
+            _replace(out.args, args)
+
+    def _merge_map(self, plugin: str, field: int, src: Any, view: Any, out: Any,
+                   put: Callable[[Any, str, Any], None]) -> None:
+        """Annotations, sysctl, net devices: per-key claims, "-k" removal, "-k"+"k" replace."""
+        removed = {key for key in map(_removal, src) if key is not None}
+        for key in sorted(src):
+            if key.startswith("-"):
+                continue
+            if key in removed:
+                self.owners.clear(self.id, field, plugin, key)
+                _discard(view, key)
+                put(out, "-" + key, None)
+                removed.discard(key)
+            self.owners.claim(self.id, field, plugin, key)
+            put(view, key, src[key])
+            put(out, key, src[key])
+        for key in sorted(removed):
+            # A removal-only "-k" is not ownership-checked.
+            _discard(view, key)
+            put(out, "-" + key, None)
+
+    def _mounts(self, plugin: str, mounts: Iterable[api.Mount]) -> None:
+        removed, added = _split(mounts, lambda m: m.destination)
+        self._undo(plugin, F.Mounts, self.adjust.mounts, removed, lambda m: m.destination)
+        _replace(self.container.mounts,
+                 (_clone(m) for m in self.container.mounts if m.destination not in removed))
+        for mount in added:
+            self.owners.claim(self.id, F.Mounts, plugin, mount.destination)
+            self.adjust.mounts.add().CopyFrom(mount)
+            self.container.mounts.add().CopyFrom(mount)
+            removed.discard(mount.destination)
+        for destination in sorted(removed):
+            # Mount removals without a re-add are forwarded to the runtime.
+            self.adjust.mounts.add(destination="-" + destination)
+
+    def _env(self, plugin: str, env: Iterable[api.KeyValue]) -> None:
+        removed, added = _split(env, lambda kv: kv.key)
+        self._undo(plugin, F.Env, self.adjust.env, removed, lambda kv: kv.key)
+        _replace(self.container.env, (e for e in self.container.env if env_key(e) not in removed))
+        for kv in added:
+            self.owners.claim(self.id, F.Env, plugin, kv.key)
+            self.adjust.env.add().CopyFrom(kv)
+            _replace(self.container.env,
+                     [e for e in self.container.env if env_key(e) != kv.key]
+                     + [f"{kv.key}={kv.value}"])
+        # Env removals are not forwarded: a pre-existing variable stays (protocol §7.2).
+
+    def _devices(self, plugin: str, devices: Iterable[api.LinuxDevice]) -> None:
+        removed, added = _split(devices, lambda d: d.path)
+        self._undo(plugin, F.Devices, self.adjust.linux.devices, removed, lambda d: d.path)
+        view = self.container.linux.devices
+        _replace(view, (_clone(d) for d in view if d.path not in removed))
+        for device in added:
+            self.owners.claim(self.id, F.Devices, plugin, device.path)
+            self.adjust.linux.devices.add().CopyFrom(device)
+            _replace(view, [_clone(d) for d in view if d.path != device.path] + [device])
+        # Device removals are not forwarded either.
+
+    def _namespaces(self, plugin: str, namespaces: Iterable[api.LinuxNamespace]) -> None:
+        view = self.container.linux.namespaces
+        for ns in namespaces:
+            kind = _removal(ns.type)
+            name = kind if kind is not None else ns.type
+            self.owners.claim(self.id, F.Namespace, plugin, name)  # add and remove both claim
+            self.adjust.linux.namespaces.add().CopyFrom(ns)
+            kept = [_clone(n) for n in view if n.type != name]
+            _replace(view, kept if kind is not None else [*kept, ns])
+
+    def _hooks(self, plugin: str, hooks: api.Hooks) -> None:
+        added = False
+        for kind in HOOK_KINDS:
+            entries = getattr(hooks, kind)
+            if entries:
+                added = True
+                getattr(self.container.hooks, kind).extend(entries)
+                getattr(self.adjust.hooks, kind).extend(entries)
+        if added:
+            self.owners.accumulate(self.id, F.OciHooks, plugin)
+
+    def _rdt(self, plugin: str, rdt: api.LinuxRdt) -> None:
+        out, view = self.adjust.linux.rdt, self.container.linux.rdt
+        fields = (("clos_id", F.RdtClosID), ("schemata", F.RdtSchemata),
+                  ("enable_monitoring", F.RdtEnableMonitoring))
+        if rdt.remove:
+            for _, field in fields:
+                self.owners.clear(self.id, field, plugin)
+            out.Clear()
+            view.Clear()
+            out.remove = True
+        for name, field in fields:
+            if rdt.HasField(name):
+                self.owners.claim(self.id, field, plugin)
+                getattr(out, name).CopyFrom(getattr(rdt, name))
+                getattr(view, name).CopyFrom(getattr(rdt, name))
+                out.remove = False
+
+    def _undo(self, plugin: str, field: int, collected: Any, removed: set[str],
+              key_of: Callable[[Any], str]) -> None:
+        """A removal un-does earlier plugins' additions and clears their ownership."""
+        kept = []
+        for item in collected:
+            key = key_of(item)
+            if key in removed:
+                self.owners.clear(self.id, field, plugin, key)
+                continue
+            kept.append(_clone(item))
+        _replace(collected, kept)
+
+
+def _split(items: Iterable[T], key_of: Callable[[T], str]) -> tuple[set[str], list[T]]:
+    removed: set[str] = set()
+    added: list[T] = []
+    for item in items:
+        key = _removal(key_of(item))
+        if key is not None:
+            removed.add(key)
+        else:
+            added.append(item)
+    return removed, added
+
+
+def _clone(msg: T) -> T:
+    copy = type(msg)()
+    copy.CopyFrom(msg)  # type: ignore[attr-defined]
+    return copy
+
+
+def _discard(mapping: Any, key: str) -> None:
+    # Never index a protobuf map with a missing key: that inserts it.
+    if key in mapping:
+        del mapping[key]
+
+
+def _set_str(target: Any, key: str, value: Any) -> None:
+    target[key] = "" if value is None else value
+
+
+def _set_msg(target: Any, key: str, value: Any) -> None:
+    if value is None:
+        target[key].Clear()
+    else:
+        target[key].CopyFrom(value)

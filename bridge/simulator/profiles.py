@@ -1,0 +1,101 @@
+"""Runtime profiles: what a given runtime build does on the NRI wire.
+
+A profile is an immutable value. Everything the simulator varies per runtime
+is derived from the NRI module version the runtime embeds (protocol §4.3-§4.5,
+§6.4), so the flags cannot drift apart:
+
+| NRI       | timeouts | NRI_version | mask   | split sync | non-CRUD events delivered via    |
+|-----------|----------|-------------|--------|------------|----------------------------------|
+| < v0.7    | no       | no          | 0x07FF | never      | StateChange                      |
+| v0.7-v0.9 | yes      | no          | 0x07FF | > 4 MiB    | StateChange                      |
+| v0.10/11  | yes      | no          | 0x3FFF | > 4 MiB    | StateChange (+UpdatePodSandbox)  |
+| >= v0.12  | yes      | yes         | 0x3FFF | > 4 MiB    | dedicated RPCs, SC fallback      |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bridge.nri.events import MASK_BEFORE_V0_10, MASK_FROM_V0_10
+from bridge.nri.version import Version
+
+# ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
+# what makes a v0.7+ runtime split Synchronize (protocol §1.8, §4.4).
+TTRPC_MAX_MESSAGE_BYTES = 4 << 20
+# v0.2-v0.6 mux writes fail above 16 MiB (EMSGSIZE, protocol §2.7).
+OLD_MUX_MAX_WRITE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeProfile:
+    """One runtime build as seen by a plugin."""
+
+    key: str
+    runtime_name: str
+    runtime_version: str
+    nri: Version
+    nri_version_string: str = ""
+
+    @property
+    def sends_timeouts(self) -> bool:
+        """ConfigureRequest.registration_timeout/request_timeout (v0.7.0+)."""
+        return self.nri >= (0, 7, 0)
+
+    @property
+    def sends_nri_version(self) -> bool:
+        """ConfigureRequest.NRI_version (v0.12.0+)."""
+        return self.nri >= (0, 12, 0)
+
+    @property
+    def valid_mask(self) -> int:
+        """Event bits the runtime accepts in ConfigureResponse.events."""
+        return MASK_FROM_V0_10 if self.nri >= (0, 10, 0) else MASK_BEFORE_V0_10
+
+    @property
+    def splits_sync(self) -> bool:
+        """Whether a Synchronize above 4 MiB is split into `more` chunks (v0.7.0+)."""
+        return self.nri >= (0, 7, 0)
+
+    @property
+    def dedicated_rpcs(self) -> bool:
+        """Dedicated RPCs for every event, StateChange only as fallback (v0.12.0+)."""
+        return self.nri >= (0, 12, 0)
+
+    @property
+    def pod_update_events(self) -> bool:
+        """UpdatePodSandbox, PostUpdatePodSandbox and validation exist (v0.10.0+)."""
+        return self.nri >= (0, 10, 0)
+
+    @property
+    def checks_plugin_name(self) -> bool:
+        """RegisterPlugin names must match [A-Za-z0-9_.+-]+ (v0.12.0+)."""
+        return self.nri >= (0, 12, 0)
+
+    @property
+    def max_send_bytes(self) -> int:
+        """Largest ttrpc message the runtime's own client will write."""
+        return TTRPC_MAX_MESSAGE_BYTES if self.splits_sync else OLD_MUX_MAX_WRITE_BYTES
+
+
+PROFILES: dict[str, RuntimeProfile] = {
+    p.key: p
+    for p in (
+        # Recorded in /work/shared/fixtures: Debian trixie containerd (NRI v0.6.1).
+        RuntimeProfile("containerd-1.7.24", "containerd", "1.7.24~ds1", (0, 6, 1)),
+        # Recorded: Debian sid containerd 2.1.9 (NRI v0.8.0); it reports "containerd".
+        RuntimeProfile("containerd-2.1.9", "containerd", "2.1.9+unknown", (0, 8, 0)),
+        # containerd 2.2.1 embeds NRI v0.11.0 (version table of protocol §4.3); not recorded.
+        RuntimeProfile("containerd-2.2.1", "containerd", "2.2.1", (0, 11, 0)),
+        # A runtime built on current NRI: dedicated RPCs with StateChange fallback.
+        RuntimeProfile("nri-v0.12", "nri-simulator", "0.12.2", (0, 12, 2), "v0.12.2"),
+    )
+}
+DEFAULT_PROFILE = "containerd-2.1.9"
+
+
+def get_profile(key: str) -> RuntimeProfile:
+    """The profile named `key`; raises KeyError listing the known ones."""
+    try:
+        return PROFILES[key]
+    except KeyError:
+        raise KeyError(f"unknown runtime profile {key!r}; known: {', '.join(PROFILES)}") from None

@@ -1,0 +1,471 @@
+"""`SimulatedRuntime`: containerd's side of NRI over a real Unix socket.
+
+Lifecycle of the socket (protocol §3.1): `start()` deletes a stale socket,
+creates the parent directory with mode 0700 and listens; `stop()` closes every
+plugin and the listener and removes the socket, after which `start()` may be
+called again (runtime restart).
+
+Plugins are taken one at a time, like the runtime does: accept -> wait for
+RegisterPlugin (registration timeout) -> Configure (request timeout; the
+Configure request goes out *before* the RegisterPlugin response, protocol
+§4.1) -> validate the event mask -> Synchronize (split into `more` chunks per
+profile) -> active. Only then is the next connection accepted.
+
+Events, Synchronize and UpdateContainers share one lock, as in containerd
+(protocol §4.7), so a plugin that awaits UpdateContainers inside an event
+handler deadlocks until the request timeout closes it, as it would for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import socket
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from bridge.errors import RpcError
+from bridge.nri.events import EVENTS_BY_RPC, Event
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.connection import (
+    PLUGIN_SERVICE,
+    RUNTIME_SERVICE,
+    PluginConnection,
+    PluginFailed,
+    PluginFatal,
+    PluginState,
+)
+from bridge.simulator.dispatch import REQUEST_TYPES, Dispatcher, EventResult
+from bridge.simulator.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
+from bridge.simulator.state import RuntimeState
+from bridge.simulator.sync import SyncSplitter, SyncTooLarge
+from bridge.transport.server import MethodHandler
+from bridge.transport.trunk import Trunk
+from bridge.wire import envelope, mux, ttrpc
+from bridge.wire.status import Code
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+
+_INDEX_RE = re.compile(r"^[0-9]{2}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+LISTEN_BACKLOG = 16
+CLOSE_WAIT_S = 2.0
+
+
+class SimulatorError(Exception):
+    """Misuse of the simulator (unknown event, event the profile does not have, ...)."""
+
+
+class SimulatedRuntime:
+    """A runtime that plugins connect to; see the module docstring."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str],
+        profile: RuntimeProfile | str = DEFAULT_PROFILE,
+        *,
+        request_timeout_s: float = 2.0,
+        registration_timeout_s: float = 5.0,
+        serialize_events: bool = True,
+        config: str = "",
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.profile = get_profile(profile) if isinstance(profile, str) else profile
+        self.request_timeout_s = request_timeout_s
+        self.registration_timeout_s = registration_timeout_s
+        self.serialize_events = serialize_events
+        self.config = config
+        self.state = RuntimeState()
+        self.updates: list[api.ContainerUpdate] = []  # received through UpdateContainers
+        self.failed_updates: list[api.ContainerUpdate] = []
+        self.sync_updates: list[api.ContainerUpdate] = []  # returned by Synchronize
+        self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
+        self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
+        self.connections: list[PluginConnection] = []
+        self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
+                                     lambda: self.connections)
+        self._lock = asyncio.Lock()
+        self._ready: asyncio.Queue[PluginConnection] = asyncio.Queue()
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._seq = 0
+
+    # -- socket lifecycle ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._listener is not None
+
+    @property
+    def plugins(self) -> list[PluginConnection]:
+        """Active plugins in invocation order (ascending index)."""
+        return sorted((c for c in self.connections if c.is_active),
+                      key=lambda c: (c.index, c.seq))
+
+    async def start(self) -> None:
+        if self._listener is not None:
+            raise SimulatorError("runtime already started")
+        path = self.socket_path
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(path.lstat().st_mode):
+                path.unlink()  # a stale socket from an earlier run
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(path))
+            listener.listen(LISTEN_BACKLOG)
+            listener.setblocking(False)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._accept_task = asyncio.get_running_loop().create_task(
+            self._accept_loop(listener), name="sim:accept")
+        log.info("simulated %s %s (NRI v%d.%d.%d) listening on %s", self.profile.runtime_name,
+                 self.profile.runtime_version, *self.profile.nri, path)
+
+    async def stop(self) -> None:
+        """Close all plugins and the listener; `start()` may be called again."""
+        task, self._accept_task = self._accept_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+        trunks = [c.trunk for c in self.connections if c.trunk is not None]
+        for conn in self.connections:
+            conn.close("runtime stopped", by_runtime=False)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                await asyncio.gather(*(t.wait_closed() for t in trunks))
+        watchers = list(self._watchers)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        self.connections = [c for c in self.connections if c.state is not PluginState.CLOSED]
+
+    async def wait_plugin(self, timeout_s: float = 10.0) -> PluginConnection:
+        """The next plugin that completed register/configure/synchronize."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                conn = await self._ready.get()
+                if conn.is_active:
+                    return conn
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, _ = await loop.sock_accept(listener)
+            self._seq += 1
+            conn = PluginConnection(self._seq)
+            self.connections.append(conn)
+            try:
+                await self._start_plugin(conn, sock)
+            except asyncio.CancelledError:
+                conn.close("runtime stopped", by_runtime=False)
+                raise
+            except Exception as exc:  # task boundary: one bad plugin must not stop accepting
+                log.exception("starting plugin %s failed", conn.label)
+                self._close_plugin(conn, f"internal error: {exc}")
+
+    # -- plugin start: register, configure, synchronize -----------------------------------
+
+    async def _start_plugin(self, conn: PluginConnection, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        _, trunk = await loop.connect_accepted_socket(
+            lambda: Trunk(server_conn=mux.RUNTIME_SERVICE_CONN, client_conn=mux.PLUGIN_SERVICE_CONN,
+                          services=self._runtime_service(conn), name=f"sim#{conn.seq}"),
+            sock)
+        conn.trunk = trunk
+        watcher = loop.create_task(self._watch(conn, trunk), name=f"sim:watch#{conn.seq}")
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        try:
+            async with asyncio.timeout(self.registration_timeout_s):
+                await asyncio.shield(conn.registered)
+        except TimeoutError:
+            self._close_plugin(conn, "plugin registration timed out "
+                                     f"({self.registration_timeout_s * 1000:.0f} ms)")
+            return
+        except PluginFatal:
+            return  # refused or gone; already recorded
+        assert conn.configure_task is not None
+        try:
+            events = await conn.configure_task
+        except (PluginFatal, PluginFailed) as exc:
+            self._close_plugin(conn, f"failed to configure plugin: {exc}")
+            return
+        if not self._accept_mask(conn, events):
+            return
+        conn.move(PluginState.CONFIGURED)
+        async with self._event_lock():
+            synchronized = await self._synchronize(conn)
+        if synchronized and conn.state is PluginState.CONFIGURED:
+            conn.move(PluginState.ACTIVE)
+            log.info("plugin %s active (events 0x%04x)", conn.label, conn.events)
+            self._ready.put_nowait(conn)
+
+    def _runtime_service(self, conn: PluginConnection) -> dict[str, dict[str, MethodHandler]]:
+        async def register_plugin(request: envelope.Request) -> bytes:
+            return await self._register_plugin(conn, request)
+
+        async def update_containers(request: envelope.Request) -> bytes:
+            return await self._update_containers(conn, request)
+
+        return {RUNTIME_SERVICE: {"RegisterPlugin": register_plugin,
+                                  "UpdateContainers": update_containers}}
+
+    async def _register_plugin(self, conn: PluginConnection, request: envelope.Request) -> bytes:
+        req = _decode(api.RegisterPluginRequest, request.payload)
+        if conn.state is not PluginState.ACCEPTED:
+            raise RpcError(Code.FAILED_PRECONDITION, f"plugin {conn.label} already registered")
+        problem = self._identity_problem(req.plugin_name, req.plugin_idx)
+        if problem is not None:
+            # Error status first, then the close (scheduled after the reply is written).
+            asyncio.get_running_loop().call_soon(
+                self._close_plugin, conn, f"invalid plugin registration: {problem}")
+            raise RpcError(Code.UNKNOWN, problem)
+        conn.name, conn.index = req.plugin_name, req.plugin_idx
+        conn.move(PluginState.REGISTERED)
+        # The runtime marks the plugin registered and starts Configure before it
+        # answers RegisterPlugin (protocol §4.1): emulate that order exactly. The
+        # task's first step writes the Configure request; sleep(0) lets it run.
+        conn.configure_task = asyncio.get_running_loop().create_task(
+            self._configure(conn), name=f"sim:configure#{conn.seq}")
+        conn.registered.set_result(None)
+        await asyncio.sleep(0)
+        log.info("plugin %s registered", conn.label)
+        return b""
+
+    def _identity_problem(self, name: str, index: str) -> str | None:
+        if not _INDEX_RE.match(index):
+            return f"invalid plugin index {index!r}, must be 2 digits"
+        if not name:
+            return "empty plugin name"
+        if self.profile.checks_plugin_name and not _NAME_RE.match(name):
+            return f"invalid plugin name {name!r}"
+        return None
+
+    async def _configure(self, conn: PluginConnection) -> int:
+        profile = self.profile
+        req = api.ConfigureRequest(config=self.config, runtime_name=profile.runtime_name,
+                                   runtime_version=profile.runtime_version)
+        if profile.sends_timeouts:
+            req.registration_timeout = round(self.registration_timeout_s * 1000)
+            req.request_timeout = round(self.request_timeout_s * 1000)
+        if profile.sends_nri_version:
+            req.NRI_version = profile.nri_version_string
+        payload = await conn.call("Configure", req.SerializeToString(), self.request_timeout_s)
+        response = _decode(api.ConfigureResponse, payload, failure=PluginFailed)
+        return int(response.events)
+
+    def _accept_mask(self, conn: PluginConnection, events: int) -> bool:
+        valid = self.profile.valid_mask
+        mask = events & 0xFFFFFFFF
+        if mask == 0:
+            mask = valid  # 0 subscribes to every event the runtime knows (protocol §4.3)
+        elif mask & ~valid:
+            self._close_plugin(conn, f"invalid event mask 0x{mask:x}: bits 0x{mask & ~valid:x} "
+                                     f"are not events of this runtime (valid 0x{valid:x})")
+            return False
+        conn.events = mask
+        return True
+
+    async def _synchronize(self, conn: PluginConnection) -> bool:
+        loop = asyncio.get_running_loop()
+        pods, containers = self.state.snapshot()
+        splitter = SyncSplitter(pods, containers)
+        limit = self.profile.max_send_bytes
+        deadline = loop.time() + self.request_timeout_s  # one budget for all chunks (§4.4)
+        while True:
+            request = splitter.request()
+            payload = request.SerializeToString()
+            remaining = deadline - loop.time()
+            data = envelope.encode_request(envelope.Request(
+                PLUGIN_SERVICE, "Synchronize", payload, timeout_nano=max(1, int(remaining * 1e9))))
+            if len(data) > limit:
+                if not self.profile.splits_sync:
+                    self._close_plugin(conn, f"failed to synchronize plugin: message of "
+                                             f"{len(data)} bytes exceeds {limit} bytes")
+                    return False
+                try:
+                    splitter.rejected(len(data), limit)
+                except SyncTooLarge as exc:
+                    self._close_plugin(conn, f"failed to synchronize plugin: {exc}")
+                    return False
+                continue
+            if remaining <= 0:
+                self._close_plugin(conn, "failed to synchronize plugin: request timed out")
+                return False
+            try:
+                if len(data) > ttrpc.MAX_MESSAGE_BYTES:
+                    # A v0.6 runtime's ttrpc sends it anyway, as one oversized message.
+                    reply = await conn.call_raw(data, remaining)
+                    if not reply.ok:
+                        raise PluginFailed(reply.code, reply.message)
+                    answer = reply.payload
+                else:
+                    answer = await conn.call("Synchronize", payload, remaining)
+                response = _decode(api.SynchronizeResponse, answer, failure=PluginFailed)
+            except (PluginFatal, PluginFailed) as exc:
+                self._close_plugin(conn, f"failed to synchronize plugin: {exc}")
+                return False
+            conn.sync_chunks += 1
+            if request.more:
+                if response.update or not response.more:
+                    self._close_plugin(conn, "plugin does not handle split sync requests")
+                    return False
+                splitter.accepted()
+                continue
+            splitter.accepted()
+            for update in response.update:
+                self.sync_updates.append(update)
+                if not self.state.apply_update(update):
+                    log.info("sync update of %s by %s failed (ignored)", update.container_id,
+                             conn.label)
+            return True
+
+    # -- UpdateContainers (plugin -> runtime) -------------------------------------------
+
+    async def _update_containers(self, conn: PluginConnection, request: envelope.Request) -> bytes:
+        req = _decode(api.UpdateContainersRequest, request.payload)
+        if conn.state in (PluginState.ACCEPTED, PluginState.CLOSED):
+            raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
+        failed: list[api.ContainerUpdate] = []
+        async with self._event_lock():
+            for update in req.update:
+                self.updates.append(update)
+                if update.container_id not in self.state.containers:
+                    continue  # unknown ids are skipped silently (containerd)
+                if not self.state.apply_update(update):
+                    failed.append(update)
+        self.failed_updates.extend(failed)
+        if any(not u.ignore_failure for u in failed):
+            # ttrpc drops the payload on error: the plugin never sees `failed`.
+            raise RpcError(Code.UNKNOWN, "NRI update of some containers failed")
+        return b""
+
+    # -- events -------------------------------------------------------------------------
+
+    async def run_event(
+        self,
+        event: Event | str,
+        pod: api.PodSandbox,
+        container: api.Container | None = None,
+        *,
+        linux_resources: api.LinuxResources | None = None,
+        overhead_linux_resources: api.LinuxResources | None = None,
+    ) -> EventResult:
+        """Run one lifecycle event through every subscribed plugin."""
+        request = self.build_request(event, pod, container, linux_resources=linux_resources,
+                                     overhead_linux_resources=overhead_linux_resources)
+        return await self.run_request(event, request)
+
+    def build_request(
+        self,
+        event: Event | str,
+        pod: api.PodSandbox,
+        container: api.Container | None = None,
+        *,
+        linux_resources: api.LinuxResources | None = None,
+        overhead_linux_resources: api.LinuxResources | None = None,
+    ) -> Message:
+        kind = self._event(event)
+        request = REQUEST_TYPES[kind]()
+        fields = request.DESCRIPTOR.fields_by_name
+        request.pod.CopyFrom(pod)  # type: ignore[attr-defined]
+        if container is not None and "container" in fields:
+            request.container.CopyFrom(container)  # type: ignore[attr-defined]
+        if linux_resources is not None and "linux_resources" in fields:
+            request.linux_resources.CopyFrom(linux_resources)  # type: ignore[attr-defined]
+        if overhead_linux_resources is not None and "overhead_linux_resources" in fields:
+            request.overhead_linux_resources.CopyFrom(  # type: ignore[attr-defined]
+                overhead_linux_resources)
+        return request
+
+    async def run_request(self, event: Event | str, request: Message) -> EventResult:
+        """Run a ready-made request message (scenarios use this)."""
+        kind = self._event(event)
+        async with self._event_lock():
+            result = await self.dispatcher.run(kind, self.plugins, request)
+            if result.ok:
+                self._fold(kind, request, result)
+        return result
+
+    async def create_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
+        return await self.run_event(Event.CREATE_CONTAINER, pod, container)
+
+    async def update_container(self, pod: api.PodSandbox, container: api.Container,
+                               linux_resources: api.LinuxResources) -> EventResult:
+        return await self.run_event(Event.UPDATE_CONTAINER, pod, container,
+                                    linux_resources=linux_resources)
+
+    async def stop_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
+        return await self.run_event(Event.STOP_CONTAINER, pod, container)
+
+    def _fold(self, event: Event, request: Message, result: EventResult) -> None:
+        pod = getattr(request, "pod", None)
+        container = result.container
+        self.state.observe(event, pod, container)
+        if event is Event.UPDATE_CONTAINER and container is not None:
+            current = self.state.containers.get(container.id)
+            if current is not None:
+                current.linux.resources.CopyFrom(container.linux.resources)
+        for update in result.updates:
+            if not self.state.apply_update(update):
+                log.info("%s: update of %s failed", event.rpc_name, update.container_id)
+
+    def _event(self, event: Event | str) -> Event:
+        if isinstance(event, str):
+            try:
+                event = EVENTS_BY_RPC[event]
+            except KeyError:
+                raise SimulatorError(f"unknown event {event!r}") from None
+        if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
+            raise SimulatorError("validation runs as part of CreateContainer")
+        if not self.dispatcher.supports(event):
+            raise SimulatorError(f"{self.profile.key} has no {event.rpc_name} "
+                                 f"(NRI v{'.'.join(map(str, self.profile.nri))})")
+        return event
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _event_lock(self) -> contextlib.AbstractAsyncContextManager[object]:
+        if self.serialize_events:
+            return self._lock
+        return contextlib.nullcontext()
+
+    def _close_plugin(self, conn: PluginConnection, reason: str) -> None:
+        if conn.close(reason):
+            log.warning("closing plugin %s: %s", conn.label, reason)
+            self.closed_plugins.append((conn.label, reason))
+
+    async def _watch(self, conn: PluginConnection, trunk: Trunk) -> None:
+        await trunk.wait_closed()
+        if conn.close(trunk.close_reason or "connection closed", by_runtime=False):
+            log.info("plugin %s disconnected: %s", conn.label, conn.close_reason)
+            self.lost_plugins.append((conn.label, conn.close_reason))
+
+
+def _decode(cls: type[M], payload: bytes,
+            failure: Callable[[int, str], Exception] = RpcError) -> M:
+    msg = cls()
+    try:
+        msg.ParseFromString(payload)
+    except (DecodeError, ValueError) as exc:
+        raise failure(Code.INTERNAL, f"cannot decode {cls.__name__}: {exc}") from None
+    return msg
+
