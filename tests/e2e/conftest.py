@@ -69,17 +69,23 @@ def containerd(request: pytest.FixtureRequest) -> Iterator[Containerd]:
         instance.import_images()
         yield instance
     finally:
-        if instance.running():
-            client = CriClient(instance.dirs.address)
-            try:
-                client.remove_all()
-            except Exception:
-                log.exception("removing pods during teardown failed")
-            finally:
-                client.close()
-        module = request.module.__name__.rsplit(".", 1)[-1]
-        keep_log(instance.dirs.log, f"{module}-containerd-{runtime.version}.log")
-        instance.cleanup()
+        try:
+            if instance.running():
+                _remove_all_pods(instance)
+        except Exception:
+            log.exception("removing pods during teardown failed")
+        finally:
+            module = request.module.__name__.rsplit(".", 1)[-1]
+            keep_log(instance.dirs.log, f"{module}-containerd-{runtime.version}.log")
+            instance.cleanup()
+
+
+def _remove_all_pods(instance: Containerd) -> None:
+    client = CriClient(instance.dirs.address)
+    try:
+        client.remove_all()
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="module")

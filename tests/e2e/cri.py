@@ -22,8 +22,6 @@ from . import cri_stubs
 from .containerd import CGROUP_PREFIX
 from .runtimes import BUSYBOX_IMAGE
 
-pb, pb_grpc = cri_stubs.load()
-
 CALL_TIMEOUT_S = 30.0
 MIB = 1024 * 1024
 
@@ -52,6 +50,9 @@ class CriClient:
     """RuntimeService and ImageService over one gRPC channel."""
 
     def __init__(self, address: Path) -> None:
+        # The generated modules, loaded on first use: collecting the tests (as the default,
+        # non-e2e pytest run does) must not need the CRI proto to be installed.
+        self.pb, pb_grpc = cri_stubs.load()
         self._channel = grpc.insecure_channel(f"unix://{address}")
         self.runtime = pb_grpc.RuntimeServiceStub(self._channel)
         self.images = pb_grpc.ImageServiceStub(self._channel)
@@ -60,10 +61,12 @@ class CriClient:
         self._channel.close()
 
     def version(self) -> Any:
+        pb = self.pb
         return self.runtime.Version(pb.VersionRequest(), timeout=CALL_TIMEOUT_S)
 
     def wait_ready(self, timeout_s: float = 30.0) -> Any:
         """Wait until CRI answers Version (the socket exists before CRI serves)."""
+        pb = self.pb
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -75,6 +78,7 @@ class CriClient:
 
     def wait_image(self, image: str, timeout_s: float = 30.0) -> None:
         """CRI learns about ctr-imported images asynchronously; wait until it sees one."""
+        pb = self.pb
         deadline = time.monotonic() + timeout_s
         spec = pb.ImageSpec(image=image)
         while not self.images.ImageStatus(
@@ -85,6 +89,7 @@ class CriClient:
             time.sleep(0.1)
 
     def run_pod(self, name: str = "e2e") -> Pod:
+        pb = self.pb
         uid = str(uuid.uuid4())
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
         config = pb.PodSandboxConfig(
@@ -104,6 +109,7 @@ class CriClient:
         return Pod(id=reply.pod_sandbox_id, uid=uid, config=config)
 
     def create_container(self, pod: Pod, name: str = "app") -> str:
+        pb = self.pb
         ns = pod.config.linux.security_context.namespace_options
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
@@ -129,6 +135,7 @@ class CriClient:
         return str(reply.container_id)
 
     def start_container(self, container_id: str) -> None:
+        pb = self.pb
         self.runtime.StartContainer(
             pb.StartContainerRequest(container_id=container_id), timeout=CALL_TIMEOUT_S
         )
@@ -139,6 +146,7 @@ class CriClient:
         return container_id
 
     def update_cpu_shares(self, container_id: str, shares: int) -> None:
+        pb = self.pb
         resources = pb.LinuxContainerResources(
             cpu_shares=shares, cpuset_cpus=BASE_CPUSET, memory_limit_in_bytes=BASE_MEMORY_BYTES
         )
@@ -149,6 +157,7 @@ class CriClient:
 
     def container_status(self, container_id: str) -> tuple[Any, dict[str, Any]]:
         """(ContainerStatus, the verbose ``info`` JSON containerd adds)."""
+        pb = self.pb
         reply = self.runtime.ContainerStatus(
             pb.ContainerStatusRequest(container_id=container_id, verbose=True),
             timeout=CALL_TIMEOUT_S,
@@ -156,6 +165,7 @@ class CriClient:
         return reply.status, json.loads(reply.info.get("info", "{}"))
 
     def container_pid(self, container_id: str) -> int:
+        pb = self.pb
         status, info = self.container_status(container_id)
         pid = int(info.get("pid", 0))
         if status.state != pb.CONTAINER_RUNNING or pid <= 0:
@@ -166,28 +176,33 @@ class CriClient:
         return pid
 
     def stop_container(self, container_id: str, grace_s: int = 0) -> None:
+        pb = self.pb
         self.runtime.StopContainer(
             pb.StopContainerRequest(container_id=container_id, timeout=grace_s),
             timeout=CALL_TIMEOUT_S,
         )
 
     def remove_container(self, container_id: str) -> None:
+        pb = self.pb
         self.runtime.RemoveContainer(
             pb.RemoveContainerRequest(container_id=container_id), timeout=CALL_TIMEOUT_S
         )
 
     def stop_pod(self, pod_id: str) -> None:
+        pb = self.pb
         self.runtime.StopPodSandbox(
             pb.StopPodSandboxRequest(pod_sandbox_id=pod_id), timeout=CALL_TIMEOUT_S
         )
 
     def remove_pod(self, pod_id: str) -> None:
+        pb = self.pb
         self.runtime.RemovePodSandbox(
             pb.RemovePodSandboxRequest(pod_sandbox_id=pod_id), timeout=CALL_TIMEOUT_S
         )
 
     def remove_all(self) -> None:
         """Stop and remove every pod (and so every container) in the k8s.io namespace."""
+        pb = self.pb
         pods = self.runtime.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=CALL_TIMEOUT_S)
         for item in pods.items:
             self.stop_pod(item.id)

@@ -11,6 +11,7 @@ is wire-identical (options do not change field numbers or types).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import sys
@@ -66,6 +67,7 @@ def generate(proto: Path = CRI_PROTO) -> None:
     STAMP.write_text(digest + "\n")
 
 
+@functools.cache
 def load() -> tuple[ModuleType, ModuleType]:
     """Return (messages module, grpc stubs module), generating them if needed."""
     generate()
