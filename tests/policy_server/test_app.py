@@ -1,0 +1,153 @@
+"""The HTTP layer in-process (ASGI transport): routes, 422s naming the field, reply checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge.contract import WebhookReply
+from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
+from policy_server.app import create_app, field_loc
+from policy_server.cgroups import ExecutorMode
+from policy_server.server import PolicyServer, ServerOptions
+from tests.policy_server.factory import container, envelope, pod
+
+RS = "scheduling.koordinator.sh/resource-status"
+EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
+
+broken = Policy("broken")
+
+
+@broken.on(EventName.CREATE_CONTAINER)
+def empty_id(event: Event) -> Decision:
+    return Decision(update=(ContainerUpdate("", ResourcePatch(cpu_shares=2)),))
+
+
+async def client_for(server: PolicyServer) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=create_app(server))
+    return httpx.AsyncClient(transport=transport, base_url="http://policy")
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with await client_for(PolicyServer(ServerOptions(), [broken])) as c:
+        yield c
+
+
+async def test_list_policies(client: httpx.AsyncClient) -> None:
+    body = (await client.get("/v1/policies")).json()
+    by_name = {p["name"]: p for p in body["policies"]}
+    assert set(by_name) == {"koordinator-qos", "broken"}
+    koord = by_name["koordinator-qos"]
+    assert koord["url"] == "/v1/policies/koordinator-qos"
+    assert koord["events"] == ["Synchronize", "RunPodSandbox", "CreateContainer",
+                               "UpdateContainer", "RemoveContainer"]
+    assert koord["handlers"]["UpdateContainer"] == ["BatchResource", "CPUNormalization",
+                                                    "CPUSetAllocator"]
+    assert "RemoveContainer" not in koord["handlers"]  # observed, not handled
+    assert by_name["broken"]["handlers"] == {"CreateContainer": ["empty_id"]}
+
+
+async def test_evaluate_and_metrics(client: httpx.AsyncClient) -> None:
+    body = envelope("CreateContainer", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}),
+                    container=container())
+    response = await client.post("/v1/policies/koordinator-qos", json=body)
+    assert response.status_code == 200
+    assert response.json() == {"adjust": {"linux": {"resources": {"cpu": {"quota": -1,
+                                                                          "cpus": "1"}}}}}
+    WebhookReply.model_validate(response.json())
+    metrics = (await client.get("/metrics")).text
+    assert ('policy_requests_total{event="CreateContainer",outcome="ok",'
+            'policy="koordinator-qos"} 1.0') in metrics
+    assert "policy_decision_seconds_bucket" in metrics
+
+
+@pytest.mark.parametrize(
+    ("mutate", "loc"),
+    [
+        (lambda b: b["container"]["linux"]["resources"].update(cpu={"shares": "x"}),
+         ["body", "container", "linux", "resources", "cpu", "shares"]),
+        (lambda b: b.pop("runtime"), ["body", "runtime"]),
+        (lambda b: b.update(event="Create"), ["body", "event"]),
+        (lambda b: b["pod"].update(labels=[]), ["body", "pod", "labels"]),
+        (lambda b: b.pop("container"), ["body", "container"]),  # our per-event check
+    ],
+)
+async def test_bad_requests_get_422_naming_the_field(
+    client: httpx.AsyncClient, mutate: Any, loc: list[Any]
+) -> None:
+    body = envelope("CreateContainer", pod=pod(), container=container(cpu={"shares": 2}))
+    mutate(body)
+    response = await client.post("/v1/policies/koordinator-qos", json=body)
+    assert response.status_code == 422
+    assert [d["loc"] for d in response.json()["detail"]][0] == loc
+
+
+async def test_invalid_json_and_unknown_policy(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/policies/koordinator-qos", content=b"{nope",
+                                 headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
+    body = envelope("StartContainer", pod=pod(), container=container())
+    response = await client.post("/v1/policies/nope", json=body)
+    assert response.status_code == 404
+    assert "known: koordinator-qos, broken" in response.json()["detail"]
+
+
+async def test_a_reply_outside_the_contract_is_a_500(client: httpx.AsyncClient) -> None:
+    body = envelope("CreateContainer", pod=pod(), container=container())
+    response = await client.post("/v1/policies/broken", json=body)
+    assert response.status_code == 500 and "invalid reply" in response.json()["detail"]
+
+
+async def test_healthz_and_rules(client: httpx.AsyncClient) -> None:
+    health = (await client.get("/healthz")).json()
+    assert health["status"] == "ok" and health["policies"] == ["koordinator-qos", "broken"]
+    rules = (await client.get("/v1/rules")).json()
+    assert rules["rules"]["features"]["CPUSetAllocator"] is True
+    assert rules["file"] is None and rules["last_error"] is None
+    docs = await client.get("/openapi.json")
+    assert "/v1/policies/{name}" in docs.json()["paths"]
+
+
+async def test_pod_effects_are_reported_when_the_executor_is_off(
+    client: httpx.AsyncClient,
+) -> None:
+    body = envelope("RunPodSandbox", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}))
+    response = await client.post("/v1/policies/koordinator-qos", json=body)
+    assert response.json() == {"warnings": [
+        "pod cgroup writes not applied (executor off): /kubepods/podUID: cpu.cfs_quota_us=-1"]}
+
+
+async def test_pod_effects_are_written_when_the_executor_is_on(tmp_path: Path) -> None:
+    pod_dir = tmp_path / "cpu/kubepods/podUID"
+    pod_dir.mkdir(parents=True)
+    (pod_dir / "cpu.cfs_quota_us").write_text("200000")
+    server = PolicyServer(ServerOptions(executor_mode=ExecutorMode.ON, cgroup_root=tmp_path))
+    body = envelope("RunPodSandbox", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}))
+    async with await client_for(server) as c:
+        dry = await c.post("/v1/policies/koordinator-qos", json={**body, "dry_run": True})
+        assert dry.json() == {"warnings": ["pod-level effects not applied: dry_run request"]}
+        assert (pod_dir / "cpu.cfs_quota_us").read_text() == "200000"
+        response = await c.post("/v1/policies/koordinator-qos", json=body)
+        assert response.json() == {}
+        assert (pod_dir / "cpu.cfs_quota_us").read_text() == "-1"
+        metrics = (await c.get("/metrics")).text
+        assert 'policy_pod_cgroup_writes_total{result="written"} 1.0' in metrics
+
+
+async def test_every_contract_example_gets_a_valid_reply(client: httpx.AsyncClient) -> None:
+    for path in sorted(EXAMPLES.glob("*.request.json")):
+        response = await client.post("/v1/policies/koordinator-qos",
+                                     json=json.loads(path.read_text()))
+        assert response.status_code == 200, (path.name, response.text)
+        WebhookReply.model_validate(response.json())
+
+
+def test_field_loc() -> None:
+    assert field_loc("containers[3].linux.resources") == ["body", "containers", 3, "linux",
+                                                          "resources"]

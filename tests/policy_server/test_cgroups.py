@@ -1,0 +1,149 @@
+"""The side-effect executor against temporary trees shaped like /sys/fs/cgroup (v1 and v2)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from policy_server.cgroups import (
+    CgroupExecutor,
+    CgroupVersion,
+    ExecutorMode,
+    cgroup_dir,
+)
+from policy_server.decision import CgroupWrite, HostDirectory
+
+V1_PARENT = "/kubepods/besteffort/pod1"
+V2_PARENT = "kubepods-besteffort-pod1.slice"
+V2_DIR = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice"
+WRITES = [
+    CgroupWrite(V1_PARENT, "cpu.shares", 1024, "default/be"),
+    CgroupWrite(V1_PARENT, "cpu.cfs_quota_us", -1, "default/be"),
+    CgroupWrite(V1_PARENT, "memory.limit_in_bytes", 2147483648, "default/be"),
+    CgroupWrite(V1_PARENT, "cpu.bvt_warp_ns", -1, "default/be"),
+]
+
+
+def v1_tree(root: Path) -> Path:
+    for controller, files in {
+        "cpu": ["cpu.shares", "cpu.cfs_quota_us", "cpu.bvt_warp_ns"],
+        "memory": ["memory.limit_in_bytes"],
+    }.items():
+        pod = root / controller / V1_PARENT.lstrip("/")
+        pod.mkdir(parents=True)
+        for name in files:
+            (pod / name).write_text("original\n")
+    return root
+
+
+def v2_tree(root: Path) -> Path:
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    pod = root / V2_DIR
+    pod.mkdir(parents=True)
+    for name in ("cpu.weight", "cpu.max", "memory.max", "cpu.bvt_warp_ns"):
+        (pod / name).write_text("original\n")
+    return root
+
+
+def test_v1_writes(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    executor = CgroupExecutor(ExecutorMode.ON, root)
+    assert executor.version is CgroupVersion.V1
+    report = executor.apply(WRITES)
+    assert len(report.written) == 4 and not report.failed
+    cpu = root / "cpu/kubepods/besteffort/pod1"
+    assert (cpu / "cpu.shares").read_text() == "1024"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "-1"
+    assert (cpu / "cpu.bvt_warp_ns").read_text() == "-1"
+    assert (root / "memory/kubepods/besteffort/pod1/memory.limit_in_bytes").read_text() == (
+        "2147483648")
+
+
+def test_v2_writes_convert_names_and_values(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path)
+    executor = CgroupExecutor(ExecutorMode.ON, root)
+    assert executor.version is CgroupVersion.V2
+    writes = [CgroupWrite(V2_PARENT, w.file, w.value) for w in WRITES]
+    writes.append(CgroupWrite(V2_PARENT, "cpu.cfs_quota_us", 50000))
+    report = executor.apply(writes)
+    assert not report.failed
+    pod = root / V2_DIR
+    assert (pod / "cpu.weight").read_text() == "39"  # 1 + (1024-2)*9999/262142
+    assert (pod / "cpu.max").read_text() == "50000"  # last write wins; period untouched
+    assert (pod / "memory.max").read_text() == "2147483648"
+    assert (pod / "cpu.bvt_warp_ns").read_text() == "-1"
+    executor.apply([CgroupWrite(V2_PARENT, "cpu.cfs_quota_us", -1),
+                    CgroupWrite(V2_PARENT, "memory.limit_in_bytes", -1)])
+    assert (pod / "cpu.max").read_text() == "max"
+    assert (pod / "memory.max").read_text() == "max"
+
+
+def test_dry_run_only_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = v1_tree(tmp_path)
+    with caplog.at_level(logging.INFO):
+        report = CgroupExecutor(ExecutorMode.DRY_RUN, root).apply(WRITES)
+    assert len(report.logged) == 4 and not report.written
+    assert (root / "cpu/kubepods/besteffort/pod1/cpu.shares").read_text() == "original\n"
+    assert "dry-run: would write" in caplog.text and "cpu.shares <- 1024" in caplog.text
+
+
+def test_off_does_nothing(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    report = CgroupExecutor(ExecutorMode.OFF, root).apply(WRITES)
+    assert report.written == report.logged == report.failed == []
+    assert (root / "cpu/kubepods/besteffort/pod1/cpu.shares").read_text() == "original\n"
+
+
+def test_missing_pod_cgroup_is_skipped_not_created(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+        [CgroupWrite("/kubepods/besteffort/gone", "cpu.shares", 2)])
+    assert len(report.skipped) == 1 and not report.written
+    assert not (root / "cpu/kubepods/besteffort/gone").exists()
+
+
+def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    (root / "cpu/kubepods/besteffort/pod1/cpu.bvt_warp_ns").unlink()  # kernel without bvt
+    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+        [CgroupWrite(V1_PARENT, "cpu.bvt_warp_ns", 2)])
+    assert len(report.failed) == 1 and "No such file" in report.failed[0]
+
+
+@pytest.mark.parametrize("parent", ["/kubepods/../../etc", "", "kubepods--x.slice", "/"])
+def test_bad_parents_are_refused(tmp_path: Path, parent: str) -> None:
+    report = CgroupExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
+        [CgroupWrite(parent, "cpu.shares", 2)])
+    assert len(report.failed) == 1
+
+
+def test_unknown_file_is_refused(tmp_path: Path) -> None:
+    report = CgroupExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
+        [CgroupWrite(V1_PARENT, "cgroup.procs", 1)])
+    assert "unsupported cgroup file" in report.failed[0]
+
+
+@pytest.mark.parametrize(
+    ("parent", "relative"),
+    [
+        ("/kubepods/burstable/pod1", "kubepods/burstable/pod1"),
+        ("kubepods-pod1.slice", "kubepods.slice/kubepods-pod1.slice"),
+        (V2_PARENT, V2_DIR),
+        ("/kubepods.slice/kubepods-pod1.slice", "kubepods.slice/kubepods-pod1.slice"),
+    ],
+)
+def test_cgroup_dir_for_both_drivers(parent: str, relative: str) -> None:
+    assert str(cgroup_dir(parent)) == relative
+
+
+def test_host_directory(tmp_path: Path) -> None:
+    target = tmp_path / "vgpu/containers/uid_app"
+    report = CgroupExecutor(ExecutorMode.ON, tmp_path).apply(
+        [HostDirectory(str(target), 0o777)])
+    assert target.is_dir() and (target.stat().st_mode & 0o777) == 0o777
+    assert report.written == [f"mkdir {target} mode 777"]
+    dry = CgroupExecutor(ExecutorMode.DRY_RUN, tmp_path).apply(
+        [HostDirectory(str(tmp_path / "other"), 0o777)])
+    assert dry.logged and not (tmp_path / "other").exists()
