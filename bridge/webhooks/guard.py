@@ -1,0 +1,161 @@
+"""A policy's JSON reply in, a checked `Contribution` out, or a `WebhookFailure`.
+
+Order of checks (each failure names the JSON path):
+1. shape: an object whose keys are allowed for the event (contract REPLY_KEYS);
+2. types and ranges: `adjustment_from_json` / `from_json`, strict;
+3. allow list: every adjustment and update kind must be in the webhook's `allow`;
+4. values: cpusets, ranges, names (bridge.webhooks.values);
+5. targets: updates name containers the state cache knows, never the
+   container being created (the runtime would fail CreateContainer).
+
+This module is pure: no I/O, no logging, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.events import REPLY_KEYS
+from bridge.nri.convert import ConversionError, from_json
+from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.kinds import adjustment_kinds, update_kinds
+from bridge.webhooks.values import ValueProblem, check_adjustment, check_resources
+
+MAX_WARNINGS = 100
+MAX_WARNING_CHARS = 1024
+MAX_REASON_CHARS = 4096
+_UPDATE_KEYS = frozenset({"container_id", "linux", "ignore_failure"})
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What one webhook asked for, already checked. Treat the messages as read-only."""
+
+    webhook: str
+    adjust: api.ContainerAdjustment | None = None
+    updates: tuple[api.ContainerUpdate, ...] = ()
+    evictions: tuple[api.ContainerEviction, ...] = ()
+    reject: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changes_something(self) -> bool:
+        return self.adjust is not None or bool(self.updates)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What the reply is checked against."""
+
+    event: str
+    allow: frozenset[str]
+    knows_container: Callable[[str], bool]
+    creating: str | None = None  # CreateContainer: the id being created
+
+
+def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
+    if not isinstance(data, dict):
+        raise WebhookFailure(FailureKind.SCHEMA, "reply: expected a JSON object")
+    allowed = REPLY_KEYS[scope.event]
+    present = {k: v for k, v in data.items() if v is not None}
+    for key in present:
+        if key not in allowed:
+            raise WebhookFailure(FailureKind.SCHEMA, f"reply.{key}: not allowed for "
+                                 f"{scope.event} (allowed: {', '.join(allowed)})")
+    try:
+        adjust = _adjust(present["adjust"], scope) if "adjust" in present else None
+        updates = (parse_updates(present["update"], scope, "update")
+                   if "update" in present else ())
+        evictions = _evictions(present.get("evict"))
+        reject = _reject(present.get("reject"))
+        warnings = _warnings(present.get("warnings"))
+    except ConversionError as exc:
+        raise WebhookFailure(FailureKind.SCHEMA, str(exc)) from None
+    except ValueProblem as exc:
+        raise WebhookFailure(FailureKind.INVALID, str(exc)) from None
+    return Contribution(webhook, adjust, updates, evictions, reject, warnings)
+
+
+def _adjust(data: Any, scope: Scope) -> api.ContainerAdjustment | None:
+    adjust = adjustment_from_json(data, "adjust")
+    _check_allowed(adjustment_kinds(adjust), scope.allow, "adjust")
+    check_adjustment(adjust, "adjust")
+    return adjust if adjust.ByteSize() else None
+
+
+def parse_updates(items: Any, scope: Scope, path: str) -> tuple[api.ContainerUpdate, ...]:
+    """Container updates from JSON (also the control API's POST /v1/updates).
+
+    Raises ConversionError for shape problems, ValueProblem for values and
+    targets, WebhookFailure(DISALLOWED) for kinds outside `scope.allow`.
+    """
+    if not isinstance(items, list):
+        raise ConversionError(path, "expected a list")
+    out: list[api.ContainerUpdate] = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if isinstance(item, dict):
+            unknown = set(item) - _UPDATE_KEYS
+            if unknown:
+                raise ConversionError(f"{where}.{sorted(unknown)[0]}", "unknown field")
+        update = from_json(item, api.ContainerUpdate, where)
+        assert isinstance(update, api.ContainerUpdate)
+        cid = update.container_id
+        if not cid:
+            raise ConversionError(f"{where}.container_id", "required")
+        if cid == scope.creating:
+            raise ValueProblem(f"{where}.container_id", "is the container being created; "
+                               "change it with `adjust` instead")
+        if not scope.knows_container(cid):
+            raise ValueProblem(f"{where}.container_id", f"unknown container {cid[:80]!r}")
+        _check_allowed(update_kinds(update), scope.allow, where)
+        check_resources(update.linux.resources, f"{where}.linux.resources")
+        out.append(update)
+    return tuple(out)
+
+
+def _check_allowed(kinds: set[str], allow: frozenset[str], path: str) -> None:
+    refused = kinds - allow
+    if refused:
+        raise WebhookFailure(FailureKind.DISALLOWED, f"{path}: {', '.join(sorted(refused))} "
+                             f"not in the webhook's allow list ({', '.join(sorted(allow))})")
+
+
+def _evictions(data: Any) -> tuple[api.ContainerEviction, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ConversionError("evict", "expected a list")
+    out = []
+    for i, item in enumerate(data):
+        eviction = from_json(item, api.ContainerEviction, f"evict[{i}]")
+        assert isinstance(eviction, api.ContainerEviction)
+        if not eviction.container_id:
+            raise ConversionError(f"evict[{i}].container_id", "required")
+        out.append(eviction)
+    return tuple(out)
+
+
+def _reject(data: Any) -> str | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"reason"}:
+        raise ConversionError("reject", "expected {\"reason\": \"...\"}")
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ConversionError("reject.reason", "expected a non-empty string")
+    return reason[:MAX_REASON_CHARS]
+
+
+def _warnings(data: Any) -> tuple[str, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, list) or not all(isinstance(w, str) for w in data):
+        raise ConversionError("warnings", "expected a list of strings")
+    if len(data) > MAX_WARNINGS:
+        raise ConversionError("warnings", f"more than {MAX_WARNINGS} entries")
+    return tuple(w[:MAX_WARNING_CHARS] for w in data)

@@ -1,0 +1,293 @@
+"""The webhook handler: NRI events in, webhook calls in order, one merged NRI answer out.
+
+Per event: pick the webhooks subscribed to it whose selectors match the pod
+(a miss costs no HTTP call), convert the payload once, then call them one
+after another. Each call gets `min(time left before ctx.deadline - margin,
+webhook timeout)`; a later webhook gets what the earlier ones left.
+
+Outcomes (decisions documented in docs/webhooks.md):
+- success: the contribution is merged (bridge.webhooks.merge);
+- failure (transport, reply, allow list, values, conflict, open circuit):
+  Ignore → that webhook's contribution is dropped, logged and counted;
+  Fail → EventRejected naming the webhook and the reason;
+- `reject` in enforce mode fails the operation whatever the failure policy
+  (it is the policy's explicit decision);
+- shadow mode: call with dry_run, log the would-be change or failure, apply nothing.
+
+Synchronize is different: a webhook gets its own `sync_timeout`, not the
+runtime's budget; if that runs past the runtime's deadline, the core answers
+in time and delivers our updates through UpdateContainers afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from bridge.metrics import Metrics
+from bridge.nri.convert import to_json
+from bridge.nri.events import EVENTS_BY_RPC, Event
+from bridge.nri.handler import EventContext, EventRejected, Handler
+from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks.config import WebhookSpec
+from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.guard import Contribution, Scope
+from bridge.webhooks.merge import Merger
+from bridge.webhooks.payload import event_payload, sync_payload, truncated_json
+from bridge.webhooks.webhook import CallRequest, Webhook
+
+log = logging.getLogger(__name__)
+
+CALL_MARGIN_S = 0.005  # kept back from each call for merging and writing the answer
+LOG_VALUE_CHARS = 2048  # cap for replies/diffs in log lines
+
+
+def _who(req: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if req.HasField("pod"):
+        out["pod"] = f"{req.pod.namespace}/{req.pod.name}"
+    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
+        out["container"] = req.container.name
+    return out
+
+
+class WebhookHandler(Handler):
+    def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
+                 webhooks: Sequence[Webhook] | None = None,
+                 knows_container: Callable[[str], bool] = lambda _: False) -> None:
+        self.webhooks = list(webhooks) if webhooks is not None else [Webhook(s) for s in specs]
+        self.metrics = metrics or Metrics()
+        self.knows_container = knows_container
+        self._routes: dict[str, tuple[Webhook, ...]] = {}
+        for hook in self.webhooks:
+            for event in hook.spec.events:
+                self._routes[event] = (*self._routes.get(event, ()), hook)
+            self.metrics.add_circuit(hook.name, _state_reader(hook))
+
+    def wanted_events(self) -> frozenset[Event]:
+        return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
+
+    async def aclose(self) -> None:
+        for hook in self.webhooks:
+            await hook.aclose()
+
+    # -- the event path ---------------------------------------------------------------
+
+    async def _event(self, ctx: EventContext, req: Any, creating: str | None = None,
+                     ) -> Merger | None:
+        hooks = self._routes.get(ctx.name)
+        if not hooks:
+            return None
+        pod = req.pod if req.HasField("pod") else None
+        selected = [h for h in hooks if h.spec.selector.matches(pod)]
+        if not selected:
+            return None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        payload = event_payload(ctx.name, req)
+        who = {"event": ctx.name, "uid": ctx.uid, **_who(req)}
+        merger = Merger()
+        try:
+            for hook in selected:
+                scope = Scope(ctx.name, hook.spec.allow, self.knows_container, creating)
+                budget = min(ctx.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
+                call = CallRequest(ctx.name, ctx.uid, (ctx.runtime.name, ctx.runtime.version),
+                                   payload, scope, budget)
+                await self._call(hook, call, merger, who)
+        finally:
+            self.metrics.events.labels(ctx.name).inc()
+            self.metrics.event_duration.labels(ctx.name).observe(loop.time() - started)
+        return merger
+
+    async def _call(self, hook: Webhook, call: CallRequest, merger: Merger,
+                    who: dict[str, str]) -> None:
+        """One webhook call, its merge, its log line and its metrics."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        extra: dict[str, Any] = {**who, "webhook": hook.name,
+                                 "budget_ms": round(max(call.budget_s, 0) * 1000)}
+        try:
+            contribution = await hook.consult(call)
+            if hook.shadow:
+                self._shadow(merger, contribution, extra)
+            elif contribution.reject is None:
+                merger.add(contribution)
+        except WebhookFailure as failure:
+            self._record(hook, call.event, failure.kind.value, loop.time() - started, extra)
+            self._failed(hook, call.event, failure, extra)
+            return
+        outcome = ("rejected" if contribution.reject is not None
+                   else "ok" if contribution.changes_something else "no_change")
+        self._record(hook, call.event, "shadow_" + outcome if hook.shadow else outcome,
+                     loop.time() - started, extra)
+        self._report(hook, contribution, extra)
+        if contribution.reject is not None and not hook.shadow:
+            self.metrics.rejections.labels(call.event, hook.name).inc()
+            raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
+                                f"{contribution.reject}")
+
+    def _record(self, hook: Webhook, event: str, outcome: str, elapsed_s: float,
+                extra: dict[str, Any]) -> None:
+        extra["outcome"] = outcome
+        extra["latency_ms"] = round(elapsed_s * 1000, 3)
+        self.metrics.requests.labels(event, hook.name, outcome).inc()
+        self.metrics.duration.labels(event, hook.name).observe(elapsed_s)
+
+    def _failed(self, hook: Webhook, event: str, failure: WebhookFailure,
+                extra: dict[str, Any]) -> None:
+        extra["reason"] = failure.reason
+        if failure.kind is FailureKind.TIMEOUT or failure.kind is FailureKind.BUDGET:
+            self.metrics.timeouts.labels(event, hook.name).inc()
+        if failure.kind is FailureKind.CONFLICT:
+            self.metrics.conflicts.labels(event, hook.name).inc()
+        if hook.shadow:
+            extra["action"] = "none (shadow)"
+            log.warning("webhook call failed", extra=extra)
+            return
+        if hook.fails_closed:
+            extra["action"] = "fail the operation"
+            log.warning("webhook call failed", extra=extra)
+            self.metrics.rejections.labels(event, hook.name).inc()
+            raise EventRejected(f'webhook "{hook.name}" failed ({failure.kind.value}): '
+                                f"{failure.reason}")
+        extra["action"] = "ignore its contribution"
+        self.metrics.fail_open.labels(event, hook.name).inc()
+        log.warning("webhook call failed", extra=extra)
+
+    def _shadow(self, merger: Merger, c: Contribution, extra: dict[str, Any]) -> None:
+        """Log what the webhook would have changed; apply nothing."""
+        if c.adjust is not None:
+            from bridge.contract.adjustment import adjustment_to_json
+            extra["would_adjust"] = truncated_json(adjustment_to_json(c.adjust), LOG_VALUE_CHARS)
+        if c.updates:
+            extra["would_update"] = truncated_json([to_json(u) for u in c.updates],
+                                                   LOG_VALUE_CHARS)
+        if c.reject is not None:
+            extra["would_reject"] = c.reject
+        try:
+            merger.check(c)
+        except WebhookFailure as conflict:
+            extra["would_conflict"] = conflict.reason
+
+    def _report(self, hook: Webhook, c: Contribution, extra: dict[str, Any]) -> None:
+        if c.reject is not None:
+            extra["reason"] = c.reject
+        if c.warnings:
+            extra["warnings"] = truncated_json(list(c.warnings), LOG_VALUE_CHARS)
+        level = logging.WARNING if c.warnings else logging.INFO
+        log.log(level, "shadow webhook call" if hook.shadow else "webhook call", extra=extra)
+        for eviction in c.evictions:
+            log.info("eviction requested (NRI runtimes drop evictions; not forwarded)",
+                     extra={**extra, "evict": eviction.container_id[:80],
+                            "evict_reason": eviction.reason[:200]})
+
+    # -- Synchronize ------------------------------------------------------------------
+
+    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
+                          containers: Sequence[api.Container]) -> Sequence[api.ContainerUpdate]:
+        hooks = self._routes.get("Synchronize")
+        if not hooks:
+            return ()
+        known = {c.id for c in containers}
+        merger = Merger()
+        who = {"event": "Synchronize", "uid": ctx.uid}
+        for hook in hooks:
+            chosen_pods, chosen = _select(hook, pods, containers)
+            if not chosen_pods and not chosen:
+                continue
+            scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
+            call = CallRequest("Synchronize", ctx.uid, (ctx.runtime.name, ctx.runtime.version),
+                               sync_payload(chosen_pods, chosen), scope,
+                               hook.spec.sync_timeout_s)
+            await self._call(hook, call, merger, {**who, "pods": str(len(chosen_pods)),
+                                                  "containers": str(len(chosen))})
+        self.metrics.events.labels("Synchronize").inc()
+        return merger.update_list()
+
+    # -- NRI events -------------------------------------------------------------------
+
+    async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
+                               ) -> api.CreateContainerResponse | None:
+        merger = await self._event(ctx, req, creating=req.container.id)
+        if merger is None or (merger.adjust is None and not merger.updates):
+            return None
+        return api.CreateContainerResponse(adjust=merger.adjust, update=merger.update_list())
+
+    async def update_container(self, ctx: EventContext, req: api.UpdateContainerRequest,
+                               ) -> api.UpdateContainerResponse | None:
+        merger = await self._event(ctx, req)
+        if merger is None or not merger.updates:
+            return None
+        return api.UpdateContainerResponse(update=merger.update_list())
+
+    async def stop_container(self, ctx: EventContext, req: api.StopContainerRequest,
+                             ) -> api.StopContainerResponse | None:
+        merger = await self._event(ctx, req)
+        if merger is None or not merger.updates:
+            return None
+        return api.StopContainerResponse(update=merger.update_list())
+
+    async def validate_container_adjustment(
+        self, ctx: EventContext, req: api.ValidateContainerAdjustmentRequest,
+    ) -> api.ValidateContainerAdjustmentResponse | None:
+        await self._event(ctx, req)  # a rejection raises EventRejected -> reject=true
+        return None
+
+    async def run_pod_sandbox(self, ctx: EventContext, req: api.RunPodSandboxRequest) -> None:
+        await self._event(ctx, req)
+
+    async def update_pod_sandbox(self, ctx: EventContext,
+                                 req: api.UpdatePodSandboxRequest) -> None:
+        await self._event(ctx, req)
+
+    async def post_update_pod_sandbox(self, ctx: EventContext,
+                                      req: api.PostUpdatePodSandboxRequest) -> None:
+        await self._event(ctx, req)
+
+    async def stop_pod_sandbox(self, ctx: EventContext, req: api.StopPodSandboxRequest) -> None:
+        await self._event(ctx, req)
+
+    async def remove_pod_sandbox(self, ctx: EventContext,
+                                 req: api.RemovePodSandboxRequest) -> None:
+        await self._event(ctx, req)
+
+    async def post_create_container(self, ctx: EventContext,
+                                    req: api.PostCreateContainerRequest) -> None:
+        await self._event(ctx, req)
+
+    async def start_container(self, ctx: EventContext, req: api.StartContainerRequest) -> None:
+        await self._event(ctx, req)
+
+    async def post_start_container(self, ctx: EventContext,
+                                   req: api.PostStartContainerRequest) -> None:
+        await self._event(ctx, req)
+
+    async def post_update_container(self, ctx: EventContext,
+                                    req: api.PostUpdateContainerRequest) -> None:
+        await self._event(ctx, req)
+
+    async def remove_container(self, ctx: EventContext,
+                               req: api.RemoveContainerRequest) -> None:
+        await self._event(ctx, req)
+
+
+def _select(hook: Webhook, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container],
+            ) -> tuple[list[api.PodSandbox], list[api.Container]]:
+    """Synchronize: the pods a webhook's selector matches, and their containers."""
+    selector = hook.spec.selector
+    if selector.matches_all:
+        return list(pods), list(containers)
+    chosen = [p for p in pods if selector.matches(p)]
+    ids = {p.id for p in chosen}
+    return chosen, [c for c in containers if c.pod_sandbox_id in ids]
+
+
+def _state_reader(hook: Webhook) -> Callable[[], int]:
+    return lambda: hook.breaker.state.value
+
+
+def events_of(specs: Iterable[WebhookSpec]) -> frozenset[str]:
+    """Every event name some webhook subscribes to."""
+    return frozenset(e for s in specs for e in s.events)

@@ -1,0 +1,69 @@
+"""One configured webhook at run time: its client, its circuit breaker, one call.
+
+`Webhook.consult` is the whole life of one call: budget check, circuit
+breaker, HTTP exchange, reply guard. It returns a checked `Contribution` or
+raises `WebhookFailure`; what a failure *means* (Ignore, Fail, shadow) is the
+handler's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bridge.webhooks.breaker import CircuitBreaker
+from bridge.webhooks.client import PolicyClient
+from bridge.webhooks.config import FailurePolicy, Mode, WebhookSpec
+from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.guard import Contribution, Scope, parse_reply
+from bridge.webhooks.payload import Payload, envelope
+
+# Below this there is no point in starting an HTTP exchange.
+MIN_CALL_BUDGET_S = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """Everything one call needs besides the webhook itself."""
+
+    event: str
+    uid: str
+    runtime: tuple[str, str]
+    payload: Payload
+    scope: Scope
+    budget_s: float
+
+
+class Webhook:
+    def __init__(self, spec: WebhookSpec, client: PolicyClient | None = None) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.shadow = spec.mode is Mode.SHADOW
+        self.fails_closed = spec.failure_policy is FailurePolicy.FAIL
+        self.client = client or PolicyClient(spec)
+        self.breaker = CircuitBreaker(spec.name, spec.breaker.failure_threshold,
+                                      spec.breaker.cool_down_s)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def consult(self, call: CallRequest) -> Contribution:
+        budget_s = call.budget_s
+        if budget_s < MIN_CALL_BUDGET_S:
+            raise WebhookFailure(FailureKind.BUDGET, f"only {max(budget_s, 0) * 1000:.1f} ms "
+                                 "left before the runtime's deadline")
+        if not self.breaker.admit():
+            raise WebhookFailure(FailureKind.CIRCUIT_OPEN, "circuit open after "
+                                 f"{self.breaker.consecutive_failures} consecutive failures")
+        body = envelope(call.event, call.uid, call.runtime, int(budget_s * 1000), self.shadow,
+                        call.payload)
+        answered = False
+        try:
+            data = await self.client.post(body, budget_s)
+            answered = True
+        except WebhookFailure as failure:
+            answered = not failure.kind.is_unavailability
+            raise
+        finally:
+            # Also on cancellation: a call the core had to cancel was too slow.
+            self.breaker.record(answered)
+        return parse_reply(data, self.name, call.scope)
