@@ -4,8 +4,8 @@
 #   - containerd 1.7.24 from Debian trixie (apt source pinned at priority 100, so nothing
 #     else moves to trixie), runc and busybox-static from bookworm, the CRI api.proto
 #     (golang-github-kubernetes-cri-api-dev, trixie-only, its dependencies from bookworm);
-#   - containerd 2.1.9 from Debian sid, downloaded and extracted into the cache dir,
-#     never installed (the sid source exists only for the download);
+#   - containerd 2.1.9 from Debian sid (forky if sid moved on), downloaded and extracted
+#     into the cache dir, never installed (the source exists only for the download);
 #   - OCI image-layout tarballs of a static pause image and a busybox image.
 #
 # Every apt plan is simulated first; a plan that upgrades an installed package to a
@@ -27,8 +27,9 @@ DEBIAN_MIRROR=http://deb.debian.org/debian
 DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 TRIXIE_SOURCE=/etc/apt/sources.list.d/nri-e2e-trixie.sources
 TRIXIE_PIN=/etc/apt/preferences.d/nri-e2e-trixie
-SID_SOURCE=/etc/apt/sources.list.d/nri-e2e-sid.sources
-SID_PIN=/etc/apt/preferences.d/nri-e2e-sid
+# Exists only while containerd 2.1.9 is downloaded (from sid, or forky as a fallback).
+TEMP_SOURCE=/etc/apt/sources.list.d/nri-e2e-temp.sources
+TEMP_PIN=/etc/apt/preferences.d/nri-e2e-temp
 # Libraries whose upgrade would move the whole system; never acceptable here.
 CORE_LIBS_RE='^(libc6|libc-bin|libc6-dev|libstdc\+\+6|libgcc-s1|libssl3|libsystemd0|libudev1|libzstd1|libseccomp2|libselinux1|dpkg|apt|base-files)$'
 
@@ -81,6 +82,17 @@ check_plan() {
     fi
 }
 
+# Installs; on failure (typically stale lists: a package moved on the mirror) updates
+# the lists, re-checks the plan and tries once more.
+apt_install() {
+    apt-get install -y --no-install-recommends "${APT_OPTS[@]}" "$@" >/dev/null && return
+    log "apt-get install $* failed; apt-get update and retry"
+    apt-get update -q >/dev/null || die "apt-get update failed"
+    check_plan "$@"
+    apt-get install -y --no-install-recommends "${APT_OPTS[@]}" "$@" >/dev/null ||
+        die "apt-get install $* failed"
+}
+
 apt_packages_ready() {
     [[ $(installed_version containerd) == "$CONTAINERD17_VERSION"~* ]] &&
         [[ -n $(installed_version runc) ]] &&
@@ -107,14 +119,12 @@ ensure_apt_packages() {
     command -v gcc >/dev/null || core+=(gcc/bookworm libc6-dev/bookworm)
     check_plan "${core[@]}"
     log "installing containerd $CONTAINERD17_VERSION (trixie), runc and busybox-static (bookworm)"
-    apt-get install -y --no-install-recommends "${APT_OPTS[@]}" "${core[@]}" >/dev/null ||
-        die "apt-get install ${core[*]} failed"
+    apt_install "${core[@]}"
 
     # The CRI api.proto package exists only in trixie; its dependencies resolve from bookworm.
     local proto=(golang-github-kubernetes-cri-api-dev/trixie)
     check_plan "${proto[@]}"
-    apt-get install -y --no-install-recommends "${APT_OPTS[@]}" "${proto[@]}" >/dev/null ||
-        die "apt-get install ${proto[*]} failed"
+    apt_install "${proto[@]}"
 
     apt_packages_ready || die "packages installed but not as expected:" \
         "containerd='$(installed_version containerd)' (want $CONTAINERD17_VERSION~*)," \
@@ -136,12 +146,31 @@ containerd21_ready() {
     "$CONTAINERD21_DIR/usr/bin/containerd" --version 2>/dev/null | grep -qE " v?$CONTAINERD21_VERSION([+~ ]|$)"
 }
 
-remove_sid_source() {
-    if [[ -f $SID_SOURCE || -f $SID_PIN ]]; then
-        rm -f "$SID_SOURCE" "$SID_PIN"
-        log "sid source removed; apt-get update"
-        apt-get update -q >/dev/null || log "warning: apt-get update after removing sid failed"
+remove_temp_source() {
+    if [[ -f $TEMP_SOURCE || -f $TEMP_PIN ]]; then
+        rm -f "$TEMP_SOURCE" "$TEMP_PIN"
+        log "temporary source removed; apt-get update"
+        apt-get update -q >/dev/null || log "warning: apt-get update after removing it failed"
     fi
+}
+
+# Downloads containerd/<suite> into <dir> when that suite has CONTAINERD21_VERSION.
+download_from_suite() { # suite dir
+    # Priority 1: the suite is used only when asked for by name, never for an install.
+    write_if_changed "$TEMP_SOURCE" "$(deb822_source "$1")" || true
+    write_if_changed "$TEMP_PIN" "$(apt_pin "$1" 1)" || true
+    log "apt-get update (temporary $1 source)"
+    apt-get update -q >/dev/null || die "apt-get update with $1 failed"
+    local candidate
+    candidate=$(apt-cache show "containerd/$1" 2>/dev/null | awk '/^Version:/ { print $2; exit }')
+    if [[ $candidate != "$CONTAINERD21_VERSION"* ]]; then
+        log "$1 has containerd '${candidate:-none}', not $CONTAINERD21_VERSION"
+        remove_temp_source
+        return 1
+    fi
+    (cd "$2" && apt-get download -q "containerd/$1" >/dev/null) ||
+        die "apt-get download containerd/$1 failed"
+    remove_temp_source
 }
 
 ensure_containerd21() {
@@ -149,26 +178,23 @@ ensure_containerd21() {
         log "containerd $CONTAINERD21_VERSION present in $CONTAINERD21_DIR"
         return
     fi
-    local work
+    local work suite
     work=$(mktemp -d)
     # apt downloads as its sandbox user _apt, which must be able to write here.
     if id _apt >/dev/null 2>&1; then chown _apt "$work"; fi
-    # The sid source must never outlive this function, even when a step below fails.
-    trap 'remove_sid_source; rm -rf "$work"' EXIT
-    # Priority 1: sid is used only when asked for by name, never for an install.
-    write_if_changed "$SID_SOURCE" "$(deb822_source sid)" || true
-    write_if_changed "$SID_PIN" "$(apt_pin sid 1)" || true
-    log "apt-get update (temporary sid source)"
-    apt-get update -q >/dev/null || die "apt-get update with sid failed"
-    (cd "$work" && apt-get download -q containerd/sid >/dev/null) ||
-        die "apt-get download containerd/sid failed"
-    remove_sid_source
+    # The temporary source must never outlive this function, even when a step fails.
+    trap 'remove_temp_source; rm -rf "$work"' EXIT
+    # sid first; testing (forky) carried the same build when sid moved on.
+    for suite in sid forky ""; do
+        [[ -n $suite ]] || die "no Debian suite (sid, forky) has containerd $CONTAINERD21_VERSION any more"
+        download_from_suite "$suite" "$work" && break
+    done
 
     local deb version
     deb=$(ls "$work"/containerd_*.deb)
     version=$(dpkg-deb -f "$deb" Version)
     [[ $version == "$CONTAINERD21_VERSION"* ]] ||
-        die "sid has containerd $version, the e2e pins $CONTAINERD21_VERSION"
+        die "downloaded containerd $version, the e2e pins $CONTAINERD21_VERSION"
     rm -rf "$CONTAINERD21_DIR.tmp"
     mkdir -p "$CONTAINERD21_DIR.tmp"
     dpkg-deb -x "$deb" "$CONTAINERD21_DIR.tmp"
