@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import stat
 import sys
@@ -203,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
     log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
+    # uvicorn handles SIGTERM/SIGINT while serving and re-raises them afterwards; make that
+    # re-raise a no-op so the socket file is removed and we exit 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
     try:
         asyncio.run(serve(server, sock, args.log_level))
     except KeyboardInterrupt:

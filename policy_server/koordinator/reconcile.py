@@ -149,9 +149,12 @@ def _reconcile_container(
     if pod_target is None:
         warnings.append("Reconcile: container's pod is not in the pod list; skipped")
         return None
-    target = ContainerTarget(
-        pod_target, container.id, container.name, quota=baselines.get(container.id)
-    )
+    quota = baselines.get(container.id)
+    if quota is None:
+        current = container.resources.cpu.quota if container.resources else None
+        if current is None or current <= 0:
+            quota = 0  # no CFS limit now, so none was ever scaled: nothing to recompute
+    target = ContainerTarget(pod_target, container.id, container.name, quota=quota)
     patch = diff(container.resources, _desired(target, hooks, rules, warnings))
     return None if patch.is_empty() else ContainerUpdate(container.id, patch)
 

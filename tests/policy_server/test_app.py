@@ -85,7 +85,7 @@ async def test_bad_requests_get_422_naming_the_field(
     mutate(body)
     response = await client.post("/v1/policies/koordinator-qos", json=body)
     assert response.status_code == 422
-    assert [d["loc"] for d in response.json()["detail"]][0] == loc
+    assert response.json()["detail"][0]["loc"] == loc
 
 
 async def test_invalid_json_and_unknown_policy(client: httpx.AsyncClient) -> None:

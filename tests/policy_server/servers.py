@@ -1,0 +1,56 @@
+"""Real uvicorn servers on Unix sockets for integration tests (started and stopped in-process)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+
+from policy_server.cli import bind_unix_socket
+
+START_TIMEOUT_S = 5.0
+
+
+@asynccontextmanager
+async def serve_on_uds(app: Any, path: Path, mode: int = 0o600) -> AsyncIterator[Path]:
+    sock = bind_unix_socket(path, mode)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
+        yield path
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, START_TIMEOUT_S)
+        sock.close()
+
+
+class FakeBridgeControl:
+    """The bridge's control API (GET /v1/state, POST /v1/updates) as a real ASGI app."""
+
+    def __init__(self, pods: list[dict[str, Any]], containers: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.containers = containers
+        self.pushed: list[dict[str, Any]] = []
+        self.received = asyncio.Event()
+        self.app = FastAPI()
+        self.app.get("/v1/state")(self.state)
+        self.app.post("/v1/updates")(self.updates)
+
+    async def state(self) -> dict[str, Any]:
+        return {"pods": self.pods, "containers": self.containers}
+
+    async def updates(self, request: Request) -> dict[str, Any]:
+        body = await request.json()
+        self.pushed.extend(body["update"])
+        self.received.set()
+        return {"failed": []}
