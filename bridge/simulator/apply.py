@@ -31,9 +31,7 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
     for kv in adjust.env:
         if kv.key.startswith("-"):
             continue  # not forwarded by the adaptation; never deletes (protocol §7.2)
-        kept = [e for e in out.env if env_key(e) != kv.key]
-        del out.env[:]
-        out.env.extend([*kept, f"{kv.key}={kv.value}"])
+        _set_env(out.env, kv.key, kv.value)
     for kind in HOOK_KINDS:
         getattr(out.hooks, kind).extend(getattr(adjust.hooks, kind))
     linux = adjust.linux
@@ -72,6 +70,16 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
 def apply_update(container: api.Container, update: api.ContainerUpdate) -> None:
     """Apply a ContainerUpdate's resources to a container in place."""
     overlay_resources(container.linux.resources, update.linux.resources)
+
+
+def _set_env(env: Any, key: str, value: str) -> None:
+    """Replace `key` in place (like the OCI generator's WithEnv), else append."""
+    entry = f"{key}={value}"
+    for index, existing in enumerate(env):
+        if env_key(existing) == key:
+            env[index] = entry
+            return
+    env.append(entry)
 
 
 def _apply_map(target: Any, changes: Any, put: Callable[[Any, str, Any], None]) -> None:

@@ -94,6 +94,7 @@ class SimulatedRuntime:
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
                                      lambda: self.connections)
         self._lock = asyncio.Lock()
+        self._updates_arrived = asyncio.Event()
         self._ready: asyncio.Queue[PluginConnection] = asyncio.Queue()
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
@@ -164,6 +165,15 @@ class SimulatedRuntime:
                 conn = await self._ready.get()
                 if conn.is_active:
                     return conn
+
+    async def wait_updates(self, count: int = 1, timeout_s: float = 5.0,
+                           ) -> list[api.ContainerUpdate]:
+        """Wait until `count` updates in total arrived through UpdateContainers."""
+        async with asyncio.timeout(timeout_s):
+            while len(self.updates) < count:
+                self._updates_arrived.clear()
+                await self._updates_arrived.wait()
+        return list(self.updates)
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -353,6 +363,7 @@ class SimulatedRuntime:
                 if not self.state.apply_update(update):
                     failed.append(update)
         self.failed_updates.extend(failed)
+        self._updates_arrived.set()
         if any(not u.ignore_failure for u in failed):
             # ttrpc drops the payload on error: the plugin never sees `failed`.
             raise RpcError(Code.UNKNOWN, "NRI update of some containers failed")

@@ -1,0 +1,103 @@
+"""StateChange delivery and the v0.12 fallback after an Unimplemented answer (protocol §4.5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.nri.events import Event, mask_of
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.connection import PluginConnection
+from bridge.wire import envelope
+
+from .harness import RawPlugin, raw_connected
+
+SUBSCRIBED = mask_of({Event.RUN_POD_SANDBOX, Event.CREATE_CONTAINER, Event.START_CONTAINER,
+                      Event.REMOVE_CONTAINER})
+
+
+async def empty(request: envelope.Request) -> bytes:
+    return b""
+
+
+async def adjust(request: envelope.Request) -> bytes:
+    rsp = api.CreateContainerResponse()
+    rsp.adjust.annotations["raw"] = "yes"
+    return rsp.SerializeToString()
+
+
+def spy_methods(conn: PluginConnection) -> list[str]:
+    """Record the method of every Plugin-service call the runtime makes to `conn`."""
+    methods: list[str] = []
+    original = conn.call
+
+    async def call(method: str, payload: bytes, timeout_s: float) -> bytes:
+        methods.append(method)
+        return await original(method, payload, timeout_s)
+
+    conn.call = call  # type: ignore[method-assign]
+    return methods
+
+
+def state_change_events(plugin: RawPlugin) -> list[int]:
+    events = []
+    for payload in plugin.called("StateChange"):
+        change = api.StateChangeEvent()
+        change.ParseFromString(payload)
+        events.append(change.event)
+    return events
+
+
+@pytest.mark.timeout(10)
+async def test_unimplemented_switches_plugin_to_state_change_for_good(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    pod, container = pod_and_container
+    plugin = RawPlugin(sock_path, {"StateChange": empty, "CreateContainer": adjust},
+                       events=SUBSCRIBED)
+    async with raw_connected(sock_path, plugin, "nri-v0.12") as (runtime, conn):
+        methods = spy_methods(conn)
+        first = await runtime.run_event("RunPodSandbox", pod)
+        assert first.ok
+        assert conn.use_state_change
+        # Dedicated RPC answered `method RunPodSandbox` (12), then re-sent as StateChange.
+        assert methods == ["RunPodSandbox", "StateChange"]
+        created = await runtime.create_container(pod, container)
+        assert created.ok and created.container is not None
+        assert created.container.annotations["raw"] == "yes"  # no fallback for CreateContainer
+        assert (await runtime.run_event("StartContainer", pod, container)).ok
+        assert (await runtime.run_event("RemoveContainer", pod, container)).ok
+        # Once switched, fallback events go straight to StateChange.
+        assert methods[2:] == ["CreateContainer", "StateChange", "StateChange"]
+        assert state_change_events(plugin) == [Event.RUN_POD_SANDBOX, Event.START_CONTAINER,
+                                               Event.REMOVE_CONTAINER]
+        # Unsubscribed events are not sent at all.
+        assert (await runtime.run_event("StopPodSandbox", pod)).ok
+        assert len(methods) == 5
+        assert runtime.closed_plugins == []
+
+
+@pytest.mark.timeout(10)
+async def test_old_runtime_uses_state_change_without_trying(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    pod, container = pod_and_container
+    plugin = RawPlugin(sock_path, {"StateChange": empty, "CreateContainer": adjust},
+                       events=SUBSCRIBED)
+    async with raw_connected(sock_path, plugin, "containerd-2.1.9") as (runtime, conn):
+        methods = spy_methods(conn)
+        assert (await runtime.run_event("RunPodSandbox", pod)).ok
+        assert (await runtime.run_event("StartContainer", pod, container)).ok
+        assert methods == ["StateChange", "StateChange"]
+        assert not conn.use_state_change  # nothing was switched: that is just how it delivers
+
+
+@pytest.mark.timeout(10)
+async def test_unimplemented_create_container_fails_the_operation_only(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    pod, container = pod_and_container
+    plugin = RawPlugin(sock_path, {"StateChange": empty}, events=SUBSCRIBED)
+    async with raw_connected(sock_path, plugin, "nri-v0.12") as (runtime, conn):
+        result = await runtime.create_container(pod, container)
+        assert result.error == "plugin 05-raw: method CreateContainer"
+        assert conn.is_active and runtime.closed_plugins == []
+        assert container.id not in runtime.state.containers

@@ -1,0 +1,154 @@
+"""UpdateContainers from the plugin, concurrent events, and the runtime's single NRI lock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.errors import RpcError
+from bridge.nri.handler import EventContext, Handler
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator import SimulatedRuntime
+from bridge.simulator.synthetic import synthetic_state
+from bridge.wire import envelope
+from bridge.wire.status import Code
+
+from .harness import RawPlugin, connected, raw_connected
+
+
+def seed_two(runtime: SimulatedRuntime) -> None:
+    pods, containers = synthetic_state(1, 2)
+    containers[1].state = api.CONTAINER_STOPPED
+    runtime.state.seed(pods, containers)
+
+
+def cpu_update(container_id: str, shares: int, ignore: bool = False) -> api.ContainerUpdate:
+    update = api.ContainerUpdate(container_id=container_id, ignore_failure=ignore)
+    update.linux.resources.cpu.shares.value = shares
+    return update
+
+
+class Deferring(Handler):
+    """Defers an update of the other running container from inside an event (the right way)."""
+
+    def __init__(self) -> None:
+        self.target = ""
+
+    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
+                          containers: Sequence[api.Container]) -> list[api.ContainerUpdate]:
+        self.target = containers[0].id
+        return []
+
+    async def start_container(self, ctx: EventContext, req: Any) -> None:
+        ctx.defer_updates([cpu_update(self.target, 4321)])
+
+
+@pytest.mark.timeout(10)
+async def test_update_containers_reach_the_runtime(sock_path: Path) -> None:
+    async with connected(sock_path, Handler(), seed=seed_two) as h:
+        running, stopped = list(h.runtime.state.containers)
+        failed = await h.runner.update_containers([cpu_update(running, 999),
+                                                   cpu_update("unknown-id", 1)])
+        assert failed == []  # unknown ids are skipped silently
+        assert [u.container_id for u in h.runtime.updates] == [running, "unknown-id"]
+        shares = h.runtime.state.containers[running].linux.resources.cpu.shares.value
+        assert shares == 999
+        # A failed update without ignore_failure is an error status (payload dropped).
+        with pytest.raises(RpcError) as failure:
+            await h.runner.update_containers([cpu_update(stopped, 5)])
+        assert failure.value.code == Code.UNKNOWN
+        assert failure.value.message == "NRI update of some containers failed"
+        # ... and with ignore_failure it is not reported at all.
+        assert await h.runner.update_containers([cpu_update(stopped, 5, ignore=True)]) == []
+        assert [u.container_id for u in h.runtime.failed_updates] == [stopped, stopped]
+        assert h.conn.is_active
+
+
+@pytest.mark.timeout(10)
+async def test_deferred_updates_from_an_event_handler(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    handler = Deferring()
+    async with connected(sock_path, handler, seed=seed_two) as h:
+        pod, container = pod_and_container
+        assert (await h.runtime.run_event("StartContainer", pod, container)).ok
+        [update] = await h.runtime.wait_updates(1, timeout_s=2)
+        assert update.container_id == handler.target
+        assert h.runtime.state.containers[handler.target].linux.resources.cpu.shares.value == 4321
+        assert h.runtime.closed_plugins == []
+
+
+@pytest.mark.timeout(10)
+async def test_awaiting_update_containers_inside_an_event_deadlocks_until_closed(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    """containerd holds one lock over events and UpdateContainers (protocol §4.7)."""
+    pod, container = pod_and_container
+    plugin: RawPlugin
+
+    async def create(request: envelope.Request) -> bytes:
+        await plugin.update_containers([cpu_update(container.id, 1)], timeout_s=3)
+        return b""
+
+    plugin = RawPlugin(sock_path, {"CreateContainer": create})
+    async with raw_connected(sock_path, plugin, "containerd-2.1.9",
+                             request_timeout_s=0.3) as (runtime, _):
+        result = await runtime.create_container(pod, container)
+        assert result.ok  # fail-open
+        assert runtime.closed_plugins == [("05-raw", "CreateContainer: no response within 300 ms")]
+
+
+class Sleepy(Handler):
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.peak = 0
+
+    async def create_container(self, ctx: EventContext, req: Any) -> api.CreateContainerResponse:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        await asyncio.sleep(0.1)
+        self.in_flight -= 1
+        rsp = api.CreateContainerResponse()
+        rsp.adjust.annotations["n"] = req.container.id[-4:]
+        return rsp
+
+
+@pytest.mark.timeout(10)
+async def test_concurrent_events_are_served_concurrently(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    pod, base = pod_and_container
+    handler = Sleepy()
+    async with connected(sock_path, handler, serialize_events=False) as h:
+        containers = []
+        for i in range(40):
+            ctr = api.Container()
+            ctr.CopyFrom(base)
+            ctr.id = f"{i:04d}" * 16
+            containers.append(ctr)
+        started = time.monotonic()
+        results = await asyncio.gather(*(h.runtime.create_container(pod, c) for c in containers))
+        assert time.monotonic() - started < 1.5  # 40 x 100 ms would be 4 s serially
+        assert handler.peak > 10
+        for ctr, result in zip(containers, results, strict=True):
+            assert result.ok and result.container is not None
+            assert result.container.annotations["n"] == ctr.id[-4:]  # answers not mixed up
+        assert len(h.runtime.state.containers) == 40
+
+
+@pytest.mark.timeout(10)
+async def test_serialized_events_run_one_at_a_time(
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+    pod, base = pod_and_container
+    handler = Sleepy()
+    async with connected(sock_path, handler) as h:  # containerd's default: one lock
+        ctrs = []
+        for i in range(3):
+            ctr = api.Container()
+            ctr.CopyFrom(base)
+            ctr.id = f"{i:04d}" * 16
+            ctrs.append(ctr)
+        await asyncio.gather(*(h.runtime.create_container(pod, c) for c in ctrs))
+        assert handler.peak == 1
