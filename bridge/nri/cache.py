@@ -7,6 +7,8 @@ entries. The view is bounded so a hostile runtime cannot grow it without limit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from bridge.nri.events import Event
 from bridge.proto.nri import api_pb2 as api
@@ -62,11 +64,33 @@ class StateCache:
                 container.state = state
             self._put(self.containers, container.id, container)
 
-    def apply_resources(self, container_id: str, resources: api.LinuxResources) -> None:
-        """Record resources the runtime confirmed for a container (UpdateContainer)."""
-        current = self.containers.get(container_id)
-        if current is not None:
-            current.linux.resources.CopyFrom(resources)
+    def apply_answer(self, event: Event, req: Any, response: Any) -> None:
+        """Fold what we answered into the view, so it shows effective resources.
+
+        CreateContainer: our adjustment's resources merge into the new
+        container. UpdateContainer: the requested resources, with our update for
+        that container merged on top, become its resources. Updates for other
+        containers merge into theirs (the runtime applies them the same way).
+        """
+        if event is Event.CREATE_CONTAINER and response is not None and response.HasField("adjust"):
+            created = self.containers.get(req.container.id)
+            if created is not None and response.adjust.linux.HasField("resources"):
+                created.linux.resources.MergeFrom(response.adjust.linux.resources)
+        if event is Event.UPDATE_CONTAINER:
+            target = self.containers.get(req.container.id)
+            if target is not None:
+                target.linux.resources.CopyFrom(req.linux_resources)
+        for update in getattr(response, "update", ()) if response is not None else ():
+            current = self.containers.get(update.container_id)
+            if current is not None and update.linux.HasField("resources"):
+                current.linux.resources.MergeFrom(update.linux.resources)
+
+    def apply_updates(self, updates: Sequence[api.ContainerUpdate]) -> None:
+        """Record unsolicited or Synchronize updates the runtime accepted."""
+        for update in updates:
+            current = self.containers.get(update.container_id)
+            if current is not None and update.linux.HasField("resources"):
+                current.linux.resources.MergeFrom(update.linux.resources)
 
     @staticmethod
     def _put(table: dict[str, api.PodSandbox] | dict[str, api.Container], key: str,

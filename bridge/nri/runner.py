@@ -66,7 +66,10 @@ class PluginRunner:
         session = self.session
         if session is None or session.sender is None or not self.ready:
             raise BridgeError("not connected to the runtime")
-        return await session.sender.send(updates)
+        failed = await session.sender.send(updates)
+        refused = {u.container_id for u in failed}
+        self.cache.apply_updates([u for u in updates if u.container_id not in refused])
+        return failed
 
     def _opener(self) -> Opener:
         if self.fd is not None:

@@ -197,6 +197,7 @@ class PluginService:
         except Exception:
             self.stats.handler_errors += 1
             log.exception("Synchronize handler failed; answering without updates")
+        self._cache.apply_updates(updates)
         self._on_synchronized()
         log.info("synchronized %d pods, %d containers; %d updates",
                  len(pods), len(containers), len(updates))
@@ -258,6 +259,13 @@ class PluginService:
             container = (req.container if "container" in req.DESCRIPTOR.fields_by_name
                          and req.HasField("container") else None)
             self._cache.observe(event, pod, container)
+        response = await self._call_handler(event, req, deadline, via_state_change)
+        if self._options.track_state:
+            self._cache.apply_answer(event, req, response)
+        return response
+
+    async def _call_handler(self, event: Event, req: Any, deadline: float,
+                            via_state_change: bool) -> Message | None:
         if event not in self._wanted or self.runtime is None:
             return None
         ctx = self._context(event, event.rpc_name, deadline, via_state_change)
@@ -282,8 +290,6 @@ class PluginService:
             log.exception("%s handler failed; answering with no change", event.rpc_name,
                           extra={"event": event.rpc_name, "uid": ctx.uid})
             return None
-        if event is Event.UPDATE_CONTAINER and self._options.track_state:
-            self._cache.apply_resources(req.container.id, req.linux_resources)
         return response
 
     # -- helpers -------------------------------------------------------------------
