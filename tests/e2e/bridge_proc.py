@@ -106,13 +106,12 @@ class Bridge:
         return out
 
     def wait_for(
-        self, what: str, match: Callable[[LogLine], bool], timeout_s: float = 15.0, after: int = 0
+        self, what: str, match: Callable[[LogLine], bool], timeout_s: float = 15.0
     ) -> LogLine:
-        """Wait for a log line (index >= ``after``) that ``match``es; fail with context."""
+        """Wait for a log line that ``match``es; fail with the log tail as context."""
         deadline = time.monotonic() + timeout_s
         while True:
-            lines = self.lines()
-            for line in lines[after:]:
+            for line in self.lines():
                 if match(line):
                     return line
             if not self.running():

@@ -48,10 +48,6 @@ class Containerd:
         dirs.create()
         dirs.config.write_text(render_config(runtime, dirs))
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

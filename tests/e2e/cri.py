@@ -43,7 +43,7 @@ class Pod:
 
     @property
     def cgroup_parent(self) -> str:
-        return self.config.linux.cgroup_parent
+        return str(self.config.linux.cgroup_parent)
 
 
 class CriClient:

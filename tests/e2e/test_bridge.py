@@ -153,7 +153,7 @@ def test_lifecycle_events_reach_bridge(clean_pods: CriClient, start_bridge: Brid
                   "PostStartContainer", "StopContainer", "RemoveContainer"):  # fmt: skip
         bridge.wait_for(f"{event} event", is_event(event, container_id))
     for event in ("RunPodSandbox", "StopPodSandbox", "RemovePodSandbox"):
-        bridge.wait_for(f"{event} event", lambda x, e=event: x.get("event") == e)
+        bridge.wait_for(f"{event} event", is_event(event))
 
 
 def test_update_container_reaches_bridge(
