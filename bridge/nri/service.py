@@ -71,8 +71,8 @@ _REQUEST_TYPES: dict[Event, type[Message]] = {
 @dataclass(frozen=True, slots=True)
 class ServiceOptions:
     track_state: bool = True
-    margin_s: float = 0.1  # answer at least this long before the runtime's deadline
-    margin_fraction: float = 0.05  # ... or this fraction of the budget, if larger
+    margin_s: float = 0.15  # answer at least this long before the runtime's deadline
+    margin_fraction: float = 0.10  # ... or this fraction of the budget, if larger
 
 
 @dataclass(slots=True)
