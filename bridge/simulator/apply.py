@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.merge import HOOK_KINDS, env_key
+from bridge.simulator.merge import HOOK_KINDS, set_env
 from bridge.simulator.resources import merge_resources, overlay_resources
 
 
@@ -23,7 +23,10 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
     """A copy of `container` with the merged adjustment applied."""
     out = api.Container()
     out.CopyFrom(container)
-    _apply_map(out.annotations, adjust.annotations, _set_str)
+    # Sections are guarded by the (small) adjustment: touching a field of the
+    # (large) copy materializes it, which costs microseconds per field.
+    if adjust.annotations:
+        _apply_map(out.annotations, adjust.annotations, _set_str)
     for mount in adjust.mounts:
         removed = mount.destination[1:] if mount.destination.startswith("-") else None
         _upsert(out.mounts, removed or mount.destination, lambda m: m.destination,
@@ -31,32 +34,12 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
     for kv in adjust.env:
         if kv.key.startswith("-"):
             continue  # not forwarded by the adaptation; never deletes (protocol §7.2)
-        _set_env(out.env, kv.key, kv.value)
-    for kind in HOOK_KINDS:
-        getattr(out.hooks, kind).extend(getattr(adjust.hooks, kind))
-    linux = adjust.linux
-    for device in linux.devices:
-        if not device.path.startswith("-"):
-            _upsert(out.linux.devices, device.path, lambda d: d.path, device)
-    if linux.HasField("resources"):
-        merge_resources(linux.resources, (out.linux.resources,))
-    if linux.cgroups_path:
-        out.linux.cgroups_path = linux.cgroups_path
-    for name in ("oom_score_adj", "io_priority", "seccomp_policy", "scheduler"):
-        if linux.HasField(name):
-            getattr(out.linux, name).CopyFrom(getattr(linux, name))
-    for ns in linux.namespaces:
-        removed = ns.type[1:] if ns.type.startswith("-") else None
-        _upsert(out.linux.namespaces, removed or ns.type, lambda n: n.type,
-                None if removed else ns)
-    _apply_map(out.linux.sysctl, linux.sysctl, _set_str)
-    _apply_map(out.linux.net_devices, linux.net_devices, _set_msg)
-    if linux.HasField("rdt"):
-        if linux.rdt.remove:
-            out.linux.rdt.Clear()
-        for name in ("clos_id", "schemata", "enable_monitoring"):
-            if linux.rdt.HasField(name):
-                getattr(out.linux.rdt, name).CopyFrom(getattr(linux.rdt, name))
+        set_env(out.env, kv.key, kv.value)
+    if adjust.HasField("hooks"):
+        for kind in HOOK_KINDS:
+            getattr(out.hooks, kind).extend(getattr(adjust.hooks, kind))
+    if adjust.HasField("linux"):
+        _apply_linux(out.linux, adjust.linux)
     for rlimit in adjust.rlimits:
         _upsert(out.rlimits, rlimit.type, lambda r: r.type, rlimit)
     for cdi in adjust.CDI_devices:
@@ -67,19 +50,35 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
     return out
 
 
+def _apply_linux(out: api.LinuxContainer, linux: api.LinuxContainerAdjustment) -> None:
+    for device in linux.devices:
+        if not device.path.startswith("-"):
+            _upsert(out.devices, device.path, lambda d: d.path, device)
+    if linux.HasField("resources"):
+        merge_resources(linux.resources, (out.resources,))
+    if linux.cgroups_path:
+        out.cgroups_path = linux.cgroups_path
+    for name in ("oom_score_adj", "io_priority", "seccomp_policy", "scheduler"):
+        if linux.HasField(name):
+            getattr(out, name).CopyFrom(getattr(linux, name))
+    for ns in linux.namespaces:
+        removed = ns.type[1:] if ns.type.startswith("-") else None
+        _upsert(out.namespaces, removed or ns.type, lambda n: n.type, None if removed else ns)
+    if linux.sysctl:
+        _apply_map(out.sysctl, linux.sysctl, _set_str)
+    if linux.net_devices:
+        _apply_map(out.net_devices, linux.net_devices, _set_msg)
+    if linux.HasField("rdt"):
+        if linux.rdt.remove:
+            out.rdt.Clear()
+        for name in ("clos_id", "schemata", "enable_monitoring"):
+            if linux.rdt.HasField(name):
+                getattr(out.rdt, name).CopyFrom(getattr(linux.rdt, name))
+
+
 def apply_update(container: api.Container, update: api.ContainerUpdate) -> None:
     """Apply a ContainerUpdate's resources to a container in place."""
     overlay_resources(container.linux.resources, update.linux.resources)
-
-
-def _set_env(env: Any, key: str, value: str) -> None:
-    """Replace `key` in place (like the OCI generator's WithEnv), else append."""
-    entry = f"{key}={value}"
-    for index, existing in enumerate(env):
-        if env_key(existing) == key:
-            env[index] = entry
-            return
-    env.append(entry)
 
 
 def _apply_map(target: Any, changes: Any, put: Callable[[Any, str, Any], None]) -> None:

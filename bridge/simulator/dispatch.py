@@ -85,7 +85,8 @@ RESPONSE_TYPES: dict[Event, type[Message]] = {
 class EventResult:
     """What one lifecycle operation produced.
 
-    `response` is the merged result in the event's response type (for
+    `latency_s` covers the whole runtime-side operation, `rpc_s` only the
+    plugin round trips within it. `response` is the merged result in the event's response type (for
     CreateContainer the merged adjustment and updates; for UpdateContainer the
     updates with the effective one last), `container` the container as the
     runtime ends up with it, `error` why the operation failed (None if it
@@ -99,6 +100,7 @@ class EventResult:
     error: str | None = None
     responses: tuple[tuple[str, Message | None], ...] = ()
     updates: tuple[api.ContainerUpdate, ...] = field(default=())
+    rpc_s: float = 0.0  # time spent waiting for plugins (request written -> answer read)
 
     @property
     def ok(self) -> bool:
@@ -161,6 +163,14 @@ class Dispatcher:
                                f"cannot decode {event.rpc_name} response: {exc}") from None
         return response
 
+    async def _timed(self, clock: list[float], conn: PluginConnection, event: Event,
+                     request: Any) -> Message | None:
+        started = time.perf_counter()
+        try:
+            return await self.deliver(conn, event, request)
+        finally:
+            clock[0] += time.perf_counter() - started
+
     def _targets(self, plugins: Sequence[PluginConnection], event: Event) -> list[PluginConnection]:
         return [p for p in plugins if p.is_active and p.subscribed(event)]
 
@@ -170,9 +180,10 @@ class Dispatcher:
                   ) -> EventResult:
         """Run `request` (one of REQUEST_TYPES) through the subscribed plugins."""
         started = time.perf_counter()
+        clock = [0.0]
         if event is Event.CREATE_CONTAINER:
             assert isinstance(request, api.CreateContainerRequest)
-            return await self._create(plugins, request, started)
+            return await self._create(plugins, request, started, clock)
         responses: list[tuple[str, Message | None]] = []
         owners = Ownership()
         pending: api.ContainerUpdate | None = None
@@ -182,7 +193,7 @@ class Dispatcher:
         updates = UpdateResult(owners, pending=pending)
         for conn in self._targets(plugins, event):
             try:
-                response = await self.deliver(conn, event, request)
+                response = await self._timed(clock, conn, event, request)
             except PluginFatal as exc:
                 self._close(conn, str(exc))
                 continue
@@ -205,10 +216,11 @@ class Dispatcher:
             out = responses[-1][1] if responses else None
         others = tuple(u for u in merged if pending is None or u is not pending)
         return EventResult(event.rpc_name, time.perf_counter() - started, out, container, None,
-                           tuple(responses), others)
+                           tuple(responses), others, clock[0])
 
     async def _create(self, plugins: Sequence[PluginConnection],
-                      request: api.CreateContainerRequest, started: float) -> EventResult:
+                      request: api.CreateContainerRequest, started: float,
+                      clock: list[float]) -> EventResult:
         event = Event.CREATE_CONTAINER
         original = api.Container()
         original.CopyFrom(request.container)
@@ -216,7 +228,7 @@ class Dispatcher:
         responses: list[tuple[str, Message | None]] = []
         for conn in self._targets(plugins, event):
             try:
-                response = await self.deliver(conn, event, request)
+                response = await self._timed(clock, conn, event, request)
             except PluginFatal as exc:
                 self._close(conn, str(exc))
                 continue
@@ -236,7 +248,7 @@ class Dispatcher:
         container = apply_adjustment(original, merged.adjust)
         container.state = api.CONTAINER_CREATED
         return EventResult(event.rpc_name, time.perf_counter() - started, merged, container, None,
-                           tuple(responses), tuple(merged.update))
+                           tuple(responses), tuple(merged.update), clock[0])
 
     async def _validate(self, plugins: Sequence[PluginConnection], pod: api.PodSandbox,
                         original: api.Container, merged: api.CreateContainerResponse,

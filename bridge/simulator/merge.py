@@ -31,10 +31,41 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.ownership import MergeError, Ownership
 from bridge.simulator.resources import merge_resources
 
-F = api.Field
 T = TypeVar("T")
 
-__all__ = ["CreateResult", "MergeError", "UpdateResult", "env_key"]
+
+class F:
+    """Field enum values as plain ints (EnumTypeWrapper attribute access is slow)."""
+
+    Annotations = int(api.Field.Value("Annotations"))
+    Mounts = int(api.Field.Value("Mounts"))
+    OciHooks = int(api.Field.Value("OciHooks"))
+    Devices = int(api.Field.Value("Devices"))
+    CdiDevices = int(api.Field.Value("CdiDevices"))
+    Env = int(api.Field.Value("Env"))
+    Args = int(api.Field.Value("Args"))
+    CgroupsPath = int(api.Field.Value("CgroupsPath"))
+    OomScoreAdj = int(api.Field.Value("OomScoreAdj"))
+    Rlimits = int(api.Field.Value("Rlimits"))
+    IoPriority = int(api.Field.Value("IoPriority"))
+    SeccompPolicy = int(api.Field.Value("SeccompPolicy"))
+    Namespace = int(api.Field.Value("Namespace"))
+    Sysctl = int(api.Field.Value("Sysctl"))
+    LinuxNetDevices = int(api.Field.Value("LinuxNetDevices"))
+    LinuxSched = int(api.Field.Value("LinuxSched"))
+    RdtClosID = int(api.Field.Value("RdtClosID"))
+    RdtSchemata = int(api.Field.Value("RdtSchemata"))
+    RdtEnableMonitoring = int(api.Field.Value("RdtEnableMonitoring"))
+    MemoryPolicy = int(api.Field.Value("MemoryPolicy"))
+
+
+_SINGLE_LINUX_FIELDS = (("oom_score_adj", F.OomScoreAdj, True),
+                        ("io_priority", F.IoPriority, True),
+                        ("seccomp_policy", F.SeccompPolicy, True),
+                        ("scheduler", F.LinuxSched, True),
+                        ("memory_policy", F.MemoryPolicy, False))
+
+__all__ = ["CreateResult", "MergeError", "UpdateResult", "env_key", "set_env"]
 
 HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container",
               "poststart", "poststop")
@@ -42,6 +73,16 @@ HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container
 
 def env_key(entry: str) -> str:
     return entry.split("=", 1)[0]
+
+
+def set_env(env: MutableSequence[str], key: str, value: str) -> None:
+    """Replace `key` in place (like the OCI generator's WithEnv), else append."""
+    entry = f"{key}={value}"
+    for index, existing in enumerate(env):
+        if env_key(existing) == key:
+            env[index] = entry
+            return
+    env.append(entry)
 
 
 def _removal(key: str) -> str | None:
@@ -126,48 +167,30 @@ class CreateResult:
     def response(self) -> api.CreateContainerResponse:
         return api.CreateContainerResponse(adjust=self.adjust, update=self.updates.result())
 
-    # -- adjustment sections, in result.go order --------------------------------------
+    # -- adjustment sections (as in result.go) --------------------------------------
 
     def _adjust(self, plugin: str, adj: api.ContainerAdjustment) -> None:
+        # Every section is skipped when empty: most responses touch one or two.
         view, out, cid = self.container, self.adjust, self.id
-        self._merge_map(plugin, F.Annotations, adj.annotations, view.annotations,
-                        out.annotations, _set_str)
-        self._mounts(plugin, adj.mounts)
-        self._env(plugin, adj.env)
-        self._hooks(plugin, adj.hooks)
-        linux = adj.linux
-        self._devices(plugin, linux.devices)
+        if adj.annotations:
+            self._merge_map(plugin, F.Annotations, adj.annotations, view.annotations,
+                            out.annotations, _set_str)
+        if adj.mounts:
+            self._mounts(plugin, adj.mounts)
+        if adj.env:
+            self._env(plugin, adj.env)
+        if adj.HasField("hooks"):
+            self._hooks(plugin, adj.hooks)
         for cdi in adj.CDI_devices:
             self.owners.claim(cid, F.CdiDevices, plugin, cdi.name)
             view.CDI_devices.add().CopyFrom(cdi)
             out.CDI_devices.add().CopyFrom(cdi)
-        self._namespaces(plugin, linux.namespaces)
-        self._merge_map(plugin, F.Sysctl, linux.sysctl, view.linux.sysctl, out.linux.sysctl,
-                        _set_str)
-        self._merge_map(plugin, F.LinuxNetDevices, linux.net_devices, view.linux.net_devices,
-                        out.linux.net_devices, _set_msg)
-        if linux.HasField("resources"):
-            merge_resources(linux.resources, (view.linux.resources, out.linux.resources),
-                            lambda field, key: self.owners.claim(cid, field, plugin, key))
-        if linux.cgroups_path:
-            self.owners.claim(cid, F.CgroupsPath, plugin)
-            view.linux.cgroups_path = out.linux.cgroups_path = linux.cgroups_path
-        for name, field, in_view in (("oom_score_adj", F.OomScoreAdj, True),
-                                     ("io_priority", F.IoPriority, True),
-                                     ("seccomp_policy", F.SeccompPolicy, True),
-                                     ("scheduler", F.LinuxSched, True),
-                                     ("memory_policy", F.MemoryPolicy, False)):
-            if linux.HasField(name):
-                self.owners.claim(cid, field, plugin)
-                getattr(out.linux, name).CopyFrom(getattr(linux, name))
-                if in_view:
-                    getattr(view.linux, name).CopyFrom(getattr(linux, name))
-        if linux.HasField("rdt"):
-            self._rdt(plugin, linux.rdt)
         for rlimit in adj.rlimits:
             self.owners.claim(cid, F.Rlimits, plugin, rlimit.type)
             view.rlimits.add().CopyFrom(rlimit)
             out.rlimits.add().CopyFrom(rlimit)
+        if adj.HasField("linux"):
+            self._linux(plugin, adj.linux)
         if adj.args:
             args = list(adj.args)
             if args[0] == "":
@@ -176,6 +199,33 @@ class CreateResult:
             self.owners.claim(cid, F.Args, plugin)
             _replace(view.args, args)
             _replace(out.args, args)
+
+    def _linux(self, plugin: str, linux: api.LinuxContainerAdjustment) -> None:
+        view, out, cid = self.container, self.adjust, self.id
+        if linux.devices:
+            self._devices(plugin, linux.devices)
+        if linux.namespaces:
+            self._namespaces(plugin, linux.namespaces)
+        if linux.sysctl:
+            self._merge_map(plugin, F.Sysctl, linux.sysctl, view.linux.sysctl,
+                            out.linux.sysctl, _set_str)
+        if linux.net_devices:
+            self._merge_map(plugin, F.LinuxNetDevices, linux.net_devices,
+                            view.linux.net_devices, out.linux.net_devices, _set_msg)
+        if linux.HasField("resources"):
+            merge_resources(linux.resources, (view.linux.resources, out.linux.resources),
+                            lambda field, key: self.owners.claim(cid, field, plugin, key))
+        if linux.cgroups_path:
+            self.owners.claim(cid, F.CgroupsPath, plugin)
+            view.linux.cgroups_path = out.linux.cgroups_path = linux.cgroups_path
+        for name, field, in_view in _SINGLE_LINUX_FIELDS:
+            if linux.HasField(name):
+                self.owners.claim(cid, field, plugin)
+                getattr(out.linux, name).CopyFrom(getattr(linux, name))
+                if in_view:
+                    getattr(view.linux, name).CopyFrom(getattr(linux, name))
+        if linux.HasField("rdt"):
+            self._rdt(plugin, linux.rdt)
 
     def _merge_map(self, plugin: str, field: int, src: Any, view: Any, out: Any,
                    put: Callable[[Any, str, Any], None]) -> None:
@@ -199,9 +249,10 @@ class CreateResult:
 
     def _mounts(self, plugin: str, mounts: Iterable[api.Mount]) -> None:
         removed, added = _split(mounts, lambda m: m.destination)
-        self._undo(plugin, F.Mounts, self.adjust.mounts, removed, lambda m: m.destination)
-        _replace(self.container.mounts,
-                 (_clone(m) for m in self.container.mounts if m.destination not in removed))
+        if removed:
+            self._undo(plugin, F.Mounts, self.adjust.mounts, removed, lambda m: m.destination)
+            _replace(self.container.mounts,
+                     [_clone(m) for m in self.container.mounts if m.destination not in removed])
         for mount in added:
             self.owners.claim(self.id, F.Mounts, plugin, mount.destination)
             self.adjust.mounts.add().CopyFrom(mount)
@@ -213,21 +264,22 @@ class CreateResult:
 
     def _env(self, plugin: str, env: Iterable[api.KeyValue]) -> None:
         removed, added = _split(env, lambda kv: kv.key)
-        self._undo(plugin, F.Env, self.adjust.env, removed, lambda kv: kv.key)
-        _replace(self.container.env, (e for e in self.container.env if env_key(e) not in removed))
+        view = self.container.env
+        if removed:
+            self._undo(plugin, F.Env, self.adjust.env, removed, lambda kv: kv.key)
+            _replace(view, [e for e in view if env_key(e) not in removed])
         for kv in added:
             self.owners.claim(self.id, F.Env, plugin, kv.key)
             self.adjust.env.add().CopyFrom(kv)
-            _replace(self.container.env,
-                     [e for e in self.container.env if env_key(e) != kv.key]
-                     + [f"{kv.key}={kv.value}"])
+            set_env(view, kv.key, kv.value)
         # Env removals are not forwarded: a pre-existing variable stays (protocol §7.2).
 
     def _devices(self, plugin: str, devices: Iterable[api.LinuxDevice]) -> None:
         removed, added = _split(devices, lambda d: d.path)
-        self._undo(plugin, F.Devices, self.adjust.linux.devices, removed, lambda d: d.path)
         view = self.container.linux.devices
-        _replace(view, (_clone(d) for d in view if d.path not in removed))
+        if removed:
+            self._undo(plugin, F.Devices, self.adjust.linux.devices, removed, lambda d: d.path)
+            _replace(view, [_clone(d) for d in view if d.path not in removed])
         for device in added:
             self.owners.claim(self.id, F.Devices, plugin, device.path)
             self.adjust.linux.devices.add().CopyFrom(device)

@@ -39,6 +39,9 @@ CPU_STRING_FIELDS: tuple[tuple[str, int], ...] = (
     ("cpus", F.CPUSetCPUs),
     ("mems", F.CPUSetMems),
 )
+HUGEPAGE_LIMITS = int(F.HugepageLimits)
+CGROUPS_UNIFIED = int(F.CgroupsUnified)
+PIDS_LIMIT = int(F.PidsLimit)
 CLASS_FIELDS: tuple[tuple[str, int], ...] = (
     ("blockio_class", F.BlockioClass),
     ("rdt_class", F.RdtClass),
@@ -77,11 +80,11 @@ def merge_resources(
                 for target in targets:
                     setattr(target.cpu, name, value)
     for limit in src.hugepage_limits:
-        claim(F.HugepageLimits, limit.page_size)
+        claim(HUGEPAGE_LIMITS, limit.page_size)
         for target in targets:
             _put_hugepage(target, limit)
     for key, value in src.unified.items():
-        claim(F.CgroupsUnified, key)
+        claim(CGROUPS_UNIFIED, key)
         for target in targets:
             target.unified[key] = value
     for name, field in CLASS_FIELDS:
@@ -90,7 +93,7 @@ def merge_resources(
             for target in targets:
                 getattr(target, name).CopyFrom(getattr(src, name))
     if with_pids and src.HasField("pids"):
-        claim(F.PidsLimit, None)
+        claim(PIDS_LIMIT, None)
         for target in targets:
             target.pids.CopyFrom(src.pids)
     if append_devices:

@@ -85,7 +85,9 @@ async def test_run_bench(sock_path: Path) -> None:
     async with connected(sock_path, Adjusting()) as h:
         bench = await run_bench(h.runtime, 200, warmup=20)
         assert bench.events == 200 and bench.errors == 0
-        assert 0 < bench.min_s <= bench.p50_s <= bench.p90_s <= bench.p99_s <= bench.max_s
+        for stats in (bench.round_trip, bench.operation):
+            assert 0 < stats.min_s <= stats.p50_s <= stats.p90_s <= stats.p99_s <= stats.max_s
+        assert bench.round_trip.p50_s < bench.operation.p50_s  # the RPC is part of the op
         assert bench.events_per_s > 0
         assert h.runtime.state.containers == {}  # bench keeps the runtime state steady
         parallel = await run_bench(h.runtime, 100, concurrency=4)
@@ -121,6 +123,7 @@ async def test_cli_bench_json(sock_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0 and out["exit_code"] == 0
     assert out["bench"]["events"] == 100 and out["bench"]["errors"] == 0
     assert set(out["bench"]["latency_us"]) == {"min", "p50", "p90", "p99", "max"}
+    assert set(out["bench"]["operation_us"]) == {"min", "p50", "p90", "p99", "max"}
     assert out["plugin"]["name"] == "20-cli" and out["plugin"]["sync_objects"] == [2, 5]
     await assert_no_leaked_tasks()
 
