@@ -1,7 +1,9 @@
-"""Composition root: options -> handler -> plugin runner, under one TaskGroup.
+"""Composition root: options -> handler -> plugin runner (+ control API), under one TaskGroup.
 
-Handles SIGTERM/SIGINT: in-flight events get a bounded grace period to be
-answered, then the connection is closed cleanly.
+With webhooks configured (config file or --policy-url) the handler is the
+WebhookHandler; without, the built-in static handler. Handles SIGTERM/SIGINT:
+in-flight events get a bounded grace period to be answered, then the
+connection is closed cleanly, the control API stops, HTTP clients close.
 """
 
 from __future__ import annotations
@@ -10,18 +12,29 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bridge.config import BridgeConfig
+from bridge.control.api import ControlDeps, create_app
+from bridge.control.server import ControlServer
+from bridge.errors import BridgeError
+from bridge.metrics import Metrics
 from bridge.nri.handler import Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticHandler
+from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks.guard import Scope, parse_updates
+from bridge.webhooks.handler import WebhookHandler
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 2.0
+# What POST /v1/updates may change: resources only (no cgroup device rules).
+CONTROL_UPDATE_KINDS = frozenset({"resources", "rdt_class", "blockio_class"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,30 +45,75 @@ class RunOptions:
     config: BridgeConfig
 
 
-def build_handler(config: BridgeConfig) -> Handler:
+def build_handler(config: BridgeConfig, metrics: Metrics) -> Handler:
+    if config.webhooks:
+        return WebhookHandler(config.webhooks, metrics)
     return StaticHandler(config.static)
 
 
+def control_deps(runner: PluginRunner, metrics: Metrics) -> ControlDeps:
+    """What the control API may see and do, as callables (it imports neither side)."""
+    scope = Scope("UpdateContainers", CONTROL_UPDATE_KINDS, runner.cache.knows_container)
+
+    def parse(items: Any) -> Sequence[api.ContainerUpdate]:
+        return parse_updates(items, scope, "update")
+
+    return ControlDeps(
+        ready=lambda: runner.ready,
+        pods=lambda: list(runner.cache.pods.values()),
+        containers=lambda: list(runner.cache.containers.values()),
+        parse_updates=parse,
+        send_updates=runner.update_containers,
+        metrics=metrics,
+    )
+
+
+def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
+    """Expose the runner's connection state through the metrics (read at scrape time)."""
+    def misses() -> int:
+        session = runner.session
+        return session.service.stats.deadline_misses if session is not None else 0
+    metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects, misses)
+
+
 async def run(options: RunOptions) -> int:
-    handler = build_handler(options.config)
+    metrics = Metrics()
+    handler = build_handler(options.config, metrics)
     runner = PluginRunner(options.identity, handler, socket_path=options.socket_path,
                           fd=options.fd, options=ServiceOptions())
+    if isinstance(handler, WebhookHandler):
+        handler.knows_container = runner.cache.knows_container
+    watch_runner(metrics, runner)
+    control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
+    try:
+        listening = control.open()
+    except BridgeError as exc:
+        log.error("cannot start the control API: %s", exc)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    log.info("starting", extra={"plugin": f"{options.identity.index}-{options.identity.name}",
-                                "socket": options.socket_path if options.fd is None
-                                else f"fd {options.fd}"})
-    async with asyncio.TaskGroup() as tasks:
-        runner_task = tasks.create_task(runner.run(), name="nri-runner")
-        stop_task = tasks.create_task(stop.wait(), name="signals")
-        await asyncio.wait({runner_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-        if stop.is_set():
-            log.info("shutting down")
-            await runner.stop(SHUTDOWN_GRACE_S)
-            runner_task.cancel()
-        stop_task.cancel()
+    log.info("starting", extra={
+        "plugin": f"{options.identity.index}-{options.identity.name}",
+        "socket": options.socket_path if options.fd is None else f"fd {options.fd}",
+        "handler": "webhooks" if isinstance(handler, WebhookHandler) else "static",
+        "webhooks": [w.name for w in options.config.webhooks], "control": listening})
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            runner_task = tasks.create_task(runner.run(), name="nri-runner")
+            tasks.create_task(control.serve(), name="control-api")
+            stop_task = tasks.create_task(stop.wait(), name="signals")
+            await asyncio.wait({runner_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                log.info("shutting down")
+                await runner.stop(SHUTDOWN_GRACE_S)
+                runner_task.cancel()
+            stop_task.cancel()
+            control.stop()
+    finally:
+        if isinstance(handler, WebhookHandler):
+            await handler.aclose()
     log.info("stopped")
     return 0

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from bridge import __version__, logs
 from bridge.config import BridgeConfig, load_file, load_text, parse
+from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
+from bridge.control.settings import parse_address
 from bridge.errors import ConfigError
 from bridge.transport import connect
 
@@ -35,6 +37,14 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="two-digit plugin index, decides the order among plugins "
                         "(default: $NRI_PLUGIN_IDX or 50)")
     p.add_argument("--config", metavar="FILE", help="bridge configuration YAML")
+    p.add_argument("--policy-url", metavar="URL",
+                   help="one webhook with every default, named `policy` (unix:///path.sock/"
+                        "http/path or http(s)://host:port/path); replaces the config's webhooks")
+    p.add_argument("--control-socket", metavar="PATH",
+                   help=f"control API Unix socket (default: the config's control.socket, else "
+                        f"{DEFAULT_CONTROL_SOCKET}); an empty string disables it")
+    p.add_argument("--control-address", metavar="HOST:PORT",
+                   help="also serve the control API on this loopback TCP address")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
     p.add_argument("--log-format", default="text", choices=("text", "json"))
@@ -75,6 +85,26 @@ def _identity_defaults(args: argparse.Namespace) -> tuple[str, str]:
     return name, index
 
 
+def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig:
+    """Command-line overrides on top of the file: --policy-url, --control-*."""
+    from dataclasses import replace
+
+    from bridge.webhooks.config import webhook_from_url
+
+    if args.policy_url:
+        config = replace(config, webhooks=(webhook_from_url(args.policy_url),))
+    control = config.control
+    if args.control_socket is not None:
+        path = args.control_socket or None
+        if path is not None and not path.startswith("/"):
+            raise ConfigError("--control-socket", "must be an absolute path")
+        control = replace(control, socket_path=path, explicit_socket=path is not None)
+    if args.control_address:
+        control = replace(control, address=parse_address(args.control_address,
+                                                         "--control-address"))
+    return replace(config, control=control)
+
+
 def _run(args: argparse.Namespace) -> int:
     from bridge import app
     from bridge.nri.session import PluginIdentity
@@ -82,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     logs.setup(args.log_level, args.log_format, path=args.log_file)
     try:
         config: BridgeConfig = load_file(args.config) if args.config else parse({})
+        config = _apply_flags(config, args)
         name, index = _identity_defaults(args)
         identity = PluginIdentity(name=name, index=index)
         fd = connect.inherited_fd()

@@ -2,19 +2,22 @@
 
 Loading never raises anything but ConfigError, whose key names the offending
 setting (`webhooks[0].timeout: ...`); the CLI turns it into exit code 2.
-The webhook section is validated by bridge.webhooks.config.
+The webhook section is validated by bridge.webhooks.config, the control
+section by bridge.control.settings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
+from bridge.webhooks.config import WebhookSpec, parse_webhooks
 
 TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "plugin", "control", "logging", "record"})
 
@@ -23,6 +26,8 @@ TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "plugin", "control", "logging"
 class BridgeConfig:
     raw: dict[str, Any]
     static: StaticSettings
+    webhooks: tuple[WebhookSpec, ...] = ()
+    control: ControlSettings = field(default_factory=ControlSettings)
 
 
 def parse(document: Any, source: str = "config") -> BridgeConfig:
@@ -33,7 +38,9 @@ def parse(document: Any, source: str = "config") -> BridgeConfig:
     for key in document:
         if key not in TOP_LEVEL_KEYS:
             raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
-    return BridgeConfig(raw=document, static=StaticSettings.parse(document.get("static")))
+    return BridgeConfig(raw=document, static=StaticSettings.parse(document.get("static")),
+                        webhooks=parse_webhooks(document.get("webhooks")),
+                        control=parse_control(document.get("control")))
 
 
 def load_text(text: str, source: str) -> BridgeConfig:

@@ -211,7 +211,10 @@ def parse_webhooks(raw: Any, key: str = "webhooks") -> tuple[WebhookSpec, ...]:
 
 def webhook_from_url(url: str) -> WebhookSpec:
     """The `--policy-url` shortcut: one webhook named `policy` with every default."""
-    return parse_webhooks([{"name": "policy", "url": url}], key="--policy-url")[0]
+    try:
+        return parse_webhooks([{"name": "policy", "url": url}])[0]
+    except ConfigError as exc:
+        raise ConfigError("--policy-url", exc.problem) from None
 
 
 def _to_spec(m: _Webhook, where: str) -> WebhookSpec:

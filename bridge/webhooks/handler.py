@@ -40,7 +40,7 @@ from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
 
-CALL_MARGIN_S = 0.005  # kept back from each call for merging and writing the answer
+CALL_MARGIN_S = 0.025  # kept back from each call: merging, writing the answer, loop lag
 LOG_VALUE_CHARS = 2048  # cap for replies/diffs in log lines
 
 

@@ -139,7 +139,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
         mock.post(f"{BASE}/b").mock(side_effect=answer)
         await handler.create_container(context("CreateContainer", budget_s=0.5),
                                        request("CreateContainer"))  # type: ignore[arg-type]
-    assert budgets[0] <= 500 and budgets[0] >= 480
+    assert 450 <= budgets[0] <= 480
     assert 350 <= budgets[1] <= budgets[0] - 95
 
 

@@ -1,0 +1,1 @@
+"""The bridge's control API: unsolicited updates, state, health, readiness, metrics."""

@@ -1,0 +1,121 @@
+"""The control API as a Starlette app; everything it touches comes in as `ControlDeps`.
+
+Routes:
+- `POST /v1/updates` `{"update": [ContainerUpdate JSON]}` → `{"failed": [...]}`:
+  validated (resources only, known container ids, cpuset syntax) and then sent
+  through the runner's UpdateContainers queue, i.e. never from inside an event
+  handler (the runtime holds its lock while it waits for our answers);
+- `GET /v1/state` → `{"pods": [...], "containers": [...]}` in webhook JSON form;
+- `GET /healthz` (the loop answers), `GET /readyz` (registered and serving);
+- `GET /metrics` (Prometheus text format).
+
+The app never imports the webhook package or the runner: the composition
+root (bridge.app) hands in callables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bridge.errors import BridgeError
+from bridge.metrics import CONTENT_TYPE, Metrics
+from bridge.nri.convert import to_json
+from bridge.proto.nri import api_pb2 as api
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1 << 20
+MAX_UPDATES = 10_000
+SEND_TIMEOUT_S = 35.0  # UpdateContainers itself is bounded at 30 s; queueing on top
+
+
+@dataclass(frozen=True, slots=True)
+class ControlDeps:
+    ready: Callable[[], bool]
+    pods: Callable[[], Sequence[api.PodSandbox]]
+    containers: Callable[[], Sequence[api.Container]]
+    # JSON list -> checked updates; raises BridgeError with a path-naming message.
+    parse_updates: Callable[[Any], Sequence[api.ContainerUpdate]]
+    # Queue and wait for the runtime's answer; returns the failed ones.
+    send_updates: Callable[[list[api.ContainerUpdate]], Awaitable[list[api.ContainerUpdate]]]
+    metrics: Metrics
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def create_app(deps: ControlDeps) -> Starlette:
+    async def post_updates(request: Request) -> Response:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            return _error(400, f"body is not JSON: {exc}")
+        if not isinstance(data, dict) or set(data) - {"update"}:
+            return _error(400, 'expected {"update": [ContainerUpdate, ...]}')
+        items = data.get("update") or []
+        if isinstance(items, list) and len(items) > MAX_UPDATES:
+            return _error(413, f"more than {MAX_UPDATES} updates")
+        try:
+            updates = list(deps.parse_updates(items))
+        except BridgeError as exc:
+            deps.metrics.unsolicited.labels("invalid").inc(len(items) if isinstance(items, list)
+                                                           else 1)
+            log.warning("refused unsolicited updates", extra={"reason": str(exc)})
+            return _error(400, str(exc))
+        if not updates:
+            return JSONResponse({"failed": []})
+        if not deps.ready():
+            return _error(503, "not connected to the runtime")
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                failed = await deps.send_updates(updates)
+        except TimeoutError:
+            deps.metrics.unsolicited.labels("timeout").inc(len(updates))
+            return _error(504, f"runtime did not answer within {SEND_TIMEOUT_S:.0f}s")
+        except BridgeError as exc:
+            deps.metrics.unsolicited.labels("error").inc(len(updates))
+            return _error(502, f"UpdateContainers failed: {exc}")
+        deps.metrics.unsolicited.labels("sent").inc(len(updates) - len(failed))
+        deps.metrics.unsolicited.labels("failed").inc(len(failed))
+        log.info("unsolicited updates sent", extra={"updates": len(updates),
+                                                     "failed": len(failed)})
+        return JSONResponse({"failed": [to_json(u) for u in failed]})
+
+    async def get_state(request: Request) -> Response:
+        return JSONResponse({"pods": [to_json(p) for p in deps.pods()],
+                             "containers": [to_json(c) for c in deps.containers()]})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        ready = deps.ready()
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(deps.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return Starlette(routes=[
+        Route("/v1/updates", post_updates, methods=["POST"]),
+        Route("/v1/state", get_state, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ])

@@ -1,0 +1,113 @@
+"""Pure parts: selector semantics, the breaker's state table, value checks, merge claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks import kinds
+from bridge.webhooks.breaker import CircuitBreaker, CircuitState
+from bridge.webhooks.errors import WebhookFailure
+from bridge.webhooks.guard import Contribution
+from bridge.webhooks.kinds import ALL_KINDS, adjustment_kinds
+from bridge.webhooks.merge import Merger
+from bridge.webhooks.selector import Operator, Requirement, Selector
+from bridge.webhooks.values import ValueProblem, check_cpuset
+
+
+def _pod(ns: str = "default", labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None, handler: str = "") -> api.PodSandbox:
+    return api.PodSandbox(namespace=ns, labels=labels or {}, annotations=annotations or {},
+                          runtime_handler=handler)
+
+
+@pytest.mark.parametrize(("req", "labels", "expected"), [
+    (Requirement("a", Operator.IN, frozenset({"1", "2"})), {"a": "2"}, True),
+    (Requirement("a", Operator.IN, frozenset({"1"})), {}, False),
+    (Requirement("a", Operator.NOT_IN, frozenset({"1"})), {}, True),
+    (Requirement("a", Operator.NOT_IN, frozenset({"1"})), {"a": "1"}, False),
+    (Requirement("a", Operator.EXISTS), {"a": ""}, True),
+    (Requirement("a", Operator.DOES_NOT_EXIST), {"a": ""}, False),
+])
+def test_label_requirements_follow_kubernetes(req: Requirement, labels: dict[str, str],
+                                              expected: bool) -> None:
+    assert Selector(labels=(req,)).matches(_pod(labels=labels)) is expected
+
+
+def test_selector_parts_are_anded() -> None:
+    sel = Selector(namespaces=frozenset({"a", "b"}), runtime_handlers=frozenset({"kata"}),
+                   annotations=(("x", None), ("y", frozenset({"1"}))))
+    good = _pod("a", annotations={"x": "anything", "y": "1"}, handler="kata")
+    assert sel.matches(good)
+    assert not sel.matches(_pod("c", annotations={"x": "", "y": "1"}, handler="kata"))
+    assert not sel.matches(_pod("a", annotations={"y": "1"}, handler="kata"))
+    assert not sel.matches(_pod("a", annotations={"x": "", "y": "2"}, handler="kata"))
+    assert not sel.matches(_pod("a", annotations={"x": "", "y": "1"}, handler="runc"))
+    assert not sel.matches(None)
+    assert Selector().matches(None)
+
+
+def test_breaker_state_table() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker("p", failure_threshold=2, cool_down_s=10.0, clock=lambda: now[0])
+    assert breaker.admit()
+    breaker.record(False)
+    assert breaker.state is CircuitState.CLOSED
+    breaker.record(True)  # success resets the count
+    breaker.record(False)
+    assert breaker.state is CircuitState.CLOSED
+    breaker.record(False)
+    assert breaker.state is CircuitState.OPEN and not breaker.admit()
+    now[0] = 10.0
+    assert breaker.admit() and breaker.state is CircuitState.HALF_OPEN
+    assert not breaker.admit()  # one probe at a time
+    breaker.record(False)
+    assert breaker.state is CircuitState.OPEN and not breaker.admit()
+    now[0] = 20.0
+    assert breaker.admit()
+    breaker.record(True)
+    assert breaker.state is CircuitState.CLOSED and breaker.admit()
+
+
+@pytest.mark.parametrize("text", ["0", "0-3", "0-3,8", "1,3,5-7", "65535"])
+def test_good_cpusets(text: str) -> None:
+    check_cpuset(text, "cpus")
+
+
+@pytest.mark.parametrize("text", ["", "a", "0-", "-1", "3-1", "0,,1", "0 - 3", "1,", "65536"])
+def test_bad_cpusets(text: str) -> None:
+    with pytest.raises(ValueProblem):
+        check_cpuset(text, "cpus")
+
+
+def test_every_adjustment_field_has_a_kind() -> None:
+    """A field added to the API must be mapped consciously (unmapped = refused by name)."""
+    tables = ((api.ContainerAdjustment, kinds._ADJUSTMENT_FIELDS),
+              (api.LinuxContainerAdjustment, kinds._LINUX_FIELDS),
+              (api.LinuxResources, kinds._RESOURCE_FIELDS))
+    for message, table in tables:
+        for fd in message.DESCRIPTOR.fields:
+            if fd.name not in ("linux", "resources"):
+                assert fd.name in table, fd.full_name
+                assert table[fd.name] in ALL_KINDS
+    adj = api.ContainerAdjustment(mounts=[api.Mount(destination="/x")])
+    adj.linux.resources.devices.add(allow=True)
+    adj.linux.resources.cpu.shares.value = 2
+    assert adjustment_kinds(adj) == {"mounts", "devices", "resources"}
+
+
+def test_merge_claims_and_conflicts() -> None:
+    a = Contribution("a", adjust=api.ContainerAdjustment(annotations={"k": "1"}))
+    b = Contribution("b", adjust=api.ContainerAdjustment(annotations={"-k": ""}))
+    c = Contribution("c", adjust=api.ContainerAdjustment(annotations={"other": "1"},
+                                                         hooks=api.Hooks()))
+    merger = Merger()
+    merger.add(a)
+    with pytest.raises(WebhookFailure, match='webhooks "a" and "b" both tried to set '
+                       "annotations 'k'"):
+        merger.add(b)  # removing what an earlier webhook set is a conflict too
+    merger.add(c)
+    assert merger.adjust is not None and dict(merger.adjust.annotations) == {"k": "1", "other": "1"}
+    replace = api.ContainerAdjustment(env=[api.KeyValue(key="-X"), api.KeyValue(key="X",
+                                                                               value="2")])
+    Merger().add(Contribution("d", adjust=replace))  # remove + add in one reply = replace
