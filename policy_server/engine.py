@@ -110,6 +110,8 @@ class Engine:
 def _fit_to_event(decision: Decision, event: Event) -> Decision:
     """Drop reply parts the runtime cannot act on for this event, saying so in a warning."""
     allowed = REPLY_KEYS[event.name]
+    if _fits(decision, allowed):
+        return decision
     adjust, update, evict, reject = (
         decision.adjust,
         decision.update,
@@ -138,6 +140,19 @@ def _fit_to_event(decision: Decision, event: Event) -> Decision:
         reject = reject[: MAX_REJECT_CHARS - 3] + "..."
     return replace(
         decision, adjust=adjust, update=update, evict=evict, reject=reject, warnings=warnings
+    )
+
+
+def _fits(decision: Decision, allowed: frozenset[str]) -> bool:
+    return (
+        (decision.adjust is None or "adjust" in allowed)
+        and (not decision.update or "update" in allowed)
+        and (not decision.evict or "evict" in allowed)
+        and (
+            decision.reject is None
+            or ("reject" in allowed and len(decision.reject) <= MAX_REJECT_CHARS)
+        )
+        and len(decision.warnings) <= MAX_WARNINGS
     )
 
 

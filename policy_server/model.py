@@ -175,7 +175,7 @@ def _str_map(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, str]:
     if not isinstance(value, dict):
         raise PayloadError(f"{where}.{key}", f"expected an object, got {_kind(value)}")
     for k, v in value.items():
-        if not isinstance(v, str):
+        if type(v) is not str:
             raise PayloadError(f"{where}.{key}.{k}", f"expected a string, got {_kind(v)}")
     return value
 
@@ -186,8 +186,9 @@ def _str_list(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list):
         raise PayloadError(f"{where}.{key}", f"expected an array, got {_kind(value)}")
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
+    for item in value:
+        if type(item) is not str:
+            i = value.index(item)
             raise PayloadError(f"{where}.{key}[{i}]", f"expected a string, got {_kind(item)}")
     return tuple(value)
 
@@ -244,19 +245,25 @@ def _parse_mounts(d: Mapping[str, Any], where: str) -> tuple[Mount, ...]:
         return ()
     if not isinstance(value, list):
         raise PayloadError(f"{where}.mounts", f"expected an array, got {_kind(value)}")
-    mounts = []
-    for i, item in enumerate(value):
-        w = f"{where}.mounts[{i}]"
-        m = _obj(item, w)
-        mounts.append(
-            Mount(
-                destination=_str(m, "destination", w),
-                type=_str(m, "type", w),
-                source=_str(m, "source", w),
-                options=_str_list(m, "options", w),
-            )
-        )
-    return tuple(mounts)
+    return tuple(_parse_mount(item, f"{where}.mounts", i) for i, item in enumerate(value))
+
+
+def _parse_mount(item: object, where: str, index: int) -> Mount:
+    # Fast path first: a container has a dozen mounts and few policies look at them.
+    if type(item) is dict:
+        dest, kind = item.get("destination", ""), item.get("type", "")
+        source, options = item.get("source", ""), item.get("options") or []
+        strings = type(dest) is str and type(kind) is str and type(source) is str
+        if strings and type(options) is list and all(type(o) is str for o in options):
+            return Mount(dest, kind, source, tuple(options))
+    w = f"{where}[{index}]"
+    m = _obj(item, w)
+    return Mount(
+        destination=_str(m, "destination", w),
+        type=_str(m, "type", w),
+        source=_str(m, "source", w),
+        options=_str_list(m, "options", w),
+    )
 
 
 def parse_container(value: object, where: str) -> Container:

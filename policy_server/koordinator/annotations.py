@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from policy_server.errors import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.cpulist import check_cpu_list
 from policy_server.koordinator.quantity import quantity_value
+
+# Parsed annotations are cached by their raw text: every container of a pod, and every
+# Synchronize / resync, reads the same strings. Values are immutable, errors are not cached.
+_CACHE_SIZE = 1024
 
 
 class AnnotationError(PolicyError):
@@ -28,8 +34,10 @@ class AnnotationError(PolicyError):
 
 def _load(annotations: Mapping[str, str], key: str) -> Any:
     raw = annotations.get(key)
-    if raw is None:
-        return None
+    return None if raw is None else _decode(raw, key)
+
+
+def _decode(raw: str, key: str) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:
@@ -67,10 +75,14 @@ class ResourceStatus:
 
 
 def resource_status(annotations: Mapping[str, str]) -> ResourceStatus | None:
+    raw = annotations.get(keys.ANNOTATION_RESOURCE_STATUS)
+    return None if raw is None else _resource_status(raw)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _resource_status(raw: str) -> ResourceStatus:
     key = keys.ANNOTATION_RESOURCE_STATUS
-    doc = _load(annotations, key)
-    if doc is None:
-        return None
+    doc = _decode(raw, key)
     if not isinstance(doc, dict):
         raise AnnotationError(key, "expected a JSON object")
     cpuset = doc.get("cpuset") or ""
@@ -138,12 +150,18 @@ def _batch(doc: object, key: str, where: str) -> BatchResources:
     )
 
 
-def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, ContainerBatchSpec] | None:
+def extended_resource_spec(
+    annotations: Mapping[str, str],
+) -> Mapping[str, ContainerBatchSpec] | None:
     """Container name -> batch spec; ``None`` when absent or without a ``containers`` map."""
+    raw = annotations.get(keys.ANNOTATION_EXTENDED_RESOURCE_SPEC)
+    return None if raw is None else _extended_resource_spec(raw)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _extended_resource_spec(raw: str) -> Mapping[str, ContainerBatchSpec] | None:
     key = keys.ANNOTATION_EXTENDED_RESOURCE_SPEC
-    doc = _load(annotations, key)
-    if doc is None:
-        return None
+    doc = _decode(raw, key)
     if not isinstance(doc, dict):
         raise AnnotationError(key, "expected a JSON object")
     containers = doc.get("containers")
@@ -160,7 +178,7 @@ def extended_resource_spec(annotations: Mapping[str, str]) -> dict[str, Containe
             requests=_batch(spec.get("requests"), key, f"{where}.requests"),
             limits=_batch(spec.get("limits"), key, f"{where}.limits"),
         )
-    return out
+    return MappingProxyType(out)
 
 
 # --- scheduling.koordinator.sh/device-allocated ----------------------------------------------
@@ -175,12 +193,18 @@ class Device:
     id: str = ""
 
 
-def device_allocations(annotations: Mapping[str, str]) -> dict[str, tuple[Device, ...]] | None:
+def device_allocations(
+    annotations: Mapping[str, str],
+) -> Mapping[str, tuple[Device, ...]] | None:
     """Device type (``gpu``, ``rdma``, ``fpga``) -> allocated devices."""
+    raw = annotations.get(keys.ANNOTATION_DEVICE_ALLOCATED)
+    return None if raw is None else _device_allocations(raw)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _device_allocations(raw: str) -> Mapping[str, tuple[Device, ...]]:
     key = keys.ANNOTATION_DEVICE_ALLOCATED
-    doc = _load(annotations, key)
-    if doc is None:
-        return None
+    doc = _decode(raw, key)
     if not isinstance(doc, dict):
         raise AnnotationError(key, "expected a JSON object")
     out: dict[str, tuple[Device, ...]] = {}
@@ -201,9 +225,13 @@ def device_allocations(annotations: Mapping[str, str]) -> dict[str, tuple[Device
             if not isinstance(resources, dict):
                 raise AnnotationError(key, f"{where}.resources: expected an object")
             dev_id = entry.get("id", "")
-            devices.append(Device(minor, resources, dev_id if isinstance(dev_id, str) else ""))
+            devices.append(
+                Device(
+                    minor, MappingProxyType(resources), dev_id if isinstance(dev_id, str) else ""
+                )
+            )
         out[dev_type] = tuple(devices)
-    return out
+    return MappingProxyType(out)
 
 
 def device_quantity(device: Device, resource: str) -> int | None:
@@ -226,10 +254,14 @@ class CPUQOSOverride:
 
 
 def cpu_qos_override(annotations: Mapping[str, str]) -> CPUQOSOverride | None:
+    raw = annotations.get(keys.ANNOTATION_CPU_QOS)
+    return None if raw is None else _cpu_qos_override(raw)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _cpu_qos_override(raw: str) -> CPUQOSOverride:
     key = keys.ANNOTATION_CPU_QOS
-    doc = _load(annotations, key)
-    if doc is None:
-        return None
+    doc = _decode(raw, key)
     if not isinstance(doc, dict):
         raise AnnotationError(key, "expected a JSON object")
     enable = doc.get("enable")
@@ -251,16 +283,20 @@ def cpu_qos_override(annotations: Mapping[str, str]) -> CPUQOSOverride | None:
 
 def resctrl_config(annotations: Mapping[str, str]) -> Mapping[str, Any] | None:
     """The per-pod LLC/MB request (only its presence and shape matter for ``rdt_class``)."""
+    raw = annotations.get(keys.ANNOTATION_RESCTRL)
+    return None if raw is None else _resctrl_config(raw)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _resctrl_config(raw: str) -> Mapping[str, Any]:
     key = keys.ANNOTATION_RESCTRL
-    doc = _load(annotations, key)
-    if doc is None:
-        return None
+    doc = _decode(raw, key)
     if not isinstance(doc, dict):
         raise AnnotationError(key, "expected a JSON object")
     for part in ("llc", "mb"):
         if doc.get(part) is not None and not isinstance(doc[part], dict):
             raise AnnotationError(key, f"{part}: expected an object")
-    return doc
+    return MappingProxyType(doc)
 
 
 # --- koordinator.sh/oom-score-adj(-spec) -----------------------------------------------------

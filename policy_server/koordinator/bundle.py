@@ -27,12 +27,11 @@ from policy_server.koordinator.reconcile import reconcile
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import (
     ContainerTarget,
-    HookResult,
     HookSpec,
     PodTarget,
     Stage,
 )
-from policy_server.model import Event
+from policy_server.model import Event, Pod
 from policy_server.registry import FailurePolicy, Policy
 
 POLICY_NAME = "koordinator-qos"
@@ -104,10 +103,18 @@ class KoordContext:
 Handler = Callable[[Event, KoordContext], Decision | None]
 
 
-def _decision(
-    result: HookResult | None, shape: Callable[[HookResult], Decision]
-) -> Decision | None:
-    return None if result is None else shape(result)
+class _LastPod:
+    """Classify each pod once per event, not once per hook (an identity cache of one entry)."""
+
+    pod: Pod | None = None
+    target: PodTarget | None = None
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodTarget:
+        if cls.pod is not pod or cls.target is None:
+            cls.target = PodTarget.of(pod)
+            cls.pod = pod  # holding the object keeps its id from being reused
+        return cls.target
 
 
 def _pod_handler(spec: HookSpec) -> Handler:
@@ -115,19 +122,19 @@ def _pod_handler(spec: HookSpec) -> Handler:
     assert hook is not None
 
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
-        if not spec.gate(ctx.rules.features) or event.pod is None:
+        if event.pod is None or not spec.gate(ctx.rules.features):
             return None
-        return _decision(
-            hook(PodTarget.of(event.pod), ctx.rules),
-            lambda r: Decision(warnings=r.warnings, errors=r.errors, effects=r.effects),
-        )
+        r = hook(_LastPod.of(event.pod), ctx.rules)
+        if r is None:
+            return None
+        return Decision(warnings=r.warnings, errors=r.errors, effects=r.effects)
 
     return handle
 
 
 def _container_target(event: Event, quota: int | None) -> ContainerTarget:
     assert event.pod is not None and event.container is not None
-    return ContainerTarget(PodTarget.of(event.pod), event.container.id, event.container.name, quota)
+    return ContainerTarget(_LastPod.of(event.pod), event.container.id, event.container.name, quota)
 
 
 def _create_handler(spec: HookSpec) -> Handler:
@@ -135,21 +142,18 @@ def _create_handler(spec: HookSpec) -> Handler:
     assert hook is not None
 
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
-        if not spec.gate(ctx.rules.features) or event.container is None:
+        container = event.container
+        if container is None or not spec.gate(ctx.rules.features):
             return None
-        resources = event.container.resources
-        target = _container_target(event, resources.cpu.quota if resources else None)
-        return _decision(
-            hook(target, Stage.CREATE_CONTAINER, ctx.rules),
-            lambda r: Decision(
-                adjust=Adjustment(
-                    env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
-                ),
-                warnings=r.warnings,
-                errors=r.errors,
-                effects=r.effects,
-            ),
+        current = container.resources
+        target = _container_target(event, current.cpu.quota if current else None)
+        r = hook(target, Stage.CREATE_CONTAINER, ctx.rules)
+        if r is None:
+            return None
+        adjust = Adjustment(
+            env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
         )
+        return Decision(adjust=adjust, warnings=r.warnings, errors=r.errors, effects=r.effects)
 
     return handle
 
@@ -160,21 +164,18 @@ def _update_handler(spec: HookSpec) -> Handler:
 
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
         container = event.container
-        if not spec.gate(ctx.rules.features) or container is None:
+        if container is None or not spec.gate(ctx.rules.features):
             return None
         # We start from the resources the update asks for (koordlet reads the current ones and
         # so works on stale values) and name the container in the reply (koordlet leaves the
         # ContainerUpdate's id empty).
         requested = event.linux_resources or container.resources
         target = _container_target(event, requested.cpu.quota if requested else None)
-        return _decision(
-            hook(target, Stage.UPDATE_CONTAINER, ctx.rules),
-            lambda r: Decision(
-                update=(ContainerUpdate(container.id, r.resources),),
-                warnings=r.warnings,
-                errors=r.errors,
-            ),
-        )
+        r = hook(target, Stage.UPDATE_CONTAINER, ctx.rules)
+        if r is None:
+            return None
+        update = (ContainerUpdate(container.id, r.resources),)
+        return Decision(update=update, warnings=r.warnings, errors=r.errors)
 
     return handle
 

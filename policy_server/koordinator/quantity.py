@@ -62,6 +62,15 @@ def parse_quantity(text: object) -> Fraction:
     return -number if sign == "-" else number
 
 
+_INTEGER_SCALE = {k: int(v) for k, v in _SUFFIXES.items() if v.denominator == 1}
+_PLAIN = re.compile(r"^(\d+)([kMGTPE]i?)?$")
+
+
 def quantity_value(text: object) -> int:
     """``Quantity.Value()``: the value rounded up to an integer."""
+    if isinstance(text, str):
+        # Fast path for what annotations almost always carry: "500", "2k", "8Gi".
+        match = _PLAIN.match(text)
+        if match is not None and (match.group(2) or "") in _INTEGER_SCALE:
+            return int(match.group(1)) * _INTEGER_SCALE[match.group(2) or ""]
     return math.ceil(parse_quantity(text))

@@ -1,4 +1,4 @@
-"""The examples work: the third-party Python policy, the Node.js policy, the koordinator fixtures."""
+"""The examples work: the third-party Python policy, the Node.js policy, koordinator fixtures."""
 
 from __future__ import annotations
 

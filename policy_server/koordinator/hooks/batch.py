@@ -8,6 +8,8 @@ are sums over all entries. A missing/unparsable annotation changes nothing, as i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import (
@@ -41,7 +43,7 @@ def container_resources(spec: ContainerBatchSpec, rules: Rules) -> ResourcePatch
     )
 
 
-def pod_resources(specs: dict[str, ContainerBatchSpec], rules: Rules) -> tuple[int, int, int]:
+def pod_resources(specs: Mapping[str, ContainerBatchSpec], rules: Rules) -> tuple[int, int, int]:
     """The pod formulas: (shares, quota, memory limit) summed over the annotation's containers."""
     shares = milli_cpu_to_shares(
         sum(v for s in specs.values() if (v := s.requests.batch_cpu or 0) > 0)
@@ -56,7 +58,7 @@ def pod_resources(specs: dict[str, ContainerBatchSpec], rules: Rules) -> tuple[i
     return shares, quota, memory_limit(memory)
 
 
-def _specs(target: PodTarget) -> tuple[dict[str, ContainerBatchSpec] | None, str | None]:
+def _specs(target: PodTarget) -> tuple[Mapping[str, ContainerBatchSpec] | None, str | None]:
     try:
         return extended_resource_spec(target.pod.annotations), None
     except AnnotationError as exc:

@@ -1,0 +1,175 @@
+"""Benchmark the koordinator-qos decision for a CreateContainer.
+
+1. in-process: ``Engine.evaluate_json`` on the request body (JSON dict -> frozen dataclasses ->
+   every enabled hook -> merge -> reply dict); target p50 <= 100 us;
+2. over HTTP on a Unix socket against a real uvicorn running ``nri-policy-server`` in its own
+   process (request validation against the contract, reply validation, JSON both ways),
+   measured with a keep-alive client; target p50 <= 1 ms.
+
+Run: ``.venv/bin/python benchmarks/bench_policy.py [--iterations N]``. Prints min/p50/p90/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from policy_server.server import PolicyServer, ServerOptions  # noqa: E402
+
+RULES = ROOT / "examples" / "koordinator-rules.yaml"
+REQUESTS = {
+    "LSR pinned": ROOT / "examples/requests/koord-create-lsr-pinned.json",
+    "BE batch": ROOT / "examples/requests/koord-create-be-batch.json",
+    "GPU HAMi-core": ROOT / "examples/requests/koord-create-gpu-hami.json",
+}
+URL = "/v1/policies/koordinator-qos"
+
+
+def stats(label: str, samples_s: list[float], unit: str = "us") -> dict[str, float]:
+    scale = 1e6 if unit == "us" else 1e3
+    ordered = sorted(s * scale for s in samples_s)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+    out = {"min": ordered[0], "p50": statistics.median(ordered), "p90": pct(90), "p99": pct(99)}
+    print(
+        f"  {label:<34} min {out['min']:8.1f} {unit}  p50 {out['p50']:8.1f} {unit}  "
+        f"p90 {out['p90']:8.1f} {unit}  p99 {out['p99']:8.1f} {unit}  (n={len(ordered)})"
+    )
+    return out
+
+
+def bench_in_process(iterations: int) -> dict[str, dict[str, float]]:
+    server = PolicyServer(ServerOptions(rules_path=RULES))
+    server.load_rules()
+    engine = server.engine
+    print(f"in-process Engine.evaluate_json, rules {RULES.name}:")
+    results = {}
+    for label, path in REQUESTS.items():
+        body = json.loads(path.read_text())
+        for _ in range(500):
+            engine.evaluate_json("koordinator-qos", body)
+        samples = []
+        clock = time.perf_counter
+        for _ in range(iterations):
+            start = clock()
+            engine.evaluate_json("koordinator-qos", body)
+            samples.append(clock() - start)
+        results[label] = stats(label, samples)
+    return results
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket: the lightest keep-alive client in the stdlib."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("policy")
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self._path)
+
+
+def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        if path.exists():
+            try:
+                with httpx.Client(transport=httpx.HTTPTransport(uds=str(path))) as c:
+                    if c.get("http://p/healthz").status_code == 200:
+                        return
+            except httpx.TransportError:
+                pass
+        time.sleep(0.05)
+    raise SystemExit("server did not start")
+
+
+def bench_http(iterations: int) -> dict[str, dict[str, float]]:
+    body = REQUESTS["BE batch"].read_bytes()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sock = Path(tmp) / "policy.sock"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "policy_server.cli", "--uds", str(sock), "--rules", str(RULES),
+             "--log-level", "warning"],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            wait_for_socket(sock, proc)
+            print("HTTP over a Unix socket, uvicorn in its own process, BE batch CreateContainer:")
+            conn = UnixHTTPConnection(str(sock))
+            headers = {"content-type": "application/json"}
+
+            def once_stdlib() -> Any:
+                conn.request("POST", URL, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                assert response.status == 200, data
+                return data
+
+            results["http.client"] = _timed("http.client (stdlib) keep-alive", once_stdlib,
+                                            iterations)
+            transport = httpx.HTTPTransport(uds=str(sock))
+            with httpx.Client(transport=transport, base_url="http://policy") as client:
+
+                def once_httpx() -> Any:
+                    response = client.post(URL, content=body, headers=headers)
+                    assert response.status_code == 200, response.text
+                    return response
+
+                results["httpx"] = _timed("httpx keep-alive", once_httpx, iterations)
+            conn.close()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return results
+
+
+def _timed(label: str, call: Any, iterations: int) -> dict[str, float]:
+    for _ in range(200):
+        call()
+    samples = []
+    clock = time.perf_counter
+    for _ in range(iterations):
+        start = clock()
+        call()
+        samples.append(clock() - start)
+    return stats(label, samples, unit="us")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=20000,
+                        help="in-process iterations (HTTP uses a fifth)")
+    args = parser.parse_args()
+    in_process = bench_in_process(args.iterations)
+    http_results = bench_http(max(args.iterations // 5, 100))
+    p50_in = max(r["p50"] for r in in_process.values())
+    p50_http = http_results["httpx"]["p50"]
+    print(f"targets: in-process p50 <= 100 us: {'met' if p50_in <= 100 else 'MISSED'} "
+          f"(worst case {p50_in:.1f} us); HTTP p50 <= 1000 us: "
+          f"{'met' if p50_http <= 1000 else 'MISSED'} (httpx {p50_http:.1f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
