@@ -1,0 +1,460 @@
+"""Readers for the deployment files, so the tests can compare them with the CLIs.
+
+Owns: loading multi-document YAML, a small kustomize renderer (resources,
+namespace, images, configMapGenerator, strategic-merge patches: the subset
+deploy/kubernetes uses; its output matches `kubectl kustomize` apart from
+labels and ConfigMap hash suffixes), views of the DaemonSet pod and the compose
+services, a systemd unit reader, a Dockerfile reader, and parsing command lines
+with the real argparse parsers and config files with the programs' own loaders.
+
+Must not: start processes, touch the network, or know expected values; the
+assertions live in the test modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import posixpath
+import re
+import shlex
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bridge import cli as bridge_cli
+from policy_server import cli as policy_cli
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+KUSTOMIZE = DEPLOY / "kubernetes"
+BASE = KUSTOMIZE / "base"
+OVERLAYS = sorted(p.parent for p in (KUSTOMIZE / "overlays").glob("*/kustomization.yaml"))
+SYSTEMD = DEPLOY / "systemd"
+RUNTIME = DEPLOY / "runtime"
+DOCKERFILE = DEPLOY / "Dockerfile"
+COMPOSE = REPO / "docker-compose.yml"
+
+BRIDGE = "nri-webhook-bridge"
+POLICY_SERVER = "nri-policy-server"
+
+
+def load_docs(path: Path) -> list[Any]:
+    """Every document of a (multi-document) YAML file, empty ones dropped."""
+    with path.open(encoding="utf-8") as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def yaml_files() -> list[Path]:
+    return sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml"), COMPOSE])
+
+
+def project_scripts() -> dict[str, str]:
+    with (REPO / "pyproject.toml").open("rb") as f:
+        return dict(tomllib.load(f)["project"]["scripts"])
+
+
+def pyproject() -> dict[str, Any]:
+    with (REPO / "pyproject.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+# --- argv -----------------------------------------------------------------------------
+
+
+class RejectedArgs(AssertionError):
+    pass
+
+
+def _parse(parser: Any, argv: Sequence[str], what: str) -> Any:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(list(argv))
+    except SystemExit:
+        raise RejectedArgs(f"{what} rejects {list(argv)}: {err.getvalue().strip()}") from None
+
+
+def parse_command(argv: Sequence[str]) -> tuple[str, Any]:
+    """(program, parsed namespace) for a full command line of either program.
+
+    The program may be given as an absolute path (systemd); the bridge's
+    default subcommand is inserted as its ``main`` does.
+    """
+    program = Path(argv[0]).name
+    rest = list(argv[1:])
+    if program == BRIDGE:
+        if not rest or rest[0] not in bridge_cli.SUBCOMMANDS:
+            rest.insert(0, "run")
+        return program, _parse(bridge_cli.build_parser(), rest, BRIDGE)
+    if program == POLICY_SERVER:
+        return program, _parse(policy_cli.build_parser(), rest, POLICY_SERVER)
+    raise AssertionError(f"{argv[0]!r} is neither {BRIDGE} nor {POLICY_SERVER}")
+
+
+def unix_url_path(url: str) -> str:
+    """The socket path of a ``unix:///path.sock`` control URL (the whole path)."""
+    assert url.startswith("unix:///"), f"{url!r} is not a unix:/// URL"
+    return url.removeprefix("unix://")
+
+
+def curl_option(command: Sequence[str], option: str) -> str:
+    """The value of a curl option; curl takes it as the next argument, never ``--opt=value``."""
+    assert not any(a.startswith(option + "=") for a in command), (
+        f"curl does not accept {option}=VALUE: {command}")
+    at = [i for i, a in enumerate(command) if a == option]
+    assert len(at) == 1 and at[0] + 1 < len(command), f"need one {option} VALUE: {command}"
+    return command[at[0] + 1]
+
+
+def curl_unix_target(command: Sequence[str]) -> tuple[str, str]:
+    """(socket path, HTTP path) of a ``curl --unix-socket PATH http://host/path`` probe."""
+    assert command[0] == "curl", f"probe is not curl: {command}"
+    assert "--fail" in command, f"probe without --fail treats HTTP errors as success: {command}"
+    socket = curl_option(command, "--unix-socket")
+    urls = [a for a in command[1:] if a.startswith("http://")]
+    assert len(urls) == 1, f"probe needs one URL: {command}"
+    return socket, "/" + urls[0].removeprefix("http://").partition("/")[2]
+
+
+# --- kustomize (the subset deploy/kubernetes uses) -------------------------------------
+
+
+def _strategic_merge(base: Any, patch: Any) -> Any:
+    """Maps merge; lists of named maps merge by name; any other list is replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for key, value in patch.items():
+            out[key] = _strategic_merge(base[key], value) if key in base else value
+        return out
+    if (isinstance(base, list) and isinstance(patch, list)
+            and all(isinstance(x, dict) and "name" in x for x in [*base, *patch])):
+        out_list = list(base)
+        index = {item["name"]: i for i, item in enumerate(out_list)}
+        for item in patch:
+            if item["name"] in index:
+                out_list[index[item["name"]]] = _strategic_merge(out_list[index[item["name"]]],
+                                                                 item)
+            else:
+                out_list.append(item)
+        return out_list
+    return copy.deepcopy(patch)
+
+
+def _pod_containers(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+    yield from spec.get("initContainers", [])
+    yield from spec.get("containers", [])
+
+
+def _config_map(directory: Path, gen: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, str] = {}
+    for entry in gen.get("files", []):
+        key, sep, rel = entry.partition("=")
+        if not sep:
+            key, rel = Path(entry).name, entry
+        data[key] = (directory / rel).read_text(encoding="utf-8")
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]},
+            "data": data}
+
+
+def kustomization(directory: Path) -> dict[str, Any]:
+    doc = yaml.safe_load((directory / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    return doc
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """The objects ``kustomize build directory`` emits (ConfigMap names without hash)."""
+    k = kustomization(directory)
+    docs: list[dict[str, Any]] = []
+    for res in k.get("resources", []):
+        path = directory / res
+        docs += render(path) if path.is_dir() else load_docs(path)
+    for gen in k.get("configMapGenerator", []):
+        cm = _config_map(directory, gen)
+        same = [d for d in docs if d["kind"] == "ConfigMap"
+                and d["metadata"]["name"] == gen["name"]]
+        behavior = gen.get("behavior", "create")
+        if behavior == "create":
+            assert not same, f"{directory}: ConfigMap {gen['name']} generated twice"
+            docs.append(cm)
+        else:
+            assert len(same) == 1, f"{directory}: {behavior} of unknown ConfigMap {gen['name']}"
+            if behavior == "replace":
+                same[0]["data"] = cm["data"]
+            else:
+                same[0]["data"] = {**same[0].get("data", {}), **cm["data"]}
+    for entry in k.get("patches", []):
+        assert "path" in entry, "only file patches are supported here"
+        for patch in load_docs(directory / entry["path"]):
+            targets = [i for i, d in enumerate(docs) if d["kind"] == patch["kind"]
+                       and d["metadata"]["name"] == patch["metadata"]["name"]]
+            assert len(targets) == 1, f"patch {entry['path']} matches {len(targets)} objects"
+            docs[targets[0]] = _strategic_merge(docs[targets[0]], patch)
+    if "namespace" in k:
+        for d in docs:
+            if d["kind"] != "Namespace":
+                d["metadata"]["namespace"] = k["namespace"]
+    for image in k.get("images", []):
+        for d in docs:
+            for c in _pod_containers(d):
+                name, _, tag = c["image"].partition(":")
+                if name == image["name"]:
+                    c["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
+    return docs
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind
+             and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def container(pod_spec: dict[str, Any], name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [c for c in pod_spec["containers"] if c["name"] == name]
+    assert len(found) == 1, f"expected one container {name!r}"
+    return found[0]
+
+
+def volume_for(pod_spec: dict[str, Any], c: dict[str, Any], path: str) -> tuple[dict[str, Any],
+                                                                               str, dict[str, Any]]:
+    """(volume, path inside it, mount) that ``path`` of container ``c`` lives on."""
+    mounts = sorted(c.get("volumeMounts", []), key=lambda m: len(m["mountPath"]), reverse=True)
+    for m in mounts:
+        root = m["mountPath"].rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            volume = next(v for v in pod_spec["volumes"] if v["name"] == m["name"])
+            return volume, path[len(root):].lstrip("/"), m
+    raise AssertionError(f"{path} is on no volume of container {c['name']}")
+
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGT]i?|m)?$")
+_FACTORS = {None: 1, "m": 0.001, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value: str | int) -> float:
+    m = _QUANTITY.match(str(value))
+    assert m, f"not a Kubernetes quantity: {value!r}"
+    return float(m.group(1)) * _FACTORS[m.group(2)]
+
+
+# --- the DaemonSet's pod ---------------------------------------------------------------
+
+
+class Pod:
+    """The rendered DaemonSet's pod and both containers' parsed command lines."""
+
+    def __init__(self, docs: list[dict[str, Any]]) -> None:
+        self.docs = docs
+        self.daemonset = one(docs, "DaemonSet")
+        self.spec: dict[str, Any] = self.daemonset["spec"]["template"]["spec"]
+        self.bridge = container(self.spec, "bridge")
+        self.policy = container(self.spec, "policy-server")
+        program, self.bridge_args = parse_command(self.bridge["command"]
+                                                  + self.bridge.get("args", []))
+        assert program == BRIDGE
+        program, self.policy_args = parse_command(self.policy["command"]
+                                                  + self.policy.get("args", []))
+        assert program == POLICY_SERVER
+
+    def file(self, c: dict[str, Any], path: str) -> str:
+        """The text a container sees at ``path``, when it comes from a ConfigMap."""
+        volume, inside, _ = volume_for(self.spec, c, path)
+        assert "configMap" in volume, f"{path} is not on a ConfigMap volume"
+        cm = one(self.docs, "ConfigMap", volume["configMap"]["name"])
+        assert inside in cm["data"], f"ConfigMap {cm['metadata']['name']} has no key {inside}"
+        text = cm["data"][inside]
+        assert isinstance(text, str)
+        return text
+
+    def webhooks(self) -> tuple[Any, ...]:
+        return bridge_webhooks(self.file(self.bridge, self.bridge_args.config), "ConfigMap")
+
+
+# --- docker-compose.yml --------------------------------------------------------------
+
+
+class Compose:
+    """docker-compose.yml's two services and their parsed command lines."""
+
+    def __init__(self) -> None:
+        (self.doc,) = load_docs(COMPOSE)
+        self.services: dict[str, Any] = self.doc["services"]
+        self.bridge = self.services["bridge"]
+        self.policy = self.services["policy-server"]
+        program, self.bridge_args = parse_command(self.bridge["command"])
+        assert program == BRIDGE
+        program, self.policy_args = parse_command(self.policy["command"])
+        assert program == POLICY_SERVER
+
+    @staticmethod
+    def mounts(service: dict[str, Any]) -> list[dict[str, Any]]:
+        """Volumes in long form: {type, source, target, read_only}."""
+        out = []
+        for v in service["volumes"]:
+            if isinstance(v, str):
+                parts = v.split(":")
+                source, target = parts[0], parts[1]
+                kind = "bind" if source.startswith((".", "/")) else "volume"
+                v = {"type": kind, "source": source, "target": target,
+                     "read_only": len(parts) > 2 and parts[2] == "ro"}
+            out.append(v)
+        return out
+
+    def host_file(self, service: dict[str, Any], path: str) -> Path:
+        """The repository file a service sees at ``path`` through a bind mount."""
+        for m in sorted(self.mounts(service), key=lambda m: len(m["target"]), reverse=True):
+            if m["type"] == "bind" and path.startswith(m["target"].rstrip("/") + "/"):
+                assert m["source"].startswith("./"), "configs come from the repository"
+                return REPO / str(m["source"]) / path[len(m["target"]):].lstrip("/")
+        raise AssertionError(f"{path} is not bind-mounted")
+
+    def volume_at(self, service: dict[str, Any], path: str) -> str:
+        for m in self.mounts(service):
+            if m["type"] == "volume" and posixpath.dirname(path) == m["target"]:
+                return str(m["source"])
+        raise AssertionError(f"{path} is on no named volume")
+
+
+# --- systemd ---------------------------------------------------------------------------
+
+
+@dataclass
+class Unit:
+    path: Path
+    sections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def values(self, section: str, key: str) -> list[str]:
+        return [v for k, v in self.sections.get(section, []) if k == key]
+
+    def value(self, section: str, key: str) -> str:
+        found = self.values(section, key)
+        assert len(found) == 1, f"{self.path.name}: [{section}] {key} set {len(found)} times"
+        return found[0]
+
+    def words(self, section: str, key: str) -> list[str]:
+        return [w for v in self.values(section, key) for w in v.split()]
+
+
+def read_unit(path: Path) -> Unit:
+    """systemd.syntax(7): sections, repeatable keys, backslash line continuation."""
+    unit = Unit(path)
+    section: str | None = None
+    pending = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            unit.sections.setdefault(section, [])
+            continue
+        assert section is not None, f"{path.name}: {line!r} before any section"
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not a key=value line: {line!r}"
+        unit.sections[section].append((key.strip(), value.strip()))
+    assert not pending, f"{path.name}: ends in a line continuation"
+    return unit
+
+
+def exec_argv(unit: Unit) -> list[str]:
+    return shlex.split(unit.value("Service", "ExecStart"))
+
+
+# --- Dockerfile ------------------------------------------------------------------------
+
+
+@dataclass
+class Instruction:
+    keyword: str
+    args: str
+
+    def exec_form(self) -> list[str]:
+        value = json.loads(self.args)
+        assert isinstance(value, list) and all(isinstance(v, str) for v in value), (
+            f"{self.keyword} is not in exec (JSON array) form: {self.args}")
+        return value
+
+
+@dataclass
+class Stage:
+    image: str
+    name: str | None
+    instructions: list[Instruction] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[Instruction]:
+        return [i for i in self.instructions if i.keyword == keyword]
+
+
+def read_dockerfile(path: Path) -> tuple[dict[str, str], list[Stage]]:
+    """(global ARG defaults, stages) with continuation lines joined and ARGs substituted."""
+    args: dict[str, str] = {}
+    stages: list[Stage] = []
+    logical: list[str] = []
+    pending = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("#") or (not stripped and not pending):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        logical.append(pending + stripped)
+        pending = ""
+    assert not pending, "Dockerfile ends in a line continuation"
+    for line in logical:
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        rest = rest.strip()
+        if keyword == "ARG" and not stages:
+            name, _, default = rest.partition("=")
+            args[name] = default
+            continue
+        if keyword == "FROM":
+            words = rest.split()
+            image = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args[m.group(1) or m.group(2)],
+                           words[0])
+            stage = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            stages.append(Stage(image, stage))
+            continue
+        assert stages, f"{keyword} before FROM"
+        stages[-1].instructions.append(Instruction(keyword, rest))
+    return args, stages
+
+
+def copy_sources(instruction: Instruction) -> tuple[dict[str, str], list[str], str]:
+    """(--flags, sources, destination) of a shell-form COPY."""
+    words = shlex.split(instruction.args)
+    flags = dict(w[2:].split("=", 1) for w in words if w.startswith("--"))
+    paths = [w for w in words if not w.startswith("--")]
+    return flags, paths[:-1], paths[-1]
+
+
+# --- configuration files, through the programs' own loaders ----------------------------
+
+
+def bridge_webhooks(text: str, source: str) -> tuple[Any, ...]:
+    """Load a bridge config as ``--config`` does and return its webhook specs."""
+    from bridge.config import load_text
+
+    return load_text(text, source).webhooks
+
+
+def koordinator_rules(text: str) -> Any:
+    """Parse a rules file as ``nri-policy-server --rules`` does."""
+    from policy_server.koordinator.rules import rules_from_yaml
+
+    return rules_from_yaml(text)

@@ -1,0 +1,244 @@
+"""Each deployment, run for real on this machine.
+
+For the DaemonSet (base and overlays), the systemd units and the compose file:
+the deployment's filesystem is laid out under a temporary directory (config
+files written there, socket directories and /var/run/nri as directories), every
+path in the command lines, the probes and the config files is moved there, and
+the two commands run as processes of the installed console scripts. The
+runtime simulator listens where the runtime's NRI socket would be and plays
+the koordinator scenario. This checks what the static tests cannot: that the
+pair as written comes up, passes its own probe commands, serves a node, and
+exits cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bridge.simulator import SimulatedRuntime
+from bridge.simulator.scenario import load_scenario, run_scenario
+from tests.deploy import support as s
+
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+POLL_S = 0.1
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Deployment:
+    """Container (or host) paths mapped under ``root``, and what runs there."""
+
+    root: Path
+    prefixes: dict[str, Path] = field(default_factory=dict)
+    policy_argv: list[str] = field(default_factory=list)
+    bridge_argv: list[str] = field(default_factory=list)
+    # Probe commands (argv, timeout) that must pass once the bridge is registered.
+    probes: list[tuple[list[str], float]] = field(default_factory=list)
+
+    def mount(self, path: str, name: str | None = None) -> Path:
+        """Map ``path`` to a directory; mounts of one volume share ``name``."""
+        host = self.root / (name or path.strip("/").replace("/", "-"))
+        host.mkdir(exist_ok=True)
+        self.prefixes[path.rstrip("/")] = host
+        return host
+
+    def translate(self, text: str) -> str:
+        for prefix in sorted(self.prefixes, key=len, reverse=True):
+            text = text.replace(prefix + "/", f"{self.prefixes[prefix]}/")
+        return text
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        return [self.translate(a) for a in argv]
+
+    def write(self, path: str, text: str) -> None:
+        Path(self.translate(path)).write_text(self.translate(text), encoding="utf-8")
+
+
+def kubernetes(root: Path, variant: Path) -> Deployment:
+    pod = s.Pod(s.render(variant))
+    d = Deployment(root)
+    for c in (pod.bridge, pod.policy):
+        for m in c["volumeMounts"]:
+            d.mount(m["mountPath"], m["name"])
+    for c in (pod.bridge, pod.policy):
+        for m in c["volumeMounts"]:
+            volume = next(v for v in pod.spec["volumes"] if v["name"] == m["name"])
+            if "configMap" in volume:
+                cm = s.one(pod.docs, "ConfigMap", volume["configMap"]["name"])
+                for key, text in cm["data"].items():
+                    d.write(f"{m['mountPath']}/{key}", text)
+    d.policy_argv = d.argv(pod.policy["command"] + pod.policy["args"])
+    d.bridge_argv = d.argv(pod.bridge["command"] + pod.bridge["args"])
+    d.probes = [(d.argv(c[p]["exec"]["command"]), c[p]["timeoutSeconds"])
+                for c in (pod.bridge, pod.policy) for p in ("readinessProbe", "livenessProbe")]
+    return d
+
+
+def systemd(root: Path) -> Deployment:
+    units = [s.read_unit(s.SYSTEMD / f"{name}.service") for name in (s.POLICY_SERVER, s.BRIDGE)]
+    d = Deployment(root)
+    d.mount("/var/run/nri")
+    for unit in units:
+        d.mount("/run/" + unit.value("Service", "RuntimeDirectory"))
+    _, bridge_args = s.parse_command(s.exec_argv(units[1]))
+    _, policy_args = s.parse_command(s.exec_argv(units[0]))
+    installed = {bridge_args.config: s.SYSTEMD / "config.yaml",
+                 str(policy_args.rules): s.SYSTEMD / "rules.yaml"}
+    for path in installed:
+        d.mount(os.path.dirname(path))
+    for path, source in installed.items():
+        d.write(path, source.read_text(encoding="utf-8"))
+    d.policy_argv, d.bridge_argv = (d.argv([os.path.basename(a[0]), *a[1:]])
+                                    for a in map(s.exec_argv, units))
+    return d
+
+
+def compose(root: Path) -> Deployment:
+    c = s.Compose()
+    d = Deployment(root)
+    for svc in (c.bridge, c.policy):
+        for m in c.mounts(svc):
+            d.mount(m["target"])
+    for svc in (c.bridge, c.policy):
+        for m in c.mounts(svc):
+            if m["type"] == "bind" and m["source"].startswith("./"):
+                for f in (s.REPO / m["source"]).glob("*.yaml"):
+                    d.write(f"{m['target']}/{f.name}", f.read_text(encoding="utf-8"))
+    d.policy_argv = d.argv(c.policy["command"])
+    d.bridge_argv = d.argv(c.bridge["command"])
+    d.probes = [(d.argv(svc["healthcheck"]["test"][1:]), 3.0) for svc in (c.bridge, c.policy)]
+    return d
+
+
+async def _run(argv: Sequence[str], timeout_s: float) -> int:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.DEVNULL)
+    async with asyncio.timeout(timeout_s):
+        return await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def _process(argv: list[str], log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    program = BIN / argv[0]
+    assert program.is_file(), f"console script {argv[0]} is not installed in {BIN}"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(str(program), *argv[1:], stdout=out,
+                                                    stderr=out, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:]
+
+
+async def _stop(proc: asyncio.subprocess.Process, log: Path) -> None:
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(STOP_TIMEOUT_S):
+        code = await proc.wait()
+    assert code == 0, f"exit {code} on SIGTERM; log:\n{_tail(log)}"
+
+
+async def _wait_for_socket(path: Path, proc: asyncio.subprocess.Process, log: Path) -> None:
+    for _ in range(int(START_TIMEOUT_S / POLL_S)):
+        if _exists(path):
+            return
+        assert proc.returncode is None, f"exited with {proc.returncode}; log:\n{_tail(log)}"
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"{path} did not appear within {START_TIMEOUT_S} s")
+
+
+async def _until_ok(argv: Sequence[str], timeout_s: float) -> None:
+    for _ in range(int(START_TIMEOUT_S / POLL_S)):
+        if await _run(argv, timeout_s) == 0:
+            return
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"{argv} kept failing for {START_TIMEOUT_S} s")
+
+
+def _mode(path: Path) -> int:
+    st = path.stat()
+    assert stat.S_ISSOCK(st.st_mode), f"{path} is not a socket"
+    return stat.S_IMODE(st.st_mode)
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    # Short: Unix socket paths are limited to 107 bytes.
+    path = Path(tempfile.mkdtemp(prefix="nwb-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+CASES = [*(f"kubernetes-{v.name}" for v in [s.BASE, *s.OVERLAYS]), "systemd", "compose"]
+
+
+def _deployment(case: str, root: Path) -> Deployment:
+    if case == "systemd":
+        return systemd(root)
+    if case == "compose":
+        return compose(root)
+    variant = next(v for v in [s.BASE, *s.OVERLAYS] if case == f"kubernetes-{v.name}")
+    return kubernetes(root, variant)
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_deployment_comes_up_and_serves_a_koordinator_node(case: str, root: Path) -> None:
+    d = _deployment(case, root)
+    _, policy_args = s.parse_command(d.policy_argv)
+    _, bridge_args = s.parse_command(d.bridge_argv)
+    policy_socket, control_socket, nri_socket = (
+        Path(policy_args.uds), Path(bridge_args.control_socket), Path(bridge_args.nri_socket))
+    for path in (policy_socket, control_socket, nri_socket):
+        assert path.is_relative_to(root), f"{path} was not moved under the test directory"
+    scenario = load_scenario("koordinator-qos.json")
+    runtime = SimulatedRuntime(nri_socket, scenario.profile or "containerd-2.1.9")
+    scenario.seed(runtime)
+    policy_log, bridge_log = root / "policy-server.log", root / "bridge.log"
+
+    async with _process(d.policy_argv, policy_log) as policy:
+        await _wait_for_socket(policy_socket, policy, policy_log)
+        await runtime.start()
+        try:
+            async with _process(d.bridge_argv, bridge_log) as bridge:
+                await runtime.wait_plugin(START_TIMEOUT_S)
+                for argv, timeout_s in d.probes:
+                    await _until_ok(argv, timeout_s)
+                # Shared by group: the bridge and the policy server run as different users.
+                assert _mode(policy_socket) == _mode(control_socket) == 0o660
+
+                results = await run_scenario(runtime, scenario)
+                assert results and all(r.ok for r in results), [r.error for r in results]
+                # The LSR pod's scheduler-assigned cpuset reached its container.
+                assert "2-3" in {r.container.linux.resources.cpu.cpus for r in results
+                                 if r.event == "CreateContainer" and r.container is not None}
+                assert not runtime.closed_plugins and not runtime.lost_plugins
+                await _stop(bridge, bridge_log)
+        finally:
+            await runtime.stop()
+        await _stop(policy, policy_log)
+    # Both remove their sockets on a clean exit, so a restart starts clean.
+    assert not _exists(policy_socket) and not _exists(control_socket)

@@ -1,0 +1,237 @@
+"""The kustomize base and overlays: they parse, render, and agree with the CLIs.
+
+Every check runs on the rendered output of the base and of each overlay, so an
+overlay that patches the bridge's arguments is held to the same rules.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import pytest
+
+from bridge.transport import connect
+from tests.deploy import support as s
+
+VARIANTS = [s.BASE, *s.OVERLAYS]
+IDS = [p.name for p in VARIANTS]
+NAMESPACE = "nri-webhook-bridge"
+
+
+@pytest.fixture(params=VARIANTS, ids=IDS)
+def pod(request: pytest.FixtureRequest) -> s.Pod:
+    return s.Pod(s.render(request.param))
+
+
+def test_every_yaml_file_parses() -> None:
+    files = s.yaml_files()
+    assert len(files) >= 10
+    for path in files:
+        docs = s.load_docs(path)
+        assert docs, f"{path} is empty"
+        for doc in docs:
+            assert isinstance(doc, dict), f"{path}: a document is not a mapping"
+
+
+@pytest.mark.parametrize("directory", [s.BASE, *s.OVERLAYS], ids=IDS)
+def test_kustomization_references_exist(directory: Path) -> None:
+    k = s.kustomization(directory)
+    referenced = [*k.get("resources", []), *(p["path"] for p in k.get("patches", []))]
+    referenced += [entry.partition("=")[2] or entry
+                   for gen in k.get("configMapGenerator", []) for entry in gen.get("files", [])]
+    assert referenced
+    for rel in referenced:
+        assert (directory / rel).exists(), f"{directory.name}/kustomization.yaml: {rel} missing"
+
+
+def test_there_is_a_production_overlay_on_the_base() -> None:
+    assert [p.name for p in s.OVERLAYS] == ["production"]
+    assert "../../base" in s.kustomization(s.OVERLAYS[0])["resources"]
+
+
+def test_manifests_are_namespaced_objects_with_names(pod: s.Pod) -> None:
+    kinds = sorted(d["kind"] for d in pod.docs)
+    assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Namespace", "ServiceAccount"]
+    for doc in pod.docs:
+        assert doc["apiVersion"] and doc["metadata"]["name"]
+        if doc["kind"] == "Namespace":
+            assert doc["metadata"]["name"] == NAMESPACE
+        else:
+            assert doc["metadata"]["namespace"] == NAMESPACE
+
+
+def test_namespace_admits_the_hostpath_pod() -> None:
+    ns = s.one(s.render(s.BASE), "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_service_account_has_no_token(pod: s.Pod) -> None:
+    sa = s.one(pod.docs, "ServiceAccount")
+    assert pod.spec["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["automountServiceAccountToken"] is False
+    assert pod.spec["automountServiceAccountToken"] is False
+
+
+def test_daemonset_runs_on_every_node_as_node_critical(pod: s.Pod) -> None:
+    ds = pod.daemonset
+    assert ds["spec"]["selector"]["matchLabels"].items() <= (
+        ds["spec"]["template"]["metadata"]["labels"].items())
+    assert pod.spec["priorityClassName"] == "system-node-critical"
+    # One toleration that matches every taint: operator Exists, no key, no effect.
+    assert {"operator": "Exists"} in pod.spec["tolerations"]
+    assert not pod.spec.get("hostNetwork", False)
+    assert not pod.spec.get("hostPID", False)
+    assert [c["name"] for c in pod.spec["containers"]] == ["bridge", "policy-server"]
+
+
+def test_both_containers_run_programs_of_this_package(pod: s.Pod) -> None:
+    scripts = s.project_scripts()
+    for c in (pod.bridge, pod.policy):
+        assert c["command"][0] in scripts
+        assert len(c["command"]) == 1, "arguments belong in args"
+    assert pod.bridge["args"][0] == "run"
+    assert pod.bridge["image"] == pod.policy["image"], "one image holds both entry points"
+
+
+def test_nri_socket_directory_is_mounted_from_the_host_as_a_directory(pod: s.Pod) -> None:
+    socket = pod.bridge_args.nri_socket
+    assert socket == connect.DEFAULT_SOCKET_PATH
+    volume, inside, mount = s.volume_for(pod.spec, pod.bridge, socket)
+    assert volume["hostPath"] == {"path": posixpath.dirname(socket), "type": "Directory"}
+    assert mount["mountPath"] == posixpath.dirname(socket), "mount the directory, not the file"
+    assert inside == "nri.sock"
+    assert "subPath" not in mount
+    # connect() needs no write access to the mount, so read-only is enough.
+    assert mount["readOnly"] is True
+    # The policy server has no business with the runtime's socket.
+    assert all(m["name"] != mount["name"] for m in pod.policy["volumeMounts"])
+
+
+def test_policy_socket_is_where_the_bridge_calls_it_on_a_shared_emptydir(pod: s.Pod) -> None:
+    uds = pod.policy_args.uds
+    unix_hooks = [w for w in pod.webhooks() if w.endpoint.socket_path is not None]
+    assert unix_hooks, "the bridge config must call the pod's policy server"
+    for hook in unix_hooks:
+        assert hook.endpoint.socket_path == uds, hook.name
+        assert hook.endpoint.path.startswith("/v1/policies/"), hook.name
+    bridge_side = s.volume_for(pod.spec, pod.bridge, uds)
+    policy_side = s.volume_for(pod.spec, pod.policy, uds)
+    assert bridge_side[0] is policy_side[0], "both must see the same volume"
+    assert "emptyDir" in bridge_side[0]
+    assert bridge_side[1] == policy_side[1]
+
+
+def test_control_socket_serves_the_probes_and_the_policy_server(pod: s.Pod) -> None:
+    control = pod.bridge_args.control_socket
+    assert control
+    assert s.unix_url_path(pod.policy_args.bridge_control) == control
+    bridge_side = s.volume_for(pod.spec, pod.bridge, control)
+    policy_side = s.volume_for(pod.spec, pod.policy, control)
+    assert bridge_side[0] is policy_side[0] and "emptyDir" in bridge_side[0]
+    ready = s.curl_unix_target(pod.bridge["readinessProbe"]["exec"]["command"])
+    alive = s.curl_unix_target(pod.bridge["livenessProbe"]["exec"]["command"])
+    assert ready == (control, "/readyz")
+    assert alive == (control, "/healthz")
+
+
+def test_policy_server_probes_use_its_socket(pod: s.Pod) -> None:
+    for probe in ("readinessProbe", "livenessProbe"):
+        target = s.curl_unix_target(pod.policy[probe]["exec"]["command"])
+        assert target == (pod.policy_args.uds, "/healthz")
+
+
+def test_probes_give_the_command_time_to_finish(pod: s.Pod) -> None:
+    for c in (pod.bridge, pod.policy):
+        for probe in ("readinessProbe", "livenessProbe"):
+            p = c[probe]
+            max_time = int(s.curl_option(p["exec"]["command"], "--max-time"))
+            assert max_time < p["timeoutSeconds"] <= p["periodSeconds"], (c["name"], probe)
+
+
+def test_sockets_are_shared_by_group_not_by_world(pod: s.Pod) -> None:
+    # The two containers run as different users; 0660 sockets work through a
+    # common group and fsGroup makes the emptyDir group-owned by it.
+    bridge_sc, policy_sc = pod.bridge["securityContext"], pod.policy["securityContext"]
+    assert bridge_sc["runAsUser"] != policy_sc["runAsUser"]
+    assert bridge_sc["runAsGroup"] == policy_sc["runAsGroup"] == pod.spec["securityContext"][
+        "fsGroup"]
+    assert pod.policy_args.socket_mode == "0660"
+
+
+def test_security_contexts_drop_everything_they_can(pod: s.Pod) -> None:
+    assert pod.spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in (pod.bridge, pod.policy):
+        sc = c["securityContext"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert "add" not in sc["capabilities"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["privileged"] is False
+        assert sc["readOnlyRootFilesystem"] is True
+    # Root only where the NRI socket requires it.
+    assert pod.bridge["securityContext"]["runAsUser"] == 0
+    assert pod.policy["securityContext"]["runAsNonRoot"] is True
+    assert pod.policy["securityContext"]["runAsUser"] > 0
+    assert pod.policy_args.pod_cgroup_writes == "off"
+
+
+def test_resources_are_bounded(pod: s.Pod) -> None:
+    for c in (pod.bridge, pod.policy):
+        res = c["resources"]
+        assert s.quantity(res["requests"]["memory"]) <= s.quantity(res["limits"]["memory"])
+        assert s.quantity(res["requests"]["cpu"]) > 0
+        # No CPU limit: throttling would delay answers the runtime is waiting for.
+        assert "cpu" not in res["limits"], c["name"]
+        assert s.quantity(res["limits"]["memory"]) <= s.quantity("512Mi")
+
+
+def test_bridge_config_comes_from_a_configmap_the_bridge_accepts(pod: s.Pod) -> None:
+    hooks = pod.webhooks()
+    assert [h.name for h in hooks] == ["koordinator-qos"]
+    hook = hooks[0]
+    assert hook.failure_policy.value == "Ignore"
+    # The pod's own namespace is excluded: it starts before its policy server.
+    assert NAMESPACE in hook.selector.exclude_namespaces
+    # Budget: the webhook timeout fits in the runtime's default request timeout.
+    assert hook.timeout_s < 2.0 and hook.sync_timeout_s < 2.0
+
+
+def test_rules_come_from_a_hot_reloadable_configmap(pod: s.Pod) -> None:
+    rules_path = str(pod.policy_args.rules)
+    rules = s.koordinator_rules(pod.file(pod.policy, rules_path))
+    assert rules.failure_policy.value == "Ignore"
+    volume, _, mount = s.volume_for(pod.spec, pod.policy, rules_path)
+    # subPath mounts never see ConfigMap updates.
+    assert "subPath" not in mount
+    gens = {g["name"]: g for g in s.kustomization(s.BASE)["configMapGenerator"]}
+    # A stable name: the ConfigMap is updated in place instead of rolling the pods.
+    assert gens[volume["configMap"]["name"]]["options"]["disableNameSuffixHash"] is True
+
+
+def test_bridge_config_change_rolls_the_pods() -> None:
+    gens = {g["name"]: g for g in s.kustomization(s.BASE)["configMapGenerator"]}
+    assert "options" not in gens["nri-webhook-bridge-config"]
+
+
+def test_production_overlay_pins_the_image_and_logs_json() -> None:
+    pod = s.Pod(s.render(s.OVERLAYS[0]))
+    base = s.Pod(s.render(s.BASE))
+    for c in (pod.bridge, pod.policy):
+        name, _, tag = c["image"].rpartition(":")
+        assert tag and tag != "latest" and "/" in name
+    assert pod.bridge_args.log_format == "json"
+    assert base.bridge_args.log_format == "text"
+    assert s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules))) != (
+        s.koordinator_rules(base.file(base.policy, str(base.policy_args.rules))))
+    # Apart from the log format, the overlay repeats the base's bridge arguments.
+    differing = set(pod.bridge["args"]) ^ set(base.bridge["args"])
+    assert differing == {"--log-format=json", "--log-format=text"}
+
+
+def test_kustomize_renderer_merges_named_lists_and_replaces_others() -> None:
+    base = {"containers": [{"name": "a", "args": ["x", "y"], "image": "i"},
+                           {"name": "b", "args": ["z"]}]}
+    patch = {"containers": [{"name": "a", "args": ["w"]}]}
+    merged = s._strategic_merge(base, patch)
+    assert merged == {"containers": [{"name": "a", "args": ["w"], "image": "i"},
+                                     {"name": "b", "args": ["z"]}]}
