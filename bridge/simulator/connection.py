@@ -14,7 +14,11 @@ Call outcomes follow the adaptation's `isFatalError` (protocol §5):
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from enum import Enum
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
 
 from bridge.errors import BridgeBug, ConnectionClosed, ProtocolError, RpcError
 from bridge.nri.events import Event
@@ -24,6 +28,8 @@ from bridge.wire.status import Code
 
 PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+
+M = TypeVar("M", bound=Message)
 
 
 class PluginFatal(Exception):
@@ -44,6 +50,17 @@ def code_name(code: int) -> str:
         return Code(code).name
     except ValueError:
         return str(code)
+
+
+def decode_message(cls: type[M], payload: bytes,
+                   failure: Callable[[int, str], Exception] = PluginFailed) -> M:
+    """Parse a protobuf payload; a malformed one raises `failure(INTERNAL, ...)`."""
+    msg = cls()
+    try:
+        msg.ParseFromString(payload)
+    except (DecodeError, ValueError) as exc:
+        raise failure(Code.INTERNAL, f"cannot decode {cls.__name__}: {exc}") from None
+    return msg
 
 
 class PluginState(Enum):
@@ -81,7 +98,6 @@ class PluginConnection:
         self.registered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.configure_task: asyncio.Task[int] | None = None
         self.sync_chunks = 0
-        self.sync_updates: list[object] = []
 
     @property
     def label(self) -> str:
@@ -132,13 +148,14 @@ class PluginConnection:
         except ProtocolError as exc:
             raise PluginFatal(f"{method}: protocol error ({exc})") from None
 
-    async def call_raw(self, data: bytes, timeout_s: float, *,
-                       stream_id: int | None = None) -> envelope.Response:
+    async def call_raw(self, data: bytes, timeout_s: float, *, stream_id: int | None = None,
+                       wire: Callable[[bytes], bytes] | None = None) -> envelope.Response:
         """Send a pre-encoded ttrpc Request body (any size, any stream id) on conn 1.
 
         For what the normal client refuses to send: the oversized Synchronize
         of a v0.6 runtime (up to 16 MiB, protocol §2.7) and hostile frames.
-        Returns the decoded Response envelope whatever its status.
+        `wire` turns the ttrpc frame into the bytes written (default: the Go
+        mux pattern). Returns the Response envelope whatever its status.
         """
         # Uses the client's stream-id allocator and pending table so that ids
         # stay strictly increasing on the wire and the response is routed here.
@@ -149,7 +166,9 @@ class PluginConnection:
         client._pending[sid] = future
         header = ttrpc.HEADER.pack(len(data), sid, ttrpc.MessageType.REQUEST, 0)
         try:
-            trunk.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, header + data))
+            frame = header + data
+            trunk.send_raw(wire(frame) if wire is not None
+                           else mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame))
             async with asyncio.timeout(timeout_s):
                 return await future
         except TimeoutError:

@@ -22,12 +22,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from bridge.nri.events import Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_adjustment
-from bridge.simulator.connection import PluginConnection, PluginFailed, PluginFatal
+from bridge.simulator.connection import (
+    PluginConnection,
+    PluginFailed,
+    PluginFatal,
+    decode_message,
+)
 from bridge.simulator.merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.ownership import Ownership
 from bridge.simulator.profiles import RuntimeProfile
@@ -155,13 +160,7 @@ class Dispatcher:
                 conn.use_state_change = True
                 return await self.deliver(conn, event, request)
             raise
-        response = RESPONSE_TYPES[event]()
-        try:
-            response.ParseFromString(payload)
-        except (DecodeError, ValueError) as exc:
-            raise PluginFailed(Code.INTERNAL,
-                               f"cannot decode {event.rpc_name} response: {exc}") from None
-        return response
+        return decode_message(RESPONSE_TYPES[event], payload)
 
     async def _timed(self, clock: list[float], conn: PluginConnection, event: Event,
                      request: Any) -> Message | None:
@@ -207,7 +206,7 @@ class Dispatcher:
                 except MergeError as exc:
                     return self._failed(event, started, str(exc), responses)
         merged = updates.result()
-        container = self._container_after(event, request, pending)
+        container = self._container_after(request, pending)
         if event is Event.UPDATE_CONTAINER:
             out: Message | None = api.UpdateContainerResponse(update=merged)
         elif event is Event.STOP_CONTAINER:
@@ -279,7 +278,7 @@ class Dispatcher:
                         f"reason: {outcome.reason}")
         return None
 
-    def _container_after(self, event: Event, request: Any,
+    def _container_after(self, request: Any,
                          pending: api.ContainerUpdate | None) -> api.Container | None:
         current = container_of(request)
         if current is None:

@@ -16,6 +16,9 @@ should make a correct plugin close the connection:
 | unknown-service     | service `nri.pkg.api.v1alpha1.Bogus`             | 12 `service <name>`   |
 | unknown-method      | Plugin method `Bogus`                            | 12 `method <name>`    |
 | unknown-event       | StateChange event 99, with trace metadata        | OK                    |
+| fragmented-request  | a StateChange split over 3 mux frames, with a    | OK                    |
+|                     | frame for another conn in between                |                       |
+| oversized-request   | a Request announcing 16 MiB + 1 (sent in full)   | ResourceExhausted (8) |
 
 `send_oversized_mux_frame` is the one probe a plugin must answer by closing
 the socket (a mux length above 16 MiB + 8).
@@ -24,6 +27,7 @@ the socket (a mux length above 16 MiB + 8).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge.errors import ConnectionClosed
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 
 BOGUS_SERVICE = "nri.pkg.api.v1alpha1.Bogus"
 BOGUS_METHOD = "Bogus"
+# Above the plugin's 16 MiB request allowance for v0.6 runtimes' oversized Synchronize.
+OVERSIZED_REQUEST_BYTES = (16 << 20) + 1
 TRACE_METADATA = (("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),)
 
 
@@ -68,8 +74,9 @@ async def probe_plugin(conn: PluginConnection, timeout_s: float = 2.0) -> list[P
         outcomes.append(ProbeOutcome(name, None, "sent", True))
 
     async def answered(name: str, data: bytes, expected: int, text: str | None = None,
-                       stream_id: int | None = None) -> None:
-        reply = await conn.call_raw(data, timeout_s, stream_id=stream_id)
+                       stream_id: int | None = None,
+                       wire: Callable[[bytes], bytes] | None = None) -> None:
+        reply = await conn.call_raw(data, timeout_s, stream_id=stream_id, wire=wire)
         ok = reply.code == expected and (text is None or reply.message == text)
         outcomes.append(ProbeOutcome(name, reply.code, reply.message, ok))
 
@@ -97,11 +104,23 @@ async def probe_plugin(conn: PluginConnection, timeout_s: float = 2.0) -> list[P
         event99 = api.StateChangeEvent(event=99).SerializeToString()
         await answered("unknown-event",
                        request(PLUGIN_SERVICE, "StateChange", event99, TRACE_METADATA), Code.OK)
+        await answered("fragmented-request", request(PLUGIN_SERVICE, "StateChange", event99),
+                       Code.OK, wire=_fragmented)
+        await answered("oversized-request", b"\x00" * (OVERSIZED_REQUEST_BYTES),
+                       Code.RESOURCE_EXHAUSTED)
     except (PluginFatal, ConnectionClosed) as exc:
         outcomes.append(ProbeOutcome("connection", None, f"plugin went away: {exc}", False))
     for outcome in outcomes:
         log.info("hostile probe %s -> %s %s", outcome.probe, outcome.code, outcome.message)
     return outcomes
+
+
+def _fragmented(frame: bytes) -> bytes:
+    """A ttrpc frame cut into three mux frames, another conn's frame in between (§2.5)."""
+    cut1, cut2 = 3, len(frame) // 2
+    return (_mux(mux.PLUGIN_SERVICE_CONN, frame[:cut1]) + _mux(9, b"interleaved")
+            + _mux(mux.PLUGIN_SERVICE_CONN, frame[cut1:cut2])
+            + _mux(mux.PLUGIN_SERVICE_CONN, frame[cut2:]))
 
 
 def send_oversized_mux_frame(conn: PluginConnection) -> None:

@@ -22,41 +22,40 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import socket
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from bridge.errors import RpcError
 from bridge.nri.events import EVENTS_BY_RPC, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import (
-    PLUGIN_SERVICE,
     RUNTIME_SERVICE,
     PluginConnection,
     PluginFailed,
     PluginFatal,
     PluginState,
+    decode_message,
 )
 from bridge.simulator.dispatch import REQUEST_TYPES, Dispatcher, EventResult
+from bridge.simulator.handshake import (
+    HandshakeFailed,
+    accepted_mask,
+    configure_request,
+    identity_problem,
+    synchronize,
+)
 from bridge.simulator.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
 from bridge.simulator.state import RuntimeState
-from bridge.simulator.sync import SyncSplitter, SyncTooLarge
 from bridge.transport.server import MethodHandler
 from bridge.transport.trunk import Trunk
-from bridge.wire import envelope, mux, ttrpc
+from bridge.wire import envelope, mux
 from bridge.wire.status import Code
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=Message)
-
-_INDEX_RE = re.compile(r"^[0-9]{2}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 LISTEN_BACKLOG = 16
 CLOSE_WAIT_S = 2.0
 
@@ -190,6 +189,9 @@ class SimulatedRuntime:
             except Exception as exc:  # task boundary: one bad plugin must not stop accepting
                 log.exception("starting plugin %s failed", conn.label)
                 self._close_plugin(conn, f"internal error: {exc}")
+            finally:
+                if conn.trunk is None:
+                    sock.close()  # never handed to a transport
 
     # -- plugin start: register, configure, synchronize -----------------------------------
 
@@ -218,7 +220,10 @@ class SimulatedRuntime:
         except (PluginFatal, PluginFailed) as exc:
             self._close_plugin(conn, f"failed to configure plugin: {exc}")
             return
-        if not self._accept_mask(conn, events):
+        try:
+            conn.events = accepted_mask(self.profile, events)
+        except HandshakeFailed as exc:
+            self._close_plugin(conn, str(exc))
             return
         conn.move(PluginState.CONFIGURED)
         async with self._event_lock():
@@ -239,10 +244,10 @@ class SimulatedRuntime:
                                   "UpdateContainers": update_containers}}
 
     async def _register_plugin(self, conn: PluginConnection, request: envelope.Request) -> bytes:
-        req = _decode(api.RegisterPluginRequest, request.payload)
+        req = decode_message(api.RegisterPluginRequest, request.payload, RpcError)
         if conn.state is not PluginState.ACCEPTED:
             raise RpcError(Code.FAILED_PRECONDITION, f"plugin {conn.label} already registered")
-        problem = self._identity_problem(req.plugin_name, req.plugin_idx)
+        problem = identity_problem(self.profile, req.plugin_name, req.plugin_idx)
         if problem is not None:
             # Error status first, then the close (scheduled after the reply is written).
             asyncio.get_running_loop().call_soon(
@@ -260,98 +265,31 @@ class SimulatedRuntime:
         log.info("plugin %s registered", conn.label)
         return b""
 
-    def _identity_problem(self, name: str, index: str) -> str | None:
-        if not _INDEX_RE.match(index):
-            return f"invalid plugin index {index!r}, must be 2 digits"
-        if not name:
-            return "empty plugin name"
-        if self.profile.checks_plugin_name and not _NAME_RE.match(name):
-            return f"invalid plugin name {name!r}"
-        return None
-
     async def _configure(self, conn: PluginConnection) -> int:
-        profile = self.profile
-        req = api.ConfigureRequest(config=self.config, runtime_name=profile.runtime_name,
-                                   runtime_version=profile.runtime_version)
-        if profile.sends_timeouts:
-            req.registration_timeout = round(self.registration_timeout_s * 1000)
-            req.request_timeout = round(self.request_timeout_s * 1000)
-        if profile.sends_nri_version:
-            req.NRI_version = profile.nri_version_string
-        payload = await conn.call("Configure", req.SerializeToString(), self.request_timeout_s)
-        response = _decode(api.ConfigureResponse, payload, failure=PluginFailed)
-        return int(response.events)
-
-    def _accept_mask(self, conn: PluginConnection, events: int) -> bool:
-        valid = self.profile.valid_mask
-        mask = events & 0xFFFFFFFF
-        if mask == 0:
-            mask = valid  # 0 subscribes to every event the runtime knows (protocol §4.3)
-        elif mask & ~valid:
-            self._close_plugin(conn, f"invalid event mask 0x{mask:x}: bits 0x{mask & ~valid:x} "
-                                     f"are not events of this runtime (valid 0x{valid:x})")
-            return False
-        conn.events = mask
-        return True
+        request = configure_request(self.profile, self.config, self.registration_timeout_s,
+                                    self.request_timeout_s)
+        payload = await conn.call("Configure", request.SerializeToString(),
+                                  self.request_timeout_s)
+        return int(decode_message(api.ConfigureResponse, payload).events)
 
     async def _synchronize(self, conn: PluginConnection) -> bool:
-        loop = asyncio.get_running_loop()
         pods, containers = self.state.snapshot()
-        splitter = SyncSplitter(pods, containers)
-        limit = self.profile.max_send_bytes
-        deadline = loop.time() + self.request_timeout_s  # one budget for all chunks (§4.4)
-        while True:
-            request = splitter.request()
-            payload = request.SerializeToString()
-            remaining = deadline - loop.time()
-            data = envelope.encode_request(envelope.Request(
-                PLUGIN_SERVICE, "Synchronize", payload, timeout_nano=max(1, int(remaining * 1e9))))
-            if len(data) > limit:
-                if not self.profile.splits_sync:
-                    self._close_plugin(conn, f"failed to synchronize plugin: message of "
-                                             f"{len(data)} bytes exceeds {limit} bytes")
-                    return False
-                try:
-                    splitter.rejected(len(data), limit)
-                except SyncTooLarge as exc:
-                    self._close_plugin(conn, f"failed to synchronize plugin: {exc}")
-                    return False
-                continue
-            if remaining <= 0:
-                self._close_plugin(conn, "failed to synchronize plugin: request timed out")
-                return False
-            try:
-                if len(data) > ttrpc.MAX_MESSAGE_BYTES:
-                    # A v0.6 runtime's ttrpc sends it anyway, as one oversized message.
-                    reply = await conn.call_raw(data, remaining)
-                    if not reply.ok:
-                        raise PluginFailed(reply.code, reply.message)
-                    answer = reply.payload
-                else:
-                    answer = await conn.call("Synchronize", payload, remaining)
-                response = _decode(api.SynchronizeResponse, answer, failure=PluginFailed)
-            except (PluginFatal, PluginFailed) as exc:
-                self._close_plugin(conn, f"failed to synchronize plugin: {exc}")
-                return False
-            conn.sync_chunks += 1
-            if request.more:
-                if response.update or not response.more:
-                    self._close_plugin(conn, "plugin does not handle split sync requests")
-                    return False
-                splitter.accepted()
-                continue
-            splitter.accepted()
-            for update in response.update:
-                self.sync_updates.append(update)
-                if not self.state.apply_update(update):
-                    log.info("sync update of %s by %s failed (ignored)", update.container_id,
-                             conn.label)
-            return True
+        try:
+            updates = await synchronize(conn, self.profile, pods, containers,
+                                        self.request_timeout_s)
+        except HandshakeFailed as exc:
+            self._close_plugin(conn, str(exc))
+            return False
+        for update in updates:
+            self.sync_updates.append(update)
+            if not self.state.apply_update(update):  # containerd only logs these
+                log.info("sync update of %s by %s failed", update.container_id, conn.label)
+        return True
 
     # -- UpdateContainers (plugin -> runtime) -------------------------------------------
 
     async def _update_containers(self, conn: PluginConnection, request: envelope.Request) -> bytes:
-        req = _decode(api.UpdateContainersRequest, request.payload)
+        req = decode_message(api.UpdateContainersRequest, request.payload, RpcError)
         if conn.state in (PluginState.ACCEPTED, PluginState.CLOSED):
             raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
         failed: list[api.ContainerUpdate] = []
@@ -469,14 +407,3 @@ class SimulatedRuntime:
         if conn.close(trunk.close_reason or "connection closed", by_runtime=False):
             log.info("plugin %s disconnected: %s", conn.label, conn.close_reason)
             self.lost_plugins.append((conn.label, conn.close_reason))
-
-
-def _decode(cls: type[M], payload: bytes,
-            failure: Callable[[int, str], Exception] = RpcError) -> M:
-    msg = cls()
-    try:
-        msg.ParseFromString(payload)
-    except (DecodeError, ValueError) as exc:
-        raise failure(Code.INTERNAL, f"cannot decode {cls.__name__}: {exc}") from None
-    return msg
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from bridge.nri.handler import EventContext, EventRejected, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.connection import RUNTIME_SERVICE
+from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import envelope
 from bridge.wire.status import Code
 
@@ -30,6 +32,17 @@ class Slow(Handler):
         return rsp
 
 
+class SlowSync(Handler):
+    """Needs longer than the request timeout to compute its Synchronize updates."""
+
+    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
+                          containers: Sequence[api.Container]) -> list[api.ContainerUpdate]:
+        await asyncio.sleep(0.8)
+        update = api.ContainerUpdate(container_id=containers[0].id)
+        update.linux.resources.cpu.shares.value = 4242
+        return [update]
+
+
 class Rejecting(Handler):
     async def create_container(self, ctx: EventContext, req: Any) -> None:
         if req.container.name == "app":
@@ -37,10 +50,13 @@ class Rejecting(Handler):
 
 
 @pytest.mark.timeout(10)
+@pytest.mark.parametrize("profile", ["containerd-1.7.24", "containerd-2.1.9"])
 async def test_slow_handler_answers_in_time_and_plugin_stays(
-        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
+        sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container],
+        profile: str) -> None:
+    # 1.7.24 does not send request_timeout in Configure: the plugin must go by timeout_nano.
     pod, container = pod_and_container
-    async with connected(sock_path, Slow(), request_timeout_s=0.5) as h:
+    async with connected(sock_path, Slow(), profile, request_timeout_s=0.5) as h:
         started = time.monotonic()
         result = await h.runtime.create_container(pod, container)
         elapsed = time.monotonic() - started
@@ -49,6 +65,20 @@ async def test_slow_handler_answers_in_time_and_plugin_stays(
         assert "TOO=late" not in result.container.env  # ... without the late change
         assert h.runtime.closed_plugins == [] and h.conn.is_active
         assert (await h.runtime.run_event("StartContainer", pod, container)).ok
+
+
+@pytest.mark.timeout(10)
+async def test_slow_sync_answers_in_time_and_delivers_updates_later(sock_path: Path) -> None:
+    def seed(runtime: SimulatedRuntime) -> None:
+        runtime.state.seed(*synthetic_state(1, 2))
+
+    started = time.monotonic()
+    async with connected(sock_path, SlowSync(), request_timeout_s=0.5, seed=seed) as h:
+        assert time.monotonic() - started < 0.8  # synchronized before the handler finished
+        assert h.runtime.closed_plugins == [] and h.runtime.sync_updates == []
+        [late] = await h.runtime.wait_updates(1, timeout_s=3)  # via UpdateContainers
+        assert h.runtime.state.containers[late.container_id].linux.resources.cpu.shares.value \
+            == 4242
 
 
 @pytest.mark.timeout(10)

@@ -90,6 +90,9 @@ async def test_hostile_frames_are_survived(
         assert outcomes["garbage-envelope"].code == Code.INVALID_ARGUMENT
         assert outcomes["garbage-payload"].code == Code.INTERNAL
         assert outcomes["unknown-event"].code == Code.OK
+        assert outcomes["fragmented-request"].code == Code.OK
+        assert outcomes["oversized-request"].code == Code.RESOURCE_EXHAUSTED
+        assert len(outcomes) == 12
         # Still the same, working connection.
         assert h.conn.is_active and h.runtime.lost_plugins == []
         result = await h.runtime.create_container(pod, container)
