@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from bridge.nri.events import Event, mask_of
+from bridge.nri.handler import Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PluginConnection
 from bridge.wire import envelope
 
-from .harness import RawPlugin, raw_connected
+from .harness import RawPlugin, connected, raw_connected
 
 SUBSCRIBED = mask_of({Event.RUN_POD_SANDBOX, Event.CREATE_CONTAINER, Event.START_CONTAINER,
                       Event.REMOVE_CONTAINER})
@@ -101,3 +102,25 @@ async def test_unimplemented_create_container_fails_the_operation_only(
         assert result.error == "plugin 05-raw: method CreateContainer"
         assert conn.is_active and runtime.closed_plugins == []
         assert container.id not in runtime.state.containers
+
+
+PLUGIN_METHODS = ("Configure", "Synchronize", "Shutdown", "RunPodSandbox", "UpdatePodSandbox",
+                  "PostUpdatePodSandbox", "StopPodSandbox", "RemovePodSandbox", "CreateContainer",
+                  "PostCreateContainer", "StartContainer", "PostStartContainer",
+                  "UpdateContainer", "PostUpdateContainer", "StopContainer", "RemoveContainer",
+                  "StateChange", "ValidateContainerAdjustment")
+
+
+@pytest.mark.timeout(10)
+async def test_plugin_core_answers_every_method_and_state_change(sock_path: Path) -> None:
+    """Our plugin must never answer Unimplemented: a v0.12 runtime would switch it to
+    StateChange for good (protocol §4.5, §9 item 14)."""
+    async with connected(sock_path, Handler(), "nri-v0.12") as h:
+        for method in PLUGIN_METHODS:
+            if method in ("Configure", "Synchronize"):
+                continue  # not re-run: a second Configure/Synchronize is not what runtimes do
+            await h.conn.call(method, b"", 1.0)  # raises PluginFailed on any error status
+        for event in [*range(0, 16), 99]:
+            change = api.StateChangeEvent(event=event)  # type: ignore[arg-type]
+            await h.conn.call("StateChange", change.SerializeToString(), 1.0)
+        assert h.conn.is_active and not h.conn.use_state_change
