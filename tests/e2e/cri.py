@@ -88,7 +88,13 @@ class CriClient:
                 raise TimeoutError(f"CRI does not see image {image} after {timeout_s}s")
             time.sleep(0.1)
 
-    def run_pod(self, name: str = "e2e") -> Pod:
+    def run_pod(
+        self,
+        name: str = "e2e",
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> Pod:
+        """A host-network pod; ``labels``/``annotations`` are added to the sandbox config."""
         pb = self.pb
         uid = str(uuid.uuid4())
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
@@ -97,7 +103,8 @@ class CriClient:
                 name=f"{name}-{uid[:8]}", uid=uid, namespace="default", attempt=0
             ),
             hostname="",
-            labels={"app": "nri-e2e"},
+            labels={"app": "nri-e2e", **(labels or {})},
+            annotations=dict(annotations or {}),
             linux=pb.LinuxPodSandboxConfig(
                 cgroup_parent=f"/{CGROUP_PREFIX}/pod{uid}",
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns),
@@ -108,8 +115,17 @@ class CriClient:
         )
         return Pod(id=reply.pod_sandbox_id, uid=uid, config=config)
 
-    def create_container(self, pod: Pod, name: str = "app") -> str:
+    def create_container(
+        self, pod: Pod, name: str = "app", resources: dict[str, Any] | None = None
+    ) -> str:
+        """``resources`` overrides LinuxContainerResources fields (e.g. ``cpu_quota``)."""
         pb = self.pb
+        own = {
+            "cpu_shares": BASE_CPU_SHARES,
+            "cpuset_cpus": BASE_CPUSET,
+            "memory_limit_in_bytes": BASE_MEMORY_BYTES,
+            **(resources or {}),
+        }
         ns = pod.config.linux.security_context.namespace_options
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
@@ -118,11 +134,7 @@ class CriClient:
             envs=[pb.KeyValue(key="PATH", value="/bin"), pb.KeyValue(key="E2E_BASE", value="1")],
             labels={"app": "nri-e2e"},
             linux=pb.LinuxContainerConfig(
-                resources=pb.LinuxContainerResources(
-                    cpu_shares=BASE_CPU_SHARES,
-                    cpuset_cpus=BASE_CPUSET,
-                    memory_limit_in_bytes=BASE_MEMORY_BYTES,
-                ),
+                resources=pb.LinuxContainerResources(**own),
                 security_context=pb.LinuxContainerSecurityContext(namespace_options=ns),
             ),
         )
@@ -140,8 +152,10 @@ class CriClient:
             pb.StartContainerRequest(container_id=container_id), timeout=CALL_TIMEOUT_S
         )
 
-    def run_container(self, pod: Pod, name: str = "app") -> str:
-        container_id = self.create_container(pod, name)
+    def run_container(
+        self, pod: Pod, name: str = "app", resources: dict[str, Any] | None = None
+    ) -> str:
+        container_id = self.create_container(pod, name, resources)
         self.start_container(container_id)
         return container_id
 

@@ -46,6 +46,14 @@ def _read(controller: str, path: str, name: str) -> str:
     return (CGROUP_V1_ROOT / controller / path.lstrip("/") / name).read_text().strip()
 
 
+def cgroup_file(pid: int, controller: str, name: str) -> str:
+    """One cgroup v1 file of the process, e.g. ``cgroup_file(pid, "cpu", "cpu.cfs_quota_us")``."""
+    paths = cgroup_paths(pid)
+    if controller not in paths:
+        raise AssertionError(f"pid {pid} has no cgroup v1 path for {controller}: {paths}")
+    return _read(controller, paths[controller], name)
+
+
 def cgroup_values(pid: int) -> CgroupValues:
     paths = cgroup_paths(pid)
     missing = {"cpu", "cpuset", "memory"} - paths.keys()

@@ -1,0 +1,196 @@
+"""Run the policy server (``nri-policy-server``) and a webhook-configured bridge for a test.
+
+Owns: writing the koordinator-qos rules file (and rewriting it atomically for hot
+reload), starting ``nri-policy-server`` by PID on a private Unix socket with its log
+captured to a file, waiting for its ``/healthz``, and a bridge whose config is a
+``webhooks:`` list pointing at that socket, with a private control socket (the one the
+policy server pushes rule changes through) and a ``/readyz`` wait on it.
+
+Must not: import the bridge or the policy server. Both are black boxes run exactly as an
+operator would run them (the console scripts of this venv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .bridge_proc import Bridge
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STOP_TIMEOUT_S = 10.0
+STARTUP_TIMEOUT_S = 20.0
+RULES_POLL_INTERVAL_S = 0.2
+
+
+class PolicyServerError(RuntimeError):
+    """The policy server exited or did not become healthy."""
+
+
+def _uds_get(sock: Path, path: str, timeout_s: float = 1.0) -> httpx.Response:
+    transport = httpx.HTTPTransport(uds=str(sock))
+    with httpx.Client(transport=transport, base_url="http://e2e", timeout=timeout_s) as client:
+        return client.get(path)
+
+
+class PolicyServer:
+    """One ``nri-policy-server`` process on ``workdir/policy.sock``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        rules: dict[str, Any] | None = None,
+        policy_modules: Sequence[Path] = (),
+        koordinator: bool = True,
+        bridge_control: Path | None = None,
+    ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.socket = workdir / "policy.sock"
+        self.rules = workdir / "rules.yaml" if rules is not None else None
+        self.log = workdir / "policy.log"
+        self.policy_modules = tuple(policy_modules)
+        self.koordinator = koordinator
+        self.bridge_control = bridge_control
+        self._proc: subprocess.Popen[bytes] | None = None
+        if rules is not None:
+            self.write_rules(rules)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def url(self, policy: str) -> str:
+        """The bridge webhook URL of one policy endpoint."""
+        return f"unix://{self.socket}/v1/policies/{policy}"
+
+    def write_rules(self, rules: dict[str, Any]) -> None:
+        """Replace the rules file atomically (JSON is YAML): a new inode, as a ConfigMap does."""
+        assert self.rules is not None, "this server was started without --rules"
+        tmp = self.rules.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rules, indent=2) + "\n")
+        os.replace(tmp, self.rules)
+
+    def command(self) -> list[str]:
+        # info: at debug every bridge-control call logs a dozen httpcore lines.
+        cmd = [str(BIN / "nri-policy-server"), "--uds", str(self.socket), "--log-level", "info"]
+        if self.rules is not None:
+            cmd += ["--rules", str(self.rules),
+                    "--rules-poll-interval", str(RULES_POLL_INTERVAL_S)]  # fmt: skip
+        for module in self.policy_modules:
+            cmd += ["--policy-module", str(module)]
+        if not self.koordinator:
+            cmd.append("--no-koordinator")
+        if self.bridge_control is not None:
+            cmd += ["--bridge-control", f"unix://{self.bridge_control}"]
+        return cmd
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with self.log.open("ab") as out:
+            self._proc = subprocess.Popen(
+                self.command(),
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def wait_healthy(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.running():
+                raise PolicyServerError(f"nri-policy-server exited:\n{self.tail()}")
+            try:
+                reply = _uds_get(self.socket, "/healthz")
+                if reply.status_code == 200:
+                    body: dict[str, Any] = reply.json()
+                    return body
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise PolicyServerError(
+                    f"nri-policy-server not healthy after {timeout_s}s:\n{self.tail()}"
+                )
+            time.sleep(0.05)
+
+    def get(self, path: str) -> dict[str, Any]:
+        reply = _uds_get(self.socket, path, timeout_s=5.0)
+        reply.raise_for_status()
+        body: dict[str, Any] = reply.json()
+        return body
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def raw_log(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.raw_log().splitlines()[-lines:])
+
+
+class WebhookBridge(Bridge):
+    """The bridge with a ``webhooks:`` config and a private control socket.
+
+    Reuses ``Bridge`` (start/stop by PID, JSON log reading, ``wait_for``); only the
+    config file and two command-line flags differ.
+    """
+
+    def __init__(self, nri_socket: Path, workdir: Path, webhooks: list[dict[str, Any]]) -> None:
+        super().__init__(nri_socket, workdir, static={})
+        self.webhooks = webhooks
+        self.control_socket = workdir / "control.sock"
+        self.config.write_text(json.dumps({"webhooks": webhooks}, indent=2) + "\n")
+
+    def command(self) -> list[str]:
+        # info, not debug: at debug every webhook call logs a dozen httpcore lines.
+        cmd = super().command()
+        cmd[cmd.index("--log-level") + 1] = "info"
+        return [*cmd, "--control-socket", str(self.control_socket)]
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """``/readyz`` on the control socket: registered with the runtime and serving."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.running():
+                raise RuntimeError(f"bridge exited:\n{self.tail()}")
+            try:
+                if _uds_get(self.control_socket, "/readyz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bridge not ready after {timeout_s}s:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def state(self) -> dict[str, Any]:
+        """``GET /v1/state``: the pods and containers the bridge knows."""
+        reply = _uds_get(self.control_socket, "/v1/state", timeout_s=5.0)
+        reply.raise_for_status()
+        body: dict[str, Any] = reply.json()
+        return body
