@@ -7,6 +7,7 @@
    measured with a keep-alive client; target p50 <= 1 ms.
 
 Run: ``.venv/bin/python benchmarks/bench_policy.py [--iterations N]``. Prints min/p50/p90/p99.
+uvicorn picks httptools/uvloop up if they are importable (e.g. via ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -111,7 +112,10 @@ def bench_http(iterations: int) -> dict[str, dict[str, float]]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "policy_server.cli", "--uds", str(sock), "--rules", str(RULES),
              "--log-level", "warning"],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            env={**os.environ,
+                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                             os.environ.get("PYTHONPATH")]))},
         )
         try:
             wait_for_socket(sock, proc)

@@ -271,6 +271,9 @@ class Merged:
 
 def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     """Merge ``(handler name, decision)`` pairs in order; later handlers win conflicts."""
+    outputs = list(outputs)
+    if _single_writer(outputs):
+        return _merge_disjoint(outputs)
     m = _Merger()
     adjust = _AdjustAcc()
     updates: dict[str, tuple[dict[str, Any], bool]] = {}
@@ -296,11 +299,9 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
         warnings.extend(decision.warnings)
         errors.extend(decision.errors)
         for eff in decision.effects:
+            key = _effect_key(eff)
             if isinstance(eff, CgroupWrite):
-                key = (eff.cgroup_parent, eff.file)
                 m.claim(f"effects[{eff.cgroup_parent}].{eff.file}", handler, eff.value)
-            else:
-                key = (eff.path, "mkdir")
             effects[key] = eff
     warnings.extend(c.message() for c in m.conflicts)
     decision = Decision(
@@ -316,6 +317,58 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
         effects=tuple(effects.values()),
     )
     return Merged(decision, tuple(m.conflicts))
+
+
+def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
+    """True when at most one decision writes each part, so no field can conflict.
+
+    The common case (one hook sets resources, others only warn) then skips the field-by-field
+    merge and reuses the writers' values as they are.
+    """
+    adjusts = updates = effects = 0
+    for _, d in outputs:
+        adjusts += d.adjust is not None
+        updates += bool(d.update)
+        effects += bool(d.effects)
+        if d.evict or len(d.update) > 1 or (len(d.effects) > 1 and _repeats(d.effects)):
+            return False
+    return adjusts <= 1 and updates <= 1 and effects <= 1
+
+
+def _effect_key(effect: Effect) -> tuple[str, str]:
+    if isinstance(effect, CgroupWrite):
+        return (effect.cgroup_parent, effect.file)
+    return (effect.path, "mkdir")
+
+
+def _repeats(effects: tuple[Effect, ...]) -> bool:
+    return len({_effect_key(e) for e in effects}) != len(effects)
+
+
+def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:
+    adjust: Adjustment | None = None
+    update: tuple[ContainerUpdate, ...] = ()
+    effects: tuple[Effect, ...] = ()
+    rejects: list[str] = []
+    warnings: list[str] = []
+    errors: list[str] = []
+    for handler, d in outputs:
+        adjust = d.adjust if d.adjust is not None else adjust
+        update = d.update or update
+        effects = d.effects or effects
+        if d.reject is not None:
+            rejects.append(f"{handler}: {d.reject}" if handler else d.reject)
+        warnings.extend(d.warnings)
+        errors.extend(d.errors)
+    decision = Decision(
+        adjust=adjust,
+        update=update,
+        reject="; ".join(rejects) if rejects else None,
+        warnings=tuple(warnings),
+        errors=tuple(errors),
+        effects=effects,
+    )
+    return Merged(decision, ())
 
 
 def _mount_json(mount: Mount) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from policy_server.errors import PayloadError
 from policy_server.events import CONTAINER_EVENTS, EventName
@@ -49,9 +49,8 @@ class Resources:
     rdt_class: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
-    """An OCI mount."""
+class Mount(NamedTuple):
+    """An OCI mount (a named tuple: containers carry a dozen, built on every request)."""
 
     destination: str
     type: str = ""
@@ -155,6 +154,20 @@ def _str(d: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _strs(d: Mapping[str, Any], keys: tuple[str, ...], where: str) -> list[str]:
+    """Several optional string fields at once (absent = ""), in ``keys`` order."""
+    out = []
+    for key in keys:
+        value = d.get(key)
+        if value is None:
+            out.append("")
+        elif type(value) is str:
+            out.append(value)
+        else:
+            raise PayloadError(_join(where, key), f"expected a string, got {_kind(value)}")
+    return out
+
+
 def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
     return _str(d, key, where) if d.get(key) is not None else None
 
@@ -225,18 +238,25 @@ def parse_pod(value: object, where: str) -> Pod:
     linux: Mapping[str, Any] = {}
     if d.get("linux") is not None:
         linux = _obj(d["linux"], f"{where}.linux")
+    pod_id, name, uid, namespace, handler = _strs(d, _POD_STRINGS, where)
+    cgroup_parent, cgroups_path = _strs(linux, _POD_LINUX_STRINGS, f"{where}.linux")
     return Pod(
-        id=_str(d, "id", where),
-        name=_str(d, "name", where),
-        uid=_str(d, "uid", where),
-        namespace=_str(d, "namespace", where),
+        id=pod_id,
+        name=name,
+        uid=uid,
+        namespace=namespace,
         labels=_str_map(d, "labels", where),
         annotations=_str_map(d, "annotations", where),
-        runtime_handler=_str(d, "runtime_handler", where),
-        cgroup_parent=_str(linux, "cgroup_parent", f"{where}.linux"),
-        cgroups_path=_str(linux, "cgroups_path", f"{where}.linux"),
+        runtime_handler=handler,
+        cgroup_parent=cgroup_parent,
+        cgroups_path=cgroups_path,
         ips=_str_list(d, "ips", where),
     )
+
+
+_POD_STRINGS = ("id", "name", "uid", "namespace", "runtime_handler")
+_POD_LINUX_STRINGS = ("cgroup_parent", "cgroups_path")
+_CONTAINER_STRINGS = ("id", "pod_sandbox_id", "name", "state")
 
 
 def _parse_mounts(d: Mapping[str, Any], where: str) -> tuple[Mount, ...]:
@@ -245,7 +265,7 @@ def _parse_mounts(d: Mapping[str, Any], where: str) -> tuple[Mount, ...]:
         return ()
     if not isinstance(value, list):
         raise PayloadError(f"{where}.mounts", f"expected an array, got {_kind(value)}")
-    return tuple(_parse_mount(item, f"{where}.mounts", i) for i, item in enumerate(value))
+    return tuple([_parse_mount(item, where, i) for i, item in enumerate(value)])
 
 
 def _parse_mount(item: object, where: str, index: int) -> Mount:
@@ -256,7 +276,7 @@ def _parse_mount(item: object, where: str, index: int) -> Mount:
         strings = type(dest) is str and type(kind) is str and type(source) is str
         if strings and type(options) is list and all(type(o) is str for o in options):
             return Mount(dest, kind, source, tuple(options))
-    w = f"{where}[{index}]"
+    w = f"{where}.mounts[{index}]"
     m = _obj(item, w)
     return Mount(
         destination=_str(m, "destination", w),
@@ -277,11 +297,12 @@ def parse_container(value: object, where: str) -> Container:
             resources = parse_resources(linux["resources"], f"{where}.linux.resources")
         oom = _opt_int(linux, "oom_score_adj", f"{where}.linux")
     pid = _opt_int(d, "pid", where)
+    container_id, pod_sandbox_id, name, state = _strs(d, _CONTAINER_STRINGS, where)
     return Container(
-        id=_str(d, "id", where),
-        pod_sandbox_id=_str(d, "pod_sandbox_id", where),
-        name=_str(d, "name", where),
-        state=_str(d, "state", where),
+        id=container_id,
+        pod_sandbox_id=pod_sandbox_id,
+        name=name,
+        state=state,
         labels=_str_map(d, "labels", where),
         annotations=_str_map(d, "annotations", where),
         args=_str_list(d, "args", where),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _NUMBER = re.compile(r"^([+-]?)(\d+(?:\.\d*)?|\.\d+)(.*)$")
 _EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
@@ -69,8 +70,14 @@ _PLAIN = re.compile(r"^(\d+)([kMGTPE]i?)?$")
 def quantity_value(text: object) -> int:
     """``Quantity.Value()``: the value rounded up to an integer."""
     if isinstance(text, str):
-        # Fast path for what annotations almost always carry: "500", "2k", "8Gi".
-        match = _PLAIN.match(text)
-        if match is not None and (match.group(2) or "") in _INTEGER_SCALE:
-            return int(match.group(1)) * _INTEGER_SCALE[match.group(2) or ""]
+        return _string_value(text)
+    return math.ceil(parse_quantity(text))
+
+
+@lru_cache(maxsize=4096)
+def _string_value(text: str) -> int:
+    # Fast path for what annotations almost always carry: "500", "2k", "8Gi".
+    match = _PLAIN.match(text)
+    if match is not None and (match.group(2) or "") in _INTEGER_SCALE:
+        return int(match.group(1)) * _INTEGER_SCALE[match.group(2) or ""]
     return math.ceil(parse_quantity(text))
