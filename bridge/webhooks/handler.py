@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from bridge.contract.adjustment import adjustment_to_json
 from bridge.metrics import Metrics
 from bridge.nri.convert import to_json
 from bridge.nri.events import EVENTS_BY_RPC, Event
@@ -159,7 +160,6 @@ class WebhookHandler(Handler):
     def _shadow(self, merger: Merger, c: Contribution, extra: dict[str, Any]) -> None:
         """Log what the webhook would have changed; apply nothing."""
         if c.adjust is not None:
-            from bridge.contract.adjustment import adjustment_to_json
             extra["would_adjust"] = truncated_json(adjustment_to_json(c.adjust), LOG_VALUE_CHARS)
         if c.updates:
             extra["would_update"] = truncated_json([to_json(u) for u in c.updates],
@@ -287,7 +287,3 @@ def _select(hook: Webhook, pods: Sequence[api.PodSandbox], containers: Sequence[
 def _state_reader(hook: Webhook) -> Callable[[], int]:
     return lambda: hook.breaker.state.value
 
-
-def events_of(specs: Iterable[WebhookSpec]) -> frozenset[str]:
-    """Every event name some webhook subscribes to."""
-    return frozenset(e for s in specs for e in s.events)

@@ -116,7 +116,6 @@ class Merger:
     owners: dict[Claim, str] = field(default_factory=dict)
     adjust: api.ContainerAdjustment | None = None
     updates: dict[str, api.ContainerUpdate] = field(default_factory=dict)
-    contributors: list[str] = field(default_factory=list)
 
     def check(self, c: Contribution) -> set[Claim]:
         """Raise WebhookFailure(CONFLICT) naming both webhooks, or return c's claims."""
@@ -148,8 +147,6 @@ class Merger:
                 ignore = merged.ignore_failure and update.ignore_failure
                 merged.MergeFrom(update)
                 merged.ignore_failure = ignore  # NRI: the AND of every contributor's flag
-        if c.changes_something:
-            self.contributors.append(c.webhook)
 
     def update_list(self) -> list[api.ContainerUpdate]:
         return list(self.updates.values())
