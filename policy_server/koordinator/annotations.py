@@ -42,6 +42,8 @@ def _decode(raw: str, key: str) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise AnnotationError(key, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise AnnotationError(key, "JSON nested too deeply") from None
 
 
 def _quantity(value: object, key: str, where: str) -> int:

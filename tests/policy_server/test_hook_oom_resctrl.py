@@ -70,3 +70,9 @@ def test_bad_resctrl_annotation_is_a_hook_error() -> None:
     target = container_target(annotations={"node.koordinator.sh/resctrl": '{"llc": 3}'})
     with pytest.raises(AnnotationError, match="llc: expected an object"):
         resctrl.container(target, Stage.CREATE_CONTAINER, rules())
+
+
+def test_hostile_annotation_json_is_an_annotation_error() -> None:
+    target = container_target(annotations={"node.koordinator.sh/resctrl": "[" * 100_000})
+    with pytest.raises(AnnotationError, match="nested too deeply"):
+        resctrl.container(target, Stage.CREATE_CONTAINER, rules())
