@@ -15,6 +15,8 @@ import httpx
 from policy_server.errors import BridgeControlError
 
 BRIDGE_TIMEOUT_S = 5.0
+# The bridge waits up to 35 s for the runtime to answer UpdateContainers.
+PUSH_TIMEOUT_S = 40.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +65,14 @@ class BridgeControl:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _call(self, method: str, path: str, body: object | None = None) -> dict[str, Any]:
+    async def _call(
+        self, method: str, path: str, body: object | None = None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         try:
-            response = await self._client.request(method, path, json=body)
+            if timeout_s is None:
+                response = await self._client.request(method, path, json=body)
+            else:
+                response = await self._client.request(method, path, json=body, timeout=timeout_s)
         except httpx.HTTPError as exc:
             raise BridgeControlError(f"{method} {self.url}{path}: {exc!r}") from None
         if response.status_code != 200:
@@ -86,7 +93,7 @@ class BridgeControl:
 
     async def push_updates(self, updates: list[dict[str, Any]]) -> list[Any]:
         """Send container updates; returns what the bridge reports as failed."""
-        data = await self._call("POST", "/v1/updates", {"update": updates})
+        data = await self._call("POST", "/v1/updates", {"update": updates}, PUSH_TIMEOUT_S)
         failed = data.get("failed") or []
         if not isinstance(failed, list):
             raise BridgeControlError("bridge updates reply: 'failed' is not a list")

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 RESYNC_RETRY_MAX_S = 30.0
 EFFECTS_TIMEOUT_S = 2.0
+# Updates per POST /v1/updates (the bridge takes bodies up to 1 MiB).
+PUSH_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +255,11 @@ class PolicyServer:
                     len(snapshot.containers),
                 )
                 continue
-            failed = await bridge.push_updates(updates)
-            self.metrics.pushed_updates.inc(len(updates))
+            failed = []
+            for start in range(0, len(updates), PUSH_BATCH):
+                batch = updates[start : start + PUSH_BATCH]
+                failed.extend(await bridge.push_updates(batch))
+                self.metrics.pushed_updates.inc(len(batch))
             log.info(
                 "resync policy=%s: pushed %d updates, %d failed", name, len(updates), len(failed)
             )

@@ -97,3 +97,12 @@ async def test_no_bridge_means_no_push(tmp_path: Path) -> None:
     server = PolicyServer(ServerOptions(rules_path=path))
     server.load_rules()
     assert await server.resync() is True
+
+
+async def test_large_pushes_are_batched(tmp_path: Path) -> None:
+    server, fake, path = make(tmp_path, f"topology: {{{POOLS}: [{{cpuset: '0-7'}}]}}\n")
+    fake.containers = [container(cid=f"c{i}", pod_id="p1", cpu={"cpus": "0-7"})
+                       for i in range(1200)]
+    change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
+    await server._on_poll(server.rules.poll())
+    assert [len(batch) for batch in fake.pushed] == [500, 500, 200]
