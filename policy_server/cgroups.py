@@ -50,15 +50,7 @@ def weight_to_shares(weight: int) -> int:
     return (weight - 1) * 262142 // 9999 + 2
 
 
-# v1 file -> (v1 controller dir, v2 file name, v2 value renderer)
-def _v2_quota(value: int) -> str:
-    return "max" if value < 0 else str(value)
-
-
-def _v2_memory(value: int) -> str:
-    return "max" if value < 0 else str(value)
-
-
+# v1 file name -> (v1 controller directory, v2 file name)
 _FILES: dict[str, tuple[str, str]] = {
     "cpu.shares": ("cpu", "cpu.weight"),
     "cpu.cfs_quota_us": ("cpu", "cpu.max"),
@@ -70,11 +62,10 @@ _FILES: dict[str, tuple[str, str]] = {
 def _v2_value(file: str, value: int) -> str:
     if file == "cpu.shares":
         return str(shares_to_weight(value))
-    if file == "cpu.cfs_quota_us":
-        # Writing only $MAX to cpu.max leaves the period alone (koordlet never sets the period).
-        return _v2_quota(value)
-    if file == "memory.limit_in_bytes":
-        return _v2_memory(value)
+    if file in ("cpu.cfs_quota_us", "memory.limit_in_bytes"):
+        # -1 (unlimited) is "max" in v2. Writing only $MAX to cpu.max leaves the period alone
+        # (koordlet never sets the period).
+        return "max" if value < 0 else str(value)
     return str(value)
 
 

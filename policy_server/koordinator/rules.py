@@ -25,7 +25,6 @@ File layout (all keys optional)::
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -36,131 +35,18 @@ import yaml
 from policy_server.errors import RulesError
 from policy_server.koordinator import keys
 from policy_server.koordinator.cpulist import check_cpu_list
+from policy_server.koordinator.nodeslo import (
+    CPUQOS,
+    NodeSLO,
+    join_key,
+    node_slo_from_doc,
+    type_name,
+)
 from policy_server.registry import FailurePolicy
 
-# --- NodeSLO defaults (sloconfig) ------------------------------------------------------------
-
-
-def _class_defaults(
-    group_identity: int, core_expeller: bool, cat_end: int, wmark_min_adj: int
-) -> dict[str, Any]:
-    return {
-        "cpuQOS": {
-            "enable": False,
-            "groupIdentity": group_identity,
-            "schedIdle": 0,
-            "coreExpeller": core_expeller,
-        },
-        "resctrlQOS": {
-            "enable": False,
-            "catRangeStartPercent": 0,
-            "catRangeEndPercent": cat_end,
-            "mbaPercent": 100,
-        },
-        "memoryQOS": {
-            "enable": False,
-            "minLimitPercent": 0,
-            "lowLimitPercent": 0,
-            "throttlingPercent": 0,
-            "wmarkRatio": 95,
-            "wmarkScalePermill": 20,
-            "wmarkMinAdj": wmark_min_adj,
-        },
-    }
-
-
-NODE_SLO_DEFAULTS: dict[str, Any] = {
-    "resourceQOSStrategy": {
-        "policies": {"cpuPolicy": "groupIdentity", "netQOSPolicy": "tc"},
-        "lsrClass": _class_defaults(2, True, 100, -25),
-        "lsClass": _class_defaults(2, True, 100, -25),
-        "beClass": _class_defaults(-1, False, 30, 50),
-        "systemClass": _class_defaults(0, False, 100, -25),
-    },
-    "resourceUsedThresholdWithBE": {
-        "enable": False,
-        "cpuSuppressThresholdPercent": 65,
-        "cpuSuppressPolicy": "cpuset",
-        "memoryEvictThresholdPercent": 70,
-        "cpuEvictPolicy": "evictByRealLimit",
-    },
-    "cpuBurstStrategy": {
-        "policy": "none",
-        "cpuBurstPercent": 1000,
-        "cfsQuotaBurstPercent": 300,
-        "cfsQuotaBurstPeriodSeconds": -1,
-        "sharePoolThresholdPercent": 50,
-    },
-}
-
-# A disabled class's payload is replaced by these "none" values (koordlet's merge step).
-_NONE_QOS: dict[str, dict[str, Any]] = {
-    "cpuQOS": {"enable": False, "groupIdentity": 0, "schedIdle": 0, "coreExpeller": False},
-    "resctrlQOS": {
-        "enable": False,
-        "catRangeStartPercent": 0,
-        "catRangeEndPercent": 100,
-        "mbaPercent": 100,
-    },
-    "memoryQOS": {
-        "enable": False,
-        "minLimitPercent": 0,
-        "lowLimitPercent": 0,
-        "throttlingPercent": 0,
-        "wmarkRatio": 0,
-        "wmarkScalePermill": 50,
-        "wmarkMinAdj": 0,
-    },
-}
-
-# Where unknown keys are an error (we read these sections); elsewhere NodeSLO keys we do not
-# model pass through untouched so a real NodeSLO spec can be pasted in.
-_CLOSED_SECTIONS = {
-    "",
-    "resourceQOSStrategy",
-    "resourceQOSStrategy.policies",
-    "resourceQOSStrategy.lsrClass.cpuQOS",
-    "resourceQOSStrategy.lsClass.cpuQOS",
-    "resourceQOSStrategy.beClass.cpuQOS",
-    "resourceQOSStrategy.systemClass.cpuQOS",
-    "resourceUsedThresholdWithBE",
-}
-_NODE_SLO_TOP_KEYS = {
-    "resourceQOSStrategy",
-    "resourceUsedThresholdWithBE",
-    "cpuBurstStrategy",
-    "systemStrategy",
-    "extensions",
-    "hostApplications",
-}
-_QOS_CLASS_KEYS = ("lsrClass", "lsClass", "beClass", "systemClass")
-_CPU_POLICIES = ("", "groupIdentity", "coreSched")
-_SUPPRESS_POLICIES = ("cpuset", "cfsQuota")
-
+__all__ = ["CPUQOS", "NodeSLO", "Rules", "rules_from_doc", "rules_from_yaml", "stabilize"]
 
 # --- the typed value -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CPUQOS:
-    """One class's effective ``cpuQOS`` after the merge."""
-
-    enable: bool
-    group_identity: int
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSLO:
-    """The parts of the merged NodeSLO spec the hooks read, plus the whole merged spec."""
-
-    cpu_policy: str = "groupIdentity"
-    lsr: CPUQOS = CPUQOS(False, 0)
-    ls: CPUQOS = CPUQOS(False, 0)
-    be: CPUQOS = CPUQOS(False, 0)
-    system: CPUQOS = CPUQOS(False, 0)
-    be_threshold_enable: bool = False
-    cpu_suppress_policy: str = "cpuset"
-    spec: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +86,7 @@ class Features:
 
 
 def _default_node_slo() -> NodeSLO:
-    return _node_slo_from_doc({})
+    return node_slo_from_doc({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,107 +118,6 @@ class Rules:
 # --- parsing ---------------------------------------------------------------------------------
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _type_name(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return "null" if value is None else type(value).__name__
-
-
-def _same_type(default: object, value: object) -> bool:
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    return True
-
-
-def _overlay(base: dict[str, Any], user: object, path: str) -> dict[str, Any]:
-    """JSON-overlay ``user`` onto a deep copy of ``base``, type-checking known leaves."""
-    if not isinstance(user, dict):
-        raise RulesError(path or "node_slo", f"expected a mapping, got {_type_name(user)}")
-    out = copy.deepcopy(base)
-    closed = path.removeprefix("node_slo.").removeprefix("node_slo") in _CLOSED_SECTIONS
-    for key, value in user.items():
-        where = _join(path, str(key))
-        if not isinstance(key, str):
-            raise RulesError(where, "keys must be strings")
-        if key not in base:
-            allowed = path == "node_slo" and key in _NODE_SLO_TOP_KEYS
-            if closed and not allowed:
-                known = set(base) | (_NODE_SLO_TOP_KEYS if path == "node_slo" else set())
-                raise RulesError(where, f"unknown key (known: {', '.join(sorted(known))})")
-            out[key] = copy.deepcopy(value)
-        elif isinstance(base[key], dict):
-            out[key] = _overlay(base[key], value, where)
-        elif not _same_type(base[key], value):
-            raise RulesError(where, f"expected {_type_name(base[key])}, got {_type_name(value)}")
-        else:
-            out[key] = value
-    return out
-
-
-def _node_slo_from_doc(doc: object) -> NodeSLO:
-    spec = _overlay(NODE_SLO_DEFAULTS, doc, "node_slo")
-    strategy = spec["resourceQOSStrategy"]
-    for class_key in _QOS_CLASS_KEYS:
-        payload = strategy[class_key]
-        value = payload["cpuQOS"]["groupIdentity"]
-        if not keys.BVT_MIN <= value <= keys.BVT_MAX:
-            raise RulesError(
-                f"node_slo.resourceQOSStrategy.{class_key}.cpuQOS.groupIdentity",
-                f"must be in [{keys.BVT_MIN}, {keys.BVT_MAX}] (got {value})",
-            )
-        for qos_key, none_values in _NONE_QOS.items():
-            section = payload.get(qos_key)
-            # koordlet merges a disabled LSR/LS/BE payload to the "none" values.
-            disabled = isinstance(section, dict) and section.get("enable") is False
-            if disabled and class_key != "systemClass":
-                payload[qos_key] = copy.deepcopy(none_values)
-    policy = strategy["policies"]["cpuPolicy"]
-    if policy not in _CPU_POLICIES:
-        raise RulesError(
-            "node_slo.resourceQOSStrategy.policies.cpuPolicy",
-            f"must be one of groupIdentity, coreSched (got {policy!r})",
-        )
-    threshold = spec["resourceUsedThresholdWithBE"]
-    if threshold["cpuSuppressPolicy"] not in _SUPPRESS_POLICIES:
-        raise RulesError(
-            "node_slo.resourceUsedThresholdWithBE.cpuSuppressPolicy",
-            f"must be one of cpuset, cfsQuota (got {threshold['cpuSuppressPolicy']!r})",
-        )
-
-    def cpu_qos(class_key: str) -> CPUQOS:
-        section = strategy[class_key]["cpuQOS"]
-        return CPUQOS(enable=section["enable"], group_identity=section["groupIdentity"])
-
-    return NodeSLO(
-        cpu_policy=policy,
-        lsr=cpu_qos("lsrClass"),
-        ls=cpu_qos("lsClass"),
-        be=cpu_qos("beClass"),
-        system=cpu_qos("systemClass"),
-        be_threshold_enable=threshold["enable"],
-        cpu_suppress_policy=threshold["cpuSuppressPolicy"],
-        spec=spec,
-    )
-
-
 def _json_or_yaml(value: object, where: str) -> object:
     """Topology values may be the annotation's JSON string or the same structure in YAML."""
     if isinstance(value, str):
@@ -346,21 +131,21 @@ def _json_or_yaml(value: object, where: str) -> object:
 def _int(d: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = d.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RulesError(_join(where, key), f"expected an integer, got {_type_name(value)}")
+        raise RulesError(join_key(where, key), f"expected an integer, got {type_name(value)}")
     return value
 
 
 def _string(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
     value = d.get(key, default)
     if not isinstance(value, str):
-        raise RulesError(_join(where, key), f"expected a string, got {_type_name(value)}")
+        raise RulesError(join_key(where, key), f"expected a string, got {type_name(value)}")
     return value
 
 
 def _bool(d: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
     value = d.get(key, default)
     if not isinstance(value, bool):
-        raise RulesError(_join(where, key), f"expected true or false, got {_type_name(value)}")
+        raise RulesError(join_key(where, key), f"expected true or false, got {type_name(value)}")
     return value
 
 
@@ -376,15 +161,15 @@ def _cpuset(value: str, where: str, *, allow_empty: bool) -> str:
 def _pools(value: object, where: str) -> tuple[CPUSharedPool, ...]:
     value = _json_or_yaml(value, where)
     if not isinstance(value, list):
-        raise RulesError(where, f"expected a list of pools, got {_type_name(value)}")
+        raise RulesError(where, f"expected a list of pools, got {type_name(value)}")
     pools = []
     for i, item in enumerate(value):
         w = f"{where}[{i}]"
         if not isinstance(item, dict):
-            raise RulesError(w, f"expected a mapping, got {_type_name(item)}")
+            raise RulesError(w, f"expected a mapping, got {type_name(item)}")
         for key in item:
             if key not in ("socket", "node", "cpuset"):
-                raise RulesError(_join(w, str(key)), "unknown key (known: socket, node, cpuset)")
+                raise RulesError(join_key(w, str(key)), "unknown key (known: socket, node, cpuset)")
         pools.append(
             CPUSharedPool(
                 socket=_int(item, "socket", w, 0),
@@ -397,7 +182,7 @@ def _pools(value: object, where: str) -> tuple[CPUSharedPool, ...]:
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
-        raise RulesError(where, f"expected a mapping, got {_type_name(value)}")
+        raise RulesError(where, f"expected a mapping, got {type_name(value)}")
     return value
 
 
@@ -458,7 +243,7 @@ def _ratio(value: object) -> float | None:
         except ValueError:
             raise RulesError(where, f"not a number: {value!r}") from None
     if not isinstance(value, int | float):
-        raise RulesError(where, f"expected a number, got {_type_name(value)}")
+        raise RulesError(where, f"expected a number, got {type_name(value)}")
     ratio = float(value)
     if not 0 < ratio < float("inf"):
         raise RulesError(where, f"must be a finite number > 0 (got {value})")
@@ -480,7 +265,7 @@ def _features(doc: object) -> Features:
         if key not in names:
             raise RulesError(where, f"unknown feature (known: {', '.join(sorted(names))})")
         if not isinstance(value, bool):
-            raise RulesError(where, f"expected true or false, got {_type_name(value)}")
+            raise RulesError(where, f"expected true or false, got {type_name(value)}")
         values[key] = value
     return Features(**values)
 
@@ -512,7 +297,7 @@ def rules_from_doc(doc: object) -> Rules:
     if not library.startswith("/"):
         raise RulesError("hami_core_library_path", f"must be an absolute path (got {library!r})")
     return Rules(
-        node_slo=_node_slo_from_doc({} if d.get("node_slo") is None else d["node_slo"]),
+        node_slo=node_slo_from_doc({} if d.get("node_slo") is None else d["node_slo"]),
         topology=_topology(d.get("topology")),
         cpu_normalization_ratio=_ratio(d.get("cpu_normalization_ratio")),
         features=_features(d.get("features")),
