@@ -169,6 +169,16 @@ class CriClient:
             timeout=CALL_TIMEOUT_S,
         )
 
+    def update_resources(self, container_id: str, **resources: Any) -> None:
+        """UpdateContainerResources with these LinuxContainerResources fields only."""
+        pb = self.pb
+        self.runtime.UpdateContainerResources(
+            pb.UpdateContainerResourcesRequest(
+                container_id=container_id, linux=pb.LinuxContainerResources(**resources)
+            ),
+            timeout=CALL_TIMEOUT_S,
+        )
+
     def container_status(self, container_id: str) -> tuple[Any, dict[str, Any]]:
         """(ContainerStatus, the verbose ``info`` JSON containerd adds)."""
         pb = self.pb

@@ -9,6 +9,7 @@ Must not: write anything; these are the facts the tests assert on.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,27 @@ def environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
     return {k.decode(): v.decode() for k, v in pairs}
+
+
+def environ_after_exec(pid: int, comm: str = "sleep", timeout_s: float = 5.0) -> dict[str, str]:
+    """The environment once the process runs ``comm`` (the containers ``exec sleep``).
+
+    Read too early, ``/proc/<pid>/environ`` belongs to the shell or is empty: during an
+    execve the new mm has no environment range yet, and the kernel returns 0 bytes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            current = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            current = "<gone>"
+        if current == comm:
+            env = environ(pid)
+            if env:
+                return env
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} runs {current!r}, not {comm!r}, after {timeout_s}s")
+        time.sleep(0.02)
 
 
 def cgroup_paths(pid: int) -> dict[str, str]:

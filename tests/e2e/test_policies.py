@@ -32,7 +32,7 @@ from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, LogLine, has_msg
 from .conftest import keep_log
 from .containerd import Containerd
 from .cri import BASE_CPU_SHARES, BASE_CPUSET, BASE_MEMORY_BYTES, CriClient, Pod
-from .inspect_proc import cgroup_file, cgroup_values, environ
+from .inspect_proc import cgroup_file, cgroup_values, environ_after_exec
 from .policy_proc import REPO, PolicyServer, WebhookBridge
 
 pytestmark = pytest.mark.e2e
@@ -221,7 +221,7 @@ def test_http_policy_sets_env_and_cgroup(clean_pods: CriClient, start_stack: Sta
     assert outcome_of(stack, "e2e-resources", "CreateContainer", pod) == "ok"
 
     pid = clean_pods.container_pid(container_id)
-    env = environ(pid)
+    env = environ_after_exec(pid)
     assert env.get("TEAM") == "payments", f"env of pid {pid}: {sorted(env)}"
     assert env.get(resource_policy.ENV_KEY) == resource_policy.ENV_VALUE, sorted(env)
     assert env.get("E2E_BASE") == "1"  # the CRI request's own env survives
@@ -237,7 +237,7 @@ def test_http_policy_sets_env_and_cgroup(clean_pods: CriClient, start_stack: Sta
     plain = clean_pods.run_container(plain_pod)
     assert outcome_of(stack, "e2e-resources", "CreateContainer", plain_pod) == "no_change"
     plain_pid = clean_pods.container_pid(plain)
-    plain_env = environ(plain_pid)
+    plain_env = environ_after_exec(plain_pid)
     assert "TEAM" not in plain_env and resource_policy.ENV_KEY not in plain_env
     plain_values = cgroup_values(plain_pid)
     assert plain_values.cpu_shares == BASE_CPU_SHARES, plain_values
@@ -267,6 +267,20 @@ def test_koordinator_lsr_pinned_cpuset_and_unlimited_quota(
     )
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     pid = clean_pods.container_pid(container_id)
+    assert cgroup_values(pid).cpuset_cpus == "1"
+    assert quota(pid) == -1
+
+    # kubelet later re-applies the pod spec's resources (UpdateContainerResources); the
+    # policy's UpdateContainer answer keeps the pinning.
+    clean_pods.update_resources(
+        container_id,
+        cpu_shares=BASE_CPU_SHARES,
+        cpu_quota=50000,
+        cpu_period=100000,
+        cpuset_cpus=BASE_CPUSET,
+        memory_limit_in_bytes=BASE_MEMORY_BYTES,
+    )
+    assert outcome_of(stack, "koordinator-qos", "UpdateContainer", pod) == "ok"
     assert cgroup_values(pid).cpuset_cpus == "1"
     assert quota(pid) == -1
 
@@ -314,7 +328,7 @@ def test_koordinator_gpu_env_inject(clean_pods: CriClient, start_stack: StackFac
     for name in ("app", "sidecar"):
         container_id = clean_pods.run_container(pod, name=name)
         assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod, name) == "ok"
-        env = environ(clean_pods.container_pid(container_id))
+        env = environ_after_exec(clean_pods.container_pid(container_id))
         assert env.get("NVIDIA_VISIBLE_DEVICES") == "0,1", f"{name}: {sorted(env)}"
         assert env.get("E2E_BASE") == "1"
 
