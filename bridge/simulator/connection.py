@@ -157,13 +157,9 @@ class PluginConnection:
         `wire` turns the ttrpc frame into the bytes written (default: the Go
         mux pattern). Returns the Response envelope whatever its status.
         """
-        # Uses the client's stream-id allocator and pending table so that ids
-        # stay strictly increasing on the wire and the response is routed here.
         trunk = self._open_trunk()
         client = trunk.client
-        sid = client._ids.allocate() if stream_id is None else stream_id
-        future: asyncio.Future[envelope.Response] = asyncio.get_running_loop().create_future()
-        client._pending[sid] = future
+        sid, future = client.open_stream(stream_id)
         header = ttrpc.HEADER.pack(len(data), sid, ttrpc.MessageType.REQUEST, 0)
         try:
             frame = header + data
@@ -177,7 +173,7 @@ class PluginConnection:
         except (ConnectionClosed, ProtocolError) as exc:
             raise PluginFatal(f"raw request on stream {sid}: {exc}") from None
         finally:
-            client._pending.pop(sid, None)
+            client.close_stream(sid)
 
     def _open_trunk(self) -> Trunk:
         if self.trunk is None or not self.trunk.is_open or self.state is PluginState.CLOSED:

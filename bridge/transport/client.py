@@ -66,6 +66,25 @@ class TtrpcClient:
             raise RpcError(response.code, response.message)
         return response.payload
 
+    def open_stream(self, stream_id: int | None = None,
+                    ) -> tuple[int, asyncio.Future[envelope.Response]]:
+        """Reserve a stream for a request the caller frames and writes itself.
+
+        For what `call` refuses to produce (the simulator's oversized v0.6
+        Synchronize, hostile frames). The id comes from the normal allocator
+        unless given, so ids stay increasing on the wire; the Response for it
+        resolves the returned future. Always pair with `close_stream`.
+        """
+        if self._closed_error is not None:
+            raise self._closed_error
+        sid = self._ids.allocate() if stream_id is None else stream_id
+        future: asyncio.Future[envelope.Response] = asyncio.get_running_loop().create_future()
+        self._pending[sid] = future
+        return sid, future
+
+    def close_stream(self, stream_id: int) -> None:
+        self._pending.pop(stream_id, None)
+
     def frame_received(self, frame: ttrpc.Frame | ttrpc.OversizedFrame) -> None:
         future = self._pending.get(frame.stream_id)
         if future is None or future.done():
