@@ -64,11 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_arguments(run)
     simulate = sub.add_parser("simulate", help="play the runtime side of NRI for a plugin "
                                                "(scenario and benchmark modes)")
-    try:  # TEMPORARY until bridge/simulator lands
-        from bridge.simulator import cli as simulator_cli
-        simulator_cli.add_arguments(simulate)
-    except ImportError:
-        pass
+    from bridge.simulator import cli as simulator_cli
+    simulator_cli.add_arguments(simulate)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
     return parser
