@@ -27,6 +27,8 @@ from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticHandler
 from bridge.proto.nri import api_pb2 as api
+from bridge.record.handler import RecordingHandler
+from bridge.record.recorder import Recorder, Redaction
 from bridge.webhooks.guard import Scope, parse_updates
 from bridge.webhooks.handler import WebhookHandler
 
@@ -38,11 +40,18 @@ CONTROL_UPDATE_KINDS = frozenset({"resources", "rdt_class", "blockio_class"})
 
 
 @dataclass(frozen=True, slots=True)
+class RecordOptions:
+    path: str
+    redaction: Redaction
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     identity: PluginIdentity
     socket_path: str
     fd: int | None
     config: BridgeConfig
+    record: RecordOptions | None = None
 
 
 def build_handler(config: BridgeConfig, metrics: Metrics) -> Handler:
@@ -79,7 +88,12 @@ def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
 async def run(options: RunOptions) -> int:
     metrics = Metrics()
     handler = build_handler(options.config, metrics)
-    runner = PluginRunner(options.identity, handler, socket_path=options.socket_path,
+    served: Handler = handler
+    recorder = None
+    if options.record is not None:
+        recorder = Recorder(options.record.path, options.record.redaction)
+        served = RecordingHandler(handler, recorder)
+    runner = PluginRunner(options.identity, served, socket_path=options.socket_path,
                           fd=options.fd, options=ServiceOptions())
     if isinstance(handler, WebhookHandler):
         handler.knows_container = runner.cache.knows_container
@@ -115,5 +129,10 @@ async def run(options: RunOptions) -> int:
     finally:
         if isinstance(handler, WebhookHandler):
             await handler.aclose()
+        if recorder is not None:
+            recorder.close()
+            log.info("recording closed", extra={"path": recorder.path.as_posix(),
+                                                "written": recorder.written,
+                                                "dropped": recorder.dropped})
     log.info("stopped")
     return 0

@@ -17,6 +17,7 @@ from bridge.config import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address
 from bridge.errors import ConfigError
+from bridge.record.recorder import Redaction
 from bridge.transport import connect
 
 EXIT_OK = 0
@@ -66,6 +67,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                "(scenario and benchmark modes)")
     from bridge.simulator import cli as simulator_cli
     simulator_cli.add_arguments(simulate)
+    record = sub.add_parser(
+        "record", help="serve as `run` does and append every event and the reply sent to "
+                       "the runtime to a JSONL file (fixtures for `replay`)")
+    _add_run_arguments(record)
+    record.add_argument("--output", required=True, metavar="FILE",
+                        help="JSONL file to append to")
+    record.add_argument("--redact-annotations", action="store_true",
+                        help="replace pod and container annotation values with <redacted>")
+    record.add_argument("--redact-env", action="store_true",
+                        help="replace container environment values with <redacted>")
+    replay = sub.add_parser(
+        "replay", help="POST recorded events to a policy and diff its replies against the "
+                       "recorded (or --expected) ones; exit 1 on any difference")
+    from bridge.record import replay_cli
+    replay_cli.add_arguments(replay)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
     return parser
@@ -116,7 +132,12 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"nri-webhook-bridge: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config)
+    record = None
+    if getattr(args, "output", None):
+        record = app.RecordOptions(args.output, Redaction(annotations=args.redact_annotations,
+                                                          env=args.redact_env))
+    options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
+                             record=record)
     try:
         return asyncio.run(app.run(options))
     except KeyboardInterrupt:
@@ -139,8 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "run")  # `run` is the default subcommand
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "run":
+    if args.command in ("run", "record"):
         return _run(args)
+    if args.command == "replay":
+        from bridge.record import replay_cli
+        logs.setup("warning", "text")
+        return replay_cli.main(args)
     if args.command == "validate-config":
         return _validate(args)
     if args.command == "simulate":
