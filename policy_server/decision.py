@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.model import Mount
+from policy_server.model import Mount, no_strings
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +25,19 @@ class ResourcePatch:
     cpu_cpus: str | None = None
     cpu_mems: str | None = None
     memory_limit: int | None = None
-    unified: Mapping[str, str] = field(default_factory=dict)
+    unified: Mapping[str, str] = field(default_factory=no_strings)
     rdt_class: str | None = None
 
     def is_empty(self) -> bool:
-        return not self.unified and all(
-            getattr(self, name) is None for name in _SCALAR_PATCH_FIELDS
+        return (
+            self.cpu_shares is None
+            and self.cpu_quota is None
+            and self.cpu_period is None
+            and self.cpu_cpus is None
+            and self.cpu_mems is None
+            and self.memory_limit is None
+            and self.rdt_class is None
+            and not self.unified
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -79,14 +86,17 @@ _PATCH_PATHS = {
 }
 
 
+NO_RESOURCES = ResourcePatch()
+
+
 @dataclass(frozen=True, slots=True)
 class Adjustment:
     """A ``ContainerAdjustment`` (CreateContainer only), removals explicit."""
 
-    env: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=no_strings)
+    annotations: Mapping[str, str] = field(default_factory=no_strings)
     mounts: tuple[Mount, ...] = ()
-    resources: ResourcePatch = field(default_factory=ResourcePatch)
+    resources: ResourcePatch = NO_RESOURCES
     oom_score_adj: int | None = None
     remove_env: tuple[str, ...] = ()
     remove_annotations: tuple[str, ...] = ()
@@ -199,8 +209,18 @@ class _Merger:
         self.owners[path] = (handler, value)
 
     def patch(self, acc: dict[str, Any], patch: ResourcePatch, prefix: str, handler: str) -> None:
-        for name in _SCALAR_PATCH_FIELDS:
-            value = getattr(patch, name)
+        if patch.is_empty():
+            return
+        values = (
+            patch.cpu_shares,
+            patch.cpu_quota,
+            patch.cpu_period,
+            patch.cpu_cpus,
+            patch.cpu_mems,
+            patch.memory_limit,
+            patch.rdt_class,
+        )
+        for name, value in zip(_SCALAR_PATCH_FIELDS, values, strict=True):
             if value is not None:
                 self.claim(f"{prefix}.{_PATCH_PATHS[name]}", handler, value)
                 acc[name] = value
@@ -224,6 +244,13 @@ class _AdjustAcc:
 
     def build(self) -> Adjustment:
         return Adjustment(
+            env=self.env,  # type: ignore[arg-type]  # no None values without removals
+            annotations=self.annotations,  # type: ignore[arg-type]
+            mounts=tuple(self.mounts.values()),  # type: ignore[arg-type]
+            resources=_build_patch(self.resources),
+            oom_score_adj=self.oom_score_adj,
+        )
+        return Adjustment(
             env={k: v for k, v in self.env.items() if v is not None},
             annotations={k: v for k, v in self.annotations.items() if v is not None},
             mounts=tuple(m for m in self.mounts.values() if m is not None),
@@ -237,6 +264,9 @@ class _AdjustAcc:
 
 def _merge_adjust(m: _Merger, acc: _AdjustAcc, adj: Adjustment, handler: str) -> None:
     acc.touched = True
+    acc.removals = acc.removals or bool(
+        adj.remove_env or adj.remove_annotations or adj.remove_mounts
+    )
     for key, value in adj.env.items():
         m.claim(f"adjust.env.{key}", handler, value)
         acc.env[key] = value

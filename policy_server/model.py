@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policy_server.errors import PayloadError
@@ -18,7 +19,12 @@ from policy_server.events import CONTAINER_EVENTS, EventName
 
 API_VERSION = "nri-webhook-bridge/v1"
 
-_EMPTY: Mapping[str, str] = {}
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def no_strings() -> Mapping[str, str]:
+    """The shared empty string map (a default that costs no allocation)."""
+    return _EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +49,9 @@ class Memory:
 class Resources:
     """``LinuxResources`` as a container currently has it, or as an update requests it."""
 
-    cpu: CPU = field(default_factory=CPU)
-    memory: Memory = field(default_factory=Memory)
-    unified: Mapping[str, str] = field(default_factory=dict)
+    cpu: CPU = CPU()
+    memory: Memory = Memory()
+    unified: Mapping[str, str] = field(default_factory=no_strings)
     rdt_class: str | None = None
 
 
@@ -66,8 +72,8 @@ class Pod:
     name: str = ""
     uid: str = ""
     namespace: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=no_strings)
+    annotations: Mapping[str, str] = field(default_factory=no_strings)
     runtime_handler: str = ""
     cgroup_parent: str = ""
     cgroups_path: str = ""
@@ -82,8 +88,8 @@ class Container:
     pod_sandbox_id: str = ""
     name: str = ""
     state: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=no_strings)
+    annotations: Mapping[str, str] = field(default_factory=no_strings)
     args: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
     mounts: tuple[Mount, ...] = ()
@@ -265,17 +271,25 @@ def _parse_mounts(d: Mapping[str, Any], where: str) -> tuple[Mount, ...]:
         return ()
     if not isinstance(value, list):
         raise PayloadError(f"{where}.mounts", f"expected an array, got {_kind(value)}")
-    return tuple([_parse_mount(item, where, i) for i, item in enumerate(value)])
+    # Fast path first: a container has a dozen mounts, on every request, and few policies look
+    # at them. Anything unexpected goes through the checked path, which names the field.
+    mounts = []
+    for item in value:
+        if type(item) is not dict:
+            break
+        dest, kind = item.get("destination", ""), item.get("type", "")
+        source, options = item.get("source", ""), item.get("options") or []
+        if not (type(dest) is str and type(kind) is str and type(source) is str):
+            break
+        if type(options) is not list or any(type(o) is not str for o in options):
+            break
+        mounts.append(Mount(dest, kind, source, tuple(options)))
+    else:
+        return tuple(mounts)
+    return tuple(_parse_mount(item, where, i) for i, item in enumerate(value))
 
 
 def _parse_mount(item: object, where: str, index: int) -> Mount:
-    # Fast path first: a container has a dozen mounts and few policies look at them.
-    if type(item) is dict:
-        dest, kind = item.get("destination", ""), item.get("type", "")
-        source, options = item.get("source", ""), item.get("options") or []
-        strings = type(dest) is str and type(kind) is str and type(source) is str
-        if strings and type(options) is list and all(type(o) is str for o in options):
-            return Mount(dest, kind, source, tuple(options))
     w = f"{where}.mounts[{index}]"
     m = _obj(item, w)
     return Mount(

@@ -103,18 +103,42 @@ class KoordContext:
 Handler = Callable[[Event, KoordContext], Decision | None]
 
 
-class _LastPod:
-    """Classify each pod once per event, not once per hook (an identity cache of one entry)."""
+class _Targets:
+    """Build each event's targets once, not once per hook (an identity cache of one event).
 
-    pod: Pod | None = None
-    target: PodTarget | None = None
+    Holding the event keeps its id from being reused; handlers run one at a time.
+    """
+
+    event: Event | None = None
+    pod: PodTarget | None = None
+    container: ContainerTarget | None = None
 
     @classmethod
-    def of(cls, pod: Pod) -> PodTarget:
-        if cls.pod is not pod or cls.target is None:
-            cls.target = PodTarget.of(pod)
-            cls.pod = pod  # holding the object keeps its id from being reused
-        return cls.target
+    def _switch(cls, event: Event) -> None:
+        if cls.event is not event:
+            cls.event, cls.pod, cls.container = event, None, None
+
+    @classmethod
+    def pod_of(cls, event: Event, pod: Pod) -> PodTarget:
+        cls._switch(event)
+        if cls.pod is None:
+            cls.pod = PodTarget.of(pod)
+        return cls.pod
+
+    @classmethod
+    def container_of(cls, event: Event) -> ContainerTarget:
+        """The event's container; its quota is the requested one for UpdateContainer."""
+        cls._switch(event)
+        if cls.container is None:
+            assert event.pod is not None and event.container is not None
+            container = event.container
+            # UpdateContainer: we start from the resources the update asks for (koordlet reads
+            # the current ones and so works on stale values).
+            resources = event.linux_resources or container.resources
+            quota = resources.cpu.quota if resources is not None else None
+            pod = cls.pod_of(event, event.pod)
+            cls.container = ContainerTarget(pod, container.id, container.name, quota)
+        return cls.container
 
 
 def _pod_handler(spec: HookSpec) -> Handler:
@@ -124,17 +148,12 @@ def _pod_handler(spec: HookSpec) -> Handler:
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
         if event.pod is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_LastPod.of(event.pod), ctx.rules)
+        r = hook(_Targets.pod_of(event, event.pod), ctx.rules)
         if r is None:
             return None
         return Decision(warnings=r.warnings, errors=r.errors, effects=r.effects)
 
     return handle
-
-
-def _container_target(event: Event, quota: int | None) -> ContainerTarget:
-    assert event.pod is not None and event.container is not None
-    return ContainerTarget(_LastPod.of(event.pod), event.container.id, event.container.name, quota)
 
 
 def _create_handler(spec: HookSpec) -> Handler:
@@ -145,14 +164,14 @@ def _create_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        current = container.resources
-        target = _container_target(event, current.cpu.quota if current else None)
-        r = hook(target, Stage.CREATE_CONTAINER, ctx.rules)
+        r = hook(_Targets.container_of(event), Stage.CREATE_CONTAINER, ctx.rules)
         if r is None:
             return None
-        adjust = Adjustment(
-            env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
-        )
+        adjust = None
+        if r.env or r.mounts or r.oom_score_adj is not None or not r.resources.is_empty():
+            adjust = Adjustment(
+                env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
+            )
         return Decision(adjust=adjust, warnings=r.warnings, errors=r.errors, effects=r.effects)
 
     return handle
@@ -166,14 +185,10 @@ def _update_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        # We start from the resources the update asks for (koordlet reads the current ones and
-        # so works on stale values) and name the container in the reply (koordlet leaves the
-        # ContainerUpdate's id empty).
-        requested = event.linux_resources or container.resources
-        target = _container_target(event, requested.cpu.quota if requested else None)
-        r = hook(target, Stage.UPDATE_CONTAINER, ctx.rules)
+        r = hook(_Targets.container_of(event), Stage.UPDATE_CONTAINER, ctx.rules)
         if r is None:
             return None
+        # The update names the container (koordlet leaves the ContainerUpdate's id empty).
         update = (ContainerUpdate(container.id, r.resources),)
         return Decision(update=update, warnings=r.warnings, errors=r.errors)
 

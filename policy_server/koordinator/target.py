@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from policy_server.decision import Effect, ResourcePatch
+from policy_server.decision import NO_RESOURCES, Effect, ResourcePatch
 from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos, qos_class
 from policy_server.koordinator.rules import Features, Rules
-from policy_server.model import Mount, Pod
+from policy_server.model import Mount, Pod, no_strings
 
 
 class Stage(StrEnum):
@@ -61,8 +61,8 @@ class ContainerTarget:
 class HookResult:
     """A hook's output for one target."""
 
-    resources: ResourcePatch = field(default_factory=ResourcePatch)
-    env: Mapping[str, str] = field(default_factory=dict)
+    resources: ResourcePatch = NO_RESOURCES
+    env: Mapping[str, str] = field(default_factory=no_strings)
     mounts: tuple[Mount, ...] = ()
     oom_score_adj: int | None = None
     effects: tuple[Effect, ...] = ()
