@@ -244,13 +244,6 @@ class _AdjustAcc:
 
     def build(self) -> Adjustment:
         return Adjustment(
-            env=self.env,  # type: ignore[arg-type]  # no None values without removals
-            annotations=self.annotations,  # type: ignore[arg-type]
-            mounts=tuple(self.mounts.values()),  # type: ignore[arg-type]
-            resources=_build_patch(self.resources),
-            oom_score_adj=self.oom_score_adj,
-        )
-        return Adjustment(
             env={k: v for k, v in self.env.items() if v is not None},
             annotations={k: v for k, v in self.annotations.items() if v is not None},
             mounts=tuple(m for m in self.mounts.values() if m is not None),
@@ -264,9 +257,6 @@ class _AdjustAcc:
 
 def _merge_adjust(m: _Merger, acc: _AdjustAcc, adj: Adjustment, handler: str) -> None:
     acc.touched = True
-    acc.removals = acc.removals or bool(
-        adj.remove_env or adj.remove_annotations or adj.remove_mounts
-    )
     for key, value in adj.env.items():
         m.claim(f"adjust.env.{key}", handler, value)
         acc.env[key] = value
