@@ -23,7 +23,7 @@ from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, Bridge, LogLine, has_msg, is
 from .conftest import keep_log
 from .containerd import Containerd
 from .cri import BASE_CPU_SHARES, CriClient
-from .inspect_proc import cgroup_values, environ
+from .inspect_proc import cgroup_values, environ_after_exec
 from .runtimes import NRI_REQUEST_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
@@ -93,7 +93,7 @@ def start_bridge(
 
 def assert_adjusted(cri: CriClient, container_id: str) -> None:
     pid = cri.container_pid(container_id)
-    env = environ(pid)
+    env = environ_after_exec(pid)  # /proc/<pid>/environ is empty until the exec
     assert env.get("NRI_E2E") == "injected", f"env of pid {pid}: {sorted(env)}"
     assert env.get("E2E_BASE") == "1"  # the CRI request's own env survives
     values = cgroup_values(pid)

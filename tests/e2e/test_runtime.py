@@ -8,7 +8,7 @@ import pytest
 
 from .containerd import Containerd
 from .cri import BASE_CPU_SHARES, BASE_CPUSET, BASE_MEMORY_BYTES, CriClient
-from .inspect_proc import cgroup_values, environ
+from .inspect_proc import cgroup_values, environ_after_exec
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +26,7 @@ def test_pod_and_container_without_plugin(clean_pods: CriClient) -> None:
     container_id = cri.run_container(pod)
     pid = cri.container_pid(container_id)
 
-    env = environ(pid)
+    env = environ_after_exec(pid)
     assert env.get("E2E_BASE") == "1"
     assert "NRI_E2E" not in env
 
