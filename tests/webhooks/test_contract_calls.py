@@ -52,7 +52,7 @@ async def test_every_event_sends_a_valid_envelope(event: str) -> None:
                              knows_container=lambda _: True)
     reply_file = EXAMPLES / f"{event}.reply.json"
     reply = example(reply_file.name) if reply_file.exists() and event != "RunPodSandbox" else {}
-    with respx.mock(assert_all_called=True) as mock:
+    with respx.mock(using="httpx", assert_all_called=True) as mock:
         route = mock.post(f"{BASE}/v1/policy").respond(json=reply)
         result = await _deliver(handler, event)
     sent = json.loads(route.calls.last.request.content)
@@ -79,7 +79,7 @@ async def test_every_event_sends_a_valid_envelope(event: str) -> None:
 
 async def test_reject_fails_the_operation_whatever_the_failure_policy() -> None:
     handler = WebhookHandler([spec(events=["RunPodSandbox"], failure_policy="Ignore")])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/v1/policy").respond(json=example("RunPodSandbox.reply.json"))
         with pytest.raises(EventRejected, match='webhook "policy" rejected RunPodSandbox: '
                            "namespace default may not run privileged pods"):
@@ -89,7 +89,7 @@ async def test_reject_fails_the_operation_whatever_the_failure_policy() -> None:
 
 async def test_validator_reject_becomes_event_rejected() -> None:
     handler = WebhookHandler([spec(events=["ValidateContainerAdjustment"])])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/v1/policy").respond(json={"reject": {"reason": "no env injection"}})
         with pytest.raises(EventRejected, match="no env injection"):
             await _deliver(handler, "ValidateContainerAdjustment")
@@ -97,7 +97,7 @@ async def test_validator_reject_becomes_event_rejected() -> None:
 
 async def test_selector_miss_makes_no_call() -> None:
     handler = WebhookHandler([spec(events=["CreateContainer"], namespaces=["kube-system"])])
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(f"{BASE}/v1/policy").respond(json={})
         assert await _deliver(handler, "CreateContainer") is None
     assert not route.called
@@ -115,7 +115,7 @@ async def test_selectors_choose_webhooks_per_pod() -> None:
         spec("excluded", "/d", events=["CreateContainer"], exclude_namespaces=["default"]),
     ]
     handler = WebhookHandler(hooks)
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = {p: mock.post(f"{BASE}{p}").respond(json={}) for p in ("/a", "/b", "/c", "/d")}
         await _deliver(handler, "CreateContainer")
     assert {p: r.called for p, r in routes.items()} == {
@@ -125,7 +125,7 @@ async def test_selectors_choose_webhooks_per_pod() -> None:
 async def test_shadow_mode_calls_with_dry_run_and_applies_nothing(
         caplog: pytest.LogCaptureFixture) -> None:
     handler = WebhookHandler([spec(events=["CreateContainer"], mode="shadow")])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post(f"{BASE}/v1/policy").respond(json=example("CreateContainer.reply.json"))
         with caplog.at_level("INFO", logger="bridge.webhooks.handler"):
             assert await _deliver(handler, "CreateContainer") is None
@@ -137,7 +137,7 @@ async def test_shadow_mode_calls_with_dry_run_and_applies_nothing(
 
 async def test_shadow_reject_and_failure_are_only_logged() -> None:
     handler = WebhookHandler([spec(events=["RunPodSandbox"], mode="shadow", failure_policy="Fail")])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post(f"{BASE}/v1/policy")
         route.respond(json=example("RunPodSandbox.reply.json"))
         assert await _deliver(handler, "RunPodSandbox") is None
@@ -147,7 +147,7 @@ async def test_shadow_reject_and_failure_are_only_logged() -> None:
 
 async def test_evictions_are_accepted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     handler = WebhookHandler([spec(events=["UpdateContainer"])])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/v1/policy").respond(
             json={"evict": [{"container_id": CREATED_ID, "reason": "pressure"}]})
         with caplog.at_level("INFO"):
@@ -160,7 +160,7 @@ async def test_bearer_token_and_tls_settings_reach_the_request(tmp_path: Any) ->
     token.write_text("s3cret\n")
     hook = spec(events=["CreateContainer"], bearer_token_file=str(token))
     handler = WebhookHandler([hook])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post(f"{BASE}/v1/policy").respond(json={})
         await _deliver(handler, "CreateContainer")
     assert route.calls.last.request.headers["authorization"] == "Bearer s3cret"
@@ -171,7 +171,7 @@ async def test_tcp_url_posts_to_its_path() -> None:
     hook = parse_webhooks([{"name": "tcp", "url": "http://127.0.0.1:8080/hooks/qos?v=1",
                             "events": ["CreateContainer"]}])[0]
     handler = WebhookHandler([hook])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post("http://127.0.0.1:8080/hooks/qos?v=1").respond(json={})
         await _deliver(handler, "CreateContainer")
     assert route.called
@@ -179,6 +179,6 @@ async def test_tcp_url_posts_to_its_path() -> None:
 
 async def test_no_content_reply_means_no_change() -> None:
     handler = WebhookHandler([spec(events=["CreateContainer"])])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/v1/policy").mock(return_value=httpx.Response(204))
         assert await _deliver(handler, "CreateContainer") is None

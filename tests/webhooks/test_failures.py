@@ -77,7 +77,7 @@ async def test_ignore_drops_the_contribution(case: str,
                                              caplog: pytest.LogCaptureFixture) -> None:
     setup, outcome, reason = FAILURES[case]
     handler = _handler("Ignore")
-    with respx.mock(assert_all_called=False) as mock, caplog.at_level("WARNING"):
+    with respx.mock(using="httpx", assert_all_called=False) as mock, caplog.at_level("WARNING"):
         mock.post(URL).mock(**setup)
         started = asyncio.get_running_loop().time()
         result = await handler.create_container(context("CreateContainer"), request(
@@ -98,7 +98,7 @@ async def test_ignore_drops_the_contribution(case: str,
 async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
     setup, outcome, reason = FAILURES[case]
     handler = _handler("Fail")
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
         mock.post(URL).mock(**setup)
         with pytest.raises(EventRejected) as caught:
             await handler.create_container(context("CreateContainer"), request(
@@ -110,7 +110,7 @@ async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
 
 async def test_budget_is_capped_by_the_runtime_deadline() -> None:
     handler = _handler("Ignore")
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL).mock(side_effect=_slow)
         started = asyncio.get_running_loop().time()
         await handler.create_container(context("CreateContainer", budget_s=0.05),
@@ -134,7 +134,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
         await asyncio.sleep(0.1)
         return httpx.Response(200, json={})
 
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").mock(side_effect=answer)
         mock.post(f"{BASE}/b").mock(side_effect=answer)
         await handler.create_container(context("CreateContainer", budget_s=0.5),
@@ -145,7 +145,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
 
 async def test_no_time_left_is_a_budget_failure() -> None:
     handler = _handler("Ignore")
-    with respx.mock(assert_all_called=False) as mock:
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL).respond(json={})
         assert await handler.create_container(
             context("CreateContainer", budget_s=0.001), request("CreateContainer"),  # type: ignore[arg-type]
@@ -158,7 +158,7 @@ async def test_conflict_between_two_webhooks_names_both() -> None:
     a = spec("alpha", "/a", events=["CreateContainer"])
     b = spec("beta", "/b", events=["CreateContainer"], failure_policy="Fail")
     handler = WebhookHandler([a, b])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").respond(json={"adjust": {"env": [{"key": "X", "value": "1"}]}})
         mock.post(f"{BASE}/b").respond(json={"adjust": {"env": [{"key": "X", "value": "2"}]}})
         with pytest.raises(EventRejected, match='webhooks "alpha" and "beta" both tried to set '
@@ -172,7 +172,7 @@ async def test_conflict_under_ignore_keeps_the_earlier_webhook() -> None:
     a = spec("alpha", "/a", events=["CreateContainer"])
     b = spec("beta", "/b", events=["CreateContainer"])
     handler = WebhookHandler([a, b])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").respond(json=_cpu(shares=512))
         mock.post(f"{BASE}/b").respond(json={"adjust": {
             "env": [{"key": "B", "value": "1"}],
@@ -191,7 +191,7 @@ async def test_disjoint_contributions_merge_in_order() -> None:
     upd = {"container_id": KNOWN, "linux": {"resources": {"cpu": {"shares": 100}}},
            "ignore_failure": True}
     upd2 = {"container_id": KNOWN, "linux": {"resources": {"memory": {"limit": 1 << 30}}}}
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").respond(json={**_cpu(shares=512), "update": [upd]})
         mock.post(f"{BASE}/b").respond(json={"adjust": {
             "env": [{"key": "B", "value": "1"}], "annotations": {"b": "yes"},
@@ -213,7 +213,7 @@ async def test_circuit_opens_and_skips_calls_then_probes() -> None:
                 circuit_breaker={"failure_threshold": 2, "cool_down": "50ms"})
     handler = WebhookHandler([hook])
     [webhook] = handler.webhooks
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         for _ in range(2):
             await handler.create_container(context("CreateContainer"),
@@ -236,7 +236,7 @@ async def test_open_circuit_under_fail_rejects() -> None:
     hook = spec(events=["CreateContainer"], failure_policy="Fail",
                 circuit_breaker={"failure_threshold": 1, "cool_down": "10s"})
     handler = WebhookHandler([hook])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         with pytest.raises(EventRejected):
             await handler.create_container(context("CreateContainer"),
@@ -249,7 +249,7 @@ async def test_open_circuit_under_fail_rejects() -> None:
 async def test_schema_violation_does_not_trip_the_breaker() -> None:
     hook = spec(events=["CreateContainer"], circuit_breaker={"failure_threshold": 1})
     handler = WebhookHandler([hook])
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         mock.post(URL).respond(json={"bogus": True})
         for _ in range(3):
             await handler.create_container(context("CreateContainer"),
@@ -269,7 +269,7 @@ async def test_synchronize_uses_the_webhook_timeout_not_the_runtime_budget() -> 
         return httpx.Response(200, json={"update": [
             {"container_id": cid, "linux": {"resources": {"cpu": {"cpus": "1"}}}}]})
 
-    with respx.mock() as mock:
+    with respx.mock(using="httpx") as mock:
         route = mock.post(URL).mock(side_effect=slowish)
         updates = await handler.synchronize(context("Synchronize", budget_s=0.05), pods,
                                             containers)
