@@ -39,7 +39,7 @@ BRIDGE_CONFIG = """\
 webhooks:
   - name: koordinator-qos
     url: unix://{sock}/v1/policies/koordinator-qos
-    events: [RunPodSandbox, CreateContainer, UpdateContainer, StopContainer, Synchronize]
+    events: [RunPodSandbox, CreateContainer, UpdateContainer, RemoveContainer, Synchronize]
     timeout: 500ms
     failure_policy: Ignore
 """
