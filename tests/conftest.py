@@ -1,0 +1,15 @@
+"""Suite-wide test settings.
+
+Hypothesis: a shared 2-core CI machine can be slow for a moment; timing is not
+what these properties check, so per-example deadlines and the "input generation
+is slow" health check are off. Example counts stay as each test sets them.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "nri-webhook-bridge", deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile("nri-webhook-bridge")
