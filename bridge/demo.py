@@ -169,6 +169,21 @@ async def wait_healthy(sock: Path, proc: subprocess.Popen[bytes], what: str) -> 
     raise RuntimeError(f"{what} did not become healthy within {STARTUP_TIMEOUT_S:.0f}s")
 
 
+async def wait_first_resync(sock: Path) -> None:
+    """Wait until the policy server's start-up catch-up push has run (it retries with
+    back-off until the bridge is up), so it does not interleave with the scenario."""
+    transport = httpx.AsyncHTTPTransport(uds=str(sock))
+    async with httpx.AsyncClient(transport=transport, base_url="http://demo", timeout=1) as client:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + STARTUP_TIMEOUT_S
+        while loop.time() < until:
+            with contextlib.suppress(httpx.HTTPError):
+                metrics = (await client.get("/metrics")).text
+                if 'policy_resyncs_total{result="ok"}' in metrics:
+                    return
+            await asyncio.sleep(0.1)
+
+
 # -- the demo -------------------------------------------------------------------------------
 
 
@@ -201,6 +216,7 @@ async def demo(work: Path) -> int:
             print(f"policy server:     koordinator-qos on {policy_sock}")
             conn = await runtime.wait_plugin(timeout_s=STARTUP_TIMEOUT_S)
             await wait_healthy(control_sock, bridge, "nri-webhook-bridge")
+            await wait_first_resync(policy_sock)
             print(f"bridge:            registered as {conn.name}, events 0x{conn.events:04x}; "
                   f"Synchronize covered {len(runtime.state.containers)} existing container(s)")
             print(f"\n{DIM}{scenario.description}{RESET}\n")
