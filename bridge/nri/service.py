@@ -28,7 +28,7 @@ from typing import Any
 from google.protobuf.message import DecodeError, Message
 
 from bridge.errors import RpcError
-from bridge.nri.cache import StateCache
+from bridge.nri.cache import MAX_OBJECTS, StateCache
 from bridge.nri.events import EVENTS_BY_RPC, POD_EVENTS, Event, events_of, mask_of
 from bridge.nri.handler import HANDLER_METHODS, EventContext, EventRejected, Handler, RuntimeInfo
 from bridge.nri.version import format_version, nri_version_of, supported_mask
@@ -43,6 +43,9 @@ PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
 DEFAULT_REGISTRATION_TIMEOUT_S = 5.0
 DEFAULT_REQUEST_TIMEOUT_S = 2.0
 LATE_SYNC_LIMIT_S = 60.0
+# Synchronize chunks are buffered until `more=false`; a runtime that never sends
+# it must not grow the buffer without bound (the cache keeps no more anyway).
+MAX_SYNC_OBJECTS = MAX_OBJECTS
 
 # Events the state cache needs to stay current (GET /v1/state, id checks).
 CACHE_EVENTS = frozenset({
@@ -170,8 +173,11 @@ class PluginService:
         req = _decode(api.SynchronizeRequest, request.payload)
         if self._sync_deadline is None:
             self._sync_deadline = self._deadline(request)
-        self._sync_pods.extend(req.pods)
-        self._sync_containers.extend(req.containers)
+        dropped = (_extend_bounded(self._sync_pods, req.pods)
+                   + _extend_bounded(self._sync_containers, req.containers))
+        if dropped:
+            log.warning("Synchronize: more than %d pods or containers; dropping %d objects",
+                        MAX_SYNC_OBJECTS, dropped)
         self._count("Synchronize")
         if req.more:
             return _wire(api.SynchronizeResponse(more=True))
@@ -248,6 +254,7 @@ class PluginService:
         return b""  # Empty: whatever the handler returned has no channel here
 
     async def _shutdown(self, request: Request) -> bytes:
+        _decode(api.Empty, request.payload)  # Go ttrpc decodes every input: garbage -> Internal
         log.info("runtime sent Shutdown")
         return b""
 
@@ -323,6 +330,13 @@ def _decode(cls: type[Any], payload: bytes) -> Any:
     except (DecodeError, ValueError) as exc:
         raise RpcError(Code.INTERNAL, f"cannot decode {cls.__name__}: {exc}") from None
     return msg
+
+
+def _extend_bounded(buffer: list[Any], items: Sequence[Any]) -> int:
+    """Append what fits under MAX_SYNC_OBJECTS; returns how many did not."""
+    room = max(0, MAX_SYNC_OBJECTS - len(buffer))
+    buffer.extend(items[:room])
+    return max(0, len(items) - room)
 
 
 def _wire(msg: Message) -> bytes:

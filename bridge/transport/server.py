@@ -29,9 +29,11 @@ ServiceTable = Mapping[str, Mapping[str, MethodHandler]]
 
 
 class TtrpcServer:
-    def __init__(self, trunk: Trunk, services: ServiceTable) -> None:
+    def __init__(self, trunk: Trunk, services: ServiceTable,
+                 max_request_bytes: int = ttrpc.MAX_MESSAGE_BYTES) -> None:
         self._trunk = trunk
         self._services = services
+        self._max_request_bytes = max_request_bytes  # for the ResourceExhausted message
         self._streams = ServerStreamCheck()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -51,7 +53,7 @@ class TtrpcServer:
             if frame.type == ttrpc.MessageType.REQUEST:
                 self._reply_error(frame.stream_id, Code.RESOURCE_EXHAUSTED,
                                   f"message length {frame.length} exceed maximum message size "
-                                  f"of {ttrpc.MAX_MESSAGE_BYTES}")
+                                  f"of {self._max_request_bytes}")
             return
         if frame.type != ttrpc.MessageType.REQUEST:
             # Data frames (streaming) and unknown types have no meaning for NRI.

@@ -45,7 +45,7 @@ class Trunk(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._closed: asyncio.Future[None] = loop.create_future()
         self.close_reason: str = ""
-        self.server = TtrpcServer(self, services)
+        self.server = TtrpcServer(self, services, max_request_bytes)
         self.client = TtrpcClient(self)
 
     # -- asyncio.Protocol -------------------------------------------------
@@ -105,6 +105,12 @@ class Trunk(asyncio.Protocol):
         self._transport.write(data)
 
     # -- lifecycle ------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        """Received bytes not yet part of a complete frame (0 between whole messages)."""
+        return (self._mux.pending_bytes + self._server_frames.pending_bytes
+                + self._client_frames.pending_bytes)
 
     @property
     def is_open(self) -> bool:
