@@ -36,7 +36,7 @@ from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.errors import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
 from bridge.webhooks.merge import Merger
-from bridge.webhooks.payload import event_payload, sync_payload, truncated_json
+from bridge.webhooks.payload import PayloadBuilder, truncated_json
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class WebhookHandler(Handler):
         self.webhooks = list(webhooks) if webhooks is not None else [Webhook(s) for s in specs]
         self.metrics = metrics or Metrics()
         self.knows_container = knows_container
+        self._payloads = PayloadBuilder()
         self._routes: dict[str, tuple[Webhook, ...]] = {}
         for hook in self.webhooks:
             for event in hook.spec.events:
@@ -87,7 +88,7 @@ class WebhookHandler(Handler):
             return None
         loop = asyncio.get_running_loop()
         started = loop.time()
-        payload = event_payload(ctx.name, req)
+        payload = self._payloads.event(ctx.name, req)
         who = {"event": ctx.name, "uid": ctx.uid, **_who(req)}
         merger = Merger()
         try:
@@ -199,7 +200,7 @@ class WebhookHandler(Handler):
                 continue
             scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
             call = CallRequest("Synchronize", ctx.uid, (ctx.runtime.name, ctx.runtime.version),
-                               sync_payload(chosen_pods, chosen), scope,
+                               self._payloads.sync(chosen_pods, chosen), scope,
                                hook.spec.sync_timeout_s)
             await self._call(hook, call, merger, {**who, "pods": str(len(chosen_pods)),
                                                   "containers": str(len(chosen))})

@@ -1,14 +1,18 @@
 """Request envelopes: NRI protobuf in, the contract's JSON bytes out.
 
-The event payload (pod, container, resources, ...) is converted once per
-event and shared by every webhook the event goes to; only the envelope
-(uid, budget, dry_run) differs per call. Serialization is plain `json.dumps`
-of `to_json` output, the fast path (no pydantic on the hot path).
+The payload (pod, container, resources, ...) is converted and encoded once
+per event and shared by every webhook the event goes to; only the envelope
+(uid, budget, dry_run) differs per call, and it is spliced around the
+pre-encoded fragments. Pods are encoded once per pod version: a pod sees
+many events (RunPodSandbox, then Create/Start/... for each container), so a
+small cache keyed by pod id and checked against the pod's exact bytes saves
+converting and encoding the same pod again.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,40 +24,71 @@ from bridge.contract.events import REQUEST_PAYLOAD
 from bridge.nri.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
-Payload = dict[str, Any]
+# key -> that key's value, already JSON-encoded
+Payload = dict[str, bytes]
+
+POD_CACHE_SIZE = 1024
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_PREFIX = b'{"api_version":' + _dumps(API_VERSION).encode() + b',"uid":'
 
 
-def event_payload(event: str, req: Message) -> Payload:
-    """The payload keys REQUEST_PAYLOAD names for `event`, taken from its request message."""
-    out: Payload = {}
-    for key in REQUEST_PAYLOAD[event]:
-        value = getattr(req, key)
-        if key == "adjust":
-            if req.HasField("adjust"):
-                out[key] = adjustment_to_json(value)
-        elif key in ("update", "plugins"):
-            out[key] = [to_json(item) for item in value]
-        elif req.HasField(key):
-            out[key] = to_json(value)
-    return out
+def encode(value: Any) -> bytes:
+    return _dumps(value).encode()
 
 
-def sync_payload(pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]) -> Payload:
-    return {"pods": [to_json(p) for p in pods], "containers": [to_json(c) for c in containers]}
+class PayloadBuilder:
+    """Encodes event payloads; owns the pod cache (one per handler)."""
+
+    def __init__(self, pod_cache_size: int = POD_CACHE_SIZE) -> None:
+        self._pods: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()
+        self._size = pod_cache_size
+
+    def pod(self, pod: api.PodSandbox) -> bytes:
+        raw = pod.SerializeToString(deterministic=True)
+        hit = self._pods.get(pod.id)
+        if hit is not None and hit[0] == raw:
+            self._pods.move_to_end(pod.id)
+            return hit[1]
+        encoded = encode(to_json(pod))
+        self._pods[pod.id] = (raw, encoded)
+        if len(self._pods) > self._size:
+            self._pods.popitem(last=False)
+        return encoded
+
+    def event(self, event: str, req: Message) -> Payload:
+        """The payload keys REQUEST_PAYLOAD names for `event`, from its request message."""
+        out: Payload = {}
+        for key in REQUEST_PAYLOAD[event]:
+            value = getattr(req, key)
+            if key == "pod":
+                if req.HasField("pod"):
+                    out[key] = self.pod(value)
+            elif key == "adjust":
+                if req.HasField("adjust"):
+                    out[key] = encode(adjustment_to_json(value))
+            elif key in ("update", "plugins"):
+                out[key] = encode([to_json(item) for item in value])
+            elif req.HasField(key):
+                out[key] = encode(to_json(value))
+        return out
+
+    def sync(self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container],
+             ) -> Payload:
+        return {"pods": b"[" + b",".join(self.pod(p) for p in pods) + b"]",
+                "containers": encode([to_json(c) for c in containers])}
 
 
 def envelope(event: str, uid: str, runtime: tuple[str, str], budget_ms: int, dry_run: bool,
              payload: Payload) -> bytes:
-    doc: dict[str, Any] = {
-        "api_version": API_VERSION,
-        "uid": uid,
-        "event": event,
-        "runtime": {"name": runtime[0], "version": runtime[1]},
-        "budget_ms": budget_ms,
-        "dry_run": dry_run,
-    }
-    doc.update(payload)
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    """The request body: envelope fields first, then the pre-encoded payload."""
+    parts = [_PREFIX, encode(uid), b',"event":', encode(event), b',"runtime":',
+             encode({"name": runtime[0], "version": runtime[1]}),
+             b',"budget_ms":', str(budget_ms).encode(),
+             b',"dry_run":', b"true" if dry_run else b"false"]
+    for key, value in payload.items():
+        parts += (b',"', key.encode(), b'":', value)
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 def truncated_json(value: Any, limit: int) -> str:

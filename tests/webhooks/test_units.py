@@ -111,3 +111,28 @@ def test_merge_claims_and_conflicts() -> None:
     replace = api.ContainerAdjustment(env=[api.KeyValue(key="-X"), api.KeyValue(key="X",
                                                                                value="2")])
     Merger().add(Contribution("d", adjust=replace))  # remove + add in one reply = replace
+
+
+def test_payload_builder_reuses_a_pod_until_it_changes() -> None:
+    import json
+
+    from bridge.webhooks.payload import PayloadBuilder, envelope
+
+    builder = PayloadBuilder(pod_cache_size=2)
+    pod = api.PodSandbox(id="p1", name="a", namespace="ns", labels={"x": "1"})
+    first = builder.pod(pod)
+    assert builder.pod(pod) is first
+    pod.labels["x"] = "2"
+    assert json.loads(builder.pod(pod))["labels"] == {"x": "2"}
+    for i in range(3):
+        builder.pod(api.PodSandbox(id=f"other-{i}"))
+    assert len(builder._pods) == 2
+    req = api.CreateContainerRequest(pod=pod, container=api.Container(id="c1", name="app"))
+    doc = json.loads(envelope("CreateContainer", "u1", ("containerd", "2.1.9"), 250, True,
+                              builder.event("CreateContainer", req)))
+    assert doc == {"api_version": "nri-webhook-bridge/v1", "uid": "u1",
+                   "event": "CreateContainer",
+                   "runtime": {"name": "containerd", "version": "2.1.9"}, "budget_ms": 250,
+                   "dry_run": True, "pod": {"id": "p1", "name": "a", "namespace": "ns",
+                                            "labels": {"x": "2"}},
+                   "container": {"id": "c1", "name": "app"}}
