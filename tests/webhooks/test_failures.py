@@ -81,7 +81,7 @@ async def test_ignore_drops_the_contribution(case: str,
         mock.post(URL).mock(**setup)
         started = asyncio.get_running_loop().time()
         result = await handler.create_container(context("CreateContainer"), request(
-            "CreateContainer"))  # type: ignore[arg-type]
+            "CreateContainer"))
         elapsed = asyncio.get_running_loop().time() - started
     assert result is None
     assert elapsed < 0.5
@@ -102,7 +102,7 @@ async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
         mock.post(URL).mock(**setup)
         with pytest.raises(EventRejected) as caught:
             await handler.create_container(context("CreateContainer"), request(
-                "CreateContainer"))  # type: ignore[arg-type]
+                "CreateContainer"))
     assert caught.value.reason.startswith(f'webhook "policy" failed ({outcome}): ')
     assert reason in caught.value.reason
     assert handler.metrics.rejections.labels("CreateContainer", "policy")._value.get() == 1
@@ -114,7 +114,7 @@ async def test_budget_is_capped_by_the_runtime_deadline() -> None:
         route = mock.post(URL).mock(side_effect=_slow)
         started = asyncio.get_running_loop().time()
         await handler.create_container(context("CreateContainer", budget_s=0.05),
-                                       request("CreateContainer"))  # type: ignore[arg-type]
+                                       request("CreateContainer"))
         elapsed = asyncio.get_running_loop().time() - started
     assert route.calls.call_count == 0  # cancelled mid-call, so respx recorded nothing
     assert handler.metrics.requests.labels("CreateContainer", "policy",
@@ -138,7 +138,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
         mock.post(f"{BASE}/a").mock(side_effect=answer)
         mock.post(f"{BASE}/b").mock(side_effect=answer)
         await handler.create_container(context("CreateContainer", budget_s=0.5),
-                                       request("CreateContainer"))  # type: ignore[arg-type]
+                                       request("CreateContainer"))
     assert 450 <= budgets[0] <= 480
     assert 350 <= budgets[1] <= budgets[0] - 95
 
@@ -148,7 +148,7 @@ async def test_no_time_left_is_a_budget_failure() -> None:
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL).respond(json={})
         assert await handler.create_container(
-            context("CreateContainer", budget_s=0.001), request("CreateContainer"),  # type: ignore[arg-type]
+            context("CreateContainer", budget_s=0.001), request("CreateContainer"),
         ) is None
     assert not route.called
     assert handler.metrics.timeouts.labels("CreateContainer", "policy")._value.get() == 1
@@ -164,7 +164,7 @@ async def test_conflict_between_two_webhooks_names_both() -> None:
         with pytest.raises(EventRejected, match='webhooks "alpha" and "beta" both tried to set '
                            "env 'X'"):
             await handler.create_container(context("CreateContainer"),
-                                           request("CreateContainer"))  # type: ignore[arg-type]
+                                           request("CreateContainer"))
     assert handler.metrics.conflicts.labels("CreateContainer", "beta")._value.get() == 1
 
 
@@ -178,7 +178,7 @@ async def test_conflict_under_ignore_keeps_the_earlier_webhook() -> None:
             "env": [{"key": "B", "value": "1"}],
             "linux": {"resources": {"cpu": {"shares": 1024}}}}})
         result = await handler.create_container(context("CreateContainer"),
-                                                request("CreateContainer"))  # type: ignore[arg-type]
+                                                request("CreateContainer"))
     assert result is not None
     assert result.adjust.linux.resources.cpu.shares.value == 512
     assert not result.adjust.env  # beta's whole contribution was dropped
@@ -197,7 +197,7 @@ async def test_disjoint_contributions_merge_in_order() -> None:
             "env": [{"key": "B", "value": "1"}], "annotations": {"b": "yes"},
             "linux": {"resources": {"cpu": {"cpus": "0-3,8"}}}}, "update": [upd2]})
         result = await handler.create_container(context("CreateContainer"),
-                                                request("CreateContainer"))  # type: ignore[arg-type]
+                                                request("CreateContainer"))
     assert isinstance(result, api.CreateContainerResponse)
     cpu = result.adjust.linux.resources.cpu
     assert (cpu.shares.value, cpu.cpus) == (512, "0-3,8")
@@ -217,17 +217,17 @@ async def test_circuit_opens_and_skips_calls_then_probes() -> None:
         route = mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         for _ in range(2):
             await handler.create_container(context("CreateContainer"),
-                                           request("CreateContainer"))  # type: ignore[arg-type]
+                                           request("CreateContainer"))
         assert webhook.breaker.state is CircuitState.OPEN
         await handler.create_container(context("CreateContainer"),
-                                       request("CreateContainer"))  # type: ignore[arg-type]
+                                       request("CreateContainer"))
         assert route.call_count == 2  # skipped while open
         assert handler.metrics.requests.labels(
             "CreateContainer", "policy", "circuit_open")._value.get() == 1
         await asyncio.sleep(0.06)
         route.mock(side_effect=None, return_value=httpx.Response(200, json={}))
         await handler.create_container(context("CreateContainer"),
-                                       request("CreateContainer"))  # type: ignore[arg-type]
+                                       request("CreateContainer"))
         assert route.call_count == 3
         assert webhook.breaker.state is CircuitState.CLOSED
 
@@ -240,10 +240,10 @@ async def test_open_circuit_under_fail_rejects() -> None:
         mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         with pytest.raises(EventRejected):
             await handler.create_container(context("CreateContainer"),
-                                           request("CreateContainer"))  # type: ignore[arg-type]
+                                           request("CreateContainer"))
         with pytest.raises(EventRejected, match=r"\(circuit_open\): circuit open"):
             await handler.create_container(context("CreateContainer"),
-                                           request("CreateContainer"))  # type: ignore[arg-type]
+                                           request("CreateContainer"))
 
 
 async def test_schema_violation_does_not_trip_the_breaker() -> None:
@@ -253,7 +253,7 @@ async def test_schema_violation_does_not_trip_the_breaker() -> None:
         mock.post(URL).respond(json={"bogus": True})
         for _ in range(3):
             await handler.create_container(context("CreateContainer"),
-                                           request("CreateContainer"))  # type: ignore[arg-type]
+                                           request("CreateContainer"))
     assert handler.webhooks[0].breaker.state is CircuitState.CLOSED
 
 
