@@ -113,22 +113,22 @@ async def test_socket_removed_and_recreated(workdir: Path) -> None:
     assert reconnect_s < 8, reconnect_s
 
 
+# (webhook timeout, runtime request timeout in seconds)
 IN_FLIGHT = {
     # webhook timeout < shutdown grace (2 s): the event is answered, then the bridge exits
-    "answered": {"webhook_timeout": "1s", "request_timeout_s": 2.0},
+    "answered": ("1s", 2.0),
     # webhook timeout > shutdown grace: the bridge closes with the event in flight
-    "closed": {"webhook_timeout": "5s", "request_timeout_s": 10.0},
+    "closed": ("5s", 10.0),
 }
 
 
 @pytest.mark.parametrize("case", sorted(IN_FLIGHT))
 async def test_sigterm_with_an_event_in_flight(workdir: Path, case: str) -> None:
-    spec = IN_FLIGHT[case]
+    webhook_timeout, request_timeout_s = IN_FLIGHT[case]
     policy_sock, nri_sock = workdir / "policy.sock", workdir / "nri.sock"
     config = {"webhooks": [{"name": "slow", "url": f"unix://{policy_sock}/v1/policies/hardening",
-                            "events": ["CreateContainer"], "timeout": spec["webhook_timeout"]}]}
-    runtime = SimulatedRuntime(nri_sock, "containerd-2.1.9",
-                               request_timeout_s=float(spec["request_timeout_s"]))
+                            "events": ["CreateContainer"], "timeout": webhook_timeout}]}
+    runtime = SimulatedRuntime(nri_sock, "containerd-2.1.9", request_timeout_s=request_timeout_s)
     await runtime.start()
     try:
         async with policy_process(workdir, policy_sock, MODULE) as policy, \
