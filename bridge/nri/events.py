@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from google.protobuf.message import Message
+
+from bridge.proto.nri import api_pb2 as api
+
 
 class Event(IntEnum):
     RUN_POD_SANDBOX = 1
@@ -73,3 +77,23 @@ def mask_of(events: frozenset[Event] | set[Event]) -> int:
 
 def events_of(mask: int) -> frozenset[Event]:
     return frozenset(e for e in Event if mask & e.bit)
+
+
+# The request message each event's dedicated RPC carries (StateChange events are
+# turned into these too, so handlers see one type per event).
+REQUEST_TYPES: dict[Event, type[Message]] = {
+    Event.RUN_POD_SANDBOX: api.RunPodSandboxRequest,
+    Event.STOP_POD_SANDBOX: api.StopPodSandboxRequest,
+    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxRequest,
+    Event.CREATE_CONTAINER: api.CreateContainerRequest,
+    Event.POST_CREATE_CONTAINER: api.PostCreateContainerRequest,
+    Event.START_CONTAINER: api.StartContainerRequest,
+    Event.POST_START_CONTAINER: api.PostStartContainerRequest,
+    Event.UPDATE_CONTAINER: api.UpdateContainerRequest,
+    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerRequest,
+    Event.STOP_CONTAINER: api.StopContainerRequest,
+    Event.REMOVE_CONTAINER: api.RemoveContainerRequest,
+    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxRequest,
+    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxRequest,
+    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentRequest,
+}

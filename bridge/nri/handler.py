@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bridge.errors import BridgeError
 from bridge.nri.events import Event
@@ -143,3 +144,30 @@ HANDLER_METHODS: dict[Event, str] = {
     Event.POST_UPDATE_POD_SANDBOX: "post_update_pod_sandbox",
     Event.VALIDATE_CONTAINER_ADJUSTMENT: "validate_container_adjustment",
 }
+
+
+class UniformHandler(Handler):
+    """Base for handlers that treat every event they do not override alike.
+
+    Each per-event method calls `on_event(ctx, req)` and answers "no change";
+    a subclass overrides `on_event`, the methods whose answer matters, and
+    `wanted_events` (by default every event but validation, which would make
+    the plugin a validator).
+    """
+
+    def wanted_events(self) -> frozenset[Event]:
+        return frozenset(Event) - {Event.VALIDATE_CONTAINER_ADJUSTMENT}
+
+    async def on_event(self, ctx: EventContext, req: Any) -> None:
+        return None
+
+
+def _uniform(attr: str) -> Any:
+    async def method(self: UniformHandler, ctx: EventContext, req: Any) -> None:
+        await self.on_event(ctx, req)
+    method.__name__ = attr
+    return method
+
+
+for _attr in HANDLER_METHODS.values():
+    setattr(UniformHandler, _attr, _uniform(_attr))

@@ -29,7 +29,14 @@ from google.protobuf.message import DecodeError, Message
 
 from bridge.errors import RpcError
 from bridge.nri.cache import MAX_OBJECTS, StateCache
-from bridge.nri.events import EVENTS_BY_RPC, POD_EVENTS, Event, events_of, mask_of
+from bridge.nri.events import (
+    EVENTS_BY_RPC,
+    POD_EVENTS,
+    REQUEST_TYPES,
+    Event,
+    events_of,
+    mask_of,
+)
 from bridge.nri.handler import HANDLER_METHODS, EventContext, EventRejected, Handler, RuntimeInfo
 from bridge.nri.version import format_version, nri_version_of, supported_mask
 from bridge.proto.nri import api_pb2 as api
@@ -53,22 +60,6 @@ CACHE_EVENTS = frozenset({
     Event.UPDATE_CONTAINER, Event.STOP_CONTAINER, Event.REMOVE_CONTAINER,
 })
 
-_REQUEST_TYPES: dict[Event, type[Message]] = {
-    Event.RUN_POD_SANDBOX: api.RunPodSandboxRequest,
-    Event.STOP_POD_SANDBOX: api.StopPodSandboxRequest,
-    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxRequest,
-    Event.CREATE_CONTAINER: api.CreateContainerRequest,
-    Event.POST_CREATE_CONTAINER: api.PostCreateContainerRequest,
-    Event.START_CONTAINER: api.StartContainerRequest,
-    Event.POST_START_CONTAINER: api.PostStartContainerRequest,
-    Event.UPDATE_CONTAINER: api.UpdateContainerRequest,
-    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerRequest,
-    Event.STOP_CONTAINER: api.StopContainerRequest,
-    Event.REMOVE_CONTAINER: api.RemoveContainerRequest,
-    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxRequest,
-    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxRequest,
-    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentRequest,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +224,7 @@ class PluginService:
     # -- events --------------------------------------------------------------------
 
     async def _dedicated(self, event: Event, request: Request) -> bytes:
-        req = _decode(_REQUEST_TYPES[event], request.payload)
+        req = _decode(REQUEST_TYPES[event], request.payload)
         response = await self._dispatch(event, req, self._deadline(request), via_state_change=False)
         return _wire(response) if response is not None else b""
 
@@ -244,7 +235,7 @@ class PluginService:
         except ValueError:
             log.debug("StateChange with unknown event %d; answering empty", change.event)
             return b""
-        req = _REQUEST_TYPES[event]()
+        req = REQUEST_TYPES[event]()
         if change.HasField("pod") and "pod" in req.DESCRIPTOR.fields_by_name:
             req.pod.CopyFrom(change.pod)  # type: ignore[attr-defined]
         if (event not in POD_EVENTS and change.HasField("container")

@@ -20,14 +20,10 @@ from typing import Any
 
 from bridge.errors import ConfigError
 from bridge.nri.convert import ConversionError, from_json
-from bridge.nri.events import Event
-from bridge.nri.handler import EventContext, Handler
+from bridge.nri.handler import EventContext, UniformHandler
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
-
-ALL_BUT_VALIDATION = frozenset(Event) - {Event.VALIDATE_CONTAINER_ADJUSTMENT}
-
 
 @dataclass(frozen=True, slots=True)
 class StaticSettings:
@@ -67,14 +63,11 @@ def _who(req: Any) -> dict[str, str]:
     return out
 
 
-class StaticHandler(Handler):
+class StaticHandler(UniformHandler):
     def __init__(self, settings: StaticSettings) -> None:
         self.settings = settings
 
-    def wanted_events(self) -> frozenset[Event]:
-        return ALL_BUT_VALIDATION
-
-    async def _observe(self, ctx: EventContext, req: Any) -> None:
+    async def on_event(self, ctx: EventContext, req: Any) -> None:
         log.info("event", extra={"event": ctx.name, "uid": ctx.uid,
                                  "via": "StateChange" if ctx.via_state_change else "rpc",
                                  **_who(req)})
@@ -89,14 +82,14 @@ class StaticHandler(Handler):
 
     async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
                                ) -> api.CreateContainerResponse | None:
-        await self._observe(ctx, req)
+        await self.on_event(ctx, req)
         if self.settings.adjust is None:
             return None
         return api.CreateContainerResponse(adjust=self.settings.adjust)
 
     async def update_container(self, ctx: EventContext, req: api.UpdateContainerRequest,
                                ) -> api.UpdateContainerResponse | None:
-        await self._observe(ctx, req)
+        await self.on_event(ctx, req)
         if self.settings.update is None:
             return None
         update = api.ContainerUpdate()
@@ -104,44 +97,3 @@ class StaticHandler(Handler):
         update.container_id = req.container.id
         return api.UpdateContainerResponse(update=[update])
 
-    async def run_pod_sandbox(self, ctx: EventContext, req: api.RunPodSandboxRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def stop_pod_sandbox(self, ctx: EventContext, req: api.StopPodSandboxRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def remove_pod_sandbox(self, ctx: EventContext,
-                                 req: api.RemovePodSandboxRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def update_pod_sandbox(self, ctx: EventContext,
-                                 req: api.UpdatePodSandboxRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def post_update_pod_sandbox(self, ctx: EventContext,
-                                      req: api.PostUpdatePodSandboxRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def post_create_container(self, ctx: EventContext,
-                                    req: api.PostCreateContainerRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def start_container(self, ctx: EventContext, req: api.StartContainerRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def post_start_container(self, ctx: EventContext,
-                                   req: api.PostStartContainerRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def post_update_container(self, ctx: EventContext,
-                                    req: api.PostUpdateContainerRequest) -> None:
-        await self._observe(ctx, req)
-
-    async def stop_container(self, ctx: EventContext, req: api.StopContainerRequest,
-                             ) -> api.StopContainerResponse | None:
-        await self._observe(ctx, req)
-        return None
-
-    async def remove_container(self, ctx: EventContext,
-                               req: api.RemoveContainerRequest) -> None:
-        await self._observe(ctx, req)

@@ -52,22 +52,6 @@ V0_10_EVENTS = frozenset({
     Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT,
 })
 
-REQUEST_TYPES: dict[Event, type[Message]] = {
-    Event.RUN_POD_SANDBOX: api.RunPodSandboxRequest,
-    Event.STOP_POD_SANDBOX: api.StopPodSandboxRequest,
-    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxRequest,
-    Event.CREATE_CONTAINER: api.CreateContainerRequest,
-    Event.POST_CREATE_CONTAINER: api.PostCreateContainerRequest,
-    Event.START_CONTAINER: api.StartContainerRequest,
-    Event.POST_START_CONTAINER: api.PostStartContainerRequest,
-    Event.UPDATE_CONTAINER: api.UpdateContainerRequest,
-    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerRequest,
-    Event.STOP_CONTAINER: api.StopContainerRequest,
-    Event.REMOVE_CONTAINER: api.RemoveContainerRequest,
-    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxRequest,
-    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxRequest,
-    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentRequest,
-}
 RESPONSE_TYPES: dict[Event, type[Message]] = {
     Event.RUN_POD_SANDBOX: api.RunPodSandboxResponse,
     Event.STOP_POD_SANDBOX: api.StopPodSandboxResponse,

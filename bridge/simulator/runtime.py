@@ -29,7 +29,7 @@ from pathlib import Path
 from google.protobuf.message import Message
 
 from bridge.errors import RpcError
-from bridge.nri.events import EVENTS_BY_RPC, Event
+from bridge.nri.events import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import (
     RUNTIME_SERVICE,
@@ -39,7 +39,7 @@ from bridge.simulator.connection import (
     PluginState,
     decode_message,
 )
-from bridge.simulator.dispatch import REQUEST_TYPES, Dispatcher, EventResult
+from bridge.simulator.dispatch import Dispatcher, EventResult
 from bridge.simulator.handshake import (
     HandshakeFailed,
     accepted_mask,

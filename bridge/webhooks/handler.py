@@ -30,7 +30,7 @@ from bridge.contract.adjustment import adjustment_to_json
 from bridge.metrics import Metrics
 from bridge.nri.convert import to_json
 from bridge.nri.events import EVENTS_BY_RPC, Event
-from bridge.nri.handler import EventContext, EventRejected, Handler
+from bridge.nri.handler import EventContext, EventRejected, UniformHandler
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.errors import FailureKind, WebhookFailure
@@ -54,7 +54,7 @@ def _who(req: Any) -> dict[str, str]:
     return out
 
 
-class WebhookHandler(Handler):
+class WebhookHandler(UniformHandler):
     def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
                  knows_container: Callable[[str], bool] = lambda _: False) -> None:
@@ -230,47 +230,9 @@ class WebhookHandler(Handler):
             return None
         return api.StopContainerResponse(update=merger.update_list())
 
-    async def validate_container_adjustment(
-        self, ctx: EventContext, req: api.ValidateContainerAdjustmentRequest,
-    ) -> api.ValidateContainerAdjustmentResponse | None:
-        await self._event(ctx, req)  # a rejection raises EventRejected -> reject=true
-        return None
-
-    async def run_pod_sandbox(self, ctx: EventContext, req: api.RunPodSandboxRequest) -> None:
-        await self._event(ctx, req)
-
-    async def update_pod_sandbox(self, ctx: EventContext,
-                                 req: api.UpdatePodSandboxRequest) -> None:
-        await self._event(ctx, req)
-
-    async def post_update_pod_sandbox(self, ctx: EventContext,
-                                      req: api.PostUpdatePodSandboxRequest) -> None:
-        await self._event(ctx, req)
-
-    async def stop_pod_sandbox(self, ctx: EventContext, req: api.StopPodSandboxRequest) -> None:
-        await self._event(ctx, req)
-
-    async def remove_pod_sandbox(self, ctx: EventContext,
-                                 req: api.RemovePodSandboxRequest) -> None:
-        await self._event(ctx, req)
-
-    async def post_create_container(self, ctx: EventContext,
-                                    req: api.PostCreateContainerRequest) -> None:
-        await self._event(ctx, req)
-
-    async def start_container(self, ctx: EventContext, req: api.StartContainerRequest) -> None:
-        await self._event(ctx, req)
-
-    async def post_start_container(self, ctx: EventContext,
-                                   req: api.PostStartContainerRequest) -> None:
-        await self._event(ctx, req)
-
-    async def post_update_container(self, ctx: EventContext,
-                                    req: api.PostUpdateContainerRequest) -> None:
-        await self._event(ctx, req)
-
-    async def remove_container(self, ctx: EventContext,
-                               req: api.RemoveContainerRequest) -> None:
+    async def on_event(self, ctx: EventContext, req: Any) -> None:
+        # Pod events, post-events, removals and validation: the reply can only
+        # reject (EventRejected -> error, or reject=true for validation).
         await self._event(ctx, req)
 
 
