@@ -125,6 +125,9 @@ class PolicyClient:
             return json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
             raise WebhookFailure(FailureKind.INVALID_JSON, f"reply is not JSON: {exc}") from None
+        except RecursionError:  # e.g. 100,000 nested lists: the decoder's depth guard
+            raise WebhookFailure(FailureKind.INVALID_JSON,
+                                 "reply is not JSON: nested too deeply") from None
 
     async def _exchange(self, body: bytes, headers: dict[str, str] | None) -> bytes:
         # One fixed POST per event: skip AsyncClient.send's per-request machinery
@@ -137,10 +140,17 @@ class PolicyClient:
         transport = self._client._transport_for_url(self._url)
         response = await transport.handle_async_request(request)
         try:
+            # We never ask for a content-encoding. Decoding one anyway would inflate each
+            # chunk whole before the size cap sees it: a gzip bomb's 1 MiB becomes 1 GiB.
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
             if not 200 <= response.status_code < 300:
-                head = await _read_capped(response, 512, truncate=True)
+                head = b"" if encoding != "identity" else await _read_capped(
+                    response, 512, truncate=True)
                 raise WebhookFailure(FailureKind.HTTP_STATUS, f"HTTP {response.status_code}: "
                                      f"{head.decode(errors='replace').strip()[:200]}")
+            if encoding != "identity":
+                raise WebhookFailure(FailureKind.INVALID_JSON, f"reply has content-encoding "
+                                     f"{encoding[:40]!r}; only identity is accepted")
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
                 raise WebhookFailure(FailureKind.TOO_LARGE,

@@ -14,6 +14,7 @@ from bridge.errors import BridgeError
 from bridge.proto.nri import api_pb2 as api
 
 MAX_CPU_ID = 65535
+_MAX_ID_DIGITS = 10
 _CPUSET_RE = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 _UNIFIED_KEY_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_.]+$")
 _SYSCTL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
@@ -32,9 +33,9 @@ def check_cpuset(text: str, path: str) -> None:
         raise ValueProblem(path, f"invalid cpuset {text[:64]!r} (expected e.g. 0-3,8)")
     for part in text.split(","):
         lo, _, hi = part.partition("-")
-        first, last = int(lo), int(hi or lo)
-        if first > last or last > MAX_CPU_ID:
-            raise ValueProblem(path, f"invalid range {part!r} in cpuset {text[:64]!r}")
+        # int() refuses more than 4300 digits (ValueError); any id that long is out of range.
+        if max(len(lo), len(hi)) > _MAX_ID_DIGITS or not int(lo) <= int(hi or lo) <= MAX_CPU_ID:
+            raise ValueProblem(path, f"invalid range {part[:64]!r} in cpuset {text[:64]!r}")
 
 
 def _range(value: int, lo: int, hi: int, path: str) -> None:
