@@ -84,6 +84,19 @@ def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
         return session.service.stats.deadline_misses if session is not None else 0
     metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects, misses)
 
+    def in_flight() -> int:
+        session = runner.session
+        trunk = session.trunk if session is not None else None
+        return trunk.server.in_flight if trunk is not None else 0
+    metrics.watch_loop(in_flight, _task_count)
+
+
+def _task_count() -> int:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # scraped outside the event loop (tests); the control API never is
+        return 0
+
 
 async def run(options: RunOptions) -> int:
     metrics = Metrics()

@@ -53,7 +53,10 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="log to this file instead of stderr (launched plugins have no stderr)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; given the `command` about to run, the other subcommands'
+    own arguments are left out, so `run` never imports the simulator or the
+    replay tooling (about 2 MB of RSS for a long-running plugin)."""
     parser = argparse.ArgumentParser(
         prog="nri-webhook-bridge",
         description="An NRI plugin that turns container lifecycle events into HTTP policy calls.",
@@ -65,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_arguments(run)
     simulate = sub.add_parser("simulate", help="play the runtime side of NRI for a plugin "
                                                "(scenario and benchmark modes)")
-    from bridge.simulator import cli as simulator_cli
-    simulator_cli.add_arguments(simulate)
+    if command in (None, "simulate"):
+        from bridge.simulator import cli as simulator_cli
+        simulator_cli.add_arguments(simulate)
     record = sub.add_parser(
         "record", help="serve as `run` does and append every event and the reply sent to "
                        "the runtime to a JSONL file (fixtures for `replay`)")
@@ -80,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay", help="POST recorded events to a policy and diff its replies against the "
                        "recorded (or --expected) ones; exit 1 on any difference")
-    from bridge.record import replay_cli
-    replay_cli.add_arguments(replay)
+    if command in (None, "replay"):
+        from bridge.record import replay_cli
+        replay_cli.add_arguments(replay)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
     return parser
@@ -158,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")  # `run` is the default subcommand
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command in ("run", "record"):
         return _run(args)

@@ -16,6 +16,8 @@ Names follow containerd's `containerd_nri_plugin_*` style with our own prefix:
 | nri_webhook_bridge_connected | | 1 while registered and serving |
 | nri_webhook_bridge_reconnects_total | | connection losses followed by a reconnect |
 | nri_webhook_bridge_deadline_misses_total | | events the core answered for a late handler |
+| nri_webhook_bridge_in_flight_events | | runtime requests being handled right now |
+| nri_webhook_bridge_asyncio_tasks | | tasks alive in the event loop (a leak shows as growth) |
 | nri_webhook_bridge_unsolicited_updates_total | result | container updates from POST /v1/updates |
 
 State that lives elsewhere (circuits, the runner) is read at scrape time
@@ -43,6 +45,8 @@ class _Sources(Collector):
         self.connected: Callable[[], bool] = lambda: False
         self.reconnects: Callable[[], int] = lambda: 0
         self.deadline_misses: Callable[[], int] = lambda: 0
+        self.in_flight: Callable[[], int] = lambda: 0
+        self.tasks: Callable[[], int] = lambda: 0
 
     def collect(self) -> Iterator[Metric]:
         circuit = GaugeMetricFamily(f"{PREFIX}_webhook_circuit_state",
@@ -58,6 +62,10 @@ class _Sources(Collector):
         yield CounterMetricFamily(f"{PREFIX}_deadline_misses", "Events answered by the core "
                                   "because the handler overran its deadline",
                                   value=self.deadline_misses())
+        yield GaugeMetricFamily(f"{PREFIX}_in_flight_events", "Runtime requests being handled "
+                                "right now", value=self.in_flight())
+        yield GaugeMetricFamily(f"{PREFIX}_asyncio_tasks", "Tasks alive in the event loop",
+                                value=self.tasks())
 
 
 class Metrics:
@@ -98,6 +106,10 @@ class Metrics:
         self.sources.connected = connected
         self.sources.reconnects = reconnects
         self.sources.deadline_misses = deadline_misses
+
+    def watch_loop(self, in_flight: Callable[[], int], tasks: Callable[[], int]) -> None:
+        self.sources.in_flight = in_flight
+        self.sources.tasks = tasks
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

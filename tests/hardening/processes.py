@@ -171,9 +171,9 @@ class BridgeProcess(Process):
 async def bridge_process(workdir: Path, nri_sock: Path, *, config: dict[str, Any] | None = None,
                          subcommand: str = "run", extra: Sequence[str] = (),
                          name: str = "hardening", index: str = "40",
-                         ) -> AsyncIterator[BridgeProcess]:
+                         python: str = sys.executable) -> AsyncIterator[BridgeProcess]:
     """`python -m bridge <subcommand>` with a JSON log and a control socket; stopped by PID."""
-    argv = [sys.executable, "-m", "bridge", subcommand, "--nri-socket", str(nri_sock),
+    argv = [python, "-m", "bridge", subcommand, "--nri-socket", str(nri_sock),
             "--plugin-name", name, "--plugin-index", index,
             "--control-socket", str(workdir / "control.sock"), "--log-format", "json", *extra]
     if config is not None:
