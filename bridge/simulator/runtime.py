@@ -24,6 +24,8 @@ import logging
 import os
 import socket
 import stat
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from google.protobuf.message import Message
@@ -192,6 +194,34 @@ class SimulatedRuntime:
             finally:
                 if conn.trunk is None:
                     sock.close()  # never handed to a transport
+
+    def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
+        """Start a pre-registered plugin the way the runtime does (protocol §3.2).
+
+        The plugin's end of a socketpair becomes its fd 3; its environment is
+        exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3; stdin,
+        stdout and stderr are /dev/null. Registration, Configure and Synchronize
+        then run as for a plugin that connected to the socket. The caller owns
+        the returned process (stop it by its PID).
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = theirs.fileno()
+        try:
+            proc = subprocess.Popen(
+                list(argv), env={"NRI_PLUGIN_NAME": name, "NRI_PLUGIN_IDX": index,
+                                 "NRI_PLUGIN_SOCKET": "3"},
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                pass_fds=(3,), preexec_fn=lambda: os.dup2(fd, 3))
+        finally:
+            theirs.close()
+        self._seq += 1
+        conn = PluginConnection(self._seq)
+        self.connections.append(conn)
+        task = asyncio.get_running_loop().create_task(self._start_plugin(conn, ours),
+                                                      name=f"sim:launch#{conn.seq}")
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+        return proc
 
     # -- plugin start: register, configure, synchronize -----------------------------------
 

@@ -1,0 +1,38 @@
+"""A plugin launched by the runtime (pre-registered mode, protocol §3.2): socket on fd 3,
+identity from the environment, a bare environment and no stdio; it exits when the runtime
+goes away, because a launched plugin cannot reconnect."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from bridge.nri.events import Event
+from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
+
+
+async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_path: Path) -> None:
+    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), PROFILES["containerd-2.1.9"])
+    await runtime.start()
+    proc = runtime.launch([sys.executable, "-m", "bridge"], name="webhook-bridge", index="07")
+    try:
+        conn = await runtime.wait_plugin(timeout_s=20)
+        assert conn.label.startswith("07-webhook-bridge"), conn.label
+        assert conn.events & 0x8  # subscribed to CreateContainer (the cache needs it)
+        step = next(s for s in load_scenario("containerd-2.1.9-events.jsonl").events
+                    if s.event is Event.CREATE_CONTAINER)
+        result = await runtime.create_container(step.request.pod, step.request.container)
+        assert result.ok and not runtime.closed_plugins
+        assert proc.poll() is None
+    finally:
+        await runtime.stop()  # closes our end of the socketpair, as a runtime shutdown does
+        for _ in range(100):
+            if proc.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+            raise AssertionError("the launched bridge did not exit when its socket closed")
+    assert proc.returncode == 0
