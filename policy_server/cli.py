@@ -194,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # uvicorn handles SIGTERM/SIGINT while serving and re-raises them afterwards. Outside
+    # that (before uvicorn has started, and on the re-raise) they become KeyboardInterrupt,
+    # caught below, so the socket file is removed and we exit 0. (A no-op handler here
+    # swallowed a SIGTERM sent between binding the socket and uvicorn's start.)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.default_int_handler)
     try:
         if args.check_rules:
             return _check_rules(args.rules)
@@ -203,12 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PolicyServerError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
-    log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
-    # uvicorn handles SIGTERM/SIGINT while serving and re-raises them afterwards; make that
-    # re-raise a no-op so the socket file is removed and we exit 0.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: None)
+    except KeyboardInterrupt:
+        return 0
     try:
+        log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
         asyncio.run(serve(server, sock, args.log_level))
     except KeyboardInterrupt:
         pass

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 MAX_UPDATES = 10_000
 SEND_TIMEOUT_S = 35.0  # UpdateContainers itself is bounded at 30 s; queueing on top
+# Characters of a refusal reason in the log (it can quote keys from the body; even
+# escaped as JSON at 12 bytes a character, the line stays small).
+LOG_REASON_CHARS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,20 +58,39 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+async def _read_capped(request: Request) -> bytes | None:
+    """The body, or None once it passes MAX_BODY_BYTES (a chunked body has no
+    content-length to refuse up front; stop reading instead of buffering it all)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def create_app(deps: ControlDeps) -> Starlette:
     async def post_updates(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
+        body = await _read_capped(request)
+        if body is None:
             return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
         try:
             data = json.loads(body)
         except (UnicodeDecodeError, ValueError) as exc:
             return _error(400, f"body is not JSON: {exc}")
-        if not isinstance(data, dict) or set(data) - {"update"}:
+        except RecursionError:
+            return _error(400, "body is not JSON: nested too deeply")
+        if not isinstance(data, dict):
             return _error(400, 'expected {"update": [ContainerUpdate, ...]}')
+        unknown = sorted(set(data) - {"update"})
+        if unknown:
+            return _error(400, f"{unknown[0][:80]}: unknown field; expected "
+                          '{"update": [ContainerUpdate, ...]}')
         items = data.get("update") or []
         if isinstance(items, list) and len(items) > MAX_UPDATES:
             return _error(413, f"more than {MAX_UPDATES} updates")
@@ -77,7 +99,8 @@ def create_app(deps: ControlDeps) -> Starlette:
         except BridgeError as exc:
             deps.metrics.unsolicited.labels("invalid").inc(len(items) if isinstance(items, list)
                                                            else 1)
-            log.warning("refused unsolicited updates", extra={"reason": str(exc)})
+            log.warning("refused unsolicited updates",
+                        extra={"reason": str(exc)[:LOG_REASON_CHARS]})
             return _error(400, str(exc))
         if not updates:
             return JSONResponse({"failed": []})

@@ -69,6 +69,9 @@ def parse_control(section: Any, key: str = "control") -> ControlSettings:
             raise ConfigError(f"{key}.socket_mode", "expected an octal mode like 0660") from None
     if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
         raise ConfigError(f"{key}.socket_mode", "expected an octal mode like 0660")
+    if mode & 0o007:
+        raise ConfigError(f"{key}.socket_mode", f"{mode:04o} lets every local user change "
+                          "containers through the socket; use 0660 or 0600")
     return ControlSettings(
         socket_path=socket_path,
         address=parse_address(address, f"{key}.address") if address else None,

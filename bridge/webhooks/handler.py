@@ -36,13 +36,29 @@ from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.errors import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
 from bridge.webhooks.merge import Merger
-from bridge.webhooks.payload import PayloadBuilder, truncated_json
+from bridge.webhooks.payload import PayloadBuilder, clip, truncated_json
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
 
 CALL_MARGIN_S = 0.025  # kept back from each call: merging, writing the answer, loop lag
 LOG_VALUE_CHARS = 2048  # cap for replies/diffs in log lines
+# Everything a policy wrote that one log line carries (reasons, warnings, shadow diffs,
+# evictions), in bytes as escaped in a JSON line: a 900 KB reply logs at most this.
+LOG_POLICY_BYTES = 3072
+_POLICY_TEXT = ("reason", "warnings", "would_adjust", "would_update", "would_reject",
+                "would_conflict", "evict")
+
+
+def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra` with the policy's text cut to share LOG_POLICY_BYTES (design §5: nothing
+    from a reply may flood the log)."""
+    present = [key for key in _POLICY_TEXT if key in extra]
+    if present:
+        share = min(LOG_VALUE_CHARS, LOG_POLICY_BYTES // len(present))
+        for key in present:
+            extra[key] = clip(str(extra[key]), share)
+    return extra
 
 
 def _who(req: Any) -> dict[str, str]:
@@ -146,17 +162,18 @@ class WebhookHandler(UniformHandler):
             self.metrics.conflicts.labels(event, hook.name).inc()
         if hook.shadow:
             extra["action"] = "none (shadow)"
-            log.warning("webhook call failed", extra=extra)
+            log.warning("webhook call failed", extra=_bounded(extra))
             return
         if hook.fails_closed:
             extra["action"] = "fail the operation"
-            log.warning("webhook call failed", extra=extra)
+            log.warning("webhook call failed", extra=_bounded(extra))
             self.metrics.rejections.labels(event, hook.name).inc()
+            # The reason can quote the reply (a key, a value): bounded for the runtime too.
             raise EventRejected(f'webhook "{hook.name}" failed ({failure.kind.value}): '
-                                f"{failure.reason}")
+                                f"{clip(failure.reason, LOG_VALUE_CHARS)}")
         extra["action"] = "ignore its contribution"
         self.metrics.fail_open.labels(event, hook.name).inc()
-        log.warning("webhook call failed", extra=extra)
+        log.warning("webhook call failed", extra=_bounded(extra))
 
     def _shadow(self, merger: Merger, c: Contribution, extra: dict[str, Any]) -> None:
         """Log what the webhook would have changed; apply nothing."""
@@ -178,11 +195,13 @@ class WebhookHandler(UniformHandler):
         if c.warnings:
             extra["warnings"] = truncated_json(list(c.warnings), LOG_VALUE_CHARS)
         level = logging.WARNING if c.warnings else logging.INFO
-        log.log(level, "shadow webhook call" if hook.shadow else "webhook call", extra=extra)
-        for eviction in c.evictions:
+        log.log(level, "shadow webhook call" if hook.shadow else "webhook call",
+                extra=_bounded(extra))
+        if c.evictions:  # one line for all of them: a reply may hold thousands
+            evict = [[e.container_id[:80], e.reason[:200]] for e in c.evictions[:100]]
             log.info("eviction requested (NRI runtimes drop evictions; not forwarded)",
-                     extra={**extra, "evict": eviction.container_id[:80],
-                            "evict_reason": eviction.reason[:200]})
+                     extra=_bounded({**extra, "evictions": len(c.evictions),
+                                     "evict": truncated_json(evict, LOG_VALUE_CHARS)}))
 
     # -- Synchronize ------------------------------------------------------------------
 

@@ -8,9 +8,12 @@ takes well under a second. (The `cryptography` package is not a dependency.)
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import ssl
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +74,15 @@ def make_pki(directory: Path) -> Pki:
              "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1")
     return Pki(ca[0], server[0], server[1], client[0], client[1], other_ca, self_signed_cert,
                self_signed_key)
+
+
+@contextlib.contextmanager
+def temporary_pki() -> Iterator[Pki]:
+    directory = Path(tempfile.mkdtemp(prefix="nwb-pki-", dir="/tmp"))
+    try:
+        yield make_pki(directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:

@@ -29,7 +29,6 @@ from typing import Any
 
 import pytest
 
-from bridge.simulator import EventResult
 from tests.hardening.policy_http import (
     Behaviour,
     HttpRequest,
@@ -41,21 +40,11 @@ from tests.hardening.policy_http import (
     routes,
     trickle,
 )
-from tests.hardening.policy_stack import (
-    LENIENT,
-    REQUEST_TIMEOUT_S,
-    STRICT,
-    WEBHOOK_TIMEOUT_S,
-    Stack,
-    failure_lines,
-    json_lines,
-    stack,
-)
-from tests.hardening.policy_tls import Pki, make_pki, server_context
+from tests.hardening.policy_stack import WEBHOOK_TIMEOUT_S, both, check_failure, stack
+from tests.hardening.policy_tls import Pki, server_context, temporary_pki
 
 pytestmark = pytest.mark.timeout(30)
 
-MAX_LOG_LINE_BYTES = 4096
 MIB = 1 << 20
 GZIP_BOMB = gzip.compress(b" " * (32 * MIB))  # 32 KiB on the wire
 VALID = {"adjust": {"env": [{"key": "DECIDED", "value": "1"}]}}
@@ -233,48 +222,10 @@ CASES: dict[str, Hostile] = {
 }
 
 
-def _no_change(result: EventResult) -> None:
-    assert result.ok, result.error
-    assert [m.ByteSize() for _, m in result.responses if m is not None] in ([], [0])
-
-
-def _check_failure(s: Stack, records: list[logging.LogRecord], results: dict[str, EventResult],
-                   kind: str, reason: str, event: str = "CreateContainer") -> None:
-    """Both failure policies applied to one failure of `kind`, in time, logged and counted."""
-    for result in results.values():
-        assert result.latency_s < REQUEST_TIMEOUT_S, result
-    _no_change(results[LENIENT])
-    error = results[STRICT].error
-    assert error is not None and f'webhook "strict" failed ({kind}): ' in error, error
-    assert reason in error, error
-    for hook, action in ((LENIENT, "ignore its contribution"), (STRICT, "fail the operation")):
-        [line] = failure_lines(records, hook)
-        assert line.levelno == logging.WARNING
-        assert (line.outcome, line.action) == (kind, action)  # type: ignore[attr-defined]
-        assert reason in line.reason  # type: ignore[attr-defined]
-        assert s.count("webhook_requests_total", hook, event, outcome=kind) == 1
-    assert s.count("webhook_fail_open_total", LENIENT, event) == 1
-    assert s.count("webhook_rejections_total", STRICT, event) == 1
-    if kind == "timeout":
-        assert s.count("webhook_timeouts_total", STRICT, event) == 1
-    _check_log_lines(records)
-
-
-def _check_log_lines(records: list[logging.LogRecord]) -> None:
-    lines = json_lines(records)
-    assert lines
-    assert max(len(line.encode()) for line in lines) < MAX_LOG_LINE_BYTES
-    assert not [r for r in records if r.name.startswith("bridge.") and r.levelno >= logging.ERROR]
-
-
-async def _both(s: Stack, event: str = "CreateContainer") -> dict[str, EventResult]:
-    return {hook: await s.run(hook, event) for hook in (LENIENT, STRICT)}
-
-
 async def test_a_valid_reply_is_applied(workdir: Path) -> None:
     """The control case: the same stack applies a good reply under both policies."""
     async with stack(workdir, json_reply(VALID)) as s:
-        results = await _both(s)
+        results = await both(s)
     for result in results.values():
         assert result.ok and result.container is not None, result.error
         assert "DECIDED=1" in result.container.env
@@ -285,8 +236,8 @@ async def test_hostile_reply(name: str, workdir: Path, caplog: pytest.LogCapture
     case = CASES[name]
     with caplog.at_level(logging.INFO):
         async with stack(workdir, case.behaviour) as s:
-            results = await _both(s, case.event)
-    _check_failure(s, caplog.records, results, case.kind, case.reason, case.event)
+            results = await both(s, case.event)
+    check_failure(s, caplog.records, results, case.kind, case.reason, case.event)
     assert [r.path for r in s.policy.requests] == ["/v1/policy"] * 2
 
 
@@ -298,20 +249,15 @@ async def test_redirects_are_not_followed(status: int, workdir: Path,
                      "/v1/elsewhere": json_reply(VALID)})
     with caplog.at_level(logging.INFO):
         async with stack(workdir, policy) as s:
-            results = await _both(s)
-    _check_failure(s, caplog.records, results, "http_status", f"HTTP {status}")
+            results = await both(s)
+    check_failure(s, caplog.records, results, "http_status", f"HTTP {status}")
     assert [r.path for r in s.policy.requests] == ["/v1/policy"] * 2
 
 
 @pytest.fixture(scope="module")
 def pki() -> Iterator[Pki]:
-    import shutil
-    import tempfile
-    directory = Path(tempfile.mkdtemp(prefix="nwb-pki-", dir="/tmp"))
-    try:
-        yield make_pki(directory)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with temporary_pki() as made:
+        yield made
 
 
 # name -> (server TLS context or None, bridge side: URL scheme and webhook keys, kind, reason)
@@ -349,8 +295,8 @@ async def test_tls_failures(name: str, pki: Pki, workdir: Path,
     with caplog.at_level(logging.INFO):
         async with stack(workdir, policy.behaviour, tcp=True, scheme=scheme, policy=policy,
                          **hook) as s:
-            results = await _both(s)
-    _check_failure(s, caplog.records, results, kind, reason)
+            results = await both(s)
+    check_failure(s, caplog.records, results, kind, reason)
     assert policy.requests == []  # nothing was ever answered over the failed channel
 
 
