@@ -40,7 +40,13 @@ from tests.hardening.policy_http import (
     routes,
     trickle,
 )
-from tests.hardening.policy_stack import WEBHOOK_TIMEOUT_S, both, check_failure, stack
+from tests.hardening.policy_stack import (
+    REQUEST_TIMEOUT_S,
+    WEBHOOK_TIMEOUT_S,
+    both,
+    check_failure,
+    stack,
+)
 from tests.hardening.policy_tls import Pki, server_context, temporary_pki
 
 pytestmark = pytest.mark.timeout(30)
@@ -239,6 +245,18 @@ async def test_hostile_reply(name: str, workdir: Path, caplog: pytest.LogCapture
             results = await both(s, case.event)
     check_failure(s, caplog.records, results, case.kind, case.reason, case.event)
     assert [r.path for r in s.policy.requests] == ["/v1/policy"] * 2
+
+
+async def test_a_trickle_is_cut_at_the_runtime_deadline(workdir: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A webhook timeout (5 s) far beyond the runtime's (1 s): the runtime's deadline wins."""
+    with caplog.at_level(logging.INFO):
+        async with stack(workdir, trickle(json.dumps(VALID).encode(), 0.02), timeout="5s") as s:
+            results = await both(s)
+    check_failure(s, caplog.records, results, "timeout", "no reply within")
+    budgets = [r.budget_ms for r in caplog.records  # type: ignore[attr-defined]
+               if r.getMessage() == "webhook call failed"]
+    assert len(budgets) == 2 and all(500 < b < REQUEST_TIMEOUT_S * 1000 for b in budgets)
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
