@@ -116,7 +116,7 @@ class RawPolicy:
         self.behaviour = behaviour
         self.ssl_context = ssl_context
         self.requests: list[HttpRequest] = []
-        self.handshake_failures = 0
+        self.broken_connections = 0
         self.port = 0  # after start_tcp
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -155,7 +155,9 @@ class RawPolicy:
                 self.requests.append(request)
                 await self.behaviour(request, writer)
         except (ConnectionError, ssl.SSLError):
-            self.handshake_failures += 1  # the peer gave up or refused us; nothing to answer
+            self.broken_connections += 1  # the peer gave up or refused us; nothing to answer
+        except asyncio.CancelledError:
+            pass  # aclose() stops a behaviour that never ends; asyncio's callback would log it
         finally:
             self._writers.discard(writer)
             self._tasks.discard(task)
