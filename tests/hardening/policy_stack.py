@@ -79,18 +79,18 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def stack(workdir: Path, behaviour: Behaviour, *, tcp: bool = False,
-                scheme: str = "http", policy: RawPolicy | None = None,
+async def stack(workdir: Path, served: Behaviour | RawPolicy, *, tcp: bool = False,
+                scheme: str = "http",
                 hooks: Callable[[str], Sequence[WebhookSpec]] | None = None,
                 seed: tuple[Sequence[api.PodSandbox], Sequence[api.Container]] = ((), ()),
                 **hook: Any) -> AsyncIterator[Stack]:
-    """Serve `behaviour` (Unix socket, or loopback TCP) and a bridge calling it.
+    """Serve `served` (Unix socket, or loopback TCP) and a bridge calling it.
 
     The webhooks are `lenient` and `strict` with `hook` added to both, unless
     `hooks(url)` builds others. `seed` is what the runtime already runs: the
     bridge learns it through Synchronize.
     """
-    server = policy or RawPolicy(behaviour)
+    server = served if isinstance(served, RawPolicy) else RawPolicy(served)
     if tcp:
         port = await server.start_tcp()
         url = f"{scheme}://127.0.0.1:{port}/v1/policy"

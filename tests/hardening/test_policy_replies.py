@@ -311,8 +311,7 @@ async def test_tls_failures(name: str, pki: Pki, workdir: Path,
     server_ssl, scheme, hook = setup(pki)
     policy = RawPolicy(json_reply(VALID), server_ssl)
     with caplog.at_level(logging.INFO):
-        async with stack(workdir, policy.behaviour, tcp=True, scheme=scheme, policy=policy,
-                         **hook) as s:
+        async with stack(workdir, policy, tcp=True, scheme=scheme, **hook) as s:
             results = await both(s)
     check_failure(s, caplog.records, results, kind, reason)
     assert policy.requests == []  # nothing was ever answered over the failed channel

@@ -419,8 +419,8 @@ async def _tls_stack(workdir: Path, pki: Pki, token: str, ca: Path) -> AsyncIter
                        server_context(pki.server_cert, pki.server_key, client_ca=pki.ca))
     tls = {"ca_file": str(ca), "cert_file": str(pki.client_cert),
            "key_file": str(pki.client_key)}
-    async with stack(workdir, policy.behaviour, tcp=True, scheme="https", policy=policy,
-                     tls=tls, bearer_token_file=str(token_file)) as s:
+    async with stack(workdir, policy, tcp=True, scheme="https", tls=tls,
+                     bearer_token_file=str(token_file)) as s:
         yield s
 
 
