@@ -1,9 +1,11 @@
 """Soak: many events through simulator -> bridge process -> misbehaving policy process.
 
 This process plays the runtime (the simulator, containerd 2.1.9 by default)
-and runs container lifecycles at full rate: CreateContainer, StartContainer,
-UpdateContainer, StopContainer, RemoveContainer, each container new, so the
-bridge's state cache stays the same size. The bridge runs as
+and runs pod lifecycles at full rate: RunPodSandbox, then for each of its
+containers CreateContainer, StartContainer, UpdateContainer, StopContainer,
+RemoveContainer, then StopPodSandbox and RemovePodSandbox; every pod and
+container is new, so the bridge's caches see churn but keep a steady size.
+`--events` counts the events delivered to the bridge. The bridge runs as
 `python -m bridge run` with one webhook (Create, Start, Update and
 StopContainer; failure policy Ignore; RemoveContainer reaches the bridge for
 its state cache) to `benchmarks/chaos_policy.py` on uvicorn, which fails a
@@ -46,10 +48,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bridge.nri.events import EVENTS_BY_RPC  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
 from bridge.simulator.bench import LatencyStats  # noqa: E402
-from bridge.simulator.synthetic import synthetic_state, template  # noqa: E402
+from bridge.simulator.synthetic import template  # noqa: E402
 from tests.hardening.processes import (  # noqa: E402
     BridgeProcess,
     Process,
@@ -60,9 +63,10 @@ from tests.hardening.processes import (  # noqa: E402
     wait_listening,
 )
 
-LIFECYCLE = ("CreateContainer", "StartContainer", "UpdateContainer", "StopContainer",
-             "RemoveContainer")
-# RemoveContainer reaches the bridge too: its state cache subscribes to it.
+CONTAINER_LIFE = ("CreateContainer", "StartContainer", "UpdateContainer", "StopContainer",
+                  "RemoveContainer")
+# Run/RemovePodSandbox and RemoveContainer reach the bridge too: its state cache
+# subscribes to them. StopPodSandbox is sent to nobody.
 WEBHOOK_EVENTS = ["CreateContainer", "StartContainer", "UpdateContainer", "StopContainer"]
 FAULTS = {"error": 0.01, "slow": 0.004, "garbage": 0.01, "schema": 0.01, "truncated": 0.005}
 # The pool keeps at most one idle connection per concurrent caller; whether it
@@ -78,31 +82,42 @@ class Soak:
     samples: list[tuple[int, float, int]] = field(default_factory=list)  # events, s, RSS KiB
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-    events: int = 0
+    events: int = 0  # events delivered to the bridge
 
-    async def cycle(self, number: int, pod: api.PodSandbox, base: api.Container,
+    async def pod_life(self, number: int, record: bool) -> None:
+        """A new pod, `--containers-per-pod` containers through their whole life, pod gone."""
+        base_pod, base = template()
+        pod = api.PodSandbox()
+        pod.CopyFrom(base_pod)
+        pod.id = f"{number:064x}"
+        pod.name = pod.uid = f"soak-pod-{number}"
+        await self.event("RunPodSandbox", pod, None, record)
+        for k in range(self.args.containers_per_pod):
+            container = api.Container()
+            container.CopyFrom(base)
+            container.id = f"{number:056x}{k:08x}"
+            container.name = f"soak-{number}-{k}"
+            container.pod_sandbox_id = pod.id
+            for name in CONTAINER_LIFE:
+                await self.event(name, pod, container, record)
+        await self.event("StopPodSandbox", pod, None, record)
+        await self.event("RemovePodSandbox", pod, None, record)
+
+    async def event(self, name: str, pod: api.PodSandbox, container: api.Container | None,
                     record: bool) -> None:
-        """One container's whole life: five events."""
-        container = api.Container()
-        container.CopyFrom(base)
-        container.id = f"{number:064x}"
-        container.name = f"soak-{number}"
-        container.pod_sandbox_id = pod.id
-        for event in LIFECYCLE:
-            resources = None
-            if event == "UpdateContainer":
-                resources = api.LinuxResources()
-                resources.cpu.shares.value = 256 + number % 512
-            result = await self.runtime.run_event(event, pod, container,
-                                                  linux_resources=resources)
-            if not record:
-                continue
-            self.events += 1
-            self.latencies.setdefault(event, []).append(result.rpc_s)
-            if result.error is not None:
-                self.errors.append(f"{event} {container.name}: {result.error}")
-            if self.events % self.args.sample_every == 0:
-                self.samples.append((self.events, time.monotonic(), rss_kb(self.bridge.pid)))
+        resources = None
+        if name == "UpdateContainer":
+            resources = api.LinuxResources()
+            resources.cpu.shares.value = 256 + self.events % 512
+        result = await self.runtime.run_event(name, pod, container, linux_resources=resources)
+        if result.error is not None:
+            self.errors.append(f"{name} {pod.name}: {result.error}")
+        if not record or not any(p.subscribed(EVENTS_BY_RPC[name]) for p in self.runtime.plugins):
+            return
+        self.events += 1
+        self.latencies.setdefault(name, []).append(result.rpc_s)
+        if self.events % self.args.sample_every == 0:
+            self.samples.append((self.events, time.monotonic(), rss_kb(self.bridge.pid)))
 
 
 @contextlib.asynccontextmanager
@@ -139,8 +154,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                             "failure_policy": "Ignore"}]}
     runtime = SimulatedRuntime(nri_sock, PROFILES[args.profile],
                                request_timeout_s=args.request_timeout)
-    pods, _ = synthetic_state(args.pods, 0)
-    runtime.state.seed(pods, [])
     await runtime.start()
     try:
         async with chaos_policy(workdir, policy_sock, args), \
@@ -150,10 +163,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             await runtime.wait_plugin(30)
             rss_connected = rss_kb(bridge.pid)
             soak = Soak(args, runtime, bridge)
-            _, base = template()
+            per_pod = 2 + len(CONTAINER_LIFE) * args.containers_per_pod  # delivered events
             number = 0
-            for _ in range(max(1, args.warmup // len(LIFECYCLE))):
-                await soak.cycle(number, pods[number % len(pods)], base, record=False)
+            for _ in range(max(1, args.warmup // per_pod)):
+                await soak.pod_life(number, record=False)
                 number += 1
             await asyncio.sleep(0.2)
             before: dict[str, Any] = {"fds": open_fds(bridge.pid),
@@ -162,7 +175,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             soak.samples.append((0, time.monotonic(), before["rss_kb"]))
             started = time.monotonic()
             while soak.events < args.events:
-                await soak.cycle(number, pods[number % len(pods)], base, record=True)
+                await soak.pod_life(number, record=True)
                 number += 1
             duration = time.monotonic() - started
             await asyncio.sleep(0.5)  # let late policy replies and closes settle
@@ -256,7 +269,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--sample-every", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=20)
+    parser.add_argument("--containers-per-pod", type=int, default=3)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="containerd-2.1.9")
     parser.add_argument("--request-timeout", type=float, default=2.0)
     parser.add_argument("--webhook-timeout", default="100ms")

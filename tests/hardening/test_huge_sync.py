@@ -52,13 +52,13 @@ async def test_huge_syncs_are_served_and_memory_stays_bounded(workdir: Path) -> 
         try:
             chunks = await _sync(split)
             await bridge.wait_log(f"synchronized {PODS} pods, {CONTAINERS} containers; "
-                                  "0 updates")
+                                  "0 updates", timeout_s=30)
             after_first = rss_kb(bridge.pid)
             for _ in range(2):  # runtime restarts: the whole state again, twice
                 await split.stop()
                 assert await _sync(split) == chunks
             await bridge.wait_log(f"synchronized {PODS} pods, {CONTAINERS} containers; "
-                                  "0 updates", count=3)
+                                  "0 updates", count=3, timeout_s=30)
             after_resyncs = rss_kb(bridge.pid)
         finally:
             await split.stop()
@@ -68,7 +68,7 @@ async def test_huge_syncs_are_served_and_memory_stays_bounded(workdir: Path) -> 
         try:
             assert await _sync(unsplit) == 1  # one message above 4 MiB, as NRI v0.6 sends it
             await bridge.wait_log(f"synchronized {OLD_PODS} pods, {OLD_CONTAINERS} containers; "
-                                  "0 updates")
+                                  "0 updates", timeout_s=30)
             after_unsplit = rss_kb(bridge.pid)
             peak = peak_rss_kb(bridge.pid)
         finally:
