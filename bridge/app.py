@@ -111,17 +111,19 @@ async def run(options: RunOptions) -> int:
     if isinstance(handler, WebhookHandler):
         handler.knows_container = runner.cache.knows_container
     watch_runner(metrics, runner)
+    # Signal handlers first: a SIGTERM that arrives once the control socket exists
+    # must stop us cleanly (and remove the socket), not kill us.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
     control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
     try:
         listening = control.open()
     except BridgeError as exc:
         log.error("cannot start the control API: %s", exc)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     log.info("starting", extra={
         "plugin": f"{options.identity.index}-{options.identity.name}",
         "socket": options.socket_path if options.fd is None else f"fd {options.fd}",

@@ -36,15 +36,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, separators=(",", ":"))
 
 
+_CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"})
+
+
+def _one_line(text: str) -> str:
+    """Text from a peer (a policy's reason, a pod name) cannot start a forged log line."""
+    return text.translate(_CONTROL)
+
+
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = _one_line(record.message)
+        return super().formatMessage(record)
+
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        line = super().format(record)  # a traceback, if any, keeps its own line breaks
         extras = _extras(record)
         if extras:
-            line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+            line += " " + " ".join(f"{k}={_one_line(str(v))}" for k, v in extras.items())
         return line
 
 

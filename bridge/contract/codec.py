@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.envelope import API_VERSION
+from bridge.contract.events import API_VERSION
 from bridge.nri.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 

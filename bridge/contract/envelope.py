@@ -1,4 +1,8 @@
-"""The request envelope the bridge POSTs and the reply a policy returns."""
+"""The request envelope the bridge POSTs and the reply a policy returns (pydantic models).
+
+Imported lazily: the bridge's serving path does not need pydantic models (about
+7 MB of memory); the policy server and the schema generator do.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge.contract.events import API_VERSION, EVENT_NAMES
 from bridge.contract.nri_models import nri_model
 
-API_VERSION = "nri-webhook-bridge/v1"
-
-EVENT_NAMES = (
-    "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
-    "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
-    "StartContainer", "PostStartContainer", "UpdateContainer", "PostUpdateContainer",
-    "StopContainer", "RemoveContainer", "ValidateContainerAdjustment",
-)
 EventName = Literal[
     "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
     "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
@@ -111,3 +108,7 @@ class WebhookReply(_Strict):
                                          "NRI runtimes drop evictions")
     reject: Reject | None = Field(None, description="fail this operation with a reason")
     warnings: list[str] | None = Field(None, max_length=100)
+
+
+__all__ = ["API_VERSION", "EVENT_NAMES", "Adjustment", "Eviction", "Reject", "Removals",
+           "RuntimeRef", "Update", "WebhookReply", "WebhookRequest"]

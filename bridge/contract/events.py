@@ -3,6 +3,15 @@ which reply keys a policy may use for that event (protocol §4.5)."""
 
 from __future__ import annotations
 
+API_VERSION = "nri-webhook-bridge/v1"
+
+EVENT_NAMES = (
+    "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
+    "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
+    "StartContainer", "PostStartContainer", "UpdateContainer", "PostUpdateContainer",
+    "StopContainer", "RemoveContainer", "ValidateContainerAdjustment",
+)
+
 REQUEST_PAYLOAD: dict[str, tuple[str, ...]] = {
     "Synchronize": ("pods", "containers"),
     "RunPodSandbox": ("pod",),

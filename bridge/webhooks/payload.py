@@ -19,15 +19,16 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.envelope import API_VERSION
-from bridge.contract.events import REQUEST_PAYLOAD
+from bridge.contract.events import API_VERSION, REQUEST_PAYLOAD
 from bridge.nri.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
 # key -> that key's value, already JSON-encoded
 Payload = dict[str, bytes]
 
-POD_CACHE_SIZE = 1024
+# A node runs at most ~110 pods by default (kubelet maxPods); a little headroom, and
+# removed pods age out instead of holding ~2.8 KB each.
+POD_CACHE_SIZE = 160
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _PREFIX = b'{"api_version":' + _dumps(API_VERSION).encode() + b',"uid":'
 
