@@ -12,16 +12,15 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import socket
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
 
+from bridge.transport import listen
 from policy_server.app import create_app
 from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.errors import PolicyServerError, RulesError
@@ -128,47 +127,18 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
 
 
 def bind_unix_socket(path: Path, mode: int) -> socket.socket:
-    """Bind a listening Unix socket created with ``mode`` (no window with wider permissions)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # stale socket left by a previous run
-        else:
-            raise StartupError(f"{path}: another server is listening on it")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o777 & ~mode)
+    """Bind a listening Unix socket created with ``mode`` (see bridge.transport.listen)."""
     try:
-        sock.bind(str(path))
-    except OSError as exc:
-        sock.close()
-        raise StartupError(f"cannot bind {path}: {exc.strerror}") from None
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, mode)
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
+        return listen.unix_listener(str(path), mode, dir_mode=0o755)
+    except listen.ListenError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def bind_tcp_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
+        return listen.tcp_listener(host, port)
+    except listen.ListenError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import socket
-import stat
 from collections.abc import Generator
 
 import uvicorn
@@ -21,6 +20,7 @@ from starlette.types import ASGIApp
 
 from bridge.control.settings import ControlSettings
 from bridge.errors import BridgeError
+from bridge.transport import listen
 
 log = logging.getLogger(__name__)
 
@@ -33,58 +33,12 @@ class _Server(uvicorn.Server):
         yield  # bridge.app owns SIGTERM/SIGINT
 
 
-def _in_use(path: str) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(0.5)
-        probe.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
 def unix_listener(path: str, mode: int) -> socket.socket:
-    """Bind a Unix socket with `mode`, replacing a stale socket file, refusing a live one."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o750, exist_ok=True)
+    """The control socket (see bridge.transport.listen); failures as BridgeError."""
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        pass
-    else:
-        if not stat.S_ISSOCK(st.st_mode):
-            raise BridgeError(f"{path} exists and is not a socket")
-        if _in_use(path):
-            raise BridgeError(f"{path} is in use by another process")
-        os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o777 & ~mode)  # no window in which the socket is more open
-    try:
-        sock.bind(path)
-    except OSError:
-        sock.close()
-        raise
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, mode)
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
-
-
-def tcp_listener(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
+        return listen.unix_listener(path, mode)
+    except listen.ListenError as exc:
+        raise BridgeError(str(exc)) from None
 
 
 class ControlServer:
@@ -117,10 +71,9 @@ class ControlServer:
                 log.warning("control API not listening on %s: %s", s.socket_path, exc)
         if s.address is not None:
             try:
-                self._sockets.append(tcp_listener(*s.address))
-            except OSError as exc:
-                raise BridgeError(f"control address {s.address[0]}:{s.address[1]}: "
-                                  f"{exc.strerror}") from None
+                self._sockets.append(listen.tcp_listener(*s.address))
+            except listen.ListenError as exc:
+                raise BridgeError(f"control address: {exc}") from None
             where.append(f"http://{s.address[0]}:{s.address[1]}")
         return where
 

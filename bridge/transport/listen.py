@@ -1,0 +1,75 @@
+"""Listening sockets for the bridge's control API and the policy server.
+
+A Unix socket is created with its final mode: the umask is set for the bind, so
+there is no moment in which it is more open than asked (uvicorn's own `uds=`
+would chmod it 0666 afterwards). A stale socket file left by a previous run is
+replaced; anything else at the path — a socket someone is listening on, a
+regular file, a symlink — is refused and left untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+BACKLOG = 128
+
+
+class ListenError(Exception):
+    """The listener cannot be created; the message says why, naming the address."""
+
+
+def _in_use(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(0.5)
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def unix_listener(path: str, mode: int, dir_mode: int = 0o750) -> socket.socket:
+    """A non-blocking listening Unix socket at `path`, created with `mode`."""
+    os.makedirs(os.path.dirname(path) or ".", mode=dir_mode, exist_ok=True)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ListenError(f"{path} exists and is not a socket; refusing to replace it")
+        if _in_use(path):
+            raise ListenError(f"{path} is in use by another process")
+        os.unlink(path)  # stale socket left by a previous run
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o777 & ~mode)
+    try:
+        sock.bind(path)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot bind {path}: {exc.strerror}") from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, mode)
+    sock.listen(BACKLOG)
+    sock.setblocking(False)
+    return sock
+
+
+def tcp_listener(host: str, port: int) -> socket.socket:
+    """A non-blocking listening TCP socket on host:port (IPv6 if host has a colon)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(BACKLOG)
+    sock.setblocking(False)
+    return sock
