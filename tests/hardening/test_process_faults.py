@@ -68,7 +68,13 @@ async def test_runtime_restarted_repeatedly(workdir: Path) -> None:
     assert runtime.closed_plugins == []  # never dropped for misbehaving
     assert metrics["nri_webhook_bridge_connected"] == 1
     assert metrics["nri_webhook_bridge_reconnects_total"] >= RESTARTS
-    assert fds_after == fds_before  # one NRI connection, whatever happened before
+    # One NRI connection whatever happened before: a socket leaked per restart would
+    # show +5. Keep-alive connections (the control API request just made, the pool to
+    # the policy) come and go, so the socket count may move by one either way.
+    assert {k: v for k, v in fds_after.items() if k != "socket"} == {
+        k: v for k, v in fds_before.items() if k != "socket"}
+    assert abs(fds_after.get("socket", 0) - fds_before.get("socket", 0)) <= 1, (fds_before,
+                                                                                 fds_after)
 
 
 async def test_socket_removed_and_recreated(workdir: Path) -> None:
