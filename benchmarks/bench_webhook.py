@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -44,6 +43,7 @@ from starlette.responses import Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from bridge.simulator import PROFILES, BenchResult, SimulatedRuntime, run_bench  # noqa: E402
+from tests.hardening.processes import wait_listening  # noqa: E402
 
 TARGET_P50_S = 1.5e-3
 TARGET_P99_S = 5e-3
@@ -109,21 +109,6 @@ async def process(args: list[str], log_path: Path) -> AsyncIterator[asyncio.subp
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
-
-
-async def wait_listening(path: Path, timeout_s: float = 15.0) -> None:
-    loop = asyncio.get_running_loop()
-    async with asyncio.timeout(timeout_s):
-        while True:
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.setblocking(False)
-            try:
-                await loop.sock_connect(probe, str(path))
-                return
-            except OSError:
-                await asyncio.sleep(0.05)
-            finally:
-                probe.close()
 
 
 async def verify(runtime: SimulatedRuntime, applied: bool) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .procs import stop_by_pid
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_NAME = "e2e-bridge"
@@ -81,14 +82,7 @@ class Bridge:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        stop_by_pid(proc, STOP_TIMEOUT_S)
 
     def raw_log(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

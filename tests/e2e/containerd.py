@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .procs import stop_by_pid
 from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
 
 log = logging.getLogger(__name__)
@@ -98,15 +99,8 @@ class Containerd:
     def stop(self) -> None:
         """SIGTERM our containerd by PID; SIGKILL it if it does not exit in time."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            log.warning("containerd pid %d ignored SIGTERM; killing it", proc.pid)
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        if stop_by_pid(proc, STOP_TIMEOUT_S) and proc is not None:
+            log.warning("containerd pid %d ignored SIGTERM; it was killed", proc.pid)
 
     def restart(self) -> None:
         self.stop()

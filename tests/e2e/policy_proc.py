@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 
 from .bridge_proc import Bridge
+from .procs import stop_by_pid
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -138,14 +138,7 @@ class PolicyServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        stop_by_pid(proc, STOP_TIMEOUT_S)
 
     def raw_log(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
