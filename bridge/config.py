@@ -19,12 +19,11 @@ from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
 from bridge.webhooks.config import WebhookSpec, parse_webhooks
 
-TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "plugin", "control", "logging", "record"})
+TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control"})
 
 
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
-    raw: dict[str, Any]
     static: StaticSettings
     webhooks: tuple[WebhookSpec, ...] = ()
     control: ControlSettings = field(default_factory=ControlSettings)
@@ -38,7 +37,7 @@ def parse(document: Any, source: str = "config") -> BridgeConfig:
     for key in document:
         if key not in TOP_LEVEL_KEYS:
             raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
-    return BridgeConfig(raw=document, static=StaticSettings.parse(document.get("static")),
+    return BridgeConfig(static=StaticSettings.parse(document.get("static")),
                         webhooks=parse_webhooks(document.get("webhooks")),
                         control=parse_control(document.get("control")))
 

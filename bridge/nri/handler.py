@@ -54,6 +54,17 @@ class EventContext:
     defer_updates: Callable[[Sequence[api.ContainerUpdate]], None]
 
 
+def log_subject(req: Any) -> dict[str, str]:
+    """Structured log fields naming what an event is about: pod, container, container id."""
+    out: dict[str, str] = {}
+    if req.HasField("pod"):
+        out["pod"] = f"{req.pod.namespace}/{req.pod.name}"
+    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
+        out["container"] = req.container.name
+        out["container_id"] = req.container.id
+    return out
+
+
 class Handler:
     """Base class: every method answers "no change". Override what you need."""
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from bridge.errors import ConfigError
 from bridge.nri.convert import ConversionError, from_json
-from bridge.nri.handler import EventContext, UniformHandler
+from bridge.nri.handler import EventContext, UniformHandler, log_subject
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -53,16 +53,6 @@ class StaticSettings:
         return cls(adjust=adjust, update=update, delay_s=float(delay) / 1000.0)
 
 
-def _who(req: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if req.HasField("pod"):
-        out["pod"] = f"{req.pod.namespace}/{req.pod.name}"
-    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
-        out["container"] = req.container.name
-        out["container_id"] = req.container.id
-    return out
-
-
 class StaticHandler(UniformHandler):
     def __init__(self, settings: StaticSettings) -> None:
         self.settings = settings
@@ -70,7 +60,7 @@ class StaticHandler(UniformHandler):
     async def on_event(self, ctx: EventContext, req: Any) -> None:
         log.info("event", extra={"event": ctx.name, "uid": ctx.uid,
                                  "via": "StateChange" if ctx.via_state_change else "rpc",
-                                 **_who(req)})
+                                 **log_subject(req)})
         if self.settings.delay_s:
             await asyncio.sleep(self.settings.delay_s)
 

@@ -30,7 +30,7 @@ from bridge.contract.adjustment import adjustment_to_json
 from bridge.metrics import Metrics
 from bridge.nri.convert import to_json
 from bridge.nri.events import EVENTS_BY_RPC, Event
-from bridge.nri.handler import EventContext, EventRejected, UniformHandler
+from bridge.nri.handler import EventContext, EventRejected, UniformHandler, log_subject
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.errors import FailureKind, WebhookFailure
@@ -59,15 +59,6 @@ def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
         for key in present:
             extra[key] = clip(str(extra[key]), share)
     return extra
-
-
-def _who(req: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if req.HasField("pod"):
-        out["pod"] = f"{req.pod.namespace}/{req.pod.name}"
-    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
-        out["container"] = req.container.name
-    return out
 
 
 class WebhookHandler(UniformHandler):
@@ -105,7 +96,7 @@ class WebhookHandler(UniformHandler):
         loop = asyncio.get_running_loop()
         started = loop.time()
         payload = self._payloads.event(ctx.name, req)
-        who = {"event": ctx.name, "uid": ctx.uid, **_who(req)}
+        who = {"event": ctx.name, "uid": ctx.uid, **log_subject(req)}
         merger = Merger()
         try:
             for hook in selected:
