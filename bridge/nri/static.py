@@ -58,9 +58,10 @@ class StaticHandler(UniformHandler):
         self.settings = settings
 
     async def on_event(self, ctx: EventContext, req: Any) -> None:
-        log.info("event", extra={"event": ctx.name, "uid": ctx.uid,
-                                 "via": "StateChange" if ctx.via_state_change else "rpc",
-                                 **log_subject(req)})
+        if log.isEnabledFor(logging.INFO):  # the fields cost more than the call
+            log.info("event", extra={"event": ctx.name, "uid": ctx.uid,
+                                     "via": "StateChange" if ctx.via_state_change else "rpc",
+                                     **log_subject(req)})
         if self.settings.delay_s:
             await asyncio.sleep(self.settings.delay_s)
 
