@@ -1,4 +1,8 @@
-"""`nri-webhook-bridge replay`: POST recorded events to a policy and diff its replies.
+"""Recorded events and the comparison of a policy's replies with the recorded ones.
+
+Shared by `nri-webhook-bridge replay` (bridge.record.replay_cli, which POSTs the events) and
+the policy test kit (policy_server.testing, which runs the policy in-process), so both judge a
+reply the same way.
 
 Input is what `record` wrote (one JSON object per line with `request` and
 `reply`). Each request is sent again with `dry_run: true`; the policy's reply
@@ -20,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_from_json, adjustment_to_json
-from bridge.contract.events import REPLY_KEYS
+from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.convert import ConversionError, from_json, to_json
 from bridge.errors import BridgeError
-from bridge.nri.convert import ConversionError, from_json, to_json
 from bridge.proto.nri import api_pb2 as api
 
 
