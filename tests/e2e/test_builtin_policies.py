@@ -8,8 +8,8 @@ container really got:
   ``when`` condition on a pod annotation decides which containers), and receives the
   container's OCI state from runc;
 - device-injector: an annotated device node and host directory appear inside the container
-  (opened and read there with CRI ExecSync), and a device outside the allow list makes
-  CreateContainer fail with the policy's reason in the CRI error;
+  (opened and read there with CRI ExecSync), and a device or a host directory outside the
+  allow lists makes CreateContainer fail with the policy's reason in the CRI error;
 - ulimit-adjuster: the annotated rlimits are the container process's ``/proc/<pid>/limits``.
 """
 
@@ -135,6 +135,13 @@ def test_device_and_mount_from_annotations_and_a_refused_device(
         "annotation devices.noderesource.dev/pod: device /dev/loop0 is not allowed on this "
         "node (allowed_devices)"
     ) in details, details
+    # The same for a host directory outside allowed_mount_sources.
+    escape_pod = clean_pods.run_pod("escape", annotations={
+        "mounts.noderesource.dev/container.app": "[{source: /etc, destination: /host-etc}]"})
+    with pytest.raises(grpc.RpcError) as failure:
+        clean_pods.create_container(escape_pod)
+    details = str(failure.value.details())  # type: ignore[attr-defined]
+    assert "mount source /etc is not allowed on this node (allowed_mount_sources)" in details
 
 
 def _limits(pid: int) -> dict[str, tuple[str, str]]:
