@@ -53,16 +53,17 @@ class PolicySettings:
         if value is None:
             return default
         if not isinstance(value, list):
-            raise self.error(key, f"expected a list of strings, got {_kind(value)}")
+            raise self.error(key, f"expected a list of strings, got {describe_value(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str) or not item:
-                raise self.error(f"{key}[{i}]", f"expected a non-empty string, got {_kind(item)}")
+                got = describe_value(item)
+                raise self.error(f"{key}[{i}]", f"expected a non-empty string, got {got}")
         return tuple(value)
 
     def string(self, key: str, default: str) -> str:
         value = self.doc.get(key, default)
         if not isinstance(value, str) or not value:
-            raise self.error(key, f"expected a non-empty string, got {_kind(value)}")
+            raise self.error(key, f"expected a non-empty string, got {describe_value(value)}")
         return value
 
     def paths(self, key: str, default: tuple[str, ...] = ()) -> tuple[Path, ...]:
@@ -82,11 +83,12 @@ class PolicySettings:
         if value is None:
             return _NO_DOC
         if not isinstance(value, dict):
-            raise self.error(key, f"expected a mapping, got {_kind(value)}")
+            raise self.error(key, f"expected a mapping, got {describe_value(value)}")
         return value
 
 
-def _kind(value: object) -> str:
+def describe_value(value: object) -> str:
+    """How a YAML value is named in error messages (``the number 5``, ``a list``)."""
     if value is None:
         return "nothing"
     if isinstance(value, bool):
@@ -119,5 +121,6 @@ def load_settings(name: str, path: Path | None) -> PolicySettings:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise PolicyConfigError(f"policy {name}: {path} must hold a mapping, not {_kind(doc)}")
+        got = describe_value(doc)
+        raise PolicyConfigError(f"policy {name}: {path} must hold a mapping, not {got}")
     return PolicySettings(name, MappingProxyType(doc), str(path), path.parent.absolute())

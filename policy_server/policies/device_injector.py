@@ -36,7 +36,7 @@ from bridge.contract.catalogue import EventName
 from policy_server.decision import Adjustment, Decision
 from policy_server.model import Event, Mount
 from policy_server.oci import Device
-from policy_server.policies.config import PolicySettings
+from policy_server.policies.config import PolicySettings, describe_value
 from policy_server.policies.pod_annotations import AnnotationError
 from policy_server.registry import Policy
 
@@ -160,7 +160,7 @@ def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
     kind = item.get("type", "bind")
     options = item.get("options", [])
     if not isinstance(kind, str) or not kind:
-        raise AnnotationError(key, f"{where}.type: expected a string, got {notes.kind(kind)}")
+        raise AnnotationError(key, f"{where}.type: expected a string, got {describe_value(kind)}")
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise AnnotationError(key, f"{where}.options: expected a list of strings")
     is_bind = kind == "bind" or "bind" in options or "rbind" in options
@@ -199,8 +199,11 @@ def _cdi(rules: Rules, key: str, i: int, item: object) -> str:
 
 def _identity(item: Device | Mount | str) -> str:
     """What NRI owns an entry by: device path, mount destination, CDI name."""
-    return item if isinstance(item, str) else item.path if isinstance(item, Device) else (
-        item.destination)
+    if isinstance(item, Device):
+        return item.path
+    if isinstance(item, Mount):
+        return item.destination
+    return item
 
 
 def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ...]:

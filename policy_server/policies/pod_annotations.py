@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from policy_server.model import Event
+from policy_server.policies.config import describe_value
 
 # An annotation value is bounded by Kubernetes (256 KiB for all of a pod's annotations);
 # refusing more here keeps a hostile value from costing YAML parse time.
@@ -76,23 +77,9 @@ def as_list(request: Request) -> list[Any]:
     if isinstance(value, dict | str):
         return [value]
     if not isinstance(value, list) or not value:
-        raise AnnotationError(request.key, f"expected a non-empty list, got {kind(value)}")
+        got = describe_value(value)
+        raise AnnotationError(request.key, f"expected a non-empty list, got {got}")
     return value
-
-
-def kind(value: object) -> str:
-    """How a YAML value is described in error messages."""
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "a mapping"
 
 
 def check_fields(key: str, where: str, item: Mapping[str, Any], known: frozenset[str]) -> None:

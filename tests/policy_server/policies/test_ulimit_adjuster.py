@@ -55,7 +55,7 @@ def test_container_annotation_wins_over_the_pod_one(policy_runner: RunnerFactory
         ("[{type: nofile, hard: 5}, {type: NOFILE, hard: 6}]", "RLIMIT_NOFILE is given twice"),
         ("{type: [nofile", "not valid YAML (line 1, column"),
         ("[]", "expected a non-empty list, got a list"),
-        ("42", "expected a non-empty list, got a number"),
+        ("42", "expected a non-empty list, got the number 42"),
     ],
 )
 def test_bad_annotations_reject_with_a_reason(
