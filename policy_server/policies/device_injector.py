@@ -33,6 +33,7 @@ from typing import Any
 
 import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
+from bridge.contract.nri_version import nri_version_of
 from policy_server.decision import Adjustment, Decision
 from policy_server.model import Event, Mount
 from policy_server.oci import Device
@@ -48,6 +49,9 @@ CDI_DEVICES = "cdi-devices.noderesource.dev"
 
 _DEVICE_FIELDS = frozenset({"path", "type", "major", "minor", "file_mode", "uid", "gid"})
 _MOUNT_FIELDS = frozenset({"source", "destination", "type", "options"})
+# ContainerAdjustment.CDI_devices exists from NRI v0.7.0; an older runtime drops the field
+# without a word, so the container would start without its device.
+CDI_MIN_NRI = (0, 7, 0)
 # vendor/class=name, as the CDI specification spells a fully qualified device name.
 _CDI_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]*/[a-zA-Z0-9][a-zA-Z0-9_.-]*=[a-zA-Z0-9_.:-]+$")
 
@@ -219,6 +223,18 @@ def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ..
     return tuple(items)
 
 
+def _check_runtime_carries_cdi(event: Event) -> None:
+    nri = nri_version_of(event.runtime_name, event.runtime_version, "")
+    request = notes.find(event, CDI_DEVICES)
+    if nri is not None and nri < CDI_MIN_NRI and request is not None:
+        shown = ".".join(map(str, nri))
+        raise AnnotationError(
+            request.key,
+            f"CDI devices need NRI 0.7 or later; {event.runtime_name} {event.runtime_version} "
+            f"speaks NRI {shown} and would start the container without them",
+        )
+
+
 def _rules_from(settings: PolicySettings) -> Rules:
     settings.check_keys(frozenset({
         "allowed_devices", "allowed_mount_sources", "allowed_mount_types",
@@ -254,6 +270,8 @@ def build(settings: PolicySettings) -> Policy[Rules]:
             nodes = _parse(rules, event, DEVICES, _device)
             mounts = _parse(rules, event, MOUNTS, _mount)
             cdi = _parse(rules, event, CDI_DEVICES, _cdi)
+            if cdi:
+                _check_runtime_carries_cdi(event)
         except AnnotationError as exc:
             return Decision(reject=str(exc))
         if not (nodes or mounts or cdi):

@@ -83,7 +83,8 @@ class InstanceDirs:
         return self.base / name
 
     def create(self) -> None:
-        for name in ("root", "state", "nri-plugins", "nri-conf", "opt", "cni-bin", "cni-conf"):
+        for name in ("root", "state", "nri-plugins", "nri-conf", "opt", "cni-bin", "cni-conf",
+                     "cdi"):
             self.subdir(name).mkdir(parents=True, exist_ok=True)
 
 
@@ -169,6 +170,9 @@ def render_config_v3(runtime: Runtime, dirs: InstanceDirs) -> str:
 
 [plugins.{rt}]
   restrict_oom_score_adj = true
+  # CDI specs from a private directory (the device-injector e2e writes one).
+  enable_cdi = true
+  cdi_spec_dirs = [{_q(dirs.subdir("cdi"))}]
 
 [plugins.{rt}.containerd]
   default_runtime_name = "runc"

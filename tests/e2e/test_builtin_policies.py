@@ -27,6 +27,7 @@ import pytest
 from .conftest import Stack, StackFactory, outcome_of
 from .containerd import Containerd
 from .cri import CriClient
+from .inspect_proc import environ_after_exec
 
 pytestmark = pytest.mark.e2e
 
@@ -142,6 +143,35 @@ def test_device_and_mount_from_annotations_and_a_refused_device(
         clean_pods.create_container(escape_pod)
     details = str(failure.value.details())  # type: ignore[attr-defined]
     assert "mount source /etc is not allowed on this node (allowed_mount_sources)" in details
+
+
+def test_cdi_device_from_an_annotation(
+    containerd: Containerd, clean_pods: CriClient, start_stack: StackFactory
+) -> None:
+    """A CDI device named in an annotation is resolved by the runtime from its spec dirs
+    (containerd 2.1.9); on containerd 1.7.24 the policy refuses it with the reason."""
+    spec = {"cdiVersion": "0.6.0", "kind": "e2e.example.com/marker",
+            "devices": [{"name": "one", "containerEdits": {"env": ["CDI_MARKER=from-cdi"]}}]}
+    (containerd.dirs.subdir("cdi") / "e2e-marker.json").write_text(json.dumps(spec))
+    config = _workdir(containerd, "cdi-") / "device-injector.yaml"
+    config.write_text("allowed_cdi_devices: [e2e.example.com/marker=*]\n")
+    stack = _start(start_stack, "device-injector", config, ["cdi_devices"])
+
+    pod = clean_pods.run_pod("cdi", annotations={
+        "cdi-devices.noderesource.dev/container.app": "[e2e.example.com/marker=one]"})
+    if containerd.runtime.version.startswith("1.7"):
+        # NRI 0.6.1 has no CDI_devices field: the runtime would drop it without a word, so
+        # the policy refuses instead of letting the container start without its device.
+        with pytest.raises(grpc.RpcError) as failure:
+            clean_pods.create_container(pod)
+        details = str(failure.value.details())  # type: ignore[attr-defined]
+        assert "CDI devices need NRI 0.7 or later; containerd 1.7.24" in details, details
+        assert "speaks NRI 0.6.1 and would start the container without them" in details
+        return
+    container = clean_pods.run_container(pod)
+    assert outcome_of(stack, "device-injector", "CreateContainer", pod) == "ok"
+    env = environ_after_exec(clean_pods.container_pid(container))
+    assert env.get("CDI_MARKER") == "from-cdi", sorted(env)
 
 
 def _limits(pid: int) -> dict[str, tuple[str, str]]:

@@ -67,6 +67,19 @@ def test_mounts_and_cdi_devices(runner: PolicyRunner, tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+def test_cdi_devices_are_refused_on_runtimes_that_would_drop_them(runner: PolicyRunner) -> None:
+    request = make_request(
+        "CreateContainer",
+        runtime={"name": "containerd", "version": "1.7.24"},
+        pod_annotations={"cdi-devices.noderesource.dev/pod": "vendor.example.com/gpu=0"},
+    )
+    assert runner.send(request).reject == (
+        "devices: annotation cdi-devices.noderesource.dev/pod: CDI devices need NRI 0.7 or "
+        "later; containerd 1.7.24 speaks NRI 0.6.1 and would start the container without them")
+    request["runtime"] = {"name": "containerd", "version": "v2.1.9"}
+    assert runner.send(request).adjust == {"CDI_devices": [{"name": "vendor.example.com/gpu=0"}]}
+
+
 @pytest.mark.parametrize(
     ("annotations", "reason"),
     [
