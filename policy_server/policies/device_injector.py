@@ -9,7 +9,8 @@ keep an annotation from granting arbitrary host access:
   cannot name ``/dev/null`` and hand out another device's numbers: given ones must agree).
 - ``mounts.noderesource.dev/container.<name>``: a list of ``{source, destination, type,
   options}``. A bind source must resolve (symlinks followed) to a path under one of
-  ``allowed_mount_sources``; other types must be listed in ``allowed_mount_types``.
+  ``allowed_mount_sources``, and the resolved path is what the runtime mounts; other types must
+  be listed in ``allowed_mount_types``.
 - ``cdi-devices.noderesource.dev/container.<name>``: a list of fully qualified CDI names
   (``vendor.com/class=name``) matching ``allowed_cdi_devices``.
 
@@ -161,6 +162,8 @@ def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
         raise AnnotationError(key, f"{where}: expected a mapping with source and destination")
     notes.check_fields(key, where, item, _MOUNT_FIELDS)
     destination = _abs_path(key, f"{where}.destination", item.get("destination"))
+    if destination == "/":
+        raise AnnotationError(key, f"{where}.destination: cannot mount over the container's /")
     kind = item.get("type", "bind")
     options = item.get("options", [])
     if not isinstance(kind, str) or not kind:
@@ -186,7 +189,9 @@ def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
         )
     if "bind" not in options and "rbind" not in options:
         options = [*options, "rbind"]  # runc bind-mounts only with a bind option
-    return Mount(destination, "bind", source, tuple(options))
+    # The resolved path, not the checked one: a symlink swapped after the check cannot
+    # redirect the mount.
+    return Mount(destination, "bind", real, tuple(options))
 
 
 def _cdi(rules: Rules, key: str, i: int, item: object) -> str:

@@ -99,6 +99,7 @@ def test_cdi_devices_are_refused_on_runtimes_that_would_drop_them(runner: Policy
          "mount type 'proc' is not allowed on this node (allowed_mount_types)"),
         ({MOUNTS: "[{source: /srv, destination: relative}]"},
          "item 0.destination: expected an absolute path"),
+        ({MOUNTS: "[{destination: /, type: tmpfs}]"}, "cannot mount over the container's /"),
         ({CDI: "[nvidia.com/gpu=0]"},
          "CDI device nvidia.com/gpu=0 is not allowed on this node (allowed_cdi_devices)"),
         ({CDI: "[gpu0]"}, "expected a CDI device name like vendor.com/class=name"),
@@ -126,6 +127,11 @@ def test_symlinks_out_of_an_allowed_directory_are_refused(
     reply = send(runner, {MOUNTS: f"[{{source: {shared}/etc, destination: /e}}]"})
     assert reply.reject is not None
     assert f"mount source {shared}/etc (resolves to /etc) is not allowed" in reply.reject
+    # A link that stays inside is fine, and the runtime gets the resolved path.
+    (shared / "data").mkdir()
+    (shared / "current").symlink_to(shared / "data")
+    reply = send(runner, {MOUNTS: f"[{{source: {shared}/current, destination: /d}}]"})
+    assert reply.adjust["mounts"][0]["source"] == str((shared / "data").resolve())
 
 
 def test_nothing_is_allowed_by_default(policy_runner: RunnerFactory) -> None:
