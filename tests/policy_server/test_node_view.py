@@ -57,7 +57,8 @@ def test_view_follows_synchronize_and_lifecycle_events() -> None:
     # The state the event implies, not the one the runtime had when it asked.
     assert view.containers["c"].state == "CONTAINER_CREATED"
     assert view.pod_of(view.containers["c"]) is not None
-    engine.evaluate_json("recorder", envelope("StopContainer", pod=p1, container=container(cid="a")))
+    stop = envelope("StopContainer", pod=p1, container=container(cid="a"))
+    engine.evaluate_json("recorder", stop)
     assert view.containers["a"].state == "CONTAINER_STOPPED"
     assert [c.id for c in view.live_containers()] == ["b", "c"]
     engine.evaluate_json(
