@@ -14,12 +14,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policy_server.decision import Conflict, Decision, decision_to_reply, merge
+from policy_server.decision import Conflict, Decision, merge
 from policy_server.errors import PolicyError
 from policy_server.events import REPLY_KEYS
 from policy_server.model import Event, parse_event
 from policy_server.node import NodeState
 from policy_server.registry import FailurePolicy, Policy, Registry
+from policy_server.reply import decision_to_reply
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Composition root of the policy server (without the web layer).
 
-Builds the registry (koordinator-qos plus ``--policy-module`` policies), the engine, the rules
+Builds the registry (koordinator-qos, the built-in policies enabled with ``--policy`` and
+``--policy-module`` policies), the engine, the rules
 source, the cgroup executor and the bridge client, and owns what happens around an evaluation:
 metrics, pod-level effects, updates a policy asks to push, and the recomputation of all known
 containers (pushed through the bridge) at startup and after a rule change: every policy that
@@ -28,7 +29,7 @@ from policy_server.cgroups import (
     ExecutionReport,
     ExecutorMode,
 )
-from policy_server.decision import CgroupWrite, Effect, update_to_json
+from policy_server.decision import CgroupWrite, Effect
 from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.errors import BridgeControlError, PayloadError
 from policy_server.events import EventName
@@ -37,8 +38,10 @@ from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
 from policy_server.model import API_VERSION
+from policy_server.policies import build_builtin
 from policy_server.pusher import Pusher, PushJob
 from policy_server.registry import Policy, Registry
+from policy_server.reply import update_to_json
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S, ReloadResult, RulesSource, watch
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ class ServerOptions:
     bridge_control: str | None = None
     policy_modules: tuple[str, ...] = ()
     koordinator: bool = True
+    # Built-in policies enabled by name (policy_server.policies), with their config files.
+    builtin_policies: tuple[tuple[str, Path | None], ...] = ()
     executor_mode: ExecutorMode = ExecutorMode.OFF
     cgroup_root: Path = DEFAULT_CGROUP_ROOT
     cgroup_version: CgroupVersion = CgroupVersion.AUTO
@@ -105,6 +110,8 @@ class PolicyServer:
         self.registry = Registry()
         if options.koordinator:
             self.registry.add(build_policy(lambda: self.rules.current))
+        for name, config in options.builtin_policies:
+            self.registry.add(build_builtin(name, config))
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry)
