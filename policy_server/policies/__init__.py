@@ -37,6 +37,7 @@ __all__ = [
 
 # name -> module. One line per policy; keep it sorted.
 CATALOGUE: dict[str, str] = {
+    "cpu-pools": "policy_server.policies.cpu_pools",
     "ulimit-adjuster": "policy_server.policies.ulimit_adjuster",
 }
 
