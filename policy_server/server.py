@@ -138,7 +138,10 @@ class PolicyServer:
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""
         if self.bridge is not None and self.resync_policies:
-            self._resync.pending = True  # catch up with rules that changed while we were down
+            # Catch up with what happened while we were down (rules, containers) right away:
+            # until then a stateful policy works from an empty node view.
+            self._resync.pending = True
+            await self._on_poll(ReloadResult.UNCHANGED)
         if self.options.rules_path is None and self.bridge is None:
             return
         await watch(self.rules, self._on_poll, stop, self.options.rules_poll_interval_s)
