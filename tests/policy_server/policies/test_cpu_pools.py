@@ -274,3 +274,23 @@ def test_bad_configuration_is_refused_with_the_key(config: dict[str, Any], messa
 def test_layout_must_name_a_node() -> None:
     with pytest.raises(TopologyError, match="names no NUMA node"):
         from_layout({})
+
+
+def test_shipped_fixtures_give_the_documented_replies() -> None:
+    """The curl walk-through of docs/policies/cpu-pools.md, in order."""
+    root = Path(__file__).parents[3]
+    runner = PolicyRunner.builtin("cpu-pools", root / "examples/policies/cpu-pools.yaml")
+
+    def send(name: str) -> Reply:
+        return runner.send(root / "examples/requests" / f"cpu-pools-{name}.json")
+
+    def cpus(cpuset: str) -> dict[str, Any]:
+        return {"linux": {"resources": {"cpu": {"cpus": cpuset}}}}
+
+    assert send("synchronize").json == {"update": [
+        {"container_id": "c-web", **cpus("0,3-7")}, {"container_id": "c-db", **cpus("1-2")}]}
+    assert send("create-exclusive").json == {
+        "adjust": cpus("4-6"), "update": [{"container_id": "c-web", **cpus("0,3,7")}]}
+    assert send("create-shared").json == {"adjust": cpus("0,3,7")}
+    assert send("stop-exclusive").json == {"update": [
+        {"container_id": "c-web", **cpus("0,3-7")}, {"container_id": "c-batch", **cpus("0,3-7")}]}
