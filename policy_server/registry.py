@@ -67,9 +67,17 @@ def _positional_arity(fn: Callable[..., object]) -> int:
     return sum(1 for p in params if p.kind in kinds)
 
 
-def _wants_node(fn: Callable[..., object]) -> bool:
+def _wants_node(fn: Callable[..., object], policy: str) -> bool:
     param = inspect.signature(fn).parameters.get("node")
-    return param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
+    if param is None:
+        return False
+    if param.kind is not inspect.Parameter.KEYWORD_ONLY:
+        # Positional, it would silently receive the context instead.
+        raise PolicyLoadError(
+            f"policy {policy}: {getattr(fn, '__name__', fn)} must declare node keyword-only: "
+            "def handler(event, *, node)"
+        )
+    return True
 
 
 def _no_context() -> None:
@@ -133,7 +141,7 @@ class Policy(Generic[C]):
                 )
             label = name or fn.__name__
             spec: HandlerSpec[C]
-            if _wants_node(fn):
+            if _wants_node(fn, self.name):
                 with_node = _node_call(fn, arity)
                 # ``call`` (for callers without a node) passes an empty view.
                 spec = HandlerSpec(label, wanted, _without_node(with_node), with_node)
@@ -157,7 +165,7 @@ class Policy(Generic[C]):
 
         def register(fn: Obs) -> Obs:
             observer: Observer
-            if _wants_node(fn):
+            if _wants_node(fn, self.name):
                 observer = lambda event, node: fn(event, node=node)  # noqa: E731
             else:
                 observer = lambda event, _node: fn(event)  # noqa: E731

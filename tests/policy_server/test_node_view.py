@@ -12,6 +12,7 @@ import pytest
 from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
 from policy_server.bridge_client import BridgeControl
 from policy_server.engine import Engine
+from policy_server.errors import PolicyLoadError
 from policy_server.node import NodeView
 from policy_server.registry import Registry
 from policy_server.server import PolicyServer, ServerOptions
@@ -204,3 +205,11 @@ async def test_synchronize_policies_are_resynced_from_the_bridge_state() -> None
     assert await server.resync()
     assert server.engine.node.synced
     await server.aclose()
+
+
+def test_a_positional_node_parameter_is_refused() -> None:
+    policy = Policy("p")
+    with pytest.raises(PolicyLoadError, match=r"must declare node keyword-only"):
+        policy.on(EventName.CREATE_CONTAINER)(lambda event, node: None)
+    with pytest.raises(PolicyLoadError, match=r"must declare node keyword-only"):
+        policy.observe(EventName.CREATE_CONTAINER)(lambda event, node: None)

@@ -105,7 +105,7 @@ def build_policy(settings: Settings) -> Policy[None]:
     def track(event: Event, *, node: NodeView) -> None:
         plan = _plan(pools, event, node)
         if plan is not None:
-            pools.commit(plan, event.dry_run)
+            pools.commit(plan)
 
     @policy.on(EventName.CREATE_CONTAINER)
     def place(event: Event, *, node: NodeView) -> Decision | None:

@@ -113,11 +113,14 @@ class CpuPools:
     def shared(self, table: Table | None = None) -> frozenset[int]:
         return self.settings.topology.cpus - _held(self.table if table is None else table)
 
-    def commit(self, plan: Plan, dry_run: bool) -> None:
-        """Remember what the handler will answer; keep the table unless it was a dry run."""
+    def commit(self, plan: Plan) -> None:
+        """Keep the new table and remember what the handler will answer.
+
+        Dry runs commit too: a shadow webhook or a replay sees the whole stream of events as
+        dry runs, and its answers only make sense if each builds on the ones before.
+        """
         outcome, table = plan
-        if not dry_run:
-            self.table = MappingProxyType(dict(table))
+        self.table = MappingProxyType(dict(table))
         self.last = outcome
 
     def outcome_for(self, uid: str) -> Outcome | None:
