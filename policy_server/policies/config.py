@@ -35,6 +35,8 @@ class PolicySettings:
     name: str
     doc: Mapping[str, Any] = field(default_factory=lambda: _NO_DOC)
     source: str = "defaults"
+    # Relative paths in the document are relative to the file's directory.
+    base_dir: Path | None = None
 
     def error(self, key: str, message: str) -> PolicyConfigError:
         where = f"{key}: " if key else ""
@@ -62,6 +64,18 @@ class PolicySettings:
         if not isinstance(value, str) or not value:
             raise self.error(key, f"expected a non-empty string, got {_kind(value)}")
         return value
+
+    def paths(self, key: str, default: tuple[str, ...] = ()) -> tuple[Path, ...]:
+        """A list of paths; relative ones are taken relative to the configuration file."""
+        out = []
+        for i, text in enumerate(self.strings(key, default)):
+            path = Path(text)
+            if not path.is_absolute():
+                if self.base_dir is None:
+                    raise self.error(f"{key}[{i}]", f"expected an absolute path, got {text!r}")
+                path = self.base_dir / path
+            out.append(path)
+        return tuple(out)
 
     def mapping(self, key: str) -> Mapping[str, Any]:
         value = self.doc.get(key)
@@ -106,4 +120,4 @@ def load_settings(name: str, path: Path | None) -> PolicySettings:
         doc = {}
     if not isinstance(doc, dict):
         raise PolicyConfigError(f"policy {name}: {path} must hold a mapping, not {_kind(doc)}")
-    return PolicySettings(name, MappingProxyType(doc), str(path))
+    return PolicySettings(name, MappingProxyType(doc), str(path), path.parent.absolute())

@@ -17,22 +17,20 @@ pool through the bridge's POST /v1/updates).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
 from .bridge_proc import has_msg
-from .conftest import keep_log
+from .conftest import StackFactory
 from .containerd import Containerd
 from .cri import CriClient, Pod
 from .inspect_proc import cgroup_values
-from .policy_proc import PolicyServer, WebhookBridge
+from .policy_proc import PolicyServer
 
 pytestmark = pytest.mark.e2e
 
@@ -51,55 +49,18 @@ CONFIG = {"reserved_cpus": "0"}
 GUARANTEED_1_CPU = {"cpu_shares": 1024, "cpu_quota": 100000, "cpu_period": 100000}
 
 
-class CpuPoolsServer(PolicyServer):
-    """The policy server with the built-in cpu-pools policy enabled by name."""
-
-    def __init__(self, workdir: Path, bridge_control: Path) -> None:
-        super().__init__(workdir, koordinator=False, bridge_control=bridge_control)
-        self.config = workdir / "cpu-pools.yaml"
-        self.config.write_text(json.dumps(CONFIG) + "\n")
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--policy", f"cpu-pools={self.config}"]
-
-    def restart(self) -> None:
-        resyncs = self.raw_log().count("resync policy=cpu-pools")
-        self.stop()
-        self.start()
-        self.wait_healthy()
-        # The startup resync: state rebuilt from the bridge's GET /v1/state.
-        deadline = time.monotonic() + MOVE_TIMEOUT_S
-        while self.raw_log().count("resync policy=cpu-pools") == resyncs:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no resync after the restart:\n{self.tail()}")
-            time.sleep(0.05)
-
-
-@pytest.fixture
-def stack(
-    containerd: Containerd, clean_pods: CriClient, request: pytest.FixtureRequest
-) -> Iterator[tuple[CpuPoolsServer, WebhookBridge]]:
-    workdir = Path(tempfile.mkdtemp(prefix="cpu-pools-", dir=containerd.dirs.base))
-    policy_sock = workdir / "policy.sock"
-    hook = {**WEBHOOK, "url": f"unix://{policy_sock}/v1/policies/cpu-pools"}
-    bridge = WebhookBridge(containerd.dirs.nri_socket, workdir / "bridge", [hook])
-    policy = CpuPoolsServer(workdir, bridge.control_socket)
-    try:
-        policy.start()
-        policy.wait_healthy()
-        bridge.start()
-        bridge.wait_for("registration", has_msg("registered"))
-        bridge.wait_ready()
-        yield policy, bridge
-        if containerd.running():
-            clean_pods.remove_all()
-    finally:
-        name = request.node.name.replace("/", "_")
-        for proc in (bridge, policy):
-            with contextlib.suppress(Exception):  # keep stopping the other
-                proc.stop()
-        keep_log(bridge.log, f"{name}-bridge.log")
-        keep_log(policy.log, f"{name}-policy.log")
+def restart(policy: PolicyServer) -> None:
+    """Stop and start the policy server; return once its startup resync has run."""
+    resyncs = policy.raw_log().count("resync policy=cpu-pools")
+    policy.stop()
+    policy.start()
+    policy.wait_healthy()
+    # The startup resync: state rebuilt from the bridge's GET /v1/state.
+    deadline = time.monotonic() + MOVE_TIMEOUT_S
+    while policy.raw_log().count("resync policy=cpu-pools") == resyncs:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no resync after the restart:\n{policy.tail()}")
+        time.sleep(0.05)
 
 
 def cpuset(pid: int) -> str:
@@ -124,10 +85,16 @@ def refused(cri: CriClient, pod: Pod, name: str) -> str:
 
 
 def test_exclusive_cpus_move_the_shared_pool_and_survive_restarts(
-    clean_pods: CriClient, stack: tuple[CpuPoolsServer, WebhookBridge]
+    containerd: Containerd, clean_pods: CriClient, start_stack: StackFactory
 ) -> None:
-    policy, bridge = stack
-    cri = clean_pods
+    config = (
+        Path(tempfile.mkdtemp(prefix="cpu-pools-", dir=containerd.dirs.base)) / "cpu-pools.yaml"
+    )
+    config.write_text(json.dumps(CONFIG) + "\n")
+    stack = start_stack(
+        webhooks=[WEBHOOK], koordinator=False, builtin_policies=(f"cpu-pools={config}",)
+    )
+    policy, bridge, cri = stack.policy, stack.bridge, clean_pods
 
     def logs() -> str:
         return f"--- policy:\n{policy.tail()}\n--- bridge:\n{bridge.tail()}"
@@ -150,7 +117,7 @@ def test_exclusive_cpus_move_the_shared_pool_and_survive_restarts(
     assert "cpu-pools: needs 1 exclusive CPUs, 0 can be given" in reason, reason
 
     # Restart: the allocation is rebuilt from the bridge's state, so CPU 1 is still x1's.
-    policy.restart()
+    restart(policy)
     reason = refused(cri, x2_pod, "x2-again")
     assert "0 can be given" in reason, reason  # not "no Synchronize": the state is there
     assert {n: cpuset(pid) for n, pid in pids.items()} == {"s1": "0", "s2": "0"}
