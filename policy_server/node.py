@@ -18,7 +18,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TypeVar
 
-from policy_server.events import EventName
+from bridge.contract.catalogue import EventName
 from policy_server.model import Container, Event, Pod
 
 log = logging.getLogger(__name__)

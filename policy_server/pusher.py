@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy_server.bridge_client import BridgeControl
-from policy_server.errors import BridgeControlError
+from policy_server.exceptions import BridgeControlError
 from policy_server.metrics import Metrics
 
 log = logging.getLogger(__name__)

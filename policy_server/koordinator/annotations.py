@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policy_server.cpuset import check_cpu_list
-from policy_server.errors import PolicyError
+from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.quantity import quantity_value
 

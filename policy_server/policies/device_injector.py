@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import policy_server.policies.pod_annotations as notes
+from bridge.contract.catalogue import EventName
 from policy_server.decision import Adjustment, Decision
-from policy_server.events import EventName
 from policy_server.model import Event, Mount
 from policy_server.oci import Device
 from policy_server.policies.config import PolicySettings

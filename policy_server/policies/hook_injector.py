@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bridge.contract.catalogue import EventName
 from policy_server.decision import Adjustment, Decision
-from policy_server.events import EventName
 from policy_server.model import Container, Event
 from policy_server.oci import StagedHook
 from policy_server.policies.config import PolicySettings

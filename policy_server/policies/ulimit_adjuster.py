@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
+from bridge.contract.catalogue import EventName
 from policy_server.decision import Adjustment, Decision
-from policy_server.events import EventName
 from policy_server.model import Event
 from policy_server.oci import Rlimit
 from policy_server.policies.config import PolicySettings

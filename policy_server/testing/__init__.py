@@ -24,12 +24,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.record.replay import Case, Outcome, compare, load_cases
 from policy_server.engine import Engine, Evaluation
-from policy_server.errors import PolicyServerError
-from policy_server.events import CONTAINER_EVENTS, EventName
+from policy_server.exceptions import PolicyServerError
 from policy_server.loader import load_policies
-from policy_server.model import API_VERSION
 from policy_server.policies import build_builtin
 from policy_server.registry import Policy, Registry
 

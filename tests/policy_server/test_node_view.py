@@ -11,11 +11,11 @@ import pytest
 
 from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
 from policy_server.bridge_client import BridgeControl
+from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.engine import Engine
-from policy_server.errors import PolicyLoadError
+from policy_server.exceptions import PolicyLoadError
 from policy_server.node import NodeView
 from policy_server.registry import Registry
-from policy_server.server import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, event, pod
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []

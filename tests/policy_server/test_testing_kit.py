@@ -12,8 +12,8 @@ import pytest
 
 from policy_server import Adjustment, Decision, Event, EventName, Policy
 from policy_server.app import create_app
+from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.oci import Rlimit
-from policy_server.server import PolicyServer, ServerOptions
 from policy_server.testing import (
     InvalidReply,
     InvalidRequest,

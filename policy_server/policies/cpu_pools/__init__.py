@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bridge.contract.catalogue import EventName
 from policy_server.cpuset import format_cpu_list, parse_cpu_list
 from policy_server.decision import Adjustment, ContainerUpdate, Decision, ResourcePatch
-from policy_server.events import EventName
 from policy_server.model import Event
 from policy_server.node import NodeView
 from policy_server.policies.config import PolicySettings

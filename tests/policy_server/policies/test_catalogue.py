@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from policy_server.errors import PolicyLoadError
+from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, build_builtin, describe_builtins, parse_policy_arg
 from policy_server.policies.config import PolicyConfigError
-from policy_server.server import PolicyServer, ServerOptions
 from policy_server.testing import make_request
 
 ROOT = Path(__file__).parents[3]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "policy_server.cli", *args],
+    return subprocess.run([sys.executable, "-m", "policy_server.main", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=30)  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bridge.contract.catalogue import API_VERSION, EventName
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
     DEFAULT_CGROUP_ROOT,
@@ -31,13 +32,11 @@ from policy_server.cgroups import (
 )
 from policy_server.decision import CgroupWrite, Effect
 from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
-from policy_server.errors import BridgeControlError, PayloadError
-from policy_server.events import EventName
+from policy_server.exceptions import BridgeControlError, PayloadError
 from policy_server.koordinator import Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
-from policy_server.model import API_VERSION
 from policy_server.policies import build_builtin
 from policy_server.pusher import Pusher, PushJob
 from policy_server.registry import Policy, Registry
