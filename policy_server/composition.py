@@ -3,8 +3,11 @@
 Builds the registry (koordinator-qos, the built-in policies enabled with ``--policy`` and
 ``--policy-module`` policies), the engine, the rules
 source, the cgroup executor and the bridge client, and owns what happens around an evaluation:
-metrics, pod-level effects, and the recomputation of all known containers after a rule change
-(pushed through the bridge). ``app.py`` maps HTTP onto ``PolicyServer.handle``.
+metrics, pod-level effects, updates a policy asks to push, and the recomputation of all known
+containers (pushed through the bridge) at startup and after a rule change: every policy that
+handles Synchronize gets a synthetic one built from the bridge's state, so a restarted server
+rebuilds its node view and its policies' state. ``app.py`` maps HTTP onto
+``PolicyServer.handle``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import API_VERSION, EventName
-from policy_server.bridge_client import BridgeControl
+from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
     DEFAULT_CGROUP_ROOT,
     CgroupExecutor,
@@ -30,20 +33,22 @@ from policy_server.cgroups import (
 from policy_server.decision import CgroupWrite, Effect
 from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.exceptions import BridgeControlError, PayloadError
-from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
+from policy_server.koordinator import Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
 from policy_server.policies import build_builtin
+from policy_server.pusher import Pusher, PushJob
 from policy_server.registry import Policy, Registry
+from policy_server.reply import update_to_json
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S, ReloadResult, RulesSource, watch
 
 log = logging.getLogger(__name__)
 
 RESYNC_RETRY_MAX_S = 30.0
 EFFECTS_TIMEOUT_S = 2.0
-# Updates per POST /v1/updates (the bridge takes bodies up to 1 MiB).
-PUSH_BATCH = 500
+# Snapshots taken while events kept arriving are fetched again this often before backing off.
+RESYNC_SNAPSHOT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +120,10 @@ class PolicyServer:
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
         self.bridge = bridge
-        self.resync_policies = (POLICY_NAME,) if options.koordinator else ()
+        self.pusher = Pusher(bridge, self.metrics) if bridge is not None else None
+        self.resync_policies = tuple(
+            p.name for p in self.registry if EventName.SYNCHRONIZE in p.events
+        )
         self._resync = _ResyncState()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -129,12 +137,17 @@ class PolicyServer:
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""
         if self.bridge is not None and self.resync_policies:
-            self._resync.pending = True  # catch up with rules that changed while we were down
+            # Catch up with what happened while we were down (rules, containers) right away:
+            # until then a stateful policy works from an empty node view.
+            self._resync.pending = True
+            await self._on_poll(ReloadResult.UNCHANGED)
         if self.options.rules_path is None and self.bridge is None:
             return
         await watch(self.rules, self._on_poll, stop, self.options.rules_poll_interval_s)
 
     async def aclose(self) -> None:
+        if self.pusher is not None:
+            await self.pusher.aclose()
         if self.bridge is not None:
             await self.bridge.aclose()
 
@@ -164,6 +177,8 @@ class PolicyServer:
             raise
         self._observe(evaluation)
         notes = await self._apply_effects(evaluation)
+        if evaluation.decision.push:
+            notes.extend(self._push(evaluation))
         if notes:
             evaluation = _with_warnings(evaluation, notes)
         return evaluation
@@ -198,6 +213,22 @@ class PolicyServer:
         self._count(report)
         return notes + [f"pod cgroup write failed: {f}" for f in report.failed]
 
+    def _push(self, evaluation: Evaluation) -> list[str]:
+        """Queue the evaluation's ``push`` updates; warnings saying why they were not."""
+        updates = tuple(
+            update_to_json(u) for u in evaluation.decision.push if not u.resources.is_empty()
+        )
+        if not updates:
+            return []
+        if evaluation.event.dry_run:
+            return [f"{len(updates)} pushed updates not sent: dry_run request"]
+        if self.pusher is None:
+            return [f"{len(updates)} pushed updates not sent: no --bridge-control"]
+        job = PushJob(evaluation.policy, describe(evaluation.event), updates)
+        if not self.pusher.submit(job):
+            return [f"{len(updates)} pushed updates dropped: push queue full"]
+        return []
+
     def _count(self, report: ExecutionReport) -> None:
         for result in ("written", "logged", "skipped", "failed"):
             count = len(getattr(report, result))
@@ -207,7 +238,7 @@ class PolicyServer:
     # --- rule changes ----------------------------------------------------------------------
 
     async def resync(self) -> bool:
-        """Recompute every known container with the current rules and push what changed.
+        """Recompute every known container (current rules, current state) and push what changed.
 
         Returns False (and schedules a retry with back-off) if the bridge could not be used.
         """
@@ -222,9 +253,7 @@ class PolicyServer:
                 await self._resync_once(self.bridge)
             except (BridgeControlError, PayloadError) as exc:
                 self.metrics.resyncs.labels("failed").inc()
-                log.error(
-                    "resync after rule change failed, retrying in %.0fs: %s", state.backoff_s, exc
-                )
+                log.error("resync failed, retrying in %.0fs: %s", state.backoff_s, exc)
                 state.pending = True
                 state.next_attempt = time.monotonic() + state.backoff_s
                 state.backoff_s = min(state.backoff_s * 2, RESYNC_RETRY_MAX_S)
@@ -234,8 +263,20 @@ class PolicyServer:
         state.backoff_s = 1.0
         return True
 
+    async def _snapshot(self, bridge: BridgeControl) -> BridgeState:
+        """The bridge's state, fetched while no event reached us (else the policies' state
+        would be rebuilt from a view older than what they have already seen)."""
+        for _ in range(RESYNC_SNAPSHOT_ATTEMPTS):
+            seen = self.engine.node.generation
+            snapshot = await bridge.state()
+            if self.engine.node.generation == seen:
+                return snapshot
+        raise BridgeControlError(
+            f"events kept arriving during {RESYNC_SNAPSHOT_ATTEMPTS} state fetches"
+        )
+
     async def _resync_once(self, bridge: BridgeControl) -> None:
-        snapshot = await bridge.state()
+        snapshot = await self._snapshot(bridge)
         body = {
             "api_version": API_VERSION,
             "uid": f"resync-{uuid.uuid4()}",
@@ -246,30 +287,29 @@ class PolicyServer:
             "pods": snapshot.pods,
             "containers": snapshot.containers,
         }
-        for name in self.resync_policies:
-            evaluation = self.engine.evaluate_json(name, body)
+        # Every policy first, with no await in between: their state is rebuilt from one view.
+        evaluations = [self.engine.evaluate_json(name, body) for name in self.resync_policies]
+        pusher = self.pusher
+        assert pusher is not None  # there is a bridge
+        for evaluation in evaluations:
+            name = evaluation.policy
             self._observe(evaluation)
             await self._apply_effects(evaluation)
-            updates = evaluation.reply.get("update", [])
             for warning in evaluation.reply.get("warnings", []):
                 log.warning("resync policy=%s: %s", name, warning)
-            if not updates:
-                log.info(
-                    "resync policy=%s: no container needs a change (%d containers)",
-                    name,
-                    len(snapshot.containers),
-                )
-                continue
-            failed = []
-            for start in range(0, len(updates), PUSH_BATCH):
-                batch = updates[start : start + PUSH_BATCH]
-                failed.extend(await bridge.push_updates(batch))
-                self.metrics.pushed_updates.inc(len(batch))
-            log.info(
-                "resync policy=%s: pushed %d updates, %d failed", name, len(updates), len(failed)
+            updates = (
+                *evaluation.reply.get("update", []),
+                *(update_to_json(u) for u in evaluation.decision.push),
             )
-            for item in failed:
-                log.warning("resync policy=%s: bridge reports failed update %r", name, item)
+            log.info(
+                "resync policy=%s: %d of %d containers need an update",
+                name,
+                len(updates),
+                len(snapshot.containers),
+            )
+            if updates:
+                pusher.submit(PushJob(name, "resync", updates))
+        await pusher.join()
 
 
 def _with_warnings(evaluation: Evaluation, notes: list[str]) -> Evaluation:

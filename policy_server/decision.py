@@ -167,7 +167,10 @@ class Decision:
 
     ``errors`` are failures after which the handler still returns partial output (koordlet
     keeps what a failing hook already set); the engine applies the policy's failure policy to
-    them. ``effects`` never reach the reply: they go to the side-effect executor.
+    them. ``effects`` never reach the reply: they go to the side-effect executor. ``push`` never
+    reaches the reply either: the server sends those updates through the bridge's
+    ``POST /v1/updates`` after replying (for events whose reply cannot carry ``update``, such
+    as RemoveContainer, the NRI way to change other containers then is UpdateContainers).
     """
 
     adjust: Adjustment | None = None
@@ -177,6 +180,7 @@ class Decision:
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     effects: tuple[Effect, ...] = ()
+    push: tuple[ContainerUpdate, ...] = ()
 
 
 NO_CHANGE = Decision()
@@ -323,6 +327,7 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     m = _Merger()
     adjust = _AdjustAcc()
     updates: dict[str, tuple[dict[str, Any], bool]] = {}
+    pushes: dict[str, tuple[dict[str, Any], bool]] = {}
     evictions: dict[str, list[str]] = {}
     rejects: list[str] = []
     warnings: list[str] = []
@@ -331,11 +336,8 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     for handler, decision in outputs:
         if decision.adjust is not None:
             _merge_adjust(m, adjust, decision.adjust, handler)
-        for upd in decision.update:
-            acc, ignore = updates.get(upd.container_id, ({}, True))
-            m.patch(acc, upd.resources, f"update[{upd.container_id}].linux.resources", handler)
-            # A failure may be ignored only if every handler asking for this update agrees.
-            updates[upd.container_id] = (acc, ignore and upd.ignore_failure)
+        _merge_updates(m, updates, decision.update, "update", handler)
+        _merge_updates(m, pushes, decision.push, "push", handler)
         for ev in decision.evict:
             evictions.setdefault(ev.container_id, [])
             if ev.reason:
@@ -352,17 +354,37 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     warnings.extend(c.message() for c in m.conflicts)
     decision = Decision(
         adjust=adjust.build() if adjust.touched else None,
-        update=tuple(
-            ContainerUpdate(cid, _build_patch(acc), ignore)
-            for cid, (acc, ignore) in updates.items()
-        ),
+        update=_built_updates(updates),
         evict=tuple(Eviction(cid, "; ".join(reasons)) for cid, reasons in evictions.items()),
         reject="; ".join(rejects) if rejects else None,
         warnings=tuple(warnings),
         errors=tuple(errors),
         effects=tuple(effects.values()),
+        push=_built_updates(pushes),
     )
     return Merged(decision, tuple(m.conflicts))
+
+
+def _merge_updates(
+    m: _Merger,
+    into: dict[str, tuple[dict[str, Any], bool]],
+    updates: tuple[ContainerUpdate, ...],
+    part: str,
+    handler: str,
+) -> None:
+    for upd in updates:
+        acc, ignore = into.get(upd.container_id, ({}, True))
+        m.patch(acc, upd.resources, f"{part}[{upd.container_id}].linux.resources", handler)
+        # A failure may be ignored only if every handler asking for this update agrees.
+        into[upd.container_id] = (acc, ignore and upd.ignore_failure)
+
+
+def _built_updates(
+    accs: Mapping[str, tuple[dict[str, Any], bool]],
+) -> tuple[ContainerUpdate, ...]:
+    return tuple(
+        ContainerUpdate(cid, _build_patch(acc), ignore) for cid, (acc, ignore) in accs.items()
+    )
 
 
 def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
@@ -376,7 +398,7 @@ def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
         adjusts += d.adjust is not None
         updates += bool(d.update)
         effects += bool(d.effects)
-        if d.evict or len(d.update) > 1 or (len(d.effects) > 1 and _repeats(d.effects)):
+        if d.evict or d.push or len(d.update) > 1 or (len(d.effects) > 1 and _repeats(d.effects)):
             return False
     return adjusts <= 1 and updates <= 1 and effects <= 1
 

@@ -77,8 +77,8 @@ def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
 def decision_to_reply(decision: Decision) -> dict[str, Any]:
     """The reply body for a (merged) decision; ``{}`` means no change.
 
-    ``errors`` and ``effects`` are not part of the reply: the engine has already turned errors
-    into warnings or a rejection, and effects belong to the executor.
+    ``errors``, ``effects`` and ``push`` are not part of the reply: the engine has already turned
+    errors into warnings or a rejection, effects belong to the executor and pushes to the server.
     """
     out: dict[str, Any] = {}
     if decision.adjust is not None and not decision.adjust.is_empty():

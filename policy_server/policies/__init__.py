@@ -37,6 +37,7 @@ __all__ = [
 
 # name -> module. One line per policy; keep it sorted.
 CATALOGUE: dict[str, str] = {
+    "cpu-pools": "policy_server.policies.cpu_pools",
     "device-injector": "policy_server.policies.device_injector",
     "hook-injector": "policy_server.policies.hook_injector",
     "ulimit-adjuster": "policy_server.policies.ulimit_adjuster",

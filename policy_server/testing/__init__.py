@@ -231,4 +231,3 @@ def make_request(
         body["pod"]["annotations"] = {**body["pod"].get("annotations", {}), **pod_annotations}
     body.update(payload)
     return body
-

@@ -1,8 +1,13 @@
-"""Linux CPU list syntax (``0-3,8,10-11``), checked before it is handed to the runtime."""
+"""Linux CPU list syntax (``0-3,8,10-11``): checked, parsed and written.
+
+Shared by every policy that handles cpusets (koordinator-qos, cpu-pools). Pure; must not read
+``/sys`` or know about policies.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 MAX_CPU_ID = 1 << 16
@@ -31,3 +36,19 @@ def parse_cpu_list(text: str) -> frozenset[int]:
         low, _, high = part.strip().partition("-")
         out.update(range(int(low), int(high or low) + 1))
     return frozenset(out)
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """The canonical list (ascending, runs as ranges) the kernel itself prints: ``0-2,5``."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    start = prev = -2
+    for cpu in ordered:
+        if cpu != prev + 1:
+            if start >= 0:
+                parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = cpu
+        prev = cpu
+    if start >= 0:
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+    return ",".join(parts)
