@@ -40,7 +40,7 @@ from policy_server.model import Event, Mount
 from policy_server.oci import Device
 from policy_server.policies.config import PolicySettings, describe_value
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.registry import Policy
+from policy_server.registry import FailurePolicy, Policy
 
 NAME = "device-injector"
 DESCRIPTION = "devices, mounts and CDI devices from pod annotations, within allow lists"
@@ -107,6 +107,8 @@ def _abs_path(key: str, where: str, value: object) -> str:
         raise AnnotationError(key, f"{where}: expected an absolute path, got {value!r}")
     if ".." in value.split("/"):
         raise AnnotationError(key, f"{where}: {value!r} contains '..'")
+    if "\0" in value:
+        raise AnnotationError(key, f"{where}: {value!r} contains a NUL byte")
     return posixpath.normpath(value)
 
 
@@ -267,7 +269,10 @@ def _rules_from(settings: PolicySettings) -> Rules:
 
 def build(settings: PolicySettings) -> Policy[Rules]:
     rules = _rules_from(settings)
-    policy = Policy(NAME, context=lambda: rules, description=DESCRIPTION)
+    # A bug in here must not start the container without what it asked for.
+    policy = Policy(
+        NAME, context=lambda: rules, description=DESCRIPTION, failure_policy=FailurePolicy.FAIL
+    )
 
     @policy.on(EventName.CREATE_CONTAINER)
     def devices(event: Event, rules: Rules) -> Decision | None:

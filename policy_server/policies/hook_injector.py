@@ -28,7 +28,7 @@ from policy_server.model import Container, Event
 from policy_server.oci import StagedHook
 from policy_server.policies.config import PolicySettings
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
-from policy_server.registry import Policy
+from policy_server.registry import FailurePolicy, Policy
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,12 @@ class HookLibrary:
             try:
                 with os.scandir(directory) as it:
                     for entry in it:
-                        if not entry.name.endswith(".json") or not entry.is_file():
-                            continue
-                        st = entry.stat()
+                        try:
+                            if not entry.name.endswith(".json") or not entry.is_file():
+                                continue
+                            st = entry.stat()
+                        except OSError:
+                            continue  # removed while we looked: the next scan sees the change
                         entries.append(
                             (str(directory), entry.name, st.st_ino, st.st_mtime_ns, st.st_size)
                         )
@@ -134,7 +137,10 @@ def build(settings: PolicySettings) -> Policy[HookSet]:
     settings.check_keys(frozenset({"hooks_dirs"}))
     library = HookLibrary(settings.paths("hooks_dirs", DEFAULT_DIRS))
     library.current()  # load now: problems show in the log at startup
-    policy = Policy(NAME, context=library.current, description=DESCRIPTION)
+    # A bug in here must not start the container without what it asked for.
+    policy = Policy(
+        NAME, context=library.current, description=DESCRIPTION, failure_policy=FailurePolicy.FAIL
+    )
 
     @policy.on(EventName.CREATE_CONTAINER)
     def inject_hooks(event: Event, hooks: HookSet) -> Decision | None:

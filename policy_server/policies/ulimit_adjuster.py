@@ -21,7 +21,7 @@ from policy_server.model import Event
 from policy_server.oci import Rlimit
 from policy_server.policies.config import PolicySettings
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.registry import Policy
+from policy_server.registry import FailurePolicy, Policy
 
 NAME = "ulimit-adjuster"
 DESCRIPTION = "rlimits (ulimits) for containers from pod annotations"
@@ -112,7 +112,10 @@ def _limits_from(settings: PolicySettings) -> Limits:
 
 def build(settings: PolicySettings) -> Policy[Limits]:
     limits = _limits_from(settings)
-    policy = Policy(NAME, context=lambda: limits, description=DESCRIPTION)
+    # A bug in here must not start the container without what it asked for.
+    policy = Policy(
+        NAME, context=lambda: limits, description=DESCRIPTION, failure_policy=FailurePolicy.FAIL
+    )
 
     @policy.on(EventName.CREATE_CONTAINER)
     def rlimits(event: Event, limits: Limits) -> Decision | None:

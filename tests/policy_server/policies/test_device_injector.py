@@ -89,6 +89,7 @@ def test_cdi_devices_are_refused_on_runtimes_that_would_drop_them(runner: Policy
          "device /dev/null: major 8 does not match the host's"),
         ({DEVICES: "[dev/null]"}, "item 0.path: expected an absolute path, got 'dev/null'"),
         ({DEVICES: "[/dev/../dev/null]"}, "contains '..'"),
+        ({DEVICES: '["/dev/nu\\0ll"]'}, "contains a NUL byte"),
         ({DEVICES: "[/dev/null, /dev/null]"}, "/dev/null is given twice"),
         ({DEVICES: "[{path: /dev/null, file_mode: '999'}]"}, "'999' is not an octal mode"),
         ({DEVICES: "[{path: /dev/null, owner: me}]"}, "unknown field 'owner'"),
@@ -132,6 +133,19 @@ def test_symlinks_out_of_an_allowed_directory_are_refused(
     (shared / "current").symlink_to(shared / "data")
     reply = send(runner, {MOUNTS: f"[{{source: {shared}/current, destination: /d}}]"})
     assert reply.adjust["mounts"][0]["source"] == str((shared / "data").resolve())
+
+
+def test_an_internal_error_rejects_instead_of_starting_without_the_device(
+    runner: PolicyRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from policy_server.policies.device_injector import HostView
+
+    def broken(self: HostView, path: str) -> None:
+        raise RuntimeError("stat exploded")
+
+    monkeypatch.setattr(HostView, "device", broken)
+    reply = send(runner, {DEVICES: "[/dev/null]"})
+    assert reply.reject == "devices: internal error (RuntimeError: stat exploded)"
 
 
 def test_nothing_is_allowed_by_default(policy_runner: RunnerFactory) -> None:
