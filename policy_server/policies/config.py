@@ -58,6 +58,8 @@ class PolicySettings:
             if not isinstance(item, str) or not item:
                 got = describe_value(item)
                 raise self.error(f"{key}[{i}]", f"expected a non-empty string, got {got}")
+            if "\0" in item:
+                raise self.error(f"{key}[{i}]", "contains a NUL byte")
         return tuple(value)
 
     def string(self, key: str, default: str) -> str:

@@ -140,6 +140,8 @@ def test_bad_hook_files(doc: dict[str, Any], message: str) -> None:
 def test_configuration(tmp_path: Path, policy_runner: RunnerFactory) -> None:
     with pytest.raises(PolicyConfigError, match=r"hooks_dirs\[0\]: expected an absolute path"):
         policy_runner(builtin="hook-injector", config={"hooks_dirs": ["relative"]})
+    with pytest.raises(PolicyConfigError, match=r"hooks_dirs\[0\]: contains a NUL byte"):
+        policy_runner(builtin="hook-injector", config={"hooks_dirs": ["/a\0b"]})
     with pytest.raises(PolicyConfigError, match="hooks_dir: unknown key"):
         policy_runner(builtin="hook-injector", config={"hooks_dir": "/x"})
     relative = tmp_path / "hooks.yaml"
