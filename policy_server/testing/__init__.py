@@ -29,8 +29,10 @@ from bridge.contract.replay import Case, Outcome, compare, load_cases
 from policy_server.engine import Engine, Evaluation
 from policy_server.exceptions import PolicyServerError
 from policy_server.loader import load_policies
+from policy_server.node import NodeView
 from policy_server.policies import build_builtin
 from policy_server.registry import Policy, Registry
+from policy_server.reply import update_to_json
 
 __all__ = [
     "InvalidReply",
@@ -74,6 +76,11 @@ class Reply:
     @property
     def warnings(self) -> list[str]:
         return list(self.json.get("warnings", []))
+
+    @property
+    def pushed(self) -> list[dict[str, Any]]:
+        """Updates the policy pushes through the bridge after this reply (``Decision.push``)."""
+        return [update_to_json(u) for u in self.evaluation.decision.push]
 
     @property
     def no_change(self) -> bool:
@@ -136,6 +143,11 @@ class PolicyRunner:
     def builtin(cls, name: str, config: Mapping[str, Any] | Path | None = None) -> PolicyRunner:
         """A built-in policy (``--policy NAME``), configured from a dict or a YAML file."""
         return cls(build_builtin(name, config))
+
+    @property
+    def node(self) -> NodeView:
+        """The node as the policies see it now (pods and containers from the events so far)."""
+        return self.engine.node.view
 
     @property
     def policy_names(self) -> list[str]:

@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from policy_server import Adjustment, Decision, Event, EventName, Policy
+from policy_server import (
+    Adjustment,
+    ContainerUpdate,
+    Decision,
+    Event,
+    EventName,
+    Policy,
+    ResourcePatch,
+)
 from policy_server.app import create_app
 from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.oci import Rlimit
@@ -130,3 +138,21 @@ async def test_the_cli_replay_of_a_served_policy_agrees(tmp_path: Path) -> None:
         expected.write_text(json.dumps({"request": create["request"], "reply": {}}) + "\n")
         code, out = await replay("--expected", str(expected))
         assert code == 1 and out.rstrip().endswith("6 passed, 1 failed"), out
+
+
+def test_node_view_and_pushed_updates_after_a_replay() -> None:
+    """The runner's node follows the recorded events; a policy's pushes are on the reply."""
+    policy = Policy("pusher")
+
+    @policy.on(EventName.REMOVE_CONTAINER)
+    def push_on_removal(event: Event) -> Decision:
+        return Decision(push=(ContainerUpdate("other", ResourcePatch(cpu_cpus="0-1")),))
+
+    runner = PolicyRunner(policy)
+    created = [r for r in runner.events(RECORDING) if r["event"] == "CreateContainer"][0]
+    runner.send(created)
+    assert [c.name for c in runner.node.containers.values()] == ["app"]
+    removal = make_request("RemoveContainer", pod=created["pod"], container=created["container"])
+    reply = runner.send(removal)
+    assert reply.json == {} and reply.pushed == [
+        {"container_id": "other", "linux": {"resources": {"cpu": {"cpus": "0-1"}}}}]
