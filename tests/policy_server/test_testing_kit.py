@@ -149,7 +149,7 @@ def test_node_view_and_pushed_updates_after_a_replay() -> None:
         return Decision(push=(ContainerUpdate("other", ResourcePatch(cpu_cpus="0-1")),))
 
     runner = PolicyRunner(policy)
-    created = [r for r in runner.events(RECORDING) if r["event"] == "CreateContainer"][0]
+    created = next(r for r in runner.events(RECORDING) if r["event"] == "CreateContainer")
     runner.send(created)
     assert [c.name for c in runner.node.containers.values()] == ["app"]
     removal = make_request("RemoveContainer", pod=created["pod"], container=created["container"])
