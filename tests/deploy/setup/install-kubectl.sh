@@ -7,7 +7,7 @@
 # use. The trixie source is the one tests/e2e/setup/install-runtimes.sh adds (same
 # files, same content), pinned at priority 100 so nothing else moves to trixie; kubectl
 # needs only libc6 >= 2.34, which bookworm has. The plan is simulated first and refused
-# if it would upgrade or remove an installed package.
+# if it would change or remove an installed package.
 set -euo pipefail
 
 DEBIAN_MIRROR=http://deb.debian.org/debian
@@ -56,7 +56,7 @@ plan=$(apt-get install -s --no-install-recommends "${PACKAGES[@]}" 2>&1) || {
 }
 if grep -qE '^(Inst \S+ \[|Remv )' <<<"$plan"; then
     printf '%s\n' "$plan" >&2
-    die "refusing: installing ${PACKAGES[*]} would upgrade or remove installed packages"
+    die "refusing: installing ${PACKAGES[*]} would change or remove installed packages"
 fi
 log "installing ${PACKAGES[*]}"
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >/dev/null ||
