@@ -99,6 +99,14 @@ def test_dashboard_is_importable_grafana_json() -> None:
         assert all(t["datasource"] == g.DATASOURCE for t in p["targets"]), p["title"]
         box = p["gridPos"]
         assert box["x"] + box["w"] <= 24 and box["w"] > 0 and box["h"] > 0, p["title"]
+    # Grafana's grid is 24 columns wide; panels (rows included) must not overlap.
+    cells: dict[tuple[int, int], str] = {}
+    for p in doc["panels"]:
+        box = p["gridPos"]
+        for x in range(box["x"], box["x"] + box["w"]):
+            for y in range(box["y"], box["y"] + box["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
 
 
 def test_every_query_is_promql_with_a_metric(exported: Exported) -> None:
