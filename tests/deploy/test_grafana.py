@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 from bridge.metrics import Metrics as BridgeMetrics
-from bridge.webhooks.errors import FailureKind
+from bridge.webhooks.failures import FailureKind
 from policy_server.metrics import Metrics as PolicyMetrics
 from tests.deploy import dashboard as g
 from tests.deploy import support as s

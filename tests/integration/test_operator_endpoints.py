@@ -165,7 +165,7 @@ def restore_logging() -> Any:
 def test_a_metrics_port_in_use_stops_either_program_with_a_clear_error(
         restore_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
     from bridge.cli import main as bridge_main
-    from policy_server.cli import main as policy_main
+    from policy_server.main import main as policy_main
 
     with short_tmpdir() as work, socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
