@@ -4,9 +4,9 @@ Each test enables one policy by name on ``nri-policy-server --policy NAME=CONFIG
 bridge webhook at it with the privileged kind it needs in ``allow``, and checks what the
 container really got:
 
-- hook-injector: a hook file from a hooks directory runs when the container starts (its
-  ``when`` condition on a pod annotation decides which containers), and receives the
-  container's OCI state from runc;
+- hook-injector: hook files from a hooks directory run when containers start, as their
+  ``when`` conditions say (``always``; an annotation on one pod; ``commands`` and
+  ``hasBindMounts`` that these containers do not meet), with the container's OCI state from runc;
 - device-injector: an annotated device node and host directory appear inside the container
   (opened and read there with CRI ExecSync), and a device or a host directory outside the
   allow lists makes CreateContainer fail with the policy's reason in the CRI error;
@@ -72,6 +72,21 @@ def test_hook_from_the_hooks_dir_runs_at_container_start(
         "when": {"commands": ["^/no/such/program$"]},
         "stages": ["prestart"],
     }))  # fmt: skip
+    always = work / "always.jsonl"
+    (hooks_dir / "10-always.json").write_text(json.dumps({
+        "version": "1.0.0",
+        "hook": {"path": str(script), "args": ["record-state", str(always)]},
+        "when": {"always": True},
+        "stages": ["poststart"],
+    }))  # fmt: skip
+    # These containers have no volumes: only the runtime's own binds (/etc/hosts, ...).
+    binds = work / "binds.jsonl"
+    (hooks_dir / "70-binds.json").write_text(json.dumps({
+        "version": "1.0.0",
+        "hook": {"path": str(script), "args": ["record-state", str(binds)]},
+        "when": {"hasBindMounts": True},
+        "stages": ["prestart"],
+    }))  # fmt: skip
     config = work / "hook-injector.yaml"
     config.write_text(f"hooks_dirs: [{hooks_dir}]\n")
     stack = _start(start_stack, "hook-injector", config, ["hooks"])
@@ -81,14 +96,17 @@ def test_hook_from_the_hooks_dir_runs_at_container_start(
     assert outcome_of(stack, "hook-injector", "CreateContainer", pod) == "ok"
     plain_pod = clean_pods.run_pod("unhooked")
     plain = clean_pods.run_container(plain_pod)
-    assert outcome_of(stack, "hook-injector", "CreateContainer", plain_pod) == "no_change"
+    assert outcome_of(stack, "hook-injector", "CreateContainer", plain_pod) == "ok"
 
     # createRuntime hooks run inside `runc create`, i.e. before StartContainer returned.
     states = [json.loads(line) for line in audited.read_text().splitlines() if line.strip()]
     assert [s["id"] for s in states] == [hooked], states
     assert states[0]["pid"] == clean_pods.container_pid(hooked)
-    assert not never.exists()
-    assert clean_pods.container_pid(plain) > 0  # the unhooked container runs too
+    assert not never.exists() and not binds.exists()
+    # poststart hooks run after the start; runc waits for them before StartContainer returns.
+    started = [json.loads(line)["id"] for line in always.read_text().splitlines() if line]
+    assert sorted(started) == sorted([hooked, plain]), started
+    assert clean_pods.container_pid(plain) > 0
 
 
 def test_device_and_mount_from_annotations_and_a_refused_device(
