@@ -30,7 +30,7 @@ from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMo
 from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
-from policy_server.policies import describe_builtins, parse_policy_arg
+from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--list-policies",
         action="store_true",
         help="print the built-in policies --policy can enable and exit",
+    )
+    p.add_argument(
+        "--check-policies",
+        action="store_true",
+        help="build every --policy from its configuration, say which are fine and exit",
     )
     p.add_argument(
         "--policy-module",
@@ -246,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, description in describe_builtins().items():
                 print(f"{name:20} {description}")
             return 0
+        if args.check_policies:
+            return _check_policies(args.policy)
         server = PolicyServer(options_from(args))
         server.load_rules()
         metrics_address = (
@@ -276,6 +283,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if uds_path is not None:
             with contextlib.suppress(OSError):
                 uds_path.unlink()
+    return 0
+
+
+def _check_policies(values: Sequence[str]) -> int:
+    if not values:
+        raise StartupError("--check-policies needs at least one --policy NAME[=CONFIG]")
+    for value in values:
+        name, config = parse_policy_arg(value)
+        build_builtin(name, config)  # raises PolicyConfigError naming the file and key
+        print(f"ok {name} ({config if config is not None else 'defaults'})")
     return 0
 
 

@@ -75,3 +75,20 @@ def test_cli_lists_policies_and_refuses_unknown_ones() -> None:
     assert "nri-policy-server: no built-in policy named 'nope'" in unknown.stderr
     bad = cli("--policy", "ulimit-adjuster=/no/such/file.yaml", "--uds", "/tmp/never.sock")
     assert bad.returncode == 2 and "cannot read /no/such/file.yaml" in bad.stderr
+
+
+def test_cli_checks_policy_configurations(tmp_path: Path) -> None:
+    config = ROOT / "examples" / "policies" / "ulimit-adjuster.yaml"
+    ok = cli("--check-policies", "--policy", f"ulimit-adjuster={config}",
+             "--policy", "hook-injector")  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines() == [
+        f"ok ulimit-adjuster ({config})", "ok hook-injector (defaults)"]
+    bad = tmp_path / "d.yaml"
+    bad.write_text("allowed_devices: [/etc/shadow]\n")
+    failed = cli("--check-policies", "--policy", f"device-injector={bad}")
+    assert failed.returncode == 2
+    assert f"policy device-injector ({bad}): allowed_devices[0]: expected a /dev/ path" in (
+        failed.stderr)
+    assert cli("--check-policies").returncode == 2
+
