@@ -83,6 +83,7 @@ class Features:
     OOMScoreAdj: bool = keys.FEATURE_DEFAULTS["OOMScoreAdj"]
     BECPUManager: bool = keys.FEATURE_DEFAULTS["BECPUManager"]
     HamiCoreVGPUMonitor: bool = keys.FEATURE_DEFAULTS["HamiCoreVGPUMonitor"]
+    CoreSched: bool = keys.FEATURE_DEFAULTS["CoreSched"]
 
 
 def _default_node_slo() -> NodeSLO:

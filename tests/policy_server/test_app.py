@@ -45,7 +45,7 @@ async def test_list_policies(client: httpx.AsyncClient) -> None:
     assert set(by_name) == {"koordinator-qos", "broken"}
     koord = by_name["koordinator-qos"]
     assert koord["url"] == "/v1/policies/koordinator-qos"
-    assert koord["events"] == ["Synchronize", "RunPodSandbox", "CreateContainer",
+    assert koord["events"] == ["Synchronize", "RunPodSandbox", "RemovePodSandbox", "CreateContainer",
                                "UpdateContainer", "RemoveContainer"]
     assert koord["handlers"]["UpdateContainer"] == ["BatchResource", "CPUNormalization",
                                                     "CPUSetAllocator"]

@@ -104,11 +104,19 @@ def test_missing_pod_cgroup_is_skipped_not_created(tmp_path: Path) -> None:
     assert not (root / "cpu/kubepods/besteffort/gone").exists()
 
 
-def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
+def test_kernel_without_bvt_is_skipped_quietly(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     (root / "cpu/kubepods/besteffort/pod1/cpu.bvt_warp_ns").unlink()  # kernel without bvt
     report = CgroupExecutor(ExecutorMode.ON, root).apply(
         [CgroupWrite(V1_PARENT, "cpu.bvt_warp_ns", 2)])
+    assert not report.failed and "kernel has no cpu.bvt_warp_ns" in report.skipped[0]
+
+
+def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    (root / "cpu/kubepods/besteffort/pod1/cpu.shares").unlink()  # controller not there
+    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+        [CgroupWrite(V1_PARENT, "cpu.shares", 2)])
     assert len(report.failed) == 1 and "No such file" in report.failed[0]
 
 

@@ -54,7 +54,12 @@ node_slo:
 """
     )
     slo = rules.node_slo
-    assert (slo.lsr, slo.ls, slo.be) == (CPUQOS(True, 2), CPUQOS(True, 2), CPUQOS(True, -1))
+    # sloconfig defaults: coreExpeller true for LSR/LS, false for BE.
+    assert (slo.lsr, slo.ls, slo.be) == (
+        CPUQOS(True, 2, core_expeller=True),
+        CPUQOS(True, 2, core_expeller=True),
+        CPUQOS(True, -1, core_expeller=False),
+    )
     assert rules.group_identity_enabled
     # An enabled resctrlQOS keeps the class default (BE 0-30 %).
     assert slo.spec["resourceQOSStrategy"]["beClass"]["resctrlQOS"]["catRangeEndPercent"] == 30
