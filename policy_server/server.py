@@ -175,6 +175,16 @@ class PolicyServer:
         self.rules.load()
         self.metrics.rules_generation.set(self.rules.generation)
         self.metrics.rules_valid.set(1)
+        self._warn_ignored()
+
+    def _warn_ignored(self) -> None:
+        error = self.rules.current.cpu_normalization_ratio_error
+        if error is not None:
+            log.warning(
+                "rules: %s; ratio ignored, %s in force",
+                error,
+                self.rules.current.cpu_normalization_ratio or "no ratio",
+            )
 
     def probe_node(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""
@@ -219,6 +229,7 @@ class PolicyServer:
             self.metrics.rules_reloads.labels("applied").inc()
             self.metrics.rules_valid.set(1)
             self.metrics.rules_generation.set(self.rules.generation)
+            self._warn_ignored()
             self._resync.pending = True
             self._resync.next_attempt = 0.0
             self._resync.backoff_s = 1.0

@@ -31,3 +31,24 @@ def parse_cpu_list(text: str) -> frozenset[int]:
         low, _, high = part.strip().partition("-")
         out.update(range(int(low), int(high or low) + 1))
     return frozenset(out)
+
+
+def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
+    """The canonical list of a set of CPU ids: sorted, ranges merged (``{0,1,2,5}`` -> ``0-2,5``)."""
+    parts: list[str] = []
+    run: list[int] = []
+    for cpu in sorted(cpus):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [cpu]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)
+
+
+def canonical_cpu_list(text: str) -> str:
+    """``0-7,8-15`` -> ``0-15``: what the kernel shows for the same set (valid lists only)."""
+    return format_cpu_list(parse_cpu_list(text))

@@ -150,10 +150,9 @@ def test_probes_give_the_command_time_to_finish(pod: s.Pod) -> None:
 
 
 def test_sockets_are_shared_by_group_not_by_world(pod: s.Pod) -> None:
-    # The two containers run as different users; 0660 sockets work through a
-    # common group and fsGroup makes the emptyDir group-owned by it.
+    # 0660 sockets work through a common group and fsGroup makes the emptyDir
+    # group-owned by it (other containers of the node cannot connect).
     bridge_sc, policy_sc = pod.bridge["securityContext"], pod.policy["securityContext"]
-    assert bridge_sc["runAsUser"] != policy_sc["runAsUser"]
     assert bridge_sc["runAsGroup"] == policy_sc["runAsGroup"] == pod.spec["securityContext"][
         "fsGroup"]
     assert pod.policy_args.socket_mode == "0660"
@@ -168,11 +167,18 @@ def test_security_contexts_drop_everything_they_can(pod: s.Pod) -> None:
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["privileged"] is False
         assert sc["readOnlyRootFilesystem"] is True
-    # Root only where the NRI socket requires it.
+    # Root (without capabilities) where files owned by root must be written: the NRI socket,
+    # the pod cgroup files.
     assert pod.bridge["securityContext"]["runAsUser"] == 0
-    assert pod.policy["securityContext"]["runAsNonRoot"] is True
-    assert pod.policy["securityContext"]["runAsUser"] > 0
-    assert pod.policy_args.pod_cgroup_writes == "off"
+    assert pod.policy["securityContext"]["runAsUser"] == 0
+    assert pod.policy_args.pod_cgroup_writes == "on"
+    assert "hostPID" not in pod.spec  # OOMScoreAdj/CoreSched are opt-in (docs/deployment.md)
+
+
+def test_policy_server_writes_the_host_cgroup_tree(pod: s.Pod) -> None:
+    volume, inside, mount = s.volume_for(pod.spec, pod.policy, str(pod.policy_args.cgroup_root))
+    assert volume["hostPath"] == {"path": "/sys/fs/cgroup", "type": "Directory"}
+    assert inside == "" and not mount.get("readOnly")
 
 
 def test_resources_are_bounded(pod: s.Pod) -> None:
