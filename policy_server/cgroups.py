@@ -139,11 +139,14 @@ class CgroupExecutor:
         self.root = root
         self._version = version
         self.resctrl = resctrl if resctrl is not None else ResctrlFS()
-        # Until probed, assume writable: the first failed write says why.
+        # Until probed, assume usable: the first failed write says why.
         self.cgroups = ProbeResult(True)
+        self.resctrl_state = ProbeResult(True)
 
     def probe(self) -> ProbeResult:
-        """Check once whether the cgroup tree under ``root`` can be written."""
+        """Check once whether the cgroup tree under ``root`` (and resctrl) can be written."""
+        ok, why = self.resctrl.probe()
+        self.resctrl_state = ProbeResult(ok, why)
         if self.mode is not ExecutorMode.ON:
             self.cgroups = ProbeResult(False, f"--pod-cgroup-writes {self.mode.value}")
             return self.cgroups
@@ -225,6 +228,10 @@ class CgroupExecutor:
     def _resctrl(self, group: ResctrlGroup, context: str, report: ExecutionReport) -> None:
         if self.mode is ExecutorMode.DRY_RUN:
             report.logged.append(f"resctrl group {group.name}")
+            report.missing_groups.append(group.name)
+            return
+        if not self.resctrl_state.writable:
+            # Said once at start-up; the caller drops the rdt_class that needs this group.
             report.missing_groups.append(group.name)
             return
         result, detail = self.resctrl.ensure(group)

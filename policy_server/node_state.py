@@ -12,6 +12,7 @@ from typing import Any
 
 from policy_server.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
+from policy_server.koordinator.rules import Rules
 from policy_server.procfs import Procfs
 from policy_server.reconciler import NodeReconciler
 
@@ -37,6 +38,7 @@ def probe_node(
     reconciler: NodeReconciler | None,
     procfs: Procfs,
     reconcile_interval_s: float,
+    rules: Rules,
 ) -> dict[str, Any]:
     """Probe every part; log one line per part that cannot take effect."""
     cgroups = executor.probe()
@@ -49,7 +51,7 @@ def probe_node(
             "reason": cgroups.reason,
         },
     }
-    resctrl_ok, resctrl_why = executor.resctrl.probe()
+    resctrl_ok, resctrl_why = executor.resctrl_state.writable, executor.resctrl_state.reason
     state["resctrl"] = {
         "root": str(executor.resctrl.root),
         "usable": resctrl_ok,
@@ -70,11 +72,11 @@ def probe_node(
         state["reconciler"] = {"running": False, "reason": "--reconcile-interval 0"}
     else:
         state["reconciler"] = {"running": True, "interval_s": reconcile_interval_s, "reason": ""}
-    _log_once(state, executor.mode)
+    _log_once(state, executor.mode, rules)
     return state
 
 
-def _log_once(state: dict[str, Any], mode: ExecutorMode) -> None:
+def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
     if mode is ExecutorMode.OFF:
         log.warning("node effects are off (--pod-cgroup-writes off): report only")
         return
@@ -85,14 +87,22 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode) -> None:
             "pod cgroup writes cannot take effect: %s; pod-level values are not applied",
             state["cgroups"]["reason"],
         )
-    for part, key, what in (
-        ("resctrl", "usable", "resctrl groups (Resctrl)"),
-        ("core_sched", "supported", "core scheduling (CoreSched)"),
-        ("group_identity", "kernel", "group identity (cpu.bvt_warp_ns)"),
-        ("reconciler", "running", "the reconciler"),
+    features = rules.features
+    for part, key, what, wanted in (
+        ("resctrl", "usable", "resctrl groups (Resctrl)", features.Resctrl),
+        ("core_sched", "supported", "core scheduling (CoreSched)", features.CoreSched),
+        (
+            "group_identity",
+            "kernel",
+            "group identity (cpu.bvt_warp_ns)",
+            features.GroupIdentity and rules.group_identity_enabled,
+        ),
+        ("reconciler", "running", "the reconciler", True),
     ):
         if not state[part][key]:
-            log.warning("%s cannot take effect here: %s", what, state[part]["reason"])
+            # A warning for what the rules in force ask for; the rest is worth knowing only.
+            level = logging.WARNING if wanted else logging.INFO
+            log.log(level, "%s cannot take effect here: %s", what, state[part]["reason"])
 
 
 def describe(state: dict[str, Any], reconciler: NodeReconciler | None) -> dict[str, Any]:

@@ -189,7 +189,11 @@ class PolicyServer:
     def probe_node(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""
         self._node_state = node_state.probe_node(
-            self.executor, self.reconciler, self.procfs, self.options.reconcile_interval_s
+            self.executor,
+            self.reconciler,
+            self.procfs,
+            self.options.reconcile_interval_s,
+            self.rules.current,
         )
         return self._node_state
 

@@ -34,7 +34,7 @@ def parse_cpu_list(text: str) -> frozenset[int]:
 
 
 def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
-    """The canonical list of a set of CPU ids: sorted, ranges merged (``{0,1,2,5}`` -> ``0-2,5``)."""
+    """The canonical list of a set of CPU ids (``{0,1,2,5}`` -> ``0-2,5``)."""
     parts: list[str] = []
     run: list[int] = []
     for cpu in sorted(cpus):
