@@ -119,6 +119,7 @@ def start_stack(
         rules: dict[str, Any] | None = None,
         policy_modules: tuple[Path, ...] = (),
         koordinator: bool = True,
+        policy_args: tuple[str, ...] = (),
     ) -> Stack:
         workdir = Path(tempfile.mkdtemp(prefix="policy-", dir=containerd.dirs.base))
         # The bridge object first: the policy server needs its control socket path.
@@ -133,6 +134,7 @@ def start_stack(
             policy_modules=policy_modules,
             koordinator=koordinator,
             bridge_control=bridge.control_socket,
+            extra_args=policy_args,
         )
         assert policy.socket == policy_sock
         stack = Stack(policy, bridge)
