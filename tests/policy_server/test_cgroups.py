@@ -155,3 +155,32 @@ def test_host_directory(tmp_path: Path) -> None:
     dry = CgroupExecutor(ExecutorMode.DRY_RUN, tmp_path).apply(
         [HostDirectory(str(tmp_path / "other"), 0o777)])
     assert dry.logged and not (tmp_path / "other").exists()
+
+
+def test_host_directory_is_emptied_first(tmp_path: Path) -> None:
+    # koordlet's gpu hook: os.RemoveAll then MkdirAll(0777): a restarted container never sees
+    # the previous one's cache file.
+    target = tmp_path / "vgpu/containers/uid_app"
+    target.mkdir(parents=True)
+    (target / "uid_app.cache").write_text("stale")
+    CgroupExecutor(ExecutorMode.ON, tmp_path).apply([HostDirectory(str(target), 0o777)])
+    assert target.is_dir() and list(target.iterdir()) == []
+
+
+def test_unwritable_cgroups_skip_writes_quietly(tmp_path: Path) -> None:
+    executor = CgroupExecutor(ExecutorMode.ON, tmp_path / "missing")
+    probe = executor.probe()
+    assert not probe.writable and "no cgroup hierarchy" in probe.reason
+    report = executor.apply(WRITES)
+    assert not report.failed and not report.written and len(report.skipped) == len(WRITES)
+
+
+def test_read_back_and_drift(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    executor = CgroupExecutor(ExecutorMode.ON, root)
+    (root / "memory" / V1_PARENT.lstrip("/") / "memory.limit_in_bytes").write_text(
+        "9223372036854771712\n")
+    assert executor.read(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) == "-1"
+    assert executor.drifted(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) is False
+    assert executor.drifted(CgroupWrite(V1_PARENT, "cpu.shares", 2)) is True  # "original"
+    assert executor.drifted(CgroupWrite("/kubepods/gone", "cpu.shares", 2)) is None
