@@ -81,7 +81,11 @@ def test_daemonset_runs_on_every_node_as_node_critical(pod: s.Pod) -> None:
     # One toleration that matches every taint: operator Exists, no key, no effect.
     assert {"operator": "Exists"} in pod.spec["tolerations"]
     assert not pod.spec.get("hostNetwork", False)
-    assert not pod.spec.get("hostPID", False)
+    # The node's PIDs only where the rules keep running processes' OOM scores or core-sched
+    # cookies (the production overlay), not in the base.
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
+    pid_effects = rules.features.OOMScoreAdj or rules.features.CoreSched
+    assert pod.spec.get("hostPID", False) is pid_effects
     assert [c["name"] for c in pod.spec["containers"]] == ["bridge", "policy-server"]
 
 
@@ -160,10 +164,18 @@ def test_sockets_are_shared_by_group_not_by_world(pod: s.Pod) -> None:
 
 def test_security_contexts_drop_everything_they_can(pod: s.Pod) -> None:
     assert pod.spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
     for c in (pod.bridge, pod.policy):
         sc = c["securityContext"]
-        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
-        assert "add" not in sc["capabilities"]
+        assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+    assert "add" not in pod.bridge["securityContext"]["capabilities"]
+    # Exactly the capabilities the OOM-score row of docs/deployment.md names, and only when
+    # the rules turn OOMScoreAdj on.
+    added = pod.policy["securityContext"]["capabilities"].get("add", [])
+    assert sorted(added) == (["DAC_OVERRIDE", "SYS_RESOURCE"] if rules.features.OOMScoreAdj
+                             else [])
+    for c in (pod.bridge, pod.policy):
+        sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["privileged"] is False
         assert sc["readOnlyRootFilesystem"] is True
@@ -172,13 +184,18 @@ def test_security_contexts_drop_everything_they_can(pod: s.Pod) -> None:
     assert pod.bridge["securityContext"]["runAsUser"] == 0
     assert pod.policy["securityContext"]["runAsUser"] == 0
     assert pod.policy_args.pod_cgroup_writes == "on"
-    assert "hostPID" not in pod.spec  # OOMScoreAdj/CoreSched are opt-in (docs/deployment.md)
 
 
 def test_policy_server_writes_the_host_cgroup_tree(pod: s.Pod) -> None:
     volume, inside, mount = s.volume_for(pod.spec, pod.policy, str(pod.policy_args.cgroup_root))
     assert volume["hostPath"] == {"path": "/sys/fs/cgroup", "type": "Directory"}
     assert inside == "" and not mount.get("readOnly")
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
+    if rules.features.Resctrl:  # the production overlay: the host's resctrl tree, writable
+        volume, inside, mount = s.volume_for(pod.spec, pod.policy,
+                                             str(pod.policy_args.resctrl_root))
+        assert volume["hostPath"] == {"path": "/sys/fs/resctrl", "type": "Directory"}
+        assert inside == "" and not mount.get("readOnly")
 
 
 def test_resources_are_bounded(pod: s.Pod) -> None:
