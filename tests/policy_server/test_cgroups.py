@@ -10,8 +10,10 @@ import pytest
 from policy_server.cgroups import (
     CgroupExecutor,
     CgroupVersion,
+    ContainerFiles,
     ExecutorMode,
     cgroup_dir,
+    container_dir,
 )
 from policy_server.decision import CgroupWrite, HostDirectory
 
@@ -184,3 +186,33 @@ def test_read_back_and_drift(tmp_path: Path) -> None:
     assert executor.drifted(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) is False
     assert executor.drifted(CgroupWrite(V1_PARENT, "cpu.shares", 2)) is True  # "original"
     assert executor.drifted(CgroupWrite("/kubepods/gone", "cpu.shares", 2)) is None
+
+
+def test_container_dirs_for_both_drivers() -> None:
+    assert str(container_dir("/kubepods/burstable/pod1/abc")) == "kubepods/burstable/pod1/abc"
+    assert str(container_dir("kubepods-burstable-pod1.slice:cri-containerd:abc")) == (
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/"
+        "cri-containerd-abc.scope")
+    with pytest.raises(ValueError):
+        container_dir("kubepods-pod1.slice::abc")
+
+
+def test_container_values_v1_and_v2(tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    for controller, name, value in (("cpu", "cpu.shares", "512"),
+                                    ("cpu", "cpu.cfs_quota_us", "-1"),
+                                    ("cpuset", "cpuset.cpus", "0-3"),
+                                    ("memory", "memory.limit_in_bytes", "9223372036854771712"),
+                                    ("cpu", "cgroup.procs", "7\n8")):
+        (v1 / controller / "pod1/c1").mkdir(parents=True, exist_ok=True)
+        (v1 / controller / "pod1/c1" / name).write_text(value + "\n")
+    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, v1, CgroupVersion.V1))
+    assert files.values("/pod1/c1") == {"shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
+    assert files.pids("/pod1/c1") == [7, 8] and files.pids("/gone") == []
+    v2 = tmp_path / "v2" / "pod1" / "c1"
+    v2.mkdir(parents=True)
+    for name, value in (("cpu.weight", "20"), ("cpu.max", "50000 100000"),
+                        ("memory.max", "max"), ("cpuset.cpus", "1")):
+        (v2 / name).write_text(value + "\n")
+    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, tmp_path / "v2", CgroupVersion.V2))
+    assert files.values("/pod1/c1") == {"weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}
