@@ -45,8 +45,6 @@ log = logging.getLogger(__name__)
 
 RESYNC_RETRY_MAX_S = 30.0
 EFFECTS_TIMEOUT_S = 2.0
-# Updates per POST /v1/updates (the bridge takes bodies up to 1 MiB).
-PUSH_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,8 @@ async def test_list_policies(client: httpx.AsyncClient) -> None:
     assert set(by_name) == {"koordinator-qos", "broken"}
     koord = by_name["koordinator-qos"]
     assert koord["url"] == "/v1/policies/koordinator-qos"
-    assert koord["events"] == ["Synchronize", "RunPodSandbox", "RemovePodSandbox", "CreateContainer",
-                               "UpdateContainer", "RemoveContainer"]
+    assert koord["events"] == ["Synchronize", "RunPodSandbox", "RemovePodSandbox",
+                               "CreateContainer", "UpdateContainer", "RemoveContainer"]
     assert koord["handlers"]["UpdateContainer"] == ["BatchResource", "CPUNormalization",
                                                     "CPUSetAllocator"]
     assert "RemoveContainer" not in koord["handlers"]  # observed, not handled

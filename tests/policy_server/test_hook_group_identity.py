@@ -92,7 +92,8 @@ def test_without_declared_support_only_the_pod_cgroup_is_written() -> None:
     # unified key (runc refuses it on cgroup v1).
     r = rules(**ALL)
     pod = group_identity.pod(pod_target(qos="LSR", cgroup_parent=G), r)
-    assert pod is not None and pod.effects == (CgroupWrite(G, "cpu.bvt_warp_ns", 2, "default/pod-1"),)
+    assert pod is not None
+    assert pod.effects == (CgroupWrite(G, "cpu.bvt_warp_ns", 2, "default/pod-1"),)
     assert not pod.warnings
     assert group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r) is None
     assert group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r) is None

@@ -90,7 +90,7 @@ def test_annotation_to_group() -> None:
     assert group == ResctrlGroup(
         "koordlet-u1", l3=((None, 0, 30), (1, 20, 100)), mb=((None, 50), (0, 20)), pod="default/p"
     )
-    with pytest.raises(AnnotationError, match="llc.schemata: expected an object"):
+    with pytest.raises(AnnotationError, match=r"llc\.schemata: expected an object"):
         resctrl_group({"llc": {"schemata": 3}}, "u1", "default/p")
 
 

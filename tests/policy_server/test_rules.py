@@ -169,7 +169,8 @@ def test_ratio_changes_below_one_percent_are_ignored() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "fragment"), [("0", "> 0"), ("abc", "not a number"), (".nan", "> 0"), ("[1]", "a list")]
+    ("value", "fragment"),
+    [("0", "> 0"), ("abc", "not a number"), (".nan", "> 0"), ("[1]", "a list")],
 )
 def test_malformed_ratio_is_ignored_alone(value: str, fragment: str) -> None:
     # koordlet TestPlugin_parseRule "parse ratio failed": the parse errors and the rule keeps
