@@ -30,7 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from policy_server.server import PolicyServer, ServerOptions  # noqa: E402
+from policy_server.composition import PolicyServer, ServerOptions  # noqa: E402
 
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
 REQUESTS = {
@@ -110,7 +110,7 @@ def bench_http(iterations: int) -> dict[str, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         sock = Path(tmp) / "policy.sock"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "policy_server.cli", "--uds", str(sock), "--rules", str(RULES),
+            [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--rules", str(RULES),
              "--log-level", "warning"],
             cwd=ROOT,
             env={**os.environ,

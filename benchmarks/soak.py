@@ -48,7 +48,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bridge.nri.events import EVENTS_BY_RPC  # noqa: E402
+from bridge.contract.catalogue import EVENTS_BY_RPC  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
 from bridge.simulator.bench import LatencyStats  # noqa: E402

@@ -18,19 +18,19 @@ from typing import Any
 
 from bridge.config import BridgeConfig
 from bridge.control.api import ControlDeps, create_app
-from bridge.control.server import ControlServer
+from bridge.control.serving import ControlServer
 from bridge.errors import BridgeError
 from bridge.metrics import Metrics
-from bridge.nri.handler import Handler
+from bridge.nri.handler_api import Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticHandler
 from bridge.proto.nri import api_pb2 as api
-from bridge.record.handler import RecordingHandler
 from bridge.record.recorder import Recorder, Redaction
+from bridge.record.recording_handler import RecordingHandler
+from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.guard import Scope, parse_updates
-from bridge.webhooks.handler import WebhookHandler
 
 log = logging.getLogger(__name__)
 

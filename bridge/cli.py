@@ -69,7 +69,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     simulate = sub.add_parser("simulate", help="play the runtime side of NRI for a plugin "
                                                "(scenario and benchmark modes)")
     if command in (None, "simulate"):
-        from bridge.simulator import cli as simulator_cli
+        from bridge.simulator import commands as simulator_cli
         simulator_cli.add_arguments(simulate)
     record = sub.add_parser(
         "record", help="serve as `run` does and append every event and the reply sent to "
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate-config":
         return _validate(args)
     if args.command == "simulate":
-        from bridge.simulator import cli as simulator_cli
+        from bridge.simulator import commands as simulator_cli
         logs.setup(getattr(args, "log_level", "warning") or "warning", "text")
         return asyncio.run(simulator_cli.main(args))
     parser.print_usage(sys.stderr)

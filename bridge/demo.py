@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bridge.nri.convert import to_json
+from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import PROFILES, EventResult, SimulatedRuntime, load_scenario, run_scenario
 

@@ -4,6 +4,7 @@ A policy is a ``Policy`` whose handlers are plain functions registered by decora
 event (event in, decision out, no I/O). The names below are the SDK's public surface.
 """
 
+from bridge.contract.catalogue import EventName
 from policy_server.decision import (
     Adjustment,
     CgroupWrite,
@@ -12,8 +13,7 @@ from policy_server.decision import (
     Eviction,
     ResourcePatch,
 )
-from policy_server.errors import PolicyError
-from policy_server.events import EventName
+from policy_server.exceptions import PolicyError
 from policy_server.model import Container, Event, Mount, Pod, Resources
 from policy_server.registry import FailurePolicy, Policy
 

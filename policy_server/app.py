@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply, WebhookRequest
-from policy_server.errors import PayloadError, UnknownPolicyError
-from policy_server.events import EventName
+from bridge.contract.catalogue import EventName
+from policy_server.composition import PolicyServer
+from policy_server.exceptions import PayloadError, UnknownPolicyError
 from policy_server.koordinator.rules import rules_summary
 from policy_server.metrics import CONTENT_TYPE
-from policy_server.server import PolicyServer
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from policy_server.errors import BridgeControlError
+from policy_server.exceptions import BridgeControlError
 
 BRIDGE_TIMEOUT_S = 5.0
 # The bridge waits up to 35 s for the runtime to answer UpdateContainers.

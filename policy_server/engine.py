@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bridge.contract.catalogue import REPLY_KEYS
 from policy_server.decision import Conflict, Decision, decision_to_reply, merge
-from policy_server.errors import PolicyError
-from policy_server.events import REPLY_KEYS
+from policy_server.exceptions import PolicyError
 from policy_server.model import Event, parse_event
 from policy_server.registry import FailurePolicy, Policy, Registry
 

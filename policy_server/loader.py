@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from policy_server.errors import PolicyLoadError
+from policy_server.exceptions import PolicyLoadError
 from policy_server.registry import Policy
 
 

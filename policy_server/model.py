@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from policy_server.errors import PayloadError
-from policy_server.events import CONTAINER_EVENTS, EventName
-
-API_VERSION = "nri-webhook-bridge/v1"
+from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
+from policy_server.exceptions import PayloadError
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 

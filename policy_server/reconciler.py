@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.contract.catalogue import API_VERSION, EventName
 from policy_server import coresched
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
@@ -38,13 +39,12 @@ from policy_server.cgroups import (
 )
 from policy_server.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
 from policy_server.engine import Engine, Evaluation
-from policy_server.errors import PayloadError
-from policy_server.events import EventName
+from policy_server.exceptions import PayloadError
 from policy_server.koordinator import node_plan
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import PodTarget
 from policy_server.metrics import Metrics
-from policy_server.model import API_VERSION, parse_pod
+from policy_server.model import parse_pod
 from policy_server.procfs import Procfs
 
 log = logging.getLogger(__name__)

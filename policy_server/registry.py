@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar, overload
 
+from bridge.contract.catalogue import EventName
 from policy_server.decision import Decision
-from policy_server.errors import PolicyLoadError, UnknownPolicyError
-from policy_server.events import EventName
+from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
 from policy_server.model import Event
 
 C = TypeVar("C")

@@ -1,14 +1,16 @@
-"""The webhook JSON contract between the bridge and policy services (api_version v1).
+"""The contract both products share: NRI events, proto <-> JSON, and the webhook JSON (v1).
 
-`bridge.contract` depends only on pydantic and the generated NRI descriptors; it
-does no I/O. Payload models (PodSandbox, Container, LinuxResources, ...) are
-derived from schemas/nri/api.proto, so the proto file is the one source of
-truth for their shape; the envelope and reply models are declared in
-`envelope.py`. The JSON Schemas in schemas/webhook/ are generated from these
-models (`python -m bridge.contract.schema`).
+`bridge.contract` is the base of the bridge: it depends only on the generated NRI messages
+(bridge.proto), bridge.errors and pydantic, and does no I/O. The event catalogue
+(catalogue.py) defines every event once; convert.py maps NRI messages to and from JSON;
+payload models (PodSandbox, Container, LinuxResources, ...) are derived from
+schemas/nri/api.proto, so the proto file is the one source of truth for their shape; the
+envelope and reply models are declared in `webhook_models.py`. The JSON Schemas in
+schemas/webhook/ are generated from these models (`python -m bridge.contract.schema`). The
+policy server imports the bridge only through this package.
 
-The pydantic models are loaded on first use: the bridge's serving path only
-needs the pydantic-free parts (events.py, adjustment.py, codec.py).
+The pydantic models are loaded on first use: the bridge's serving path only needs the
+pydantic-free parts (catalogue.py, convert.py, adjustment.py, codec.py).
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bridge.contract.adjustment import adjustment_from_json, adjustment_to_json
-from bridge.contract.events import API_VERSION, EVENT_NAMES
+from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 
 if TYPE_CHECKING:
-    from bridge.contract.envelope import Reject, RuntimeRef, WebhookReply, WebhookRequest
     from bridge.contract.nri_models import NRI_MODELS, nri_model
+    from bridge.contract.webhook_models import Reject, RuntimeRef, WebhookReply, WebhookRequest
 
+_MODELS = "bridge.contract.webhook_models"
 _LAZY = {
-    "Reject": "bridge.contract.envelope", "RuntimeRef": "bridge.contract.envelope",
-    "WebhookReply": "bridge.contract.envelope", "WebhookRequest": "bridge.contract.envelope",
+    "Reject": _MODELS, "RuntimeRef": _MODELS, "WebhookReply": _MODELS, "WebhookRequest": _MODELS,
     "NRI_MODELS": "bridge.contract.nri_models", "nri_model": "bridge.contract.nri_models",
 }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.nri.convert import ConversionError, fill, to_json
+from bridge.contract.convert import ConversionError, fill, to_json
 from bridge.proto.nri import api_pb2 as api
 
 # remove.<kind> -> where NRI carries the marker

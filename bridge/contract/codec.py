@@ -12,8 +12,8 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.events import API_VERSION
-from bridge.nri.convert import to_json
+from bridge.contract.catalogue import API_VERSION
+from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
 

@@ -1,6 +1,6 @@
 """Pydantic models for NRI messages, derived from the protobuf descriptors.
 
-The JSON conventions are those of bridge.nri.convert: proto field names,
+The JSON conventions are those of bridge.contract.convert: proto field names,
 64-bit integers as numbers (range-checked), Optional* wrappers as plain values,
 enums as names (an integer is accepted for values newer than our schema),
 every field optional, unknown keys forbidden.

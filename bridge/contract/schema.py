@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.envelope import EVENT_NAMES, WebhookReply, WebhookRequest
-from bridge.contract.events import REPLY_KEYS, REQUEST_PAYLOAD, REQUIRED_PAYLOAD
+from bridge.contract.catalogue import REPLY_KEYS, REQUEST_PAYLOAD, REQUIRED_PAYLOAD
+from bridge.contract.webhook_models import EVENT_NAMES, WebhookReply, WebhookRequest
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas" / "webhook"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

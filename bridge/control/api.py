@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bridge.contract.convert import to_json
 from bridge.errors import BridgeError
 from bridge.metrics import CONTENT_TYPE, Metrics
-from bridge.nri.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)

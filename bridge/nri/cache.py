@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from bridge.nri.events import Event
+from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bridge.errors import BridgeError
 from bridge.nri.cache import StateCache
-from bridge.nri.handler import Handler
+from bridge.nri.handler_api import Handler
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import Opener, PluginIdentity, PluginSession, SessionState
 from bridge.proto.nri import api_pb2 as api

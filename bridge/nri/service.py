@@ -27,9 +27,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
-from bridge.errors import RpcError
-from bridge.nri.cache import MAX_OBJECTS, StateCache
-from bridge.nri.events import (
+from bridge.contract.catalogue import (
     EVENTS_BY_RPC,
     POD_EVENTS,
     REQUEST_TYPES,
@@ -37,10 +35,18 @@ from bridge.nri.events import (
     events_of,
     mask_of,
 )
-from bridge.nri.handler import HANDLER_METHODS, EventContext, EventRejected, Handler, RuntimeInfo
-from bridge.nri.version import format_version, nri_version_of, supported_mask
+from bridge.contract.nri_version import format_version, nri_version_of, supported_mask
+from bridge.errors import RpcError
+from bridge.nri.cache import MAX_OBJECTS, StateCache
+from bridge.nri.handler_api import (
+    HANDLER_METHODS,
+    EventContext,
+    EventRejected,
+    Handler,
+    RuntimeInfo,
+)
 from bridge.proto.nri import api_pb2 as api
-from bridge.transport.server import MethodHandler
+from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire.envelope import Request
 from bridge.wire.status import Code
 

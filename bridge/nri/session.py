@@ -16,7 +16,7 @@ from enum import Enum
 
 from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
-from bridge.nri.handler import Handler, RuntimeInfo
+from bridge.nri.handler_api import Handler, RuntimeInfo
 from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
 from bridge.nri.updates import UpdateSender
 from bridge.proto.nri import api_pb2 as api

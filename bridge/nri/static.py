@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.contract.convert import ConversionError, from_json
 from bridge.errors import ConfigError
-from bridge.nri.convert import ConversionError, from_json
-from bridge.nri.handler import EventContext, UniformHandler, log_subject
+from bridge.nri.handler_api import EventContext, UniformHandler, log_subject
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)

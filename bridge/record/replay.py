@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_from_json, adjustment_to_json
-from bridge.contract.events import REPLY_KEYS
+from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.convert import ConversionError, from_json, to_json
 from bridge.errors import BridgeError
-from bridge.nri.convert import ConversionError, from_json, to_json
 from bridge.proto.nri import api_pb2 as api
 
 

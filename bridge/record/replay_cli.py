@@ -10,7 +10,7 @@ from bridge.errors import ConfigError
 from bridge.record.replay import Outcome, ReplayInputError, compare, load_cases, replay_body
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.config import parse_duration, webhook_from_url
-from bridge.webhooks.errors import WebhookFailure
+from bridge.webhooks.failures import WebhookFailure
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
 

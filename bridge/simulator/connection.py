@@ -20,8 +20,8 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
+from bridge.contract.catalogue import Event
 from bridge.errors import BridgeBug, ConnectionClosed, ProtocolError, RpcError
-from bridge.nri.events import Event
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux, ttrpc
 from bridge.wire.status import Code

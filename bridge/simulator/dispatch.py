@@ -24,7 +24,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.nri.events import Event
+from bridge.contract.catalogue import RESPONSE_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_adjustment
 from bridge.simulator.connection import (
@@ -51,23 +51,6 @@ FALLBACK_EVENTS = frozenset({
 V0_10_EVENTS = frozenset({
     Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT,
 })
-
-RESPONSE_TYPES: dict[Event, type[Message]] = {
-    Event.RUN_POD_SANDBOX: api.RunPodSandboxResponse,
-    Event.STOP_POD_SANDBOX: api.StopPodSandboxResponse,
-    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxResponse,
-    Event.CREATE_CONTAINER: api.CreateContainerResponse,
-    Event.POST_CREATE_CONTAINER: api.PostCreateContainerResponse,
-    Event.START_CONTAINER: api.StartContainerResponse,
-    Event.POST_START_CONTAINER: api.PostStartContainerResponse,
-    Event.UPDATE_CONTAINER: api.UpdateContainerResponse,
-    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerResponse,
-    Event.STOP_CONTAINER: api.StopContainerResponse,
-    Event.REMOVE_CONTAINER: api.RemoveContainerResponse,
-    Event.UPDATE_POD_SANDBOX: api.UpdatePodSandboxResponse,
-    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxResponse,
-    Event.VALIDATE_CONTAINER_ADJUSTMENT: api.ValidateContainerAdjustmentResponse,
-}
 
 
 @dataclass(frozen=True, slots=True)

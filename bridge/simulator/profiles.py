@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.nri.events import MASK_BEFORE_V0_10, MASK_FROM_V0_10
-from bridge.nri.version import Version
+from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10
+from bridge.contract.nri_version import Version
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
 # what makes a v0.7+ runtime split Synchronize (protocol §1.8, §4.4).

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from google.protobuf.message import Message
 
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.errors import RpcError
-from bridge.nri.events import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import (
     RUNTIME_SERVICE,
@@ -51,8 +51,8 @@ from bridge.simulator.handshake import (
 )
 from bridge.simulator.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
 from bridge.simulator.state import RuntimeState
-from bridge.transport.server import MethodHandler
 from bridge.transport.trunk import Trunk
+from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire import envelope, mux
 from bridge.wire.status import Code
 

@@ -30,7 +30,7 @@ from typing import Any
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
-from bridge.nri.events import EVENTS_BY_RPC, REQUEST_TYPES, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.dispatch import EventResult
 from bridge.simulator.profiles import PROFILES
@@ -47,7 +47,7 @@ class ScenarioError(Exception):
 @dataclass(frozen=True, slots=True)
 class EventStep:
     event: Event
-    request: Message  # one of bridge.nri.events.REQUEST_TYPES; copied before each run
+    request: Message  # one of bridge.contract.catalogue.REQUEST_TYPES; copied before each run
 
     @property
     def pod(self) -> api.PodSandbox:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.nri.events import Event
+from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_update
 

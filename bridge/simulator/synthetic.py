@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from bridge.nri.events import Event
+from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.scenario import load_scenario
 

@@ -18,8 +18,8 @@ import logging
 from typing import cast
 
 from bridge.errors import ConnectionClosed, ProtocolError
-from bridge.transport.client import TtrpcClient
-from bridge.transport.server import ServiceTable, TtrpcServer
+from bridge.transport.ttrpc_client import TtrpcClient
+from bridge.transport.ttrpc_server import ServiceTable, TtrpcServer
 from bridge.wire import mux, ttrpc
 
 log = logging.getLogger(__name__)

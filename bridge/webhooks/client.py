@@ -30,7 +30,7 @@ if importlib.util.find_spec("sniffio") is None:
     sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 from bridge.webhooks.config import Endpoint, TlsSpec, WebhookSpec
-from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.transport import AiohttpTransport
 
 MAX_REPLY_BYTES = 1 << 20

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
-from bridge.contract.events import EVENT_NAMES
+from bridge.contract.catalogue import EVENT_NAMES
 from bridge.errors import ConfigError
 from bridge.webhooks.kinds import ALL_KINDS, DEFAULT_ALLOW
 from bridge.webhooks.selector import Operator, Requirement, Selector

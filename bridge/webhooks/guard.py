@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_from_json
-from bridge.contract.events import REPLY_KEYS
-from bridge.nri.convert import ConversionError, from_json
+from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.convert import ConversionError, from_json
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.kinds import adjustment_kinds, update_kinds
 from bridge.webhooks.values import ValueProblem, check_adjustment, check_resources
 

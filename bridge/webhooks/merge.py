@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution
 
 CREATED = ""  # the container an adjustment applies to

@@ -19,8 +19,8 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.events import API_VERSION, REQUEST_PAYLOAD
-from bridge.nri.convert import to_json
+from bridge.contract.catalogue import API_VERSION, REQUEST_PAYLOAD
+from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
 # key -> that key's value, already JSON-encoded

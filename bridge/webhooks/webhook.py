@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from bridge.webhooks.breaker import CircuitBreaker
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.config import FailurePolicy, Mode, WebhookSpec
-from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
 from bridge.webhooks.payload import Payload, envelope
 

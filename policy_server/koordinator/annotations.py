@@ -14,7 +14,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.errors import PolicyError
+from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.cpulist import check_cpu_list
 from policy_server.koordinator.quantity import quantity_value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from policy_server.events import EventName
+from bridge.contract.catalogue import EventName
 from policy_server.model import Event
 
 MAX_CONTAINERS = 65_536

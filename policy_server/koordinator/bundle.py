@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from bridge.contract.catalogue import EventName
 from policy_server.decision import Adjustment, ContainerUpdate, Decision
-from policy_server.events import EventName
 from policy_server.koordinator.baselines import QuotaBaselines
 from policy_server.koordinator.hooks import (
     batch,

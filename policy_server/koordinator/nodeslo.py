@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.errors import RulesError
+from policy_server.exceptions import RulesError
 from policy_server.koordinator import keys
 
 # --- NodeSLO defaults (sloconfig) ------------------------------------------------------------

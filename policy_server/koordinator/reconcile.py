@@ -18,7 +18,7 @@ from policy_server.decision import (
     ResourcePatch,
     merge,
 )
-from policy_server.errors import PolicyError
+from policy_server.exceptions import PolicyError
 from policy_server.koordinator.cpulist import parse_cpu_list
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookSpec, PodTarget, Stage

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from bridge import cli as bridge_cli
-from policy_server import cli as policy_cli
+from policy_server import main as policy_cli
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

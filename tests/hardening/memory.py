@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bridge.contract.catalogue import Event
 from bridge.nri.cache import StateCache
-from bridge.nri.events import Event
-from bridge.nri.handler import Handler
+from bridge.nri.handler_api import Handler
 from bridge.nri.service import PluginService, ServiceOptions
 from bridge.transport.trunk import Trunk
 from bridge.wire import mux, ttrpc

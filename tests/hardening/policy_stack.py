@@ -23,8 +23,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge.contract.catalogue import EVENTS_BY_RPC
 from bridge.logs import JsonFormatter
-from bridge.nri.events import EVENTS_BY_RPC
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import EventResult, SimulatedRuntime
 from bridge.webhooks.config import WebhookSpec, parse_webhooks

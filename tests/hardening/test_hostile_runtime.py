@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from bridge.contract.catalogue import Event
 from bridge.errors import RpcError
 from bridge.nri import service
-from bridge.nri.events import Event
-from bridge.nri.handler import EventContext, Handler
+from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.session import SessionState
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PLUGIN_SERVICE

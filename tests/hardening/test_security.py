@@ -31,14 +31,14 @@ import httpx
 import pytest
 
 from bridge.cli import main as bridge_main
-from bridge.control.server import unix_listener
+from bridge.control.serving import unix_listener
 from bridge.errors import BridgeError, ConfigError
 from bridge.simulator.synthetic import synthetic_state
 from bridge.webhooks.config import parse_webhooks, webhook_from_url
-from bridge.webhooks.errors import WebhookFailure
+from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
-from policy_server.cli import StartupError, bind_unix_socket
-from policy_server.cli import main as policy_main
+from policy_server.main import StartupError, bind_unix_socket
+from policy_server.main import main as policy_main
 from tests.hardening.policy_http import Behaviour, HttpRequest, RawPolicy, json_reply, reply
 from tests.hardening.policy_stack import (
     LENIENT,

@@ -13,7 +13,7 @@ from typing import Any
 
 from bridge.app import control_deps, watch_runner
 from bridge.control.api import create_app
-from bridge.control.server import ControlServer, wait_started
+from bridge.control.serving import ControlServer, wait_started
 from bridge.control.settings import ControlSettings
 from bridge.metrics import Metrics
 from bridge.nri.runner import PluginRunner
@@ -21,7 +21,7 @@ from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.webhooks.config import WebhookSpec, parse_webhooks
-from bridge.webhooks.handler import WebhookHandler
+from bridge.webhooks.fanout import WebhookHandler
 
 
 @contextlib.contextmanager

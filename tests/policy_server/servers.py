@@ -11,7 +11,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 
-from policy_server.cli import bind_unix_socket
+from policy_server.main import bind_unix_socket
 
 START_TIMEOUT_S = 5.0
 

@@ -14,7 +14,7 @@ from bridge.contract import WebhookReply
 from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
 from policy_server.app import create_app, field_loc
 from policy_server.cgroups import ExecutorMode
-from policy_server.server import PolicyServer, ServerOptions
+from policy_server.composition import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod
 
 RS = "scheduling.koordinator.sh/resource-status"

@@ -7,7 +7,7 @@ import pytest
 import respx
 
 from policy_server.bridge_client import BridgeControl
-from policy_server.errors import BridgeControlError
+from policy_server.exceptions import BridgeControlError
 
 URL = "http://127.0.0.1:9999"
 

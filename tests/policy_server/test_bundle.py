@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.contract.catalogue import EventName as E
 from policy_server.engine import Engine
-from policy_server.events import EventName as E
 from policy_server.koordinator import build_policy
 from policy_server.koordinator.bundle import HOOKS
 from policy_server.koordinator.rules import Rules

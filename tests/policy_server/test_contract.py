@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 
 from bridge.contract import WebhookReply, WebhookRequest
-from bridge.contract.events import REPLY_KEYS as CONTRACT_REPLY_KEYS
+from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
+from policy_server import engine
 from policy_server.app import create_app
-from policy_server.events import REPLY_KEYS, EventName
-from policy_server.server import PolicyServer, ServerOptions
+from policy_server.composition import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"
@@ -33,11 +33,10 @@ def schema(event: str, kind: str) -> dict[str, Any]:
     return json.loads((SCHEMAS / f"{event}.{kind}.schema.json").read_text())
 
 
-def test_our_reply_table_matches_the_contract() -> None:
-    assert {e.value: set(keys) for e, keys in REPLY_KEYS.items()} == {
-        e: set(keys) for e, keys in CONTRACT_REPLY_KEYS.items()
-    }
-    assert {e.value for e in EventName} == set(CONTRACT_REPLY_KEYS)
+def test_our_reply_table_is_the_contract() -> None:
+    # The engine checks replies against the catalogue's own table (tests/unit/test_catalogue.py
+    # proves every event list is derived from the catalogue).
+    assert engine.REPLY_KEYS is CONTRACT_REPLY_KEYS
 
 
 @pytest.mark.parametrize("path", REQUESTS, ids=lambda p: p.name)

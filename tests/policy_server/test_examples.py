@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from bridge.contract import WebhookReply
+from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.engine import Engine
-from policy_server.errors import PolicyLoadError
+from policy_server.exceptions import PolicyLoadError
 from policy_server.loader import load_policies
 from policy_server.registry import Registry
-from policy_server.server import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]
 REQUESTS = ROOT / "examples" / "requests"
@@ -109,7 +109,7 @@ async def test_node_policy_over_a_unix_socket(tmp_path: Path) -> None:
 
 def test_cli_serves_the_example_module(tmp_path: Path) -> None:
     sock = tmp_path / "p.sock"
-    cmd = [sys.executable, "-m", "policy_server.cli", "--uds", str(sock), "--no-koordinator",
+    cmd = [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--no-koordinator",
            "--policy-module", str(ROOT / "examples/label_env_policy.py"), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     try:
@@ -136,18 +136,18 @@ def test_cli_startup_errors_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "rules.yaml"
     bad.write_text("features: {GPUEnvInject: maybe}\n")
     run = subprocess.run(
-        [sys.executable, "-m", "policy_server.cli", "--uds", str(tmp_path / "s.sock"),
+        [sys.executable, "-m", "policy_server.main", "--uds", str(tmp_path / "s.sock"),
          "--rules", str(bad)], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert run.returncode == 2
     assert "features.GPUEnvInject: expected true or false" in run.stderr
     assert str(bad) in run.stderr
     check = subprocess.run(
-        [sys.executable, "-m", "policy_server.cli", "--rules",
+        [sys.executable, "-m", "policy_server.main", "--rules",
          str(ROOT / "examples/koordinator-rules.yaml"), "--check-rules"],
         capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert check.returncode == 0
     assert json.loads(check.stdout)["cpu_normalization_ratio"] == 1.2
     both = subprocess.run(
-        [sys.executable, "-m", "policy_server.cli", "--uds", "/tmp/x.sock", "--host", "::1",
+        [sys.executable, "-m", "policy_server.main", "--uds", "/tmp/x.sock", "--host", "::1",
          "--port", "1"], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert both.returncode == 2 and "mutually exclusive" in both.stderr

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy_server.errors import PayloadError
-from policy_server.events import EventName
+from bridge.contract.catalogue import EventName
+from policy_server.exceptions import PayloadError
 from policy_server.model import parse_event
 from tests.policy_server.factory import container, envelope, pod
 

@@ -12,7 +12,7 @@ import httpx
 
 from policy_server.bridge_client import BridgeControl
 from policy_server.cgroups import ExecutorMode
-from policy_server.server import PolicyServer, ServerOptions
+from policy_server.composition import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 from tests.policy_server.test_resctrl import fake_resctrl
 

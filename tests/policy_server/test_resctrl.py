@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.decision import ResctrlGroup
 from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.resctrl_schemata import (
@@ -25,7 +26,6 @@ from policy_server.koordinator.resctrl_schemata import (
     schemata_lines,
 )
 from policy_server.resctrl import ResctrlFS
-from policy_server.server import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod
 
 RESCTRL = "node.koordinator.sh/resctrl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policy_server.errors import RulesError
+from policy_server.exceptions import RulesError
 from policy_server.koordinator.rules import (
     CPUQOS,
     Rules,

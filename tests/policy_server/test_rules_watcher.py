@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policy_server.errors import RulesError
+from policy_server.exceptions import RulesError
 from policy_server.koordinator.rules import Rules, rules_from_yaml, stabilize
 from policy_server.rules_watcher import ReloadResult, RulesSource, watch
 

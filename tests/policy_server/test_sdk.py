@@ -20,7 +20,7 @@ from policy_server import (
 )
 from policy_server.decision import Conflict, decision_to_reply, merge
 from policy_server.engine import MAX_WARNINGS, Engine
-from policy_server.errors import PolicyLoadError, UnknownPolicyError
+from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
 from policy_server.model import Mount
 from policy_server.registry import Registry
 from tests.policy_server.factory import container, envelope, pod

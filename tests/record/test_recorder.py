@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from bridge.contract import WebhookReply, WebhookRequest
-from bridge.nri.events import Event
-from bridge.nri.handler import EventContext, EventRejected, Handler, RuntimeInfo
+from bridge.contract.catalogue import Event
+from bridge.nri.handler_api import EventContext, EventRejected, Handler, RuntimeInfo
 from bridge.nri.static import StaticHandler, StaticSettings
 from bridge.proto.nri import api_pb2 as api
-from bridge.record.handler import RecordingHandler
 from bridge.record.recorder import REDACTED, Recorder, Redaction
+from bridge.record.recording_handler import RecordingHandler
 
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge.nri.handler import Handler
+from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from bridge.nri.handler import EventContext, EventRejected, Handler
+from bridge.nri.handler_api import EventContext, EventRejected, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import ScenarioError, load_scenario, run_bench
-from bridge.simulator import cli as sim_cli
+from bridge.simulator import commands as sim_cli
 from bridge.simulator.bench import percentile
 from bridge.simulator.scenario import EventStep, SleepStep, bundled_scenarios, parse_scenario
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.nri.events import Event, mask_of
-from bridge.nri.handler import Handler
+from bridge.contract.catalogue import Event, mask_of
+from bridge.nri.handler_api import Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PluginConnection
 from bridge.wire import envelope

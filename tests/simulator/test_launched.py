@@ -8,7 +8,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bridge.nri.events import Event
+from bridge.contract.catalogue import Event
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
 
 

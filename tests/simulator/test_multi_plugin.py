@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bridge.nri.events import Event, mask_of
-from bridge.nri.handler import EventContext, Handler
+from bridge.contract.catalogue import Event, mask_of
+from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api

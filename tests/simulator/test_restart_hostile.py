@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.nri.handler import Handler
+from bridge.nri.handler_api import Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.hostile import (

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bridge.errors import RpcError
-from bridge.nri.handler import EventContext, Handler
+from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state

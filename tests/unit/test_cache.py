@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bridge.contract.catalogue import Event
 from bridge.nri.cache import StateCache
-from bridge.nri.events import Event
 from bridge.proto.nri import api_pb2 as api
 
 

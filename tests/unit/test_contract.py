@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from bridge.contract import WebhookReply, WebhookRequest, adjustment_from_json, adjustment_to_json
 from bridge.contract import schema as schema_gen
-from bridge.contract.envelope import EVENT_NAMES
-from bridge.nri.convert import ConversionError, from_json, is_wrapper, to_json
+from bridge.contract.convert import ConversionError, from_json, is_wrapper, to_json
+from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.proto.nri import api_pb2 as api
 
 SCHEMAS = schema_gen.SCHEMA_DIR

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.nri.events import Event, mask_of
-from bridge.nri.version import nri_version_of, supported_mask
+from bridge.contract.catalogue import Event, mask_of
+from bridge.contract.nri_version import nri_version_of, supported_mask
 
 
 @pytest.mark.parametrize(("name", "version", "reported", "expected"), [

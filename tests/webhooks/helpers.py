@@ -10,10 +10,9 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_from_json
-from bridge.contract.events import REQUEST_PAYLOAD
-from bridge.nri.convert import fill
-from bridge.nri.events import EVENTS_BY_RPC
-from bridge.nri.handler import EventContext, RuntimeInfo
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_PAYLOAD
+from bridge.contract.convert import fill
+from bridge.nri.handler_api import EventContext, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.config import WebhookSpec, parse_webhooks
 

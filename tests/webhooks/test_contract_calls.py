@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 import respx
 
-from bridge.contract.envelope import EVENT_NAMES
-from bridge.nri.handler import EventRejected
+from bridge.contract.webhook_models import EVENT_NAMES
+from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.handler import WebhookHandler
+from bridge.webhooks.fanout import WebhookHandler
 from tests.webhooks.helpers import (
     BASE,
     CREATED_ID,
@@ -127,7 +127,7 @@ async def test_shadow_mode_calls_with_dry_run_and_applies_nothing(
     handler = WebhookHandler([spec(events=["CreateContainer"], mode="shadow")])
     with respx.mock(using="httpx") as mock:
         route = mock.post(f"{BASE}/v1/policy").respond(json=example("CreateContainer.reply.json"))
-        with caplog.at_level("INFO", logger="bridge.webhooks.handler"):
+        with caplog.at_level("INFO", logger="bridge.webhooks.fanout"):
             assert await _deliver(handler, "CreateContainer") is None
     assert json.loads(route.calls.last.request.content)["dry_run"] is True
     line = next(r for r in caplog.records if r.getMessage() == "shadow webhook call")

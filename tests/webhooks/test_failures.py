@@ -9,10 +9,10 @@ import httpx
 import pytest
 import respx
 
-from bridge.nri.handler import EventRejected
+from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitState
-from bridge.webhooks.handler import WebhookHandler
+from bridge.webhooks.fanout import WebhookHandler
 from tests.webhooks.helpers import BASE, CREATED_ID, context, request, spec
 
 URL = f"{BASE}/v1/policy"

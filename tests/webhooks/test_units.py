@@ -7,7 +7,7 @@ import pytest
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks import kinds
 from bridge.webhooks.breaker import CircuitBreaker, CircuitState
-from bridge.webhooks.errors import WebhookFailure
+from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Contribution
 from bridge.webhooks.kinds import ALL_KINDS, adjustment_kinds
 from bridge.webhooks.merge import Merger

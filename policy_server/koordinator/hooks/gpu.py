@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 
 from policy_server.decision import HostDirectory
-from policy_server.errors import PolicyError
+from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import Device, device_allocations, device_quantity
 from policy_server.koordinator.rules import Rules

@@ -6,19 +6,21 @@ Imported lazily: the bridge's serving path does not need pydantic models (about
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.contract.events import API_VERSION, EVENT_NAMES
+from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 from bridge.contract.nri_models import nri_model
 
-EventName = Literal[
-    "Synchronize", "RunPodSandbox", "UpdatePodSandbox", "PostUpdatePodSandbox",
-    "StopPodSandbox", "RemovePodSandbox", "CreateContainer", "PostCreateContainer",
-    "StartContainer", "PostStartContainer", "UpdateContainer", "PostUpdateContainer",
-    "StopContainer", "RemoveContainer", "ValidateContainerAdjustment",
-]
+# The event key's type: a Literal of the catalogue's names (an enum would make the JSON Schema
+# a $ref instead of an inline list). The type checker sees a plain str.
+if TYPE_CHECKING:
+    EventLiteral = str
+    ApiVersionLiteral = str
+else:
+    EventLiteral = Literal[EVENT_NAMES]
+    ApiVersionLiteral = Literal[API_VERSION]
 
 PodSandbox: Any = nri_model("PodSandbox")
 Container: Any = nri_model("Container")
@@ -75,9 +77,9 @@ class Reject(_Strict):
 class WebhookRequest(_Strict):
     """What the bridge POSTs to a policy for one NRI event."""
 
-    api_version: Literal["nri-webhook-bridge/v1"] = "nri-webhook-bridge/v1"
+    api_version: ApiVersionLiteral = API_VERSION
     uid: str = Field(description="unique id of this request, for logs and idempotency")
-    event: EventName
+    event: EventLiteral
     runtime: RuntimeRef
     budget_ms: int = Field(ge=0, description="time left to answer before the bridge gives up")
     dry_run: bool = Field(False, description="true when the reply will not be applied "

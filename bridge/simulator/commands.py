@@ -187,7 +187,7 @@ def _finish(out: _Output, runtime: SimulatedRuntime, status: int) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Standalone entry point (`python -m bridge.simulator.cli`), until the main CLI wires it."""
+    """Standalone entry point: `python -m bridge.simulator.commands`."""
     parser = argparse.ArgumentParser(prog="nri-webhook-bridge simulate", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.contract.catalogue import Event
+from bridge.contract.nri_version import Version
 from bridge.errors import BridgeError
-from bridge.nri.events import Event
-from bridge.nri.version import Version
 from bridge.proto.nri import api_pb2 as api
 
 
@@ -139,22 +139,8 @@ class Handler:
         return None
 
 
-HANDLER_METHODS: dict[Event, str] = {
-    Event.RUN_POD_SANDBOX: "run_pod_sandbox",
-    Event.STOP_POD_SANDBOX: "stop_pod_sandbox",
-    Event.REMOVE_POD_SANDBOX: "remove_pod_sandbox",
-    Event.CREATE_CONTAINER: "create_container",
-    Event.POST_CREATE_CONTAINER: "post_create_container",
-    Event.START_CONTAINER: "start_container",
-    Event.POST_START_CONTAINER: "post_start_container",
-    Event.UPDATE_CONTAINER: "update_container",
-    Event.POST_UPDATE_CONTAINER: "post_update_container",
-    Event.STOP_CONTAINER: "stop_container",
-    Event.REMOVE_CONTAINER: "remove_container",
-    Event.UPDATE_POD_SANDBOX: "update_pod_sandbox",
-    Event.POST_UPDATE_POD_SANDBOX: "post_update_pod_sandbox",
-    Event.VALIDATE_CONTAINER_ADJUSTMENT: "validate_container_adjustment",
-}
+# The Handler method for each event is the event's name in snake case.
+HANDLER_METHODS: dict[Event, str] = {event: event.name.lower() for event in Event}
 
 
 class UniformHandler(Handler):

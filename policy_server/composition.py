@@ -30,7 +30,7 @@ from policy_server.cgroups import (
 )
 from policy_server.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
-from policy_server.errors import BridgeControlError, PayloadError
+from policy_server.exceptions import BridgeControlError, PayloadError
 from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies

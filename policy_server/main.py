@@ -23,13 +23,13 @@ import uvicorn
 from bridge.transport import listen
 from policy_server.app import create_app
 from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
-from policy_server.errors import PolicyServerError, RulesError
+from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.exceptions import PolicyServerError, RulesError
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
 from policy_server.procfs import DEFAULT_PROC_ROOT
 from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.resctrl import DEFAULT_RESCTRL_ROOT
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S
-from policy_server.server import PolicyServer, ServerOptions
 
 log = logging.getLogger(__name__)
 

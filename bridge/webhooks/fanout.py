@@ -27,13 +27,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.catalogue import EVENTS_BY_RPC, Event
+from bridge.contract.convert import to_json
 from bridge.metrics import Metrics
-from bridge.nri.convert import to_json
-from bridge.nri.events import EVENTS_BY_RPC, Event
-from bridge.nri.handler import EventContext, EventRejected, UniformHandler, log_subject
+from bridge.nri.handler_api import EventContext, EventRejected, UniformHandler, log_subject
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.config import WebhookSpec
-from bridge.webhooks.errors import FailureKind, WebhookFailure
+from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
 from bridge.webhooks.merge import Merger
 from bridge.webhooks.payload import PayloadBuilder, clip, truncated_json

@@ -8,9 +8,15 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from bridge.contract.catalogue import Event
 from bridge.contract.codec import envelope, reply_json, request_payload, sync_payload, updates_json
-from bridge.nri.events import Event
-from bridge.nri.handler import HANDLER_METHODS, EventContext, EventRejected, Handler, RuntimeInfo
+from bridge.nri.handler_api import (
+    HANDLER_METHODS,
+    EventContext,
+    EventRejected,
+    Handler,
+    RuntimeInfo,
+)
 from bridge.nri.service import CACHE_EVENTS
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.nri.events import MASK_BEFORE_V0_10, MASK_FROM_V0_10
+from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10
 
 Version = tuple[int, int, int]
 

@@ -1,0 +1,128 @@
+"""The event catalogue is defined once: every other event list is derived from it.
+
+Three kinds of proof: the catalogue agrees with api.proto (the wire facts); every view and every
+consumer's table is the catalogue's object or its projection; and no module in bridge/ or
+policy_server/ spells a complete event list of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import typing
+from pathlib import Path
+
+import policy_server
+from bridge.contract import catalogue as cat
+from bridge.contract import webhook_models
+from bridge.contract.catalogue import CATALOGUE, Event, EventName
+from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks import config as webhook_config
+from bridge.webhooks import guard, payload
+from policy_server import engine, model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_event_numbers_are_api_proto_numbers() -> None:
+    proto = {v.name: v.number for v in api.DESCRIPTOR.enum_types_by_name["Event"].values}
+    proto.pop("UNKNOWN")
+    assert proto.pop("LAST") == 15
+    assert {e.name: e.value for e in Event} == proto
+
+
+def test_names_cover_every_event_plus_synchronize() -> None:
+    assert [n.name for n in EventName if n is not EventName.SYNCHRONIZE] == sorted(
+        (e.name for e in Event), key=lambda name: list(EventName.__members__).index(name))
+    assert {n.name for n in EventName} == {e.name for e in Event} | {"SYNCHRONIZE"}
+    assert list(CATALOGUE) == list(EventName)
+    for name, spec in CATALOGUE.items():
+        assert spec.name is name
+        assert (spec.event is None) == (name is EventName.SYNCHRONIZE)
+        if spec.event is not None:
+            assert spec.event.rpc_name == name.value
+
+
+def test_dedicated_rpcs_carry_the_catalogue_types() -> None:
+    # Every event the Plugin service has an RPC for takes and returns the catalogue's types.
+    service = api.DESCRIPTOR.services_by_name["Plugin"]
+    dedicated = [m for m in service.methods if m.name in CATALOGUE]
+    assert {m.name for m in dedicated} >= {"Synchronize", "CreateContainer", "UpdateContainer",
+                                          "StopContainer"}
+    for method in dedicated:
+        spec = CATALOGUE[EventName(method.name)]
+        assert method.input_type is spec.request_type.DESCRIPTOR
+        assert method.output_type is spec.response_type.DESCRIPTOR
+
+
+def test_payload_keys_are_request_fields() -> None:
+    for spec in CATALOGUE.values():
+        fields = [f.name for f in spec.request_type.DESCRIPTOR.fields]
+        assert set(spec.payload) <= set(fields), spec.name
+        assert list(spec.payload) == [f for f in fields if f in spec.payload], spec.name
+
+
+def test_views_are_projections_of_the_catalogue() -> None:
+    rows = list(CATALOGUE.values())
+    events = [r for r in rows if r.event is not None]
+    assert tuple(r.name.value for r in rows) == cat.EVENT_NAMES
+    assert dict(cat.REQUEST_TYPES) == {r.event: r.request_type for r in events}
+    assert dict(cat.RESPONSE_TYPES) == {r.event: r.response_type for r in events}
+    assert dict(cat.RPC_NAMES) == {r.event: r.name.value for r in events}
+    assert dict(cat.EVENTS_BY_RPC) == {r.name.value: r.event for r in events}
+    assert dict(cat.REQUEST_PAYLOAD) == {r.name.value: r.payload for r in rows}
+    assert dict(cat.REPLY_KEYS) == {r.name.value: r.reply_keys for r in rows}
+    assert {r.name for r in rows if "container" in r.payload} == cat.CONTAINER_EVENTS
+    assert {r.event for r in events if r.payload[0] == "pod"
+                              and "container" not in r.payload} == cat.POD_EVENTS
+    assert cat.mask_of(set(Event)) == cat.MASK_FROM_V0_10
+    assert cat.events_of(cat.MASK_BEFORE_V0_10) == {e for e in Event if e.value < 12}
+
+
+def test_consumers_use_the_catalogue_objects() -> None:
+    assert policy_server.EventName is EventName
+    assert model.API_VERSION is cat.API_VERSION
+    assert engine.REPLY_KEYS is cat.REPLY_KEYS
+    assert guard.REPLY_KEYS is cat.REPLY_KEYS
+    assert payload.REQUEST_PAYLOAD is cat.REQUEST_PAYLOAD
+    assert payload.API_VERSION is cat.API_VERSION
+    fields = webhook_models.WebhookRequest.model_fields
+    assert typing.get_args(fields["event"].annotation) == cat.EVENT_NAMES
+    assert typing.get_args(fields["api_version"].annotation) == (cat.API_VERSION,)
+    spec_events = webhook_config._Webhook.model_fields["events"].annotation
+    assert typing.get_args(typing.get_args(spec_events)[0]) == cat.EVENT_NAMES
+
+
+def _complete_lists(path: Path) -> list[int]:
+    """Line numbers of literal collections in `path` that name every event (a second list)."""
+    names = set(cat.EVENT_NAMES)
+    members = {e.name for e in Event}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            continue
+        items = [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) \
+            else node.elts
+        strings = {i.value for i in items if isinstance(i, ast.Constant)} & names
+        attrs = {i.attr for i in items if isinstance(i, ast.Attribute)} & members
+        if len(strings) >= len(Event) or len(attrs) >= len(Event):
+            found.append(node.lineno)
+    return found
+
+
+SOURCES = sorted(
+    p for pkg in ("bridge", "policy_server") for p in (ROOT / pkg).rglob("*.py")
+    if not p.name.endswith("_pb2.py") and p.name != "catalogue.py"
+)
+
+
+def test_the_scan_finds_a_copied_list(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.py"
+    copy.write_text(f"NAMES = {list(cat.EVENT_NAMES)!r}\nBY = {{"
+                    + ", ".join(f"Event.{e.name}: 1" for e in Event) + "}\n")
+    assert _complete_lists(copy) == [1, 2]
+
+
+def test_no_module_keeps_its_own_event_list() -> None:
+    assert len(SOURCES) > 100
+    copies = {str(p.relative_to(ROOT)): lines for p in SOURCES if (lines := _complete_lists(p))}
+    assert copies == {}, "derive event lists from bridge.contract.catalogue"
