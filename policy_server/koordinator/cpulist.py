@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 MAX_CPU_ID = 1 << 16
@@ -49,6 +50,7 @@ def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
     return ",".join(parts)
 
 
+@lru_cache(maxsize=256)  # a node has a handful of pool strings, asked for on every event
 def canonical_cpu_list(text: str) -> str:
     """``0-7,8-15`` -> ``0-15``: what the kernel shows for the same set (valid lists only)."""
     return format_cpu_list(parse_cpu_list(text))
