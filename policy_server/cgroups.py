@@ -369,9 +369,10 @@ class ContainerFiles:
                 out["weight"] = int(weight)
             if cpu_max:
                 first = cpu_max.split()[0]
-                out["quota"] = -1 if first == "max" else int(first)
+                if first == "max" or first.isdigit():
+                    out["quota"] = -1 if first == "max" else int(first)
             memory = _read_text(self._dir("memory", rel) / "memory.max")
-            if memory:
+            if memory and (memory == "max" or memory.isdigit()):
                 out["memory"] = -1 if memory == "max" else int(memory)
             cpus = _read_text(self._dir("cpuset", rel) / "cpuset.cpus")
         else:

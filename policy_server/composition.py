@@ -321,7 +321,9 @@ class PolicyServer:
         async with state.lock:
             try:
                 await self._resync_once(self.bridge)
-            except (BridgeControlError, PayloadError) as exc:
+            except Exception as exc:  # bridge down, bad state, a host surprise: retry later
+                if not isinstance(exc, BridgeControlError | PayloadError):
+                    log.exception("reconcile pass failed unexpectedly")
                 self.metrics.resyncs.labels("failed").inc()
                 log.error("reconcile failed, retrying in %.0fs: %s", state.backoff_s, exc)
                 state.pending = True

@@ -74,25 +74,30 @@ def _with_file_values(containers: list[dict[str, Any]], files: ContainerFiles) -
         if linux is None or values is None:
             out.append(c)
             continue
-        resources = dict(linux.get("resources") or {})
-        cpu = dict(resources.get("cpu") or {})
-        memory = dict(resources.get("memory") or {})
-        if "shares" in values:
-            cpu["shares"] = values["shares"]
-        elif (
-            "weight" in values and shares_to_weight(int(cpu.get("shares") or 0)) != values["weight"]
-        ):
-            # v2 keeps only the weight: a different weight means different shares.
-            cpu["shares"] = -1
-        if "quota" in values:
-            cpu["quota"] = values["quota"]
-        if "cpus" in values:
-            cpu["cpus"] = values["cpus"]
-        if "memory" in values:
-            memory["limit"] = values["memory"]
-        resources.update(cpu=cpu, memory=memory)
-        out.append({**c, "linux": {**linux, "resources": resources}})
+        try:
+            out.append({**c, "linux": {**linux, "resources": _merged(linux, values)}})
+        except (TypeError, ValueError):
+            out.append(c)  # a malformed entry: the evaluation names it, as it names any other
     return out
+
+
+def _merged(linux: dict[str, Any], values: dict[str, int | str]) -> dict[str, Any]:
+    resources = dict(linux.get("resources") or {})
+    cpu = dict(resources.get("cpu") or {})
+    memory = dict(resources.get("memory") or {})
+    if "shares" in values:
+        cpu["shares"] = values["shares"]
+    elif "weight" in values and shares_to_weight(int(cpu.get("shares") or 0)) != values["weight"]:
+        # v2 keeps only the weight: a different weight means different shares.
+        cpu["shares"] = -1
+    if "quota" in values:
+        cpu["quota"] = values["quota"]
+    if "cpus" in values:
+        cpu["cpus"] = values["cpus"]
+    if "memory" in values:
+        memory["limit"] = values["memory"]
+    resources.update(cpu=cpu, memory=memory)
+    return resources
 
 
 class NodeReconciler:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from policy_server.bridge_client import BridgeControl
 from policy_server.cgroups import ExecutorMode
@@ -147,3 +148,17 @@ async def test_report_only_mode_writes_nothing(tmp_path: Path) -> None:
     assert (root / "cgroup/cpu/kubepods/podu1/cpu.cfs_quota_us").read_text() == "50000\n"
     assert (root / "proc/101/oom_score_adj").read_text() == "0\n"
     assert server.node_state()["cgroups"]["writable"] is False
+
+
+async def test_an_unexpected_failure_is_retried_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _fake, _root = node(tmp_path)
+    assert server.reconciler is not None
+
+    async def boom() -> None:
+        raise RuntimeError("host surprise")
+
+    monkeypatch.setattr(server.reconciler, "run", boom)
+    assert await server.resync() is False
+    assert 'policy_resyncs_total{result="failed"} 1.0' in server.metrics.render().decode()
