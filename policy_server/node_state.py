@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from policy_server import coresched
 from policy_server.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
 from policy_server.koordinator.rules import Rules
@@ -63,7 +64,7 @@ def probe_node(
         reconciler.probe()
         core_ok, core_why = reconciler.core_sched
     else:
-        core_ok, core_why = False, "not probed (no reconciler)"
+        core_ok, core_why = coresched.probe()  # said anyway: the cookies need the reconciler
     state["core_sched"] = {"supported": core_ok, "reason": core_why}
     if reconciler is None:
         why = "no --bridge-control (the reconciler lists pods through the bridge)"
