@@ -70,6 +70,7 @@ _FILES: dict[str, tuple[str, str]] = {
     "cpu.cfs_quota_us": ("cpu", "cpu.max"),
     "memory.limit_in_bytes": ("memory", "memory.max"),
     "cpu.bvt_warp_ns": ("cpu", "cpu.bvt_warp_ns"),
+    "cpu.idle": ("cpu", "cpu.idle"),
 }
 
 

@@ -84,7 +84,7 @@ class Metrics:
         self.drift_found = Counter(
             "policy_reconcile_drift_found",
             "Values the reconciler found differing from the decision, by level (container, "
-            "pod, resctrl, oom, coresched, sysctl)",
+            "pod, qos, resctrl, oom, coresched, sysctl)",
             ("level",),
             registry=r,
         )

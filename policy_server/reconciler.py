@@ -10,8 +10,9 @@ One ``run`` pass (every ``--reconcile-interval`` seconds, and after each rule ch
 4. compare every pod-level value (batch sums, pinned pods' quota -1, bvt) with the pod cgroup
    file and rewrite the ones that differ; create or fix resctrl groups and remove the
    ``koordlet-`` groups of pods that are gone;
-5. keep processes' ``oom_score_adj`` current, assign core-scheduling cookies, and set the
-   kernel switches group identity / core scheduling need.
+5. write the kube-QoS-level values (``cpu.bvt_warp_ns``, ``cpu.idle``) of the kube-QoS cgroups
+   the pods live in, keep processes' ``oom_score_adj`` current, assign core-scheduling
+   cookies, and set the kernel switches group identity / core scheduling need.
 
 Must not: decide anything itself (the decisions are the policy's and ``node_plan``'s), or let one
 failing part stop the others. Drift found/fixed are counted per level in the metrics.
@@ -206,18 +207,22 @@ class NodeReconciler:
         self._pod_effects(effects, report)
         self._resctrl_gc(effects, rules, report)
         pods = self._pods(snapshot)
+        parents = [p.pod.cgroup_parent for p in pods.values() if p.pod.cgroup_parent]
+        self._pod_effects(node_plan.kube_qos_writes(parents, rules), report, level="qos")
         self._oom(snapshot, pods, rules, report)
         self._core_sched(snapshot, pods, rules, report)
         self._kernel_switches(rules, report)
 
-    def _pod_effects(self, effects: Sequence[Effect], report: PassReport) -> None:
+    def _pod_effects(
+        self, effects: Sequence[Effect], report: PassReport, level: str = "pod"
+    ) -> None:
         for effect in effects:
             if isinstance(effect, CgroupWrite):
                 if not self.executor.cgroups.writable or not self.executor.drifted(effect):
                     continue
-                report.found["pod"] += 1
+                report.found[level] += 1
                 done = self.executor.apply([effect], "reconcile")
-                report.fixed["pod"] += len(done.written)
+                report.fixed[level] += len(done.written)
                 report.errors.extend(done.failed)
             elif isinstance(effect, ResctrlGroup):
                 result, detail = self.executor.resctrl.ensure(effect)

@@ -8,12 +8,15 @@ should have (``OOMScoreAdj``, spec §4.9), the core-scheduling group of each con
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from policy_server.decision import CgroupWrite
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import AnnotationError, oom_score_adj
+from policy_server.koordinator.hooks.group_identity import BVT_FILE, class_values
 from policy_server.koordinator.nodeslo import CPUQOS
-from policy_server.koordinator.qos import KubeQOS, QOSClass
+from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import PodTarget
 
@@ -122,3 +125,54 @@ def kernel_switches(rules: Rules) -> dict[str, int]:
     if rules.features.CoreSched and core_sched_rule(rules).enabled:
         return {SYSCTL_GROUP_IDENTITY: 0, SYSCTL_SCHED_CORE: 1}
     return {}
+
+
+CPU_IDLE_FILE = "cpu.idle"
+
+
+def kube_qos_dir(cgroup_parent: str) -> str | None:
+    """The kube-QoS cgroup a pod cgroup sits in (``/kubepods/burstable`` for
+    ``/kubepods/burstable/pod<uid>``, ``kubepods-burstable.slice`` for
+    ``kubepods-burstable-pod<uid>.slice``); None if there is no level above the pod."""
+    parent = cgroup_parent.strip().rstrip("/")
+    if "/" not in parent and parent.endswith(".slice"):
+        name = parent.removesuffix(".slice")
+        head, sep, _ = name.rpartition("-")
+        return f"{head}.slice" if sep and head else None
+    head, sep, _ = parent.rpartition("/")
+    return head if sep and head else None
+
+
+def kube_qos_writes(cgroup_parents: Iterable[str], rules: Rules) -> tuple[CgroupWrite, ...]:
+    """koordlet's kube-QoS-level values for the kube-QoS cgroups these pods live in.
+
+    Group identity (gate on): ``cpu.bvt_warp_ns`` = 0 on the Guaranteed level, the LS class
+    value on the Burstable level, the BE class value on the BestEffort level. Core scheduling
+    (gate on): ``cpu.idle`` = 1 where that level's class has ``schedIdle: 1``, else 0.
+    """
+    features = rules.features
+    if not (features.GroupIdentity or features.CoreSched):
+        return ()
+    _lsr, ls, be = class_values(rules)
+    bvt = {KubeQOS.GUARANTEED: 0, KubeQOS.BURSTABLE: ls, KubeQOS.BEST_EFFORT: be}
+    core = core_sched_rule(rules)
+    guaranteed = core.lsr if core.lsr.enabled else core.ls
+    idle = {
+        KubeQOS.GUARANTEED: guaranteed.cpu_idle,
+        KubeQOS.BURSTABLE: core.ls.cpu_idle,
+        KubeQOS.BEST_EFFORT: core.be.cpu_idle,
+    }
+    writes: list[CgroupWrite] = []
+    seen: set[str] = set()
+    for parent in cgroup_parents:
+        qos_dir = kube_qos_dir(parent)
+        if qos_dir is None or qos_dir in seen:
+            continue
+        seen.add(qos_dir)
+        qos = kube_qos(parent)
+        label = f"kube-QoS {qos.value}"
+        if features.GroupIdentity:
+            writes.append(CgroupWrite(qos_dir, BVT_FILE, bvt[qos], label))
+        if features.CoreSched:
+            writes.append(CgroupWrite(qos_dir, CPU_IDLE_FILE, int(idle[qos]), label))
+    return tuple(writes)

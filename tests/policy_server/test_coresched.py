@@ -18,6 +18,8 @@ from policy_server.koordinator.node_plan import (
     core_sched_group,
     core_sched_rule,
     kernel_switches,
+    kube_qos_dir,
+    kube_qos_writes,
     manages_core_sched,
 )
 from tests.policy_server.factory import pod_target, rules
@@ -162,3 +164,41 @@ def test_kernel_switches() -> None:
         "sched_group_identity_enabled": 0, "sched_core": 1}  # fmt: skip
     assert kernel_switches(rules(**CORE_SCHED)) == {}  # the CoreSched gate is off by default
     assert kernel_switches(rules()) == {}
+
+
+@pytest.mark.parametrize(
+    ("parent", "qos_dir"),
+    [("/kubepods/burstable/pod1", "/kubepods/burstable"),
+     ("/kubepods/pod1", "/kubepods"),
+     ("kubepods-besteffort-pod1.slice", "kubepods-besteffort.slice"),
+     ("kubepods-pod1.slice", "kubepods.slice"),
+     ("/pod1", None), ("pod1.slice", None)],
+)  # fmt: skip
+def test_kube_qos_dir(parent: str, qos_dir: str | None) -> None:
+    assert kube_qos_dir(parent) == qos_dir
+
+
+def test_kube_qos_level_values() -> None:
+    # koordinator Test_bvtPlugin_ruleUpdateCbForPods "callback with ls and be enabled":
+    # kube-QoS dirs Guaranteed 0, Burstable 2, BestEffort -1.
+    ls_be = {"node_slo": {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True}},
+                                                  "beClass": {"cpuQOS": {"enable": True}}}}}
+    parents = ["/kubepods/pod1", "/kubepods/burstable/pod2", "/kubepods/burstable/pod3",
+               "/kubepods/besteffort/pod4"]  # fmt: skip
+    writes = kube_qos_writes(parents, rules(**ls_be))
+    assert {(w.cgroup_parent, w.file, w.value) for w in writes} == {
+        ("/kubepods", "cpu.bvt_warp_ns", 0),
+        ("/kubepods/burstable", "cpu.bvt_warp_ns", 2),
+        ("/kubepods/besteffort", "cpu.bvt_warp_ns", -1),
+    }
+    # TestPlugin_SetKubeQOSCPUIdle "cpu idle enabled": BestEffort with schedIdle 1 -> 1.
+    idle_be = {"node_slo": {"resourceQOSStrategy": {
+        "policies": {"cpuPolicy": "coreSched"},
+        "beClass": {"cpuQOS": {"enable": True, "schedIdle": 1}}}}}  # fmt: skip
+    r = rules(**idle_be, features={"CoreSched": True, "GroupIdentity": False})
+    assert {(w.cgroup_parent, w.file, w.value) for w in kube_qos_writes(parents, r)} == {
+        ("/kubepods", "cpu.idle", 0),
+        ("/kubepods/burstable", "cpu.idle", 0),
+        ("/kubepods/besteffort", "cpu.idle", 1),
+    }
+    assert kube_qos_writes(parents, rules(features={"GroupIdentity": False})) == ()

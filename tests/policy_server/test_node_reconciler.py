@@ -60,6 +60,8 @@ def node(tmp_path: Path) -> tuple[PolicyServer, FakeBridge, Path]:
     # A BE pod whose pod cgroup has kubelet's values, not the batch sums.
     cgroup(cg, BE_PARENT, cpu__cfs_quota_us="-1", cpu__shares="2",
            memory__limit_in_bytes=V1_UNLIMITED)
+    # An Anolis-like kernel's kube-QoS level for BestEffort pods, still at 0.
+    cgroup(cg, "/kubepods/besteffort", cpu__bvt_warp_ns="0")
     proc = tmp_path / "proc"
     write(proc / "101" / "oom_score_adj", "0")
     write(proc / "102" / "oom_score_adj", "-500")
@@ -106,6 +108,8 @@ async def test_one_pass_finds_and_fixes_drift_everywhere(tmp_path: Path) -> None
     assert (be / "cpu.cfs_quota_us").read_text() == "100000"
     assert (cg / "memory/kubepods/besteffort/podu2/memory.limit_in_bytes").read_text() == str(
         1 << 30)
+    # The BestEffort kube-QoS level takes the BE class's group identity.
+    assert (cg / "cpu/kubepods/besteffort/cpu.bvt_warp_ns").read_text() == "-1"
     # OOM score of every process of the container; the one already right is left alone.
     assert (proc / "101" / "oom_score_adj").read_text() == "-500\n"
     # Group identity is on: core scheduling off, identity on.
@@ -116,7 +120,7 @@ async def test_one_pass_finds_and_fixes_drift_everywhere(tmp_path: Path) -> None
     assert sorted(p.name for p in (root / "resctrl").iterdir() if p.name.startswith("koordlet")) \
         == ["koordlet-u1"]
     metrics = server.metrics.render().decode()
-    for level, count in (("container", 1), ("pod", 4), ("oom", 1), ("sysctl", 2),
+    for level, count in (("container", 1), ("pod", 4), ("qos", 1), ("oom", 1), ("sysctl", 2),
                          ("resctrl", 2)):
         assert f'policy_reconcile_drift_found_total{{level="{level}"}} {count}.0' in metrics
         assert f'policy_reconcile_drift_fixed_total{{level="{level}"}} {count}.0' in metrics
