@@ -183,3 +183,19 @@ def test_removed_pod_leaves_no_resctrl_group(
     clean_pods.remove_pod(pod.id)
     wait_until("no resctrl group left", lambda: not any(
         p.name.startswith("koordlet-") for p in resctrl.iterdir()), logs)  # fmt: skip
+
+
+def test_oom_score_is_kept_current(
+    clean_pods: CriClient, make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """NRI sets the score at creation only; the reconciler keeps running processes at it."""
+    stack = node_stack(make_stack, tmp_path, features={"GPUEnvInject": True, "OOMScoreAdj": True})
+    pod = clean_pods.run_pod("oom", annotations={"koordinator.sh/oom-score-adj": "500"})
+    container_id = clean_pods.run_container(pod)
+    assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
+    score = Path(f"/proc/{clean_pods.container_pid(container_id)}/oom_score_adj")
+    # containerd 2.x applies the NRI value at creation; 1.7.24 speaks NRI v0.6.1, whose
+    # adjustment has no oom_score_adj (new in v0.7.0): there the reconciler's first pass sets it.
+    wait_until("oom_score_adj 500", lambda: read_int(score) == 500, policy_log(stack))
+    score.write_text("0\n")  # behind our back
+    wait_until("oom_score_adj 500 again", lambda: read_int(score) == 500, policy_log(stack))
