@@ -15,6 +15,7 @@ from policy_server.decision import (
 )
 from policy_server.exceptions import PolicyError
 from policy_server.model import Container, Event, Mount, Pod, Resources
+from policy_server.node import NodeView
 from policy_server.registry import FailurePolicy, Policy
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Eviction",
     "FailurePolicy",
     "Mount",
+    "NodeView",
     "Pod",
     "Policy",
     "PolicyError",

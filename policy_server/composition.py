@@ -1,12 +1,16 @@
 """Composition root of the policy server (without the web layer).
 
-Builds the registry (koordinator-qos plus ``--policy-module`` policies), the engine, the rules
-source, the node-effect executor, the bridge client and the node reconciler, and owns what
-happens around an evaluation: metrics, pod-level effects (a container only gets an
-``rdt_class`` whose resctrl group exists), and when the reconciler runs (every
-``--reconcile-interval`` seconds and after each rule change). It says once, at start-up and in
-``node_state`` (``GET /v1/state``), which node effects cannot take effect here and why.
-``app.py`` maps HTTP onto ``PolicyServer.handle``.
+Builds the registry (koordinator-qos, the built-in policies enabled with ``--policy`` and
+``--policy-module`` policies), the engine, the rules source, the node-effect executor, the
+bridge client and the node reconciler, and owns what happens around an evaluation: metrics,
+pod-level effects (a container only gets an ``rdt_class`` whose resctrl group exists), updates
+a policy asks to push, and the recomputation of all known containers (pushed through the
+bridge) at startup and after a rule change: every policy that handles Synchronize gets a
+synthetic one built from the bridge's state, so a restarted server rebuilds its node view and
+its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
+``--reconcile-interval`` seconds. It says once, at start-up and in ``node_state``
+(``GET /v1/state``), which node effects cannot take effect here and why. ``app.py`` maps HTTP
+onto ``PolicyServer.handle``.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bridge.contract.catalogue import API_VERSION, EventName
 from policy_server import node_state
-from policy_server.bridge_client import BridgeControl
+from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
     DEFAULT_CGROUP_ROOT,
     CgroupExecutor,
@@ -35,9 +41,12 @@ from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_fr
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
+from policy_server.policies import build_builtin
 from policy_server.procfs import DEFAULT_PROC_ROOT, Procfs
+from policy_server.pusher import Pusher, PushJob
 from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.registry import Policy, Registry
+from policy_server.reply import update_to_json
 from policy_server.resctrl import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S, ReloadResult, RulesSource, watch
 
@@ -45,6 +54,8 @@ log = logging.getLogger(__name__)
 
 RESYNC_RETRY_MAX_S = 30.0
 EFFECTS_TIMEOUT_S = 2.0
+# Snapshots taken while events kept arriving are fetched again this often before backing off.
+RESYNC_SNAPSHOT_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,8 @@ class ServerOptions:
     bridge_control: str | None = None
     policy_modules: tuple[str, ...] = ()
     koordinator: bool = True
+    # Built-in policies enabled by name (policy_server.policies), with their config files.
+    builtin_policies: tuple[tuple[str, Path | None], ...] = ()
     executor_mode: ExecutorMode = ExecutorMode.OFF
     cgroup_root: Path = DEFAULT_CGROUP_ROOT
     cgroup_version: CgroupVersion = CgroupVersion.AUTO
@@ -66,7 +79,8 @@ class ServerOptions:
 
 @dataclass(slots=True)
 class _ResyncState:
-    pending: bool = False
+    pending: bool = False  # a full resync (every policy handling Synchronize)
+    periodic: bool = False  # the koordinator node reconciler's periodic pass
     backoff_s: float = 1.0
     next_attempt: float = 0.0
     lock: asyncio.Lock | None = field(default=None)
@@ -135,6 +149,8 @@ class PolicyServer:
         self.registry = Registry()
         if options.koordinator:
             self.registry.add(build_policy(lambda: self.rules.current))
+        for name, config in options.builtin_policies:
+            self.registry.add(build_builtin(name, config))
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry)
@@ -147,7 +163,10 @@ class PolicyServer:
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
         self.bridge = bridge
-        self.resync_policies = (POLICY_NAME,) if options.koordinator else ()
+        self.pusher = Pusher(bridge, self.metrics) if bridge is not None else None
+        self.resync_policies = tuple(
+            p.name for p in self.registry if EventName.SYNCHRONIZE in p.events
+        )
         self._resync = _ResyncState()
         self.procfs = Procfs(options.proc_root)
         self.reconciler: NodeReconciler | None = None
@@ -162,6 +181,7 @@ class PolicyServer:
                 observe=self._observe,
                 procfs=self.procfs,
             )
+        self._reconciled_policy = POLICY_NAME if self.reconciler is not None else None
         self._node_state: dict[str, Any] = {}
         # The start-up pass is the catch-up one (run_background); the periodic ones follow.
         self._last_reconcile = time.monotonic()
@@ -204,12 +224,17 @@ class PolicyServer:
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""
         if self.bridge is not None and self.resync_policies:
-            self._resync.pending = True  # catch up with rules that changed while we were down
+            # Catch up with what happened while we were down (rules, containers) right away:
+            # until then a stateful policy works from an empty node view.
+            self._resync.pending = True
+            await self._on_poll(ReloadResult.UNCHANGED)
         if self.options.rules_path is None and self.bridge is None:
             return
         await watch(self.rules, self._on_poll, stop, self.options.rules_poll_interval_s)
 
     async def aclose(self) -> None:
+        if self.pusher is not None:
+            await self.pusher.aclose()
         if self.bridge is not None:
             await self.bridge.aclose()
 
@@ -220,7 +245,7 @@ class PolicyServer:
         now = time.monotonic()
         if now - self._last_reconcile >= self.options.reconcile_interval_s:
             self._last_reconcile = now
-            self._resync.pending = True
+            self._resync.periodic = True
 
     async def _on_poll(self, result: ReloadResult) -> None:
         self._reconcile_due()
@@ -235,8 +260,11 @@ class PolicyServer:
             self._resync.pending = True
             self._resync.next_attempt = 0.0
             self._resync.backoff_s = 1.0
-        if self._resync.pending and time.monotonic() >= self._resync.next_attempt:
-            await self.resync()
+        if time.monotonic() >= self._resync.next_attempt:
+            if self._resync.pending:
+                await self.resync()
+            elif self._resync.periodic:
+                await self.resync(full=False)  # the reconciler's periodic pass only
 
     # --- evaluation ------------------------------------------------------------------------
 
@@ -254,6 +282,8 @@ class PolicyServer:
             evaluation = replace(
                 evaluation, reply=_without_rdt_class(evaluation.reply, missing_groups)
             )
+        if evaluation.decision.push:
+            notes.extend(self._push(evaluation))
         if notes:
             evaluation = _with_warnings(evaluation, notes)
         return evaluation
@@ -298,6 +328,22 @@ class PolicyServer:
         state = self._node_state.get(part) or {}
         return str(state.get("reason") or "see the log")
 
+    def _push(self, evaluation: Evaluation) -> list[str]:
+        """Queue the evaluation's ``push`` updates; warnings saying why they were not."""
+        updates = tuple(
+            update_to_json(u) for u in evaluation.decision.push if not u.resources.is_empty()
+        )
+        if not updates:
+            return []
+        if evaluation.event.dry_run:
+            return [f"{len(updates)} pushed updates not sent: dry_run request"]
+        if self.pusher is None:
+            return [f"{len(updates)} pushed updates not sent: no --bridge-control"]
+        job = PushJob(evaluation.policy, describe(evaluation.event), updates)
+        if not self.pusher.submit(job):
+            return [f"{len(updates)} pushed updates dropped: push queue full"]
+        return []
+
     def _count(self, report: ExecutionReport) -> None:
         for result in ("written", "logged", "skipped", "failed"):
             count = len(getattr(report, result))
@@ -306,39 +352,95 @@ class PolicyServer:
 
     # --- rule changes ----------------------------------------------------------------------
 
-    async def resync(self) -> bool:
-        """One reconciler pass: recompute every known container and pod with the current rules,
-        push container changes through the bridge and fix pod-level drift.
+    async def resync(self, full: bool = True) -> bool:
+        """Recompute every known container (current rules, current state) and push what changed;
+        koordinator-qos's part is a full node-reconciler pass (pod-level values, drift).
 
         Returns False (and schedules a retry with back-off) if the bridge could not be used.
         """
         state = self._resync
-        if self.bridge is None or self.reconciler is None:
-            state.pending = False
+        if self.bridge is None or not self.resync_policies:
+            state.pending = state.periodic = False
             return True
         if state.lock is None:
             state.lock = asyncio.Lock()
         async with state.lock:
             try:
-                await self._resync_once(self.bridge)
+                if full:
+                    await self._resync_once(self.bridge)
+                else:
+                    await self._reconcile_once()
             except Exception as exc:  # bridge down, bad state, a host surprise: retry later
                 if not isinstance(exc, BridgeControlError | PayloadError):
                     log.exception("reconcile pass failed unexpectedly")
                 self.metrics.resyncs.labels("failed").inc()
-                log.error("reconcile failed, retrying in %.0fs: %s", state.backoff_s, exc)
-                state.pending = True
+                log.error("resync failed, retrying in %.0fs: %s", state.backoff_s, exc)
+                state.pending = state.pending or full
                 state.next_attempt = time.monotonic() + state.backoff_s
                 state.backoff_s = min(state.backoff_s * 2, RESYNC_RETRY_MAX_S)
                 return False
         self.metrics.resyncs.labels("ok").inc()
-        state.pending = False
+        if full:
+            state.pending = False
+        state.periodic = False  # a full pass includes the reconciler's
         state.backoff_s = 1.0
         return True
 
+    async def _snapshot(self, bridge: BridgeControl) -> BridgeState:
+        """The bridge's state, fetched while no event reached us (else the policies' state
+        would be rebuilt from a view older than what they have already seen)."""
+        for _ in range(RESYNC_SNAPSHOT_ATTEMPTS):
+            seen = self.engine.node.generation
+            snapshot = await bridge.state()
+            if self.engine.node.generation == seen:
+                return snapshot
+        raise BridgeControlError(
+            f"events kept arriving during {RESYNC_SNAPSHOT_ATTEMPTS} state fetches"
+        )
+
     async def _resync_once(self, bridge: BridgeControl) -> None:
-        # The reconciler exists whenever there is a bridge and the koordinator policy.
-        assert self.reconciler is not None
-        report = await self.reconciler.run()
+        snapshot = await self._snapshot(bridge)
+        body = {
+            "api_version": API_VERSION,
+            "uid": f"resync-{uuid.uuid4()}",
+            "event": EventName.SYNCHRONIZE.value,
+            "runtime": {"name": "nri-policy-server", "version": "resync"},
+            "budget_ms": 0,
+            "dry_run": False,
+            "pods": snapshot.pods,
+            "containers": snapshot.containers,
+        }
+        # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
+        names = [n for n in self.resync_policies if n != self._reconciled_policy]
+        # Every policy first, with no await in between: their state is rebuilt from one view.
+        evaluations = [self.engine.evaluate_json(name, body) for name in names]
+        pusher = self.pusher
+        assert pusher is not None  # there is a bridge
+        for evaluation in evaluations:
+            name = evaluation.policy
+            self._observe(evaluation)
+            await self._apply_effects(evaluation)
+            for warning in evaluation.reply.get("warnings", []):
+                log.warning("resync policy=%s: %s", name, warning)
+            updates = (
+                *evaluation.reply.get("update", []),
+                *(update_to_json(u) for u in evaluation.decision.push),
+            )
+            log.info(
+                "resync policy=%s: %d of %d containers need an update",
+                name,
+                len(updates),
+                len(snapshot.containers),
+            )
+            if updates:
+                pusher.submit(PushJob(name, "resync", updates))
+        await pusher.join()
+        await self._reconcile_once(snapshot)
+
+    async def _reconcile_once(self, snapshot: BridgeState | None = None) -> None:
+        if self.reconciler is None:
+            return
+        report = await self.reconciler.run(snapshot)
         for error in report.errors[:20]:
             log.warning("reconcile: %s", error)
 

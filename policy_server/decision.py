@@ -1,9 +1,9 @@
-"""What a policy handler returns, how several handlers' outputs merge, and the reply JSON.
+"""What a policy handler returns and how several handlers' outputs merge.
 
-Owns the decision value types (frozen dataclasses), the merge with conflict detection (two
+Owns the decision value types (frozen dataclasses) and the merge with conflict detection (two
 handlers setting the same field: the later one in handler order wins and the conflict is
-reported), and the conversion of a merged decision to the reply body. Must not do I/O or import
-web frameworks; policies may import it (it sits below the engine).
+reported); ``policy_server.reply`` turns a merged decision into the reply body. Must not do I/O
+or import web frameworks; policies may import it (it sits below the engine).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy_server.model import Mount, no_strings
+from policy_server.oci import Device, Rlimit, StagedHook
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,11 @@ class Adjustment:
     remove_env: tuple[str, ...] = ()
     remove_annotations: tuple[str, ...] = ()
     remove_mounts: tuple[str, ...] = ()
+    # The privileged kinds (see policy_server.oci): the webhook must allow them.
+    devices: tuple[Device, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    hooks: tuple[StagedHook, ...] = ()
+    rlimits: tuple[Rlimit, ...] = ()
 
     def is_empty(self) -> bool:
         return (
@@ -108,6 +114,7 @@ class Adjustment:
             and self.resources.is_empty()
             and self.oom_score_adj is None
             and not (self.remove_env or self.remove_annotations or self.remove_mounts)
+            and not (self.devices or self.cdi_devices or self.hooks or self.rlimits)
         )
 
 
@@ -183,7 +190,10 @@ class Decision:
 
     ``errors`` are failures after which the handler still returns partial output (koordlet
     keeps what a failing hook already set); the engine applies the policy's failure policy to
-    them. ``effects`` never reach the reply: they go to the side-effect executor.
+    them. ``effects`` never reach the reply: they go to the side-effect executor. ``push`` never
+    reaches the reply either: the server sends those updates through the bridge's
+    ``POST /v1/updates`` after replying (for events whose reply cannot carry ``update``, such
+    as RemoveContainer, the NRI way to change other containers then is UpdateContainers).
     """
 
     adjust: Adjustment | None = None
@@ -193,6 +203,7 @@ class Decision:
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     effects: tuple[Effect, ...] = ()
+    push: tuple[ContainerUpdate, ...] = ()
 
 
 NO_CHANGE = Decision()
@@ -264,6 +275,11 @@ class _AdjustAcc:
     resources: dict[str, Any] = field(default_factory=dict)
     oom_score_adj: int | None = None
     touched: bool = False
+    # Keyed like NRI's ownership: device path, CDI name, rlimit type; hooks only append.
+    devices: dict[str, Device] = field(default_factory=dict)
+    cdi_devices: dict[str, None] = field(default_factory=dict)
+    rlimits: dict[str, Rlimit] = field(default_factory=dict)
+    hooks: list[StagedHook] = field(default_factory=list)
 
     def build(self) -> Adjustment:
         return Adjustment(
@@ -275,6 +291,10 @@ class _AdjustAcc:
             remove_env=tuple(k for k, v in self.env.items() if v is None),
             remove_annotations=tuple(k for k, v in self.annotations.items() if v is None),
             remove_mounts=tuple(k for k, v in self.mounts.items() if v is None),
+            devices=tuple(self.devices.values()),
+            cdi_devices=tuple(self.cdi_devices),
+            hooks=tuple(self.hooks),
+            rlimits=tuple(self.rlimits.values()),
         )
 
 
@@ -302,6 +322,16 @@ def _merge_adjust(m: _Merger, acc: _AdjustAcc, adj: Adjustment, handler: str) ->
     if adj.oom_score_adj is not None:
         m.claim("adjust.linux.oom_score_adj", handler, adj.oom_score_adj)
         acc.oom_score_adj = adj.oom_score_adj
+    for dev in adj.devices:
+        m.claim(f"adjust.linux.devices[{dev.path}]", handler, f"{dev.type} {dev.major}:{dev.minor}")
+        acc.devices[dev.path] = dev
+    for name in adj.cdi_devices:
+        m.claim(f"adjust.CDI_devices[{name}]", handler, name)
+        acc.cdi_devices[name] = None
+    for rlimit in adj.rlimits:
+        m.claim(f"adjust.rlimits[{rlimit.type}]", handler, (rlimit.soft, rlimit.hard))
+        acc.rlimits[rlimit.type] = rlimit
+    acc.hooks.extend(adj.hooks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +350,7 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     m = _Merger()
     adjust = _AdjustAcc()
     updates: dict[str, tuple[dict[str, Any], bool]] = {}
+    pushes: dict[str, tuple[dict[str, Any], bool]] = {}
     evictions: dict[str, list[str]] = {}
     rejects: list[str] = []
     warnings: list[str] = []
@@ -328,11 +359,8 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     for handler, decision in outputs:
         if decision.adjust is not None:
             _merge_adjust(m, adjust, decision.adjust, handler)
-        for upd in decision.update:
-            acc, ignore = updates.get(upd.container_id, ({}, True))
-            m.patch(acc, upd.resources, f"update[{upd.container_id}].linux.resources", handler)
-            # A failure may be ignored only if every handler asking for this update agrees.
-            updates[upd.container_id] = (acc, ignore and upd.ignore_failure)
+        _merge_updates(m, updates, decision.update, "update", handler)
+        _merge_updates(m, pushes, decision.push, "push", handler)
         for ev in decision.evict:
             evictions.setdefault(ev.container_id, [])
             if ev.reason:
@@ -349,17 +377,37 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
     warnings.extend(c.message() for c in m.conflicts)
     decision = Decision(
         adjust=adjust.build() if adjust.touched else None,
-        update=tuple(
-            ContainerUpdate(cid, _build_patch(acc), ignore)
-            for cid, (acc, ignore) in updates.items()
-        ),
+        update=_built_updates(updates),
         evict=tuple(Eviction(cid, "; ".join(reasons)) for cid, reasons in evictions.items()),
         reject="; ".join(rejects) if rejects else None,
         warnings=tuple(warnings),
         errors=tuple(errors),
         effects=tuple(effects.values()),
+        push=_built_updates(pushes),
     )
     return Merged(decision, tuple(m.conflicts))
+
+
+def _merge_updates(
+    m: _Merger,
+    into: dict[str, tuple[dict[str, Any], bool]],
+    updates: tuple[ContainerUpdate, ...],
+    part: str,
+    handler: str,
+) -> None:
+    for upd in updates:
+        acc, ignore = into.get(upd.container_id, ({}, True))
+        m.patch(acc, upd.resources, f"{part}[{upd.container_id}].linux.resources", handler)
+        # A failure may be ignored only if every handler asking for this update agrees.
+        into[upd.container_id] = (acc, ignore and upd.ignore_failure)
+
+
+def _built_updates(
+    accs: Mapping[str, tuple[dict[str, Any], bool]],
+) -> tuple[ContainerUpdate, ...]:
+    return tuple(
+        ContainerUpdate(cid, _build_patch(acc), ignore) for cid, (acc, ignore) in accs.items()
+    )
 
 
 def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
@@ -373,7 +421,7 @@ def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
         adjusts += d.adjust is not None
         updates += bool(d.update)
         effects += bool(d.effects)
-        if d.evict or len(d.update) > 1 or (len(d.effects) > 1 and _repeats(d.effects)):
+        if d.evict or d.push or len(d.update) > 1 or (len(d.effects) > 1 and _repeats(d.effects)):
             return False
     return adjusts <= 1 and updates <= 1 and effects <= 1
 
@@ -416,82 +464,3 @@ def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:
         effects=effects,
     )
     return Merged(decision, ())
-
-
-def _mount_json(mount: Mount) -> dict[str, Any]:
-    out: dict[str, Any] = {"destination": mount.destination}
-    if mount.type:
-        out["type"] = mount.type
-    if mount.source:
-        out["source"] = mount.source
-    if mount.options:
-        out["options"] = list(mount.options)
-    return out
-
-
-def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
-    """The reply's ``adjust`` object."""
-    out: dict[str, Any] = {}
-    if adj.env:
-        out["env"] = [{"key": k, "value": v} for k, v in adj.env.items()]
-    if adj.annotations:
-        out["annotations"] = dict(adj.annotations)
-    if adj.mounts:
-        out["mounts"] = [_mount_json(m) for m in adj.mounts]
-    linux: dict[str, Any] = {}
-    resources = adj.resources.to_json()
-    if resources:
-        linux["resources"] = resources
-    if adj.oom_score_adj is not None:
-        linux["oom_score_adj"] = adj.oom_score_adj
-    if linux:
-        out["linux"] = linux
-    remove = {
-        key: list(values)
-        for key, values in (
-            ("env", adj.remove_env),
-            ("annotations", adj.remove_annotations),
-            ("mounts", adj.remove_mounts),
-        )
-        if values
-    }
-    if remove:
-        out["remove"] = remove
-    return out
-
-
-def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
-    """One element of the reply's ``update`` list."""
-    out: dict[str, Any] = {"container_id": upd.container_id}
-    resources = upd.resources.to_json()
-    if resources:
-        out["linux"] = {"resources": resources}
-    if upd.ignore_failure:
-        out["ignore_failure"] = True
-    return out
-
-
-def decision_to_reply(decision: Decision) -> dict[str, Any]:
-    """The reply body for a (merged) decision; ``{}`` means no change.
-
-    ``errors`` and ``effects`` are not part of the reply: the engine has already turned errors
-    into warnings or a rejection, and effects belong to the executor.
-    """
-    out: dict[str, Any] = {}
-    if decision.adjust is not None and not decision.adjust.is_empty():
-        out["adjust"] = adjustment_to_json(decision.adjust)
-    updates = [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
-    if updates:
-        out["update"] = updates
-    if decision.evict:
-        out["evict"] = [
-            {"container_id": e.container_id, "reason": e.reason}
-            if e.reason
-            else {"container_id": e.container_id}
-            for e in decision.evict
-        ]
-    if decision.reject is not None:
-        out["reject"] = {"reason": decision.reject}
-    if decision.warnings:
-        out["warnings"] = list(decision.warnings)
-    return out

@@ -1,9 +1,10 @@
 """Evaluate one event against one policy: run its handlers, merge, apply the failure policy.
 
 Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
-exception is a bug that is logged with its traceback; neither ever escapes. Also drops reply
-parts the event cannot carry (an ``adjust`` outside CreateContainer) with a warning. Must not
-import web frameworks or do I/O; effects are returned, not executed.
+exception is a bug that is logged with its traceback; neither ever escapes. Owns the node view
+too: every request is folded into it before the policy's observers and handlers run. Also drops
+reply parts the event cannot carry (an ``adjust`` outside CreateContainer) with a warning. Must
+not import web frameworks or do I/O; effects are returned, not executed.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.contract.catalogue import REPLY_KEYS
-from policy_server.decision import Conflict, Decision, decision_to_reply, merge
+from policy_server.decision import Conflict, Decision, merge
 from policy_server.exceptions import PolicyError
 from policy_server.model import Event, parse_event
+from policy_server.node import NodeState
 from policy_server.registry import FailurePolicy, Policy, Registry
+from policy_server.reply import decision_to_reply
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +53,11 @@ def describe(event: Event) -> str:
 
 
 class Engine:
-    """Runs policies from a ``Registry``; stateless apart from what the policies hold."""
+    """Runs policies from a ``Registry``; holds the node view, and the policies their state."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
+        self.node = NodeState()
 
     def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
         """Parse a request body (``PayloadError`` if malformed) and evaluate it."""
@@ -62,9 +66,11 @@ class Engine:
     def evaluate(self, policy_name: str, event: Event) -> Evaluation:
         started = time.perf_counter()
         policy = self.registry.get(policy_name)
+        self.node.apply(event)
+        view = self.node.view
         for observe in policy.observers_for(event.name):
             try:
-                observe(event)
+                observe(event, view)
             except Exception:
                 log.exception("policy=%s observer failed %s", policy.name, describe(event))
         context = policy.context()
@@ -73,7 +79,11 @@ class Engine:
         errors: list[str] = []
         for spec in policy.handlers_for(event.name):
             try:
-                decision = spec.call(event, context)
+                with_node = spec.with_node
+                if with_node is None:
+                    decision = spec.call(event, context)
+                else:
+                    decision = with_node(event, context, view)
             except PolicyError as exc:
                 failures.append(spec.name)
                 errors.append(f"{spec.name}: {exc}")

@@ -26,6 +26,7 @@ from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMo
 from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
+from policy_server.policies import describe_builtins, parse_policy_arg
 from policy_server.procfs import DEFAULT_PROC_ROOT
 from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.resctrl import DEFAULT_RESCTRL_ROOT
@@ -44,7 +45,8 @@ class StartupError(PolicyServerError):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nri-policy-server",
-        description="Serve NRI policies (koordinator-qos and --policy-module ones) over HTTP "
+        description="Serve NRI policies (koordinator-qos, built-in ones enabled with --policy "
+        "and --policy-module ones) over HTTP "
         "for nri-webhook-bridge.",
     )
     listen = p.add_argument_group("listening (Unix socket by default)")
@@ -80,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the bridge's control API (unix:///path.sock or http://host:port); "
         "rule changes are pushed to running containers through it",
+    )
+    p.add_argument(
+        "--policy",
+        metavar="NAME[=CONFIG]",
+        action="append",
+        default=[],
+        help="serve the built-in policy NAME, configured from the YAML file CONFIG "
+        "(repeatable; see --list-policies and docs/policies/)",
+    )
+    p.add_argument(
+        "--list-policies",
+        action="store_true",
+        help="print the built-in policies --policy can enable and exit",
     )
     p.add_argument(
         "--policy-module",
@@ -145,6 +160,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         rules_path=args.rules,
         bridge_control=args.bridge_control,
         policy_modules=tuple(args.policy_module),
+        builtin_policies=tuple(parse_policy_arg(value) for value in args.policy),
         koordinator=not args.no_koordinator,
         executor_mode=ExecutorMode(args.pod_cgroup_writes),
         cgroup_root=args.cgroup_root,
@@ -203,6 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.check_rules:
             return _check_rules(args.rules)
+        if args.list_policies:
+            for name, description in describe_builtins().items():
+                print(f"{name:20} {description}")
+            return 0
         if args.reconcile_interval < 0:
             raise StartupError("--reconcile-interval must be >= 0")
         server = PolicyServer(options_from(args))

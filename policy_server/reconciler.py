@@ -146,10 +146,12 @@ class NodeReconciler:
 
     # --- one pass ------------------------------------------------------------------------
 
-    async def run(self) -> PassReport:
-        """One pass; raises ``BridgeControlError``/``PayloadError`` if the bridge fails."""
+    async def run(self, snapshot: BridgeState | None = None) -> PassReport:
+        """One pass over ``snapshot`` (fetched if not given); raises ``BridgeControlError`` /
+        ``PayloadError`` if the bridge fails."""
         report = PassReport()
-        snapshot = await self.bridge.state()
+        if snapshot is None:
+            snapshot = await self.bridge.state()
         containers = snapshot.containers
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows

@@ -11,8 +11,10 @@ A handler is a plain function, event in, decision out, no I/O::
 
 A policy that reads configuration declares a ``context`` provider; its handlers then take the
 context snapshot as a second argument (``def h(event, rules)``), so they stay pure and testable.
-Handlers of one policy run in registration order and their outputs are merged. Must not import
-web frameworks or the engine.
+A handler or observer that declares a keyword-only ``node`` parameter (``def h(event, *, node)``)
+also gets the read-only ``NodeView`` of the node's pods and containers. Handlers of one policy
+run in registration order and their outputs are merged. Must not import web frameworks or the
+engine.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from bridge.contract.catalogue import EventName
 from policy_server.decision import Decision
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
 from policy_server.model import Event
+from policy_server.node import NodeState, NodeView
 
 C = TypeVar("C")
 H = TypeVar("H", bound=Callable[..., Decision | None])
-Obs = TypeVar("Obs", bound=Callable[[Event], None])
+Obs = TypeVar("Obs", bound=Callable[..., None])
+Observer = Callable[[Event, NodeView], None]
 
 _POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -45,17 +49,35 @@ class FailurePolicy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class HandlerSpec(Generic[C]):
-    """One registered handler, normalised to take ``(event, context)``."""
+    """One registered handler, normalised to take ``(event, context)``.
+
+    ``with_node`` is set instead when the handler wants the node view: the engine then calls
+    ``with_node(event, context, view)`` (kept apart so plain handlers pay no extra call).
+    """
 
     name: str
     events: frozenset[EventName]
     call: Callable[[Event, C], Decision | None]
+    with_node: Callable[[Event, C, NodeView], Decision | None] | None = None
 
 
 def _positional_arity(fn: Callable[..., object]) -> int:
     params = inspect.signature(fn).parameters.values()
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return sum(1 for p in params if p.kind in kinds)
+
+
+def _wants_node(fn: Callable[..., object], policy: str) -> bool:
+    param = inspect.signature(fn).parameters.get("node")
+    if param is None:
+        return False
+    if param.kind is not inspect.Parameter.KEYWORD_ONLY:
+        # Positional, it would silently receive the context instead.
+        raise PolicyLoadError(
+            f"policy {policy}: {getattr(fn, '__name__', fn)} must declare node keyword-only: "
+            "def handler(event, *, node)"
+        )
+    return True
 
 
 def _no_context() -> None:
@@ -101,7 +123,7 @@ class Policy(Generic[C]):
         self._context: Callable[[], C] = context
         self._failure_policy = failure_policy
         self._handlers: list[HandlerSpec[C]] = []
-        self._observers: list[tuple[frozenset[EventName], Callable[[Event], None]]] = []
+        self._observers: list[tuple[frozenset[EventName], Observer]] = []
         self._by_event: dict[EventName, tuple[HandlerSpec[C], ...]] = {}
 
     def on(self, *events: EventName | str, name: str | None = None) -> Callable[[H], H]:
@@ -112,17 +134,20 @@ class Policy(Generic[C]):
 
         def register(fn: H) -> H:
             arity = _positional_arity(fn)
-            call: Callable[[Event, C], Decision | None]
-            if arity == 1:
-                call = _drop_context(fn)
-            elif arity == 2:
-                call = fn
-            else:
+            if arity not in (1, 2):
                 raise PolicyLoadError(
                     f"policy {self.name}: handler {fn.__name__} must take (event) or "
                     f"(event, context), it takes {arity} positional parameters"
                 )
-            self._handlers.append(HandlerSpec(name or fn.__name__, wanted, call))
+            label = name or fn.__name__
+            spec: HandlerSpec[C]
+            if _wants_node(fn, self.name):
+                with_node = _node_call(fn, arity)
+                # ``call`` (for callers without a node) passes an empty view.
+                spec = HandlerSpec(label, wanted, _without_node(with_node), with_node)
+            else:
+                spec = HandlerSpec(label, wanted, fn if arity == 2 else _drop_context(fn))
+            self._handlers.append(spec)
             self._by_event.clear()
             return fn
 
@@ -132,12 +157,19 @@ class Policy(Generic[C]):
         """Register in-memory bookkeeping run before the handlers of ``events``.
 
         The one place a policy may keep state between events (e.g. remember values it saw at
-        CreateContainer); observers must not do I/O and return nothing.
+        CreateContainer); observers must not do I/O and return nothing. Like handlers, an
+        observer may declare a keyword-only ``node`` parameter to get the node view (already
+        updated with the event).
         """
         wanted = frozenset(EventName(e) for e in events)
 
         def register(fn: Obs) -> Obs:
-            self._observers.append((wanted, fn))
+            observer: Observer
+            if _wants_node(fn, self.name):
+                observer = lambda event, node: fn(event, node=node)  # noqa: E731
+            else:
+                observer = lambda event, _node: fn(event)  # noqa: E731
+            self._observers.append((wanted, observer))
             return fn
 
         return register
@@ -163,7 +195,7 @@ class Policy(Generic[C]):
             self._by_event[event] = cached
         return cached
 
-    def observers_for(self, event: EventName) -> Iterator[Callable[[Event], None]]:
+    def observers_for(self, event: EventName) -> Iterator[Observer]:
         return (fn for wanted, fn in self._observers if event in wanted)
 
     def context(self) -> C:
@@ -184,6 +216,21 @@ def _drop_context(
 
     call.__name__ = getattr(fn, "__name__", "handler")
     return call
+
+
+def _node_call(
+    fn: Callable[..., Decision | None], arity: int
+) -> Callable[[Event, Any, NodeView], Decision | None]:
+    if arity == 1:
+        return lambda event, _context, node: fn(event, node=node)
+    return lambda event, context, node: fn(event, context, node=node)
+
+
+def _without_node(
+    with_node: Callable[[Event, Any, NodeView], Decision | None],
+) -> Callable[[Event, Any], Decision | None]:
+    empty = NodeState().view
+    return lambda event, context: with_node(event, context, empty)
 
 
 class Registry:

@@ -205,9 +205,9 @@ class WebhookHandler(UniformHandler):
         merger = Merger()
         who = {"event": "Synchronize", "uid": ctx.uid}
         for hook in hooks:
+            # Called even when nothing is chosen: "no pods" is the node's state too, and a
+            # stateful policy (cpu-pools) must learn it before it hands out CPUs.
             chosen_pods, chosen = _select(hook, pods, containers)
-            if not chosen_pods and not chosen:
-                continue
             scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
             call = CallRequest("Synchronize", ctx.uid, (ctx.runtime.name, ctx.runtime.version),
                                self._payloads.sync(chosen_pods, chosen), scope,

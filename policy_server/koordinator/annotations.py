@@ -14,9 +14,9 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
+from policy_server.cpuset import check_cpu_list
 from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
-from policy_server.koordinator.cpulist import check_cpu_list
 from policy_server.koordinator.quantity import quantity_value
 
 # Parsed annotations are cached by their raw text: every container of a pod, and every

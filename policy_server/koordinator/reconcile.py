@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from policy_server.cpuset import parse_cpu_list
 from policy_server.decision import (
     ContainerUpdate,
     Decision,
@@ -19,7 +20,6 @@ from policy_server.decision import (
     merge,
 )
 from policy_server.exceptions import PolicyError
-from policy_server.koordinator.cpulist import parse_cpu_list
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookSpec, PodTarget, Stage
 from policy_server.model import Container, Event, Resources

@@ -32,9 +32,9 @@ from typing import Any
 
 import yaml
 
+from policy_server.cpuset import check_cpu_list
 from policy_server.exceptions import RulesError
 from policy_server.koordinator import keys
-from policy_server.koordinator.cpulist import check_cpu_list
 from policy_server.koordinator.nodeslo import (
     CPUQOS,
     NodeSLO,

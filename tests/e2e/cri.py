@@ -160,6 +160,15 @@ class CriClient:
         self.start_container(container_id)
         return container_id
 
+    def exec_sync(self, container_id: str, cmd: list[str], timeout_s: int = 10) -> tuple[int, str]:
+        """Run ``cmd`` in the container (CRI ExecSync): (exit code, stdout + stderr)."""
+        pb = self.pb
+        reply = self.runtime.ExecSync(
+            pb.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_s),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return int(reply.exit_code), (reply.stdout + reply.stderr).decode(errors="replace")
+
     def update_cpu_shares(self, container_id: str, shares: int) -> None:
         pb = self.pb
         resources = pb.LinuxContainerResources(

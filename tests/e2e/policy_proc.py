@@ -53,6 +53,7 @@ class PolicyServer:
         rules: dict[str, Any] | None = None,
         policy_modules: Sequence[Path] = (),
         koordinator: bool = True,
+        builtin_policies: Sequence[str] = (),
         bridge_control: Path | None = None,
         extra_args: Sequence[str] = (),
     ) -> None:
@@ -64,6 +65,7 @@ class PolicyServer:
         self.log = workdir / "policy.log"
         self.policy_modules = tuple(policy_modules)
         self.koordinator = koordinator
+        self.builtin_policies = tuple(builtin_policies)  # NAME or NAME=CONFIG, as --policy takes
         self.bridge_control = bridge_control
         self._proc: subprocess.Popen[bytes] | None = None
         if rules is not None:
@@ -92,6 +94,8 @@ class PolicyServer:
                     "--rules-poll-interval", str(RULES_POLL_INTERVAL_S)]  # fmt: skip
         for module in self.policy_modules:
             cmd += ["--policy-module", str(module)]
+        for builtin in self.builtin_policies:
+            cmd += ["--policy", builtin]
         if not self.koordinator:
             cmd.append("--no-koordinator")
         if self.bridge_control is not None:

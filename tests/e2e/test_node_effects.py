@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import test_policies
+from .conftest import Stack, StackFactory, outcome_of
 from .containerd import CGROUP_PREFIX
 from .cri import CriClient
 from .inspect_proc import CGROUP_V1_ROOT, cgroup_values
@@ -28,20 +28,14 @@ from .test_policies import (
     MIB,
     QOS_LABEL,
     RESOURCE_STATUS,
-    Stack,
-    StackFactory,
     koordinator_rules,
     memory_limit,
     milli_cpu_to_quota,
     milli_cpu_to_shares,
-    outcome_of,
     quota,
 )
 
 pytestmark = pytest.mark.e2e
-
-# test_policies' stack fixture, registered here under this name.
-make_stack = test_policies.start_stack
 
 RECONCILE_INTERVAL_S = 1
 # Generous: a loaded 2-core CI machine; the reconciler itself runs every second.
@@ -105,9 +99,9 @@ def node_stack(start_stack: StackFactory, tmp: Path, **rules: object) -> Stack:
 
 
 def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
-    clean_pods: CriClient, make_stack: StackFactory, kubelet_pod_cgroup: str, tmp_path: Path,
+    clean_pods: CriClient, start_stack: StackFactory, kubelet_pod_cgroup: str, tmp_path: Path,
 ) -> None:
-    stack = node_stack(make_stack, tmp_path)
+    stack = node_stack(start_stack, tmp_path)
     uid = kubelet_pod_cgroup
     assert read_int(pod_file("cpu", uid, "cpu.cfs_quota_us")) == 50000
     pod = clean_pods.run_pod(
@@ -138,9 +132,9 @@ def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
 
 
 def test_be_pod_cgroup_gets_the_batch_values(
-    clean_pods: CriClient, make_stack: StackFactory, tmp_path: Path
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
 ) -> None:
-    stack = node_stack(make_stack, tmp_path)
+    stack = node_stack(start_stack, tmp_path)
     spec = {"containers": {
         "app": {"requests": {BATCH_CPU: "300", BATCH_MEMORY: "128Mi"},
                 "limits": {BATCH_CPU: "600", BATCH_MEMORY: "128Mi"}},
@@ -162,13 +156,13 @@ def test_be_pod_cgroup_gets_the_batch_values(
 
 
 def test_removed_pod_leaves_no_resctrl_group(
-    clean_pods: CriClient, make_stack: StackFactory, tmp_path: Path
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
 ) -> None:
     """Fake resctrl tree: the group is made at RunPodSandbox and removed at RemovePodSandbox;
     a group left by a pod removed while the server was down is collected by the reconciler.
     (No container is started: runc would look for the real /sys/fs/resctrl.)"""
     features = {"GPUEnvInject": True, "Resctrl": True}
-    stack = node_stack(make_stack, tmp_path, features=features)
+    stack = node_stack(start_stack, tmp_path, features=features)
     resctrl = tmp_path / "resctrl"
     stale = resctrl / "koordlet-removed-while-down"
     stale.mkdir()
@@ -186,10 +180,10 @@ def test_removed_pod_leaves_no_resctrl_group(
 
 
 def test_oom_score_is_kept_current(
-    clean_pods: CriClient, make_stack: StackFactory, tmp_path: Path
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
 ) -> None:
     """NRI sets the score at creation only; the reconciler keeps running processes at it."""
-    stack = node_stack(make_stack, tmp_path, features={"GPUEnvInject": True, "OOMScoreAdj": True})
+    stack = node_stack(start_stack, tmp_path, features={"GPUEnvInject": True, "OOMScoreAdj": True})
     pod = clean_pods.run_pod("oom", annotations={"koordinator.sh/oom-score-adj": "500"})
     container_id = clean_pods.run_container(pod)
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"

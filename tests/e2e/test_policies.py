@@ -16,24 +16,19 @@ the *policy* decided, chosen to differ from what the CRI request itself asked fo
 
 from __future__ import annotations
 
-import contextlib
 import json
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import resource_policy
-from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, LogLine, has_msg
-from .conftest import keep_log
+from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, has_msg
+from .conftest import Stack, StackFactory, outcome_of
 from .containerd import Containerd
-from .cri import BASE_CPU_SHARES, BASE_CPUSET, BASE_MEMORY_BYTES, CriClient, Pod
+from .cri import BASE_CPU_SHARES, BASE_CPUSET, BASE_MEMORY_BYTES, CriClient
 from .inspect_proc import cgroup_file, cgroup_values, environ_after_exec
-from .policy_proc import REPO, PolicyServer, WebhookBridge
+from .policy_proc import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -90,100 +85,6 @@ KOORDINATOR_WEBHOOK = {
     # A policy that cannot answer fails the operation: a lost decision must be loud here.
     "failure_policy": "Fail",
 }
-
-
-# --- the process stack ---------------------------------------------------------------------
-
-
-@dataclass
-class Stack:
-    policy: PolicyServer
-    bridge: WebhookBridge
-
-
-StackFactory = Callable[..., Stack]
-
-
-@pytest.fixture
-def start_stack(
-    containerd: Containerd, cri: CriClient, request: pytest.FixtureRequest
-) -> Iterator[StackFactory]:
-    """Start a policy server and a webhook bridge; stop both (by PID) after the test.
-
-    Pods are removed while both still run, so teardown events take the real path too.
-    """
-    started: list[Stack] = []
-
-    def start(
-        webhooks: list[dict[str, Any]],
-        rules: dict[str, Any] | None = None,
-        policy_modules: tuple[Path, ...] = (),
-        koordinator: bool = True,
-        policy_args: tuple[str, ...] = (),
-    ) -> Stack:
-        workdir = Path(tempfile.mkdtemp(prefix="policy-", dir=containerd.dirs.base))
-        # The bridge object first: the policy server needs its control socket path.
-        policy_sock = workdir / "policy.sock"
-        hooks = [
-            {**hook, "url": f"unix://{policy_sock}/v1/policies/{hook['name']}"} for hook in webhooks
-        ]
-        bridge = WebhookBridge(containerd.dirs.nri_socket, workdir / "bridge", hooks)
-        policy = PolicyServer(
-            workdir,
-            rules=rules,
-            policy_modules=policy_modules,
-            koordinator=koordinator,
-            bridge_control=bridge.control_socket,
-            extra_args=policy_args,
-        )
-        assert policy.socket == policy_sock
-        stack = Stack(policy, bridge)
-        started.append(stack)
-        policy.start()
-        policy.wait_healthy()
-        bridge.start()
-        bridge.wait_for("registration", has_msg("registered"))
-        bridge.wait_ready()
-        return stack
-
-    yield start
-    try:
-        if containerd.running():
-            cri.remove_all()
-    finally:
-        for i, stack in enumerate(started):
-            name = request.node.name.replace("/", "_")
-            for proc in (stack.bridge, stack.policy):
-                with contextlib.suppress(Exception):  # keep stopping the others
-                    proc.stop()
-            keep_log(stack.bridge.log, f"{name}-bridge{i}.log")
-            keep_log(stack.policy.log, f"{name}-policy{i}.log")
-
-
-def webhook_call(webhook: str, event: str, pod: Pod, container: str) -> Callable[[LogLine], bool]:
-    """The bridge's per-webhook log line (``msg: webhook call``) for one container's event.
-
-    It names the pod (``namespace/name``) and the container name, not the container id.
-    """
-    pod_ref = f"{pod.config.metadata.namespace}/{pod.config.metadata.name}"
-
-    def match(line: LogLine) -> bool:
-        return (
-            line.get("webhook") == webhook
-            and line.get("event") == event
-            and line.get("pod") == pod_ref
-            and line.get("container") == container
-        )
-
-    return match
-
-
-def outcome_of(stack: Stack, webhook: str, event: str, pod: Pod, container: str = "app") -> str:
-    line = stack.bridge.wait_for(
-        f"{webhook} {event} call for {pod.config.metadata.name}/{container}",
-        webhook_call(webhook, event, pod, container),
-    )
-    return str(line.get("outcome"))
 
 
 def quota(pid: int) -> int:

@@ -69,8 +69,11 @@ async def test_cli_bridge_process_end_to_end() -> None:
     assert ready.status_code == 200
     assert code == 0
     assert rt.closed_plugins == []
-    call = next(line for line in lines if line["msg"] == "webhook call")
-    assert call["event"] == "CreateContainer" and call["webhook"] == "policy"
+    calls = [line for line in lines if line["msg"] == "webhook call"]
+    # The (empty) Synchronize at registration is sent too, then the container's event.
+    assert [c["event"] for c in calls] == ["Synchronize", "CreateContainer"]
+    call = calls[1]
+    assert call["webhook"] == "policy"
     assert call["outcome"] == "ok" and call["pod"].startswith("default/")
     assert call["container"] == "ctr-0" and isinstance(call["latency_ms"], float)
     assert call["uid"]

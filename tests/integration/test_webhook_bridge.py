@@ -104,7 +104,8 @@ async def test_shadow_mode_applies_nothing_and_logs_the_diff(
     assert "POLICY" not in _env(result.container)
     assert result.container.linux.resources.cpu.shares.value != 777
     assert knobs.seen[-1]["dry_run"] is True
-    line = next(r for r in caplog.records if r.getMessage() == "shadow webhook call")
+    line = next(r for r in caplog.records if r.getMessage() == "shadow webhook call"
+                and getattr(r, "event", "") == "CreateContainer")
     assert '"POLICY"' in line.would_adjust and "777" in line.would_adjust  # type: ignore[attr-defined]
 
 

@@ -1,8 +1,13 @@
-"""Linux CPU list syntax (``0-3,8,10-11``), checked before it is handed to the runtime."""
+"""Linux CPU list syntax (``0-3,8,10-11``): checked, parsed and written.
+
+Shared by every policy that handles cpusets (koordinator-qos, cpu-pools). Pure; must not read
+``/sys`` or know about policies.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -34,19 +39,19 @@ def parse_cpu_list(text: str) -> frozenset[int]:
     return frozenset(out)
 
 
-def format_cpu_list(cpus: frozenset[int] | set[int]) -> str:
-    """The canonical list of a set of CPU ids (``{0,1,2,5}`` -> ``0-2,5``)."""
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """The canonical list (ascending, runs as ranges) the kernel itself prints: ``0-2,5``."""
+    ordered = sorted(set(cpus))
     parts: list[str] = []
-    run: list[int] = []
-    for cpu in sorted(cpus):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [cpu]
-    if run:
-        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    start = prev = -2
+    for cpu in ordered:
+        if cpu != prev + 1:
+            if start >= 0:
+                parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = cpu
+        prev = cpu
+    if start >= 0:
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(parts)
 
 

@@ -1,0 +1,98 @@
+"""OCI values a CreateContainer adjustment can add besides env, mounts and resources.
+
+Owns the frozen value types for devices (``LinuxDevice``), OCI hooks (``Hook`` per lifecycle
+stage), POSIX rlimits and CDI device names, and their reply JSON (the contract's proto field
+names). These are the privileged kinds of an adjustment: the bridge refuses them unless the
+webhook's ``allow`` list names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Must not
+do I/O or know about particular policies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class HookStage(StrEnum):
+    """The lifecycle stages of ``Hooks`` (NRI field names; OCI spells them camelCase)."""
+
+    PRESTART = "prestart"
+    CREATE_RUNTIME = "create_runtime"
+    CREATE_CONTAINER = "create_container"
+    START_CONTAINER = "start_container"
+    POSTSTART = "poststart"
+    POSTSTOP = "poststop"
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """One OCI hook: run ``path`` with ``args`` (argv, including argv[0]) and ``env``."""
+
+    path: str
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    timeout_s: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path}
+        if self.args:
+            out["args"] = list(self.args)
+        if self.env:
+            out["env"] = list(self.env)
+        if self.timeout_s is not None:
+            out["timeout"] = self.timeout_s
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StagedHook:
+    """A hook and the stage it runs in (hooks are append-only in NRI: no ownership)."""
+
+    stage: HookStage
+    hook: Hook
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A ``LinuxDevice`` node to create in the container (``type`` is ``c``, ``b`` or ``p``)."""
+
+    path: str
+    type: str
+    major: int
+    minor: int
+    file_mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "type": self.type,
+            "major": self.major,
+            "minor": self.minor,
+        }
+        for key, value in (("file_mode", self.file_mode), ("uid", self.uid), ("gid", self.gid)):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Rlimit:
+    """A ``POSIXRlimit``: ``type`` as OCI spells it (``RLIMIT_NOFILE``)."""
+
+    type: str
+    soft: int
+    hard: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "soft": self.soft, "hard": self.hard}
+
+
+def hooks_to_json(hooks: tuple[StagedHook, ...]) -> dict[str, Any]:
+    """The adjustment's ``hooks`` object: stage -> hooks in the order given."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for staged in hooks:
+        out.setdefault(staged.stage.value, []).append(staged.hook.to_json())
+    return out

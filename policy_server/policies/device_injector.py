@@ -1,0 +1,260 @@
+"""``device-injector``: devices, mounts and CDI devices for a container from pod annotations.
+
+Owns the annotation formats (the keys of NRI's sample device-injector) and the allow lists that
+keep an annotation from granting arbitrary host access:
+
+- ``devices.noderesource.dev/container.<name>`` (or ``/pod``): a YAML list of device paths or
+  ``{path, type, major, minor, file_mode, uid, gid}``. The path must match ``allowed_devices``;
+  type and device numbers are taken from the host's device node at that path (an annotation
+  cannot name ``/dev/null`` and hand out another device's numbers: given ones must agree).
+- ``mounts.noderesource.dev/container.<name>``: a list of ``{source, destination, type,
+  options}``. A bind source must resolve (symlinks followed) to a path under one of
+  ``allowed_mount_sources``; other types must be listed in ``allowed_mount_types``.
+- ``cdi-devices.noderesource.dev/container.<name>``: a list of fully qualified CDI names
+  (``vendor.com/class=name``) matching ``allowed_cdi_devices``.
+
+Everything is refused by default (empty allow lists). A bad or disallowed request rejects
+CreateContainer with a reason naming the annotation. The one place this policy looks at the
+host is ``HostView`` (a stat of a device node, a realpath of a mount source), done per request
+because device nodes and directories come and go. The webhook needs ``allow: [devices]``,
+``[mounts]`` and/or ``[cdi_devices]``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import policy_server.policies.pod_annotations as notes
+from bridge.contract.catalogue import EventName
+from policy_server.decision import Adjustment, Decision
+from policy_server.model import Event, Mount
+from policy_server.oci import Device
+from policy_server.policies.config import PolicySettings
+from policy_server.policies.pod_annotations import AnnotationError
+from policy_server.registry import Policy
+
+NAME = "device-injector"
+DESCRIPTION = "devices, mounts and CDI devices from pod annotations, within allow lists"
+DEVICES = "devices.noderesource.dev"
+MOUNTS = "mounts.noderesource.dev"
+CDI_DEVICES = "cdi-devices.noderesource.dev"
+
+_DEVICE_FIELDS = frozenset({"path", "type", "major", "minor", "file_mode", "uid", "gid"})
+_MOUNT_FIELDS = frozenset({"source", "destination", "type", "options"})
+# vendor/class=name, as the CDI specification spells a fully qualified device name.
+_CDI_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]*/[a-zA-Z0-9][a-zA-Z0-9_.-]*=[a-zA-Z0-9_.:-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class HostDevice:
+    type: str  # "c" or "b"
+    major: int
+    minor: int
+
+
+class HostView:
+    """The host as this process sees it under ``root`` (``/``, or e.g. ``/host`` in a pod)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _on_host(self, path: str) -> str:
+        return str(self.root / path.lstrip("/"))
+
+    def device(self, path: str) -> HostDevice | None:
+        try:
+            st = os.stat(self._on_host(path))
+        except OSError:
+            return None
+        if stat.S_ISCHR(st.st_mode):
+            return HostDevice("c", os.major(st.st_rdev), os.minor(st.st_rdev))
+        if stat.S_ISBLK(st.st_mode):
+            return HostDevice("b", os.major(st.st_rdev), os.minor(st.st_rdev))
+        return None
+
+    def resolve(self, path: str) -> str:
+        """``path`` with every symlink followed, as a host path."""
+        real = os.path.realpath(self._on_host(path))
+        root = os.path.realpath(self.root)
+        return "/" + os.path.relpath(real, root) if real != root else "/"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The configuration: allow lists and the host view."""
+
+    allowed_devices: tuple[str, ...]
+    allowed_mount_sources: tuple[str, ...]
+    allowed_mount_types: frozenset[str]
+    allowed_cdi_devices: tuple[str, ...]
+    host: HostView
+
+
+def _abs_path(key: str, where: str, value: object) -> str:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise AnnotationError(key, f"{where}: expected an absolute path, got {value!r}")
+    if ".." in value.split("/"):
+        raise AnnotationError(key, f"{where}: {value!r} contains '..'")
+    return posixpath.normpath(value)
+
+
+def _device(rules: Rules, key: str, i: int, item: object) -> Device:
+    where = f"item {i}"
+    if isinstance(item, str):
+        item = {"path": item}
+    if not isinstance(item, dict):
+        raise AnnotationError(key, f"{where}: expected a device path or a mapping with a path")
+    notes.check_fields(key, where, item, _DEVICE_FIELDS)
+    path = _abs_path(key, f"{where}.path", item.get("path"))
+    if not any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.allowed_devices):
+        raise AnnotationError(key, f"device {path} is not allowed on this node (allowed_devices)")
+    host = rules.host.device(path)
+    if host is None:
+        raise AnnotationError(key, f"device {path} does not exist on this node")
+    for field, actual in (("type", host.type), ("major", host.major), ("minor", host.minor)):
+        if field in item and item[field] != actual:
+            raise AnnotationError(
+                key, f"device {path}: {field} {item[field]!r} does not match the host's {actual!r}"
+            )
+    optional = {
+        f: notes.non_negative_int(key, f"{where}.{f}", item[f])
+        for f in ("uid", "gid")
+        if item.get(f) is not None
+    }
+    mode = _file_mode(key, f"{where}.file_mode", item.get("file_mode"))
+    return Device(path, host.type, host.major, host.minor, file_mode=mode, **optional)
+
+
+def _file_mode(key: str, where: str, value: object) -> int | None:
+    """An integer, or an octal string (``"0666"``, ``"0o666"``) as people write modes."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value.removeprefix("0o"), 8)
+        except ValueError:
+            raise AnnotationError(key, f"{where}: {value!r} is not an octal mode") from None
+    mode = notes.non_negative_int(key, where, value)
+    if mode > 0o7777:
+        raise AnnotationError(key, f"{where}: {oct(mode)} is not a file mode")
+    return mode
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
+    where = f"item {i}"
+    if not isinstance(item, dict):
+        raise AnnotationError(key, f"{where}: expected a mapping with source and destination")
+    notes.check_fields(key, where, item, _MOUNT_FIELDS)
+    destination = _abs_path(key, f"{where}.destination", item.get("destination"))
+    kind = item.get("type", "bind")
+    options = item.get("options", [])
+    if not isinstance(kind, str) or not kind:
+        raise AnnotationError(key, f"{where}.type: expected a string, got {notes.kind(kind)}")
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise AnnotationError(key, f"{where}.options: expected a list of strings")
+    is_bind = kind == "bind" or "bind" in options or "rbind" in options
+    if not is_bind:
+        if kind not in rules.allowed_mount_types:
+            raise AnnotationError(
+                key, f"mount type {kind!r} is not allowed on this node (allowed_mount_types)"
+            )
+        source = item.get("source", kind)
+        if not isinstance(source, str):
+            raise AnnotationError(key, f"{where}.source: expected a string")
+        return Mount(destination, kind, source, tuple(options))
+    source = _abs_path(key, f"{where}.source", item.get("source"))
+    real = rules.host.resolve(source)
+    if not any(_under(real, allowed) for allowed in rules.allowed_mount_sources):
+        shown = source if real == source else f"{source} (resolves to {real})"
+        raise AnnotationError(
+            key, f"mount source {shown} is not allowed on this node (allowed_mount_sources)"
+        )
+    if "bind" not in options and "rbind" not in options:
+        options = [*options, "rbind"]  # runc bind-mounts only with a bind option
+    return Mount(destination, "bind", source, tuple(options))
+
+
+def _cdi(rules: Rules, key: str, i: int, item: object) -> str:
+    if not isinstance(item, str) or not _CDI_NAME.match(item):
+        raise AnnotationError(
+            key, f"item {i}: expected a CDI device name like vendor.com/class=name, got {item!r}"
+        )
+    if not any(fnmatch.fnmatchcase(item, pattern) for pattern in rules.allowed_cdi_devices):
+        raise AnnotationError(
+            key, f"CDI device {item} is not allowed on this node (allowed_cdi_devices)"
+        )
+    return item
+
+
+def _identity(item: Device | Mount | str) -> str:
+    """What NRI owns an entry by: device path, mount destination, CDI name."""
+    return item if isinstance(item, str) else item.path if isinstance(item, Device) else (
+        item.destination)
+
+
+def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ...]:
+    request = notes.find(event, domain)
+    if request is None:
+        return ()
+    items = [parse(rules, request.key, i, item) for i, item in enumerate(notes.as_list(request))]
+    seen: set[str] = set()
+    for item in items:
+        if _identity(item) in seen:
+            raise AnnotationError(request.key, f"{_identity(item)} is given twice")
+        seen.add(_identity(item))
+    return tuple(items)
+
+
+def _rules_from(settings: PolicySettings) -> Rules:
+    settings.check_keys(frozenset({
+        "allowed_devices", "allowed_mount_sources", "allowed_mount_types",
+        "allowed_cdi_devices", "host_root",
+    }))  # fmt: skip
+    devices = settings.strings("allowed_devices")
+    for i, pattern in enumerate(devices):
+        if not pattern.startswith("/dev/"):
+            raise settings.error(f"allowed_devices[{i}]", f"expected a /dev/ path, got {pattern!r}")
+    sources = settings.strings("allowed_mount_sources")
+    for i, source in enumerate(sources):
+        if not source.startswith("/") or source == "/" or ".." in source.split("/"):
+            raise settings.error(
+                f"allowed_mount_sources[{i}]", f"expected an absolute directory below /, "
+                f"got {source!r}"
+            )  # fmt: skip
+    return Rules(
+        allowed_devices=devices,
+        allowed_mount_sources=tuple(posixpath.normpath(s) for s in sources),
+        allowed_mount_types=frozenset(settings.strings("allowed_mount_types")),
+        allowed_cdi_devices=settings.strings("allowed_cdi_devices"),
+        host=HostView(Path(settings.string("host_root", "/"))),
+    )
+
+
+def build(settings: PolicySettings) -> Policy[Rules]:
+    rules = _rules_from(settings)
+    policy = Policy(NAME, context=lambda: rules, description=DESCRIPTION)
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def devices(event: Event, rules: Rules) -> Decision | None:
+        try:
+            nodes = _parse(rules, event, DEVICES, _device)
+            mounts = _parse(rules, event, MOUNTS, _mount)
+            cdi = _parse(rules, event, CDI_DEVICES, _cdi)
+        except AnnotationError as exc:
+            return Decision(reject=str(exc))
+        if not (nodes or mounts or cdi):
+            return None
+        return Decision(adjust=Adjustment(devices=nodes, mounts=mounts, cdi_devices=cdi))
+
+    return policy

@@ -1,0 +1,144 @@
+"""``hook-injector``: OCI hooks from hooks directories, added to containers at CreateContainer.
+
+Owns the hooks directories: every ``*.json`` file in them is an OCI hook file (see
+``oci_hooks``); a file in a later directory replaces one with the same name in an earlier one,
+and hooks are added in file-name order. The directories are re-read when their listing or a
+file's mtime/size changes (checked once per event by the context provider, so handlers stay
+pure); a file that cannot be read or parsed is logged once and skipped, as CRI-O does.
+
+``when.annotations`` is matched against the container's annotations over its pod's
+annotations: in Kubernetes users write pod annotations, which CRI-O copies into the container's
+OCI annotations but containerd does not. ``hasBindMounts`` counts the container's bind mounts
+other than the four every CRI container gets from the runtime (``/etc/hostname``,
+``/etc/hosts``, ``/etc/resolv.conf``, ``/dev/shm``), i.e. the volumes the pod asked for.
+Must not run the hooks (the runtime does). The webhook needs ``allow: [hooks]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bridge.contract.catalogue import EventName
+from policy_server.decision import Adjustment, Decision
+from policy_server.model import Container, Event
+from policy_server.oci import StagedHook
+from policy_server.policies.config import PolicySettings
+from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
+from policy_server.registry import Policy
+
+log = logging.getLogger(__name__)
+
+NAME = "hook-injector"
+DESCRIPTION = "OCI hooks from hooks directories (hooks.d JSON files, 'when' conditions)"
+# Where CRI-O and Podman look, in this order (the second overrides the first).
+DEFAULT_DIRS = ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d")
+RUNTIME_BIND_MOUNTS = frozenset({"/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/dev/shm"})
+MAX_HOOK_FILE_BYTES = 64 * 1024
+
+# (directory, file name, inode, mtime_ns, size) of every hook file: a change means re-read.
+Signature = tuple[tuple[str, str, int, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookSet:
+    """The hook files in force, in injection order, and the files that were skipped."""
+
+    files: tuple[HookFile, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+class HookLibrary:
+    """The hooks directories, re-read when they change (see the module docstring)."""
+
+    def __init__(self, dirs: tuple[Path, ...]) -> None:
+        self.dirs = dirs
+        self._signature: Signature | None = None
+        self._current = HookSet()
+
+    def _scan(self) -> tuple[Signature, dict[str, Path]]:
+        entries: list[tuple[str, str, int, int, int]] = []
+        chosen: dict[str, Path] = {}  # file name -> path; later directories win
+        for directory in self.dirs:
+            try:
+                with os.scandir(directory) as it:
+                    for entry in it:
+                        if not entry.name.endswith(".json") or not entry.is_file():
+                            continue
+                        st = entry.stat()
+                        entries.append(
+                            (str(directory), entry.name, st.st_ino, st.st_mtime_ns, st.st_size)
+                        )
+                        chosen[entry.name] = Path(entry.path)
+            except FileNotFoundError:
+                continue  # a missing directory holds no hooks (the defaults often do not exist)
+            except OSError as exc:
+                log.error("hook-injector: cannot read hooks directory %s: %s", directory, exc)
+        return tuple(sorted(entries)), chosen
+
+    def current(self) -> HookSet:
+        signature, chosen = self._scan()
+        if signature != self._signature:
+            self._current = self._load(chosen)
+            self._signature = signature
+        return self._current
+
+    def _load(self, chosen: Mapping[str, Path]) -> HookSet:
+        files: list[HookFile] = []
+        skipped: list[str] = []
+        for name in sorted(chosen):
+            path = chosen[name]
+            try:
+                if path.stat().st_size > MAX_HOOK_FILE_BYTES:
+                    raise HookFileError(f"larger than {MAX_HOOK_FILE_BYTES} bytes")
+                files.append(parse_hook_file(name, path.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError, HookFileError) as exc:
+                log.error("hook-injector: skipping hook file %s: %s", path, exc)
+                skipped.append(f"{path}: {exc}")
+        log.info(
+            "hook-injector: %d hook files in force (%s), %d skipped",
+            len(files), ", ".join(f.name for f in files) or "none", len(skipped),
+        )  # fmt: skip
+        return HookSet(tuple(files), tuple(skipped))
+
+
+def has_bind_mounts(container: Container) -> bool:
+    return any(
+        (m.type == "bind" or "bind" in m.options or "rbind" in m.options)
+        and m.destination not in RUNTIME_BIND_MOUNTS
+        for m in container.mounts
+    )
+
+
+def hooks_for(hooks: HookSet, event: Event) -> tuple[StagedHook, ...]:
+    """The hooks whose ``when`` matches the event's container, in file order."""
+    if event.container is None:
+        return ()
+    container = event.container
+    pod_annotations = event.pod.annotations if event.pod is not None else {}
+    annotations = {**pod_annotations, **container.annotations}
+    command = container.args[0] if container.args else None
+    bind_mounts = has_bind_mounts(container)
+    return tuple(
+        StagedHook(stage, f.hook)
+        for f in hooks.files
+        if f.when.matches(annotations, command, bind_mounts)
+        for stage in f.stages
+    )
+
+
+def build(settings: PolicySettings) -> Policy[HookSet]:
+    settings.check_keys(frozenset({"hooks_dirs"}))
+    library = HookLibrary(settings.paths("hooks_dirs", DEFAULT_DIRS))
+    library.current()  # load now: problems show in the log at startup
+    policy = Policy(NAME, context=library.current, description=DESCRIPTION)
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def inject_hooks(event: Event, hooks: HookSet) -> Decision | None:
+        found = hooks_for(hooks, event)
+        return Decision(adjust=Adjustment(hooks=found)) if found else None
+
+    return policy

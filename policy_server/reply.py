@@ -1,0 +1,100 @@
+"""The reply body for a merged decision (the webhook contract's JSON).
+
+Owns the conversion of ``Decision`` values to the reply's JSON objects, with proto field names
+and only the set fields. Must not merge, validate or do I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policy_server.decision import Adjustment, ContainerUpdate, Decision
+from policy_server.model import Mount
+from policy_server.oci import hooks_to_json
+
+
+def _mount_json(mount: Mount) -> dict[str, Any]:
+    out: dict[str, Any] = {"destination": mount.destination}
+    if mount.type:
+        out["type"] = mount.type
+    if mount.source:
+        out["source"] = mount.source
+    if mount.options:
+        out["options"] = list(mount.options)
+    return out
+
+
+def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
+    """The reply's ``adjust`` object."""
+    out: dict[str, Any] = {}
+    if adj.env:
+        out["env"] = [{"key": k, "value": v} for k, v in adj.env.items()]
+    if adj.annotations:
+        out["annotations"] = dict(adj.annotations)
+    if adj.mounts:
+        out["mounts"] = [_mount_json(m) for m in adj.mounts]
+    if adj.hooks:
+        out["hooks"] = hooks_to_json(adj.hooks)
+    if adj.rlimits:
+        out["rlimits"] = [r.to_json() for r in adj.rlimits]
+    if adj.cdi_devices:
+        out["CDI_devices"] = [{"name": name} for name in adj.cdi_devices]
+    linux: dict[str, Any] = {}
+    if adj.devices:
+        linux["devices"] = [d.to_json() for d in adj.devices]
+    resources = adj.resources.to_json()
+    if resources:
+        linux["resources"] = resources
+    if adj.oom_score_adj is not None:
+        linux["oom_score_adj"] = adj.oom_score_adj
+    if linux:
+        out["linux"] = linux
+    remove = {
+        key: list(values)
+        for key, values in (
+            ("env", adj.remove_env),
+            ("annotations", adj.remove_annotations),
+            ("mounts", adj.remove_mounts),
+        )
+        if values
+    }
+    if remove:
+        out["remove"] = remove
+    return out
+
+
+def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
+    """One element of the reply's ``update`` list."""
+    out: dict[str, Any] = {"container_id": upd.container_id}
+    resources = upd.resources.to_json()
+    if resources:
+        out["linux"] = {"resources": resources}
+    if upd.ignore_failure:
+        out["ignore_failure"] = True
+    return out
+
+
+def decision_to_reply(decision: Decision) -> dict[str, Any]:
+    """The reply body for a (merged) decision; ``{}`` means no change.
+
+    ``errors``, ``effects`` and ``push`` are not part of the reply: the engine has already turned
+    errors into warnings or a rejection, effects belong to the executor and pushes to the server.
+    """
+    out: dict[str, Any] = {}
+    if decision.adjust is not None and not decision.adjust.is_empty():
+        out["adjust"] = adjustment_to_json(decision.adjust)
+    updates = [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
+    if updates:
+        out["update"] = updates
+    if decision.evict:
+        out["evict"] = [
+            {"container_id": e.container_id, "reason": e.reason}
+            if e.reason
+            else {"container_id": e.container_id}
+            for e in decision.evict
+        ]
+    if decision.reject is not None:
+        out["reject"] = {"reason": decision.reject}
+    if decision.warnings:
+        out["warnings"] = list(decision.warnings)
+    return out

@@ -1,0 +1,233 @@
+"""The test kit for policy authors: run a policy in-process and assert on its replies.
+
+``PolicyRunner`` holds one ``Engine`` over the policies under test, so a sequence of requests
+sees the same policy state a running server would (observers, stateful policies). Every request
+and reply goes through the same contract models as ``POST /v1/policies/{name}``
+(``WebhookRequest`` / ``WebhookReply``), so a test that passes here does not meet a 422 or a 500
+from the server. Recordings from ``nri-webhook-bridge record`` are replayed with the same
+comparison as ``nri-webhook-bridge replay`` (replies canonicalized through the NRI conversion,
+warnings not compared). The pytest fixture ``policy_runner`` is in ``policy_server.testing.plugin``
+(loaded automatically when this package is installed).
+
+Must not start servers or sockets: everything runs in the calling thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
+from bridge.record.replay import Case, Outcome, compare, load_cases
+from policy_server.engine import Engine, Evaluation
+from policy_server.exceptions import PolicyServerError
+from policy_server.loader import load_policies
+from policy_server.policies import build_builtin
+from policy_server.registry import Policy, Registry
+
+__all__ = [
+    "InvalidReply",
+    "InvalidRequest",
+    "PolicyRunner",
+    "Replay",
+    "Reply",
+    "load_request",
+    "make_request",
+]
+
+
+class InvalidRequest(PolicyServerError):
+    """The request is not a valid webhook envelope (the server would answer 422)."""
+
+
+class InvalidReply(PolicyServerError):
+    """The policy produced a reply outside the contract (the server would answer 500)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One reply, as the HTTP endpoint would send it (``json``), with shortcuts."""
+
+    json: dict[str, Any]
+    evaluation: Evaluation
+
+    @property
+    def adjust(self) -> dict[str, Any]:
+        return dict(self.json.get("adjust", {}))
+
+    @property
+    def update(self) -> list[dict[str, Any]]:
+        return list(self.json.get("update", []))
+
+    @property
+    def reject(self) -> str | None:
+        reject = self.json.get("reject")
+        return str(reject["reason"]) if reject is not None else None
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.json.get("warnings", []))
+
+    @property
+    def no_change(self) -> bool:
+        """True for ``{}`` (warnings aside): the runtime is told to change nothing."""
+        return not (set(self.json) - {"warnings"})
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The outcome of replaying recordings: one ``Outcome`` per recorded event."""
+
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def failed(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if not o.ok)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.outcomes) and not self.failed
+
+    def report(self) -> str:
+        """What ``nri-webhook-bridge replay`` would print for the failures, plus a summary."""
+        lines = []
+        for outcome in self.failed:
+            label = f"{outcome.case.request.get('event', '?')} ({outcome.case.where})"
+            lines.append(f"ERROR {label}: {outcome.error}" if outcome.error
+                         else f"DIFF  {label}\n{outcome.diff}")  # fmt: skip
+        lines.append(f"{len(self.outcomes) - len(self.failed)} passed, {len(self.failed)} failed")
+        return "\n".join(lines)
+
+    def assert_ok(self) -> None:
+        """Raise ``AssertionError`` with the report unless every event matched."""
+        if not self.ok:
+            raise AssertionError(self.report() if self.outcomes else "no events replayed")
+
+
+class PolicyRunner:
+    """Runs policies in-process; see the module docstring.
+
+    ``PolicyRunner(policy)``, ``PolicyRunner.from_module("my_policy.py")`` or
+    ``PolicyRunner.builtin("ulimit-adjuster", {"max": {"nofile": 65536}})``.
+    """
+
+    def __init__(self, *policies: Policy[Any]) -> None:
+        if not policies:
+            raise ValueError("PolicyRunner needs at least one policy")
+        registry = Registry()
+        for policy in policies:
+            registry.add(policy)
+        self.registry = registry
+        self.engine = Engine(registry)
+
+    @classmethod
+    def from_module(cls, spec: str | Path) -> PolicyRunner:
+        """Every ``Policy`` in a Python file or module, as ``--policy-module`` loads them."""
+        return cls(*load_policies([str(spec)]))
+
+    @classmethod
+    def builtin(cls, name: str, config: Mapping[str, Any] | Path | None = None) -> PolicyRunner:
+        """A built-in policy (``--policy NAME``), configured from a dict or a YAML file."""
+        return cls(build_builtin(name, config))
+
+    @property
+    def policy_names(self) -> list[str]:
+        return [p.name for p in self.registry]
+
+    def _policy(self, name: str | None) -> str:
+        if name is not None:
+            return name
+        names = self.policy_names
+        if len(names) != 1:
+            raise ValueError(f"several policies are loaded ({', '.join(names)}): pass policy=")
+        return names[0]
+
+    def send(self, request: Mapping[str, Any] | str | Path, policy: str | None = None) -> Reply:
+        """Evaluate one request (a body, or the path of a JSON file) and check the reply."""
+        body = load_request(request) if isinstance(request, str | Path) else dict(request)
+        try:
+            WebhookRequest.model_validate(body)
+        except ValidationError as exc:
+            raise InvalidRequest(f"not a webhook request: {exc}") from None
+        evaluation = self.engine.evaluate_json(self._policy(policy), body)
+        try:
+            WebhookReply.model_validate(evaluation.reply)
+        except ValidationError as exc:
+            raise InvalidReply(f"reply {evaluation.reply} is outside the contract: {exc}") from None
+        return Reply(evaluation.reply, evaluation)
+
+    def replay(
+        self,
+        *recordings: str | Path,
+        expected: str | Path | None = None,
+        policy: str | None = None,
+    ) -> Replay:
+        """Replay JSONL recordings, comparing each reply with the recorded (or expected) one."""
+        cases = load_cases([Path(p) for p in recordings], Path(expected) if expected else None)
+        return Replay(tuple(self._replay_one(case, policy) for case in cases))
+
+    def _replay_one(self, case: Case, policy: str | None) -> Outcome:
+        # As `nri-webhook-bridge replay` sends it: a dry run of the recorded request.
+        try:
+            reply = self.send(dict(case.request, dry_run=True), policy)
+        except (InvalidRequest, InvalidReply) as exc:
+            return Outcome(case, None, str(exc), "")
+        return compare(case, reply.json)
+
+    def events(self, *recordings: str | Path) -> Iterator[dict[str, Any]]:
+        """The recorded requests, in order (to send them one by one and assert yourself)."""
+        for case in load_cases([Path(p) for p in recordings], None):
+            yield case.request
+
+
+def load_request(path: str | Path) -> dict[str, Any]:
+    """A request body from a JSON file (e.g. ``examples/requests/*.json``)."""
+    body = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"{path}: expected a JSON object")
+    return body
+
+
+def make_request(
+    event: EventName | str,
+    *,
+    pod: Mapping[str, Any] | None = None,
+    container: Mapping[str, Any] | None = None,
+    pod_annotations: Mapping[str, str] | None = None,
+    base: Mapping[str, Any] | None = None,
+    **payload: Any,
+) -> dict[str, Any]:
+    """A request envelope for ``event``: ``base`` (e.g. a fixture) or a minimal pod/container.
+
+    ``pod``/``container`` replace the payload objects; ``pod_annotations`` are added to the
+    pod's; any other keyword (``linux_resources``, ``pods``, ...) is set as given.
+    """
+    name = EventName(event)
+    body: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {
+        "api_version": API_VERSION,
+        "uid": f"test-{name.value}",
+        "runtime": {"name": "containerd", "version": "2.1.9"},
+        "budget_ms": 1000,
+        "dry_run": False,
+    }  # fmt: skip
+    body["event"] = name.value
+    if pod is not None:
+        body["pod"] = dict(pod)
+    elif name is not EventName.SYNCHRONIZE:
+        body.setdefault("pod", {"id": "pod-1", "name": "pod", "namespace": "default"})
+    if container is not None:
+        body["container"] = dict(container)
+    elif name in CONTAINER_EVENTS:
+        body.setdefault("container", {"id": "ctr-1", "pod_sandbox_id": "pod-1", "name": "app"})
+    if pod_annotations:
+        body["pod"] = dict(body["pod"])
+        body["pod"]["annotations"] = {**body["pod"].get("annotations", {}), **pod_annotations}
+    body.update(payload)
+    return body

@@ -1,0 +1,77 @@
+"""Built-in policies are enabled by name on nri-policy-server (--policy NAME[=CONFIG])."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.exceptions import PolicyLoadError
+from policy_server.policies import CATALOGUE, build_builtin, describe_builtins, parse_policy_arg
+from policy_server.policies.config import PolicyConfigError
+from policy_server.testing import make_request
+
+ROOT = Path(__file__).parents[3]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "policy_server.main", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=30)  # fmt: skip
+
+
+def test_every_catalogued_policy_builds_on_defaults_and_has_a_doc_page() -> None:
+    for name in CATALOGUE:
+        policy = build_builtin(name)
+        assert policy.name == name
+        assert (ROOT / "docs" / "policies" / f"{name}.md").is_file(), name
+    assert set(describe_builtins()) == set(CATALOGUE)
+
+
+def test_policy_argument_forms(tmp_path: Path) -> None:
+    assert parse_policy_arg("ulimit-adjuster") == ("ulimit-adjuster", None)
+    assert parse_policy_arg("ulimit-adjuster=/etc/x.yaml") == (
+        "ulimit-adjuster", Path("/etc/x.yaml"))
+    for bad, message in (("nope", "no built-in policy named 'nope' (known: "),
+                         ("ulimit-adjuster=", "expected NAME or NAME=CONFIG_FILE"),
+                         ("=x.yaml", "expected NAME or NAME=CONFIG_FILE")):  # fmt: skip
+        with pytest.raises(PolicyLoadError, match=message.replace("(", r"\(")):
+            parse_policy_arg(bad)
+
+
+def test_config_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "u.yaml"
+    bad.write_text("max: [\n")
+    with pytest.raises(PolicyConfigError, match=f"policy ulimit-adjuster: {bad} is not valid YAML"):
+        build_builtin("ulimit-adjuster", bad)
+    bad.write_text("- 1\n")
+    with pytest.raises(PolicyConfigError, match="must hold a mapping, not a list"):
+        build_builtin("ulimit-adjuster", bad)
+    with pytest.raises(PolicyConfigError, match=r"cannot read .*missing\.yaml"):
+        build_builtin("ulimit-adjuster", tmp_path / "missing.yaml")
+    bad.write_text("max: {nofile: lots}\n")
+    with pytest.raises(PolicyConfigError, match=rf"\({bad}\): max.nofile: expected a non-neg"):
+        build_builtin("ulimit-adjuster", bad)
+
+
+def test_server_serves_enabled_builtins_next_to_koordinator() -> None:
+    config = ROOT / "examples" / "policies" / "ulimit-adjuster.yaml"
+    server = PolicyServer(ServerOptions(builtin_policies=(("ulimit-adjuster", config),)))
+    assert [p.name for p in server.registry] == ["koordinator-qos", "ulimit-adjuster"]
+    request = make_request("CreateContainer", pod_annotations={
+        "ulimits.noderesource.dev/pod": "[{type: nofile, hard: 2000000}]"})
+    reply = server.engine.evaluate_json("ulimit-adjuster", request).reply
+    assert "exceeds this node's maximum 1048576" in reply["reject"]["reason"]
+
+
+def test_cli_lists_policies_and_refuses_unknown_ones() -> None:
+    listed = cli("--list-policies")
+    assert listed.returncode == 0
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == sorted(CATALOGUE)
+    unknown = cli("--policy", "nope", "--uds", "/tmp/never.sock")
+    assert unknown.returncode == 2
+    assert "nri-policy-server: no built-in policy named 'nope'" in unknown.stderr
+    bad = cli("--policy", "ulimit-adjuster=/no/such/file.yaml", "--uds", "/tmp/never.sock")
+    assert bad.returncode == 2 and "cannot read /no/such/file.yaml" in bad.stderr
