@@ -14,6 +14,7 @@ import pytest
 from policy_server.bridge_client import BridgeControl
 from policy_server.cgroups import ExecutorMode
 from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.rules_watcher import ReloadResult
 from tests.policy_server.factory import container, pod
 from tests.policy_server.test_resctrl import fake_resctrl
 
@@ -166,3 +167,14 @@ async def test_an_unexpected_failure_is_retried_not_raised(
     monkeypatch.setattr(server.reconciler, "run", boom)
     assert await server.resync() is False
     assert 'policy_resyncs_total{result="failed"} 1.0' in server.metrics.render().decode()
+
+
+async def test_the_periodic_pass_runs_the_reconciler_on_its_timer(tmp_path: Path) -> None:
+    server, _fake, root = node(tmp_path)
+    assert server.reconciler is not None and server.reconciler.last is None
+    await server._on_poll(ReloadResult.UNCHANGED)  # the interval (10 s) has not passed
+    assert server.reconciler.last is None
+    server._last_reconcile -= server.options.reconcile_interval_s
+    await server._on_poll(ReloadResult.UNCHANGED)
+    assert server.reconciler.last is not None and server.reconciler.last.fixed["pod"] == 4
+    assert (root / "cgroup/cpu/kubepods/podu1/cpu.cfs_quota_us").read_text() == "-1"
