@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck proto e2e bench clean
+.PHONY: setup tools demo test lint typecheck proto e2e bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy.
+tools:
+	bash tests/deploy/setup/install-kubectl.sh
 
 # Regenerate bridge/proto/*_pb2.py from schemas/nri/*.proto.
 proto: $(STAMP)
@@ -29,7 +33,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy bridge policy_server
 
 # The whole suite (unit + integration), plus lint and type checks.
-test: $(STAMP) lint typecheck
+test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 
 # Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).

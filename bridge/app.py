@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.config import BridgeConfig
-from bridge.control.api import ControlDeps, create_app
+from bridge.control.api import ControlDeps, create_app, create_metrics_app
 from bridge.control.serving import ControlServer
+from bridge.control.settings import ControlSettings
 from bridge.errors import BridgeError
 from bridge.metrics import Metrics
 from bridge.nri.handler_api import Handler
@@ -119,11 +120,24 @@ async def run(options: RunOptions) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
+    servers = [control]
+    metrics_address = options.config.control.metrics_address
+    if metrics_address is not None:
+        # A second listener with its own app: only /metrics is reachable through it.
+        servers.append(ControlServer(create_metrics_app(metrics),
+                                     ControlSettings(socket_path=None, address=metrics_address)))
     try:
         listening = control.open()
     except BridgeError as exc:
         log.error("cannot start the control API: %s", exc)
         return 1
+    if metrics_address is not None:
+        try:
+            listening += [f"{where}/metrics" for where in servers[1].open()]
+        except BridgeError as exc:
+            control.close()
+            log.error("cannot start the metrics listener (--metrics-address): %s", exc)
+            return 1
     log.info("starting", extra={
         "plugin": f"{options.identity.index}-{options.identity.name}",
         "socket": options.socket_path if options.fd is None else f"fd {options.fd}",
@@ -132,7 +146,8 @@ async def run(options: RunOptions) -> int:
     try:
         async with asyncio.TaskGroup() as tasks:
             runner_task = tasks.create_task(runner.run(), name="nri-runner")
-            tasks.create_task(control.serve(), name="control-api")
+            for i, server in enumerate(servers):
+                tasks.create_task(server.serve(), name="control-api" if i == 0 else "metrics")
             stop_task = tasks.create_task(stop.wait(), name="signals")
             await asyncio.wait({runner_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
             if stop.is_set():
@@ -140,7 +155,8 @@ async def run(options: RunOptions) -> int:
                 await runner.stop(SHUTDOWN_GRACE_S)
                 runner_task.cancel()
             stop_task.cancel()
-            control.stop()
+            for server in servers:
+                server.stop()
     finally:
         if isinstance(handler, WebhookHandler):
             await handler.aclose()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from bridge import __version__, logs
 from bridge.config import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
-from bridge.control.settings import parse_address
+from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
 from bridge.record.recorder import Redaction
 from bridge.transport import connect
@@ -46,6 +46,9 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_CONTROL_SOCKET}); an empty string disables it")
     p.add_argument("--control-address", metavar="HOST:PORT",
                    help="also serve the control API on this loopback TCP address")
+    p.add_argument("--metrics-address", metavar="HOST:PORT",
+                   help="also serve GET /metrics (and nothing else) on this TCP address, any "
+                        "interface, e.g. 0.0.0.0:9464 for Prometheus in a pod")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
     p.add_argument("--log-format", default="text", choices=("text", "json"))
@@ -104,7 +107,7 @@ def _identity_defaults(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig:
-    """Command-line overrides on top of the file: --policy-url, --control-*."""
+    """Command-line overrides on top of the file: --policy-url, --control-*, --metrics-*."""
     from dataclasses import replace
 
     from bridge.webhooks.config import webhook_from_url
@@ -120,6 +123,9 @@ def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig
     if args.control_address:
         control = replace(control, address=parse_address(args.control_address,
                                                          "--control-address"))
+    if args.metrics_address:
+        control = replace(control, metrics_address=parse_listen_address(args.metrics_address,
+                                                                        "--metrics-address"))
     return replace(config, control=control)
 
 

@@ -4,6 +4,8 @@ Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the
 ``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves),
 ``GET /v1/policies``, ``GET /v1/rules``, ``GET /v1/state`` (node effects), ``GET /healthz``,
 ``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
+``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
+(``--metrics-address``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
@@ -167,3 +171,12 @@ def create_app(server: PolicyServer) -> FastAPI:
         return _json(evaluation.reply)
 
     return app
+
+
+def create_metrics_app(server: PolicyServer) -> Starlette:
+    """``GET /metrics`` and nothing else: no policy endpoint is reachable through it."""
+
+    async def metrics(_request: Request) -> Response:
+        return Response(server.metrics.render(), media_type=CONTENT_TYPE)
+
+    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])

@@ -1,8 +1,11 @@
 """``nri-policy-server``: command line, listening socket, uvicorn.
 
 Listens on a Unix socket by default (created with mode 0600, or 0660 with ``--socket-mode``;
-uvicorn's own ``uds`` option would make it 0666) or on TCP with ``--host/--port``. Startup
-errors (bad rules file, bad policy module, socket in use) print one line and exit 2.
+uvicorn's own ``uds`` option would make it 0666) or on TCP with ``--host/--port``; with
+``--metrics-address`` also serves ``GET /metrics`` alone on a TCP address for Prometheus.
+Logs in the bridge's line formats (``--log-format text|json``, bridge.contract.logformat),
+uvicorn's own lines included. Startup errors (bad rules file, bad policy module, socket in
+use) print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import uvicorn
 
+from bridge.contract.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
-from policy_server.app import create_app
+from policy_server.app import create_app, create_metrics_app
 from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
@@ -151,7 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=CgroupVersion.AUTO.value,
         help="default: detect from the root",
     )
+    listen.add_argument(
+        "--metrics-address",
+        metavar="HOST:PORT",
+        help="also serve GET /metrics (and nothing else) on this TCP address, e.g. "
+        "0.0.0.0:9465 for Prometheus in a pod",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text, or one JSON object per line (the bridge's --log-format json shape)",
+    )
     return p
 
 
@@ -187,6 +203,15 @@ def bind_tcp_socket(host: str, port: int) -> socket.socket:
         raise StartupError(str(exc)) from None
 
 
+def parse_metrics_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) for ``--metrics-address``."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise StartupError(f"--metrics-address: expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
 def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
     if args.host is not None or args.port is not None:
         if args.uds is not None:
@@ -198,18 +223,46 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
     return bind_unix_socket(path, SOCKET_MODES[args.socket_mode]), f"unix://{path}", path
 
 
-async def serve(server: PolicyServer, sock: socket.socket, log_level: str) -> None:
+class _MetricsServer(uvicorn.Server):
+    """The metrics listener: the main server owns the signals and stops it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def serve(
+    server: PolicyServer,
+    sock: socket.socket,
+    log_level: str,
+    metrics_sock: socket.socket | None = None,
+) -> None:
+    # log_config=None: uvicorn's loggers propagate to our root handler (same line format).
     config = uvicorn.Config(
-        create_app(server), log_level=log_level, access_log=False, lifespan="on"
+        create_app(server), log_level=log_level, access_log=False, lifespan="on", log_config=None
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    main = uvicorn.Server(config)
+    if metrics_sock is None:
+        await main.serve(sockets=[sock])
+        return
+    metrics = _MetricsServer(
+        uvicorn.Config(
+            create_metrics_app(server), log_config=None, access_log=False, lifespan="off"
+        )
+    )
+    metrics_task = asyncio.create_task(metrics.serve(sockets=[metrics_sock]), name="metrics")
+    try:
+        await main.serve(sockets=[sock])
+    finally:
+        metrics.should_exit = True
+        await metrics_task
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler(args.log_format)]
+    root.setLevel(args.log_level.upper())
     # uvicorn handles SIGTERM/SIGINT while serving and re-raises them afterwards. Outside
     # that (before uvicorn has started, and on the re-raise) they become KeyboardInterrupt,
     # caught below, so the socket file is removed and we exit 0. (A no-op handler here
@@ -228,19 +281,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = PolicyServer(options_from(args))
         server.load_rules()
         server.probe_node()
+        metrics_address = (
+            parse_metrics_address(args.metrics_address) if args.metrics_address else None
+        )
         sock, where, uds_path = _listen(args)
     except PolicyServerError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0
+    metrics_sock = None
     try:
+        if metrics_address is not None:
+            metrics_sock = bind_tcp_socket(*metrics_address)
+            where += f", metrics on http://{args.metrics_address}/metrics"
         log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
-        asyncio.run(serve(server, sock, args.log_level))
+        asyncio.run(serve(server, sock, args.log_level, metrics_sock))
+    except StartupError as exc:
+        print(f"nri-policy-server: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         pass
     finally:
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
         if uds_path is not None:
             with contextlib.suppress(OSError):
                 uds_path.unlink()

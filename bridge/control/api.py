@@ -9,6 +9,9 @@ Routes:
 - `GET /healthz` (the loop answers), `GET /readyz` (registered and serving);
 - `GET /metrics` (Prometheus text format).
 
+`create_metrics_app` serves `GET /metrics` alone: the app behind
+`--metrics-address`, a listener Prometheus may reach from the network.
+
 The app never imports the webhook package or the runner: the composition
 root (bridge.app) hands in callables.
 """
@@ -142,3 +145,12 @@ def create_app(deps: ControlDeps) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ])
+
+
+def create_metrics_app(metrics: Metrics) -> Starlette:
+    """`GET /metrics` and nothing else: updates and state stay on the control listeners."""
+
+    async def exposition(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])

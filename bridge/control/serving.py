@@ -93,6 +93,10 @@ class ControlServer:
     def started(self) -> bool:
         return self._server.started
 
+    def close(self) -> None:
+        """Release the listeners of a server that will never serve."""
+        self._cleanup()
+
     def _cleanup(self) -> None:
         for sock in self._sockets:
             sock.close()

@@ -3,7 +3,9 @@
 A Unix socket by default (`/run/nri-webhook-bridge/control.sock`, mode 0660);
 optionally also a loopback TCP address. Anything but loopback is refused:
 `POST /v1/updates` changes running containers and has no authentication of
-its own beyond the socket's file permissions.
+its own beyond the socket's file permissions. `metrics_address` is different:
+it serves `GET /metrics` alone, so any address is allowed (a pod's, for
+Prometheus to scrape).
 """
 
 from __future__ import annotations
@@ -24,17 +26,25 @@ class ControlSettings:
     address: tuple[str, int] | None = None  # loopback TCP, optional
     socket_mode: int = DEFAULT_SOCKET_MODE
     explicit_socket: bool = False  # configured on purpose: failing to bind is fatal
+    metrics_address: tuple[str, int] | None = None  # GET /metrics only, any address
 
     @property
     def enabled(self) -> bool:
         return self.socket_path is not None or self.address is not None
 
 
-def parse_address(text: str, key: str) -> tuple[str, int]:
+def parse_listen_address(text: str, key: str) -> tuple[str, int]:
+    """`HOST:PORT`, IPv6 hosts in brackets (`[::]:9464`)."""
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def parse_address(text: str, key: str) -> tuple[str, int]:
+    """A loopback `HOST:PORT` for the control API."""
+    host, port = parse_listen_address(text, key)
     if host != "localhost":
         try:
             loopback = ipaddress.ip_address(host).is_loopback
@@ -43,7 +53,7 @@ def parse_address(text: str, key: str) -> tuple[str, int]:
         if not loopback:
             raise ConfigError(key, f"{host} is not a loopback address (the control API "
                               "accepts container updates; keep it local)")
-    return host, int(port)
+    return host, port
 
 
 def parse_control(section: Any, key: str = "control") -> ControlSettings:
@@ -51,7 +61,7 @@ def parse_control(section: Any, key: str = "control") -> ControlSettings:
         return ControlSettings()
     if not isinstance(section, dict):
         raise ConfigError(key, "must be a mapping")
-    unknown = set(section) - {"socket", "address", "socket_mode"}
+    unknown = set(section) - {"socket", "address", "socket_mode", "metrics_address"}
     if unknown:
         raise ConfigError(f"{key}.{sorted(unknown)[0]}", "unknown key")
     socket_path = section.get("socket", DEFAULT_SOCKET)
@@ -61,6 +71,9 @@ def parse_control(section: Any, key: str = "control") -> ControlSettings:
     address = section.get("address")
     if address is not None and not isinstance(address, str):
         raise ConfigError(f"{key}.address", "expected HOST:PORT")
+    metrics = section.get("metrics_address")
+    if metrics is not None and not isinstance(metrics, str):
+        raise ConfigError(f"{key}.metrics_address", "expected HOST:PORT")
     mode = section.get("socket_mode", DEFAULT_SOCKET_MODE)
     if isinstance(mode, str):
         try:
@@ -77,4 +90,6 @@ def parse_control(section: Any, key: str = "control") -> ControlSettings:
         address=parse_address(address, f"{key}.address") if address else None,
         socket_mode=mode,
         explicit_socket="socket" in section and socket_path is not None,
+        metrics_address=(parse_listen_address(metrics, f"{key}.metrics_address") if metrics
+                         else None),
     )

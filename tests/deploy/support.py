@@ -1,27 +1,28 @@
 """Readers for the deployment files, so the tests can compare them with the CLIs.
 
-Owns: loading multi-document YAML, a small kustomize renderer (resources,
-namespace, images, configMapGenerator, strategic-merge patches: the subset
-deploy/kubernetes uses; its output matches `kubectl kustomize` apart from
-labels and ConfigMap hash suffixes), views of the DaemonSet pod and the compose
-services, a systemd unit reader, a Dockerfile reader, and parsing command lines
-with the real argparse parsers and config files with the programs' own loaders.
+Owns: loading multi-document YAML, rendering the kustomize trees with the real
+`kubectl kustomize` and checking objects against the Kubernetes OpenAPI schema
+of that kubectl's version (the JSON schemas kubernetes-validate ships, used
+offline), views of the DaemonSet pod and the compose services, a systemd unit
+reader, a Dockerfile reader, and parsing command lines with the real argparse
+parsers and config files with the programs' own loaders.
 
-Must not: start processes, touch the network, or know expected values; the
-assertions live in the test modules.
+Must not: start processes other than kubectl, touch the network, or know
+expected values; the assertions live in the test modules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
+import functools
 import io
 import json
 import posixpath
 import re
 import shlex
+import subprocess
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,45 +124,41 @@ def curl_unix_target(command: Sequence[str]) -> tuple[str, str]:
     return socket, "/" + urls[0].removeprefix("http://").partition("/")[2]
 
 
-# --- kustomize (the subset deploy/kubernetes uses) -------------------------------------
+# --- kustomize, rendered by the real kubectl ---------------------------------------------
+
+KUBECTL = "kubectl"
+INSTALL_KUBECTL = "make tools (tests/deploy/setup/install-kubectl.sh)"
 
 
-def _strategic_merge(base: Any, patch: Any) -> Any:
-    """Maps merge; lists of named maps merge by name; any other list is replaced."""
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for key, value in patch.items():
-            out[key] = _strategic_merge(base[key], value) if key in base else value
-        return out
-    if (isinstance(base, list) and isinstance(patch, list)
-            and all(isinstance(x, dict) and "name" in x for x in [*base, *patch])):
-        out_list = list(base)
-        index = {item["name"]: i for i, item in enumerate(out_list)}
-        for item in patch:
-            if item["name"] in index:
-                out_list[index[item["name"]]] = _strategic_merge(out_list[index[item["name"]]],
-                                                                 item)
-            else:
-                out_list.append(item)
-        return out_list
-    return copy.deepcopy(patch)
+def _kubectl(*args: str) -> str:
+    try:
+        done = subprocess.run([KUBECTL, *args], capture_output=True, text=True, check=False,
+                              timeout=60)
+    except FileNotFoundError:
+        raise AssertionError(f"kubectl is not installed; run {INSTALL_KUBECTL}") from None
+    assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stderr.strip()}"
+    return done.stdout
 
 
-def _pod_containers(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
-    yield from spec.get("initContainers", [])
-    yield from spec.get("containers", [])
+@functools.cache
+def kubectl_version() -> str:
+    """The client's MAJOR.MINOR, e.g. ``1.32`` (vendor suffixes like ``32+`` dropped)."""
+    info = json.loads(_kubectl("version", "--client", "-o", "json"))["clientVersion"]
+    minor = re.match(r"\d+", info["minor"])
+    assert minor, f"unreadable kubectl version {info}"
+    return f"{info['major']}.{minor.group(0)}"
 
 
-def _config_map(directory: Path, gen: dict[str, Any]) -> dict[str, Any]:
-    data: dict[str, str] = {}
-    for entry in gen.get("files", []):
-        key, sep, rel = entry.partition("=")
-        if not sep:
-            key, rel = Path(entry).name, entry
-        data[key] = (directory / rel).read_text(encoding="utf-8")
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]},
-            "data": data}
+@functools.cache
+def _rendered(directory: Path) -> str:
+    return _kubectl("kustomize", str(directory))
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize directory`` emits (a fresh copy per call)."""
+    docs = [d for d in yaml.safe_load_all(_rendered(directory)) if d is not None]
+    assert all(isinstance(d, dict) for d in docs), f"{directory}: a rendered object is not a map"
+    return docs
 
 
 def kustomization(directory: Path) -> dict[str, Any]:
@@ -170,45 +167,24 @@ def kustomization(directory: Path) -> dict[str, Any]:
     return doc
 
 
-def render(directory: Path) -> list[dict[str, Any]]:
-    """The objects ``kustomize build directory`` emits (ConfigMap names without hash)."""
-    k = kustomization(directory)
-    docs: list[dict[str, Any]] = []
-    for res in k.get("resources", []):
-        path = directory / res
-        docs += render(path) if path.is_dir() else load_docs(path)
-    for gen in k.get("configMapGenerator", []):
-        cm = _config_map(directory, gen)
-        same = [d for d in docs if d["kind"] == "ConfigMap"
-                and d["metadata"]["name"] == gen["name"]]
-        behavior = gen.get("behavior", "create")
-        if behavior == "create":
-            assert not same, f"{directory}: ConfigMap {gen['name']} generated twice"
-            docs.append(cm)
-        else:
-            assert len(same) == 1, f"{directory}: {behavior} of unknown ConfigMap {gen['name']}"
-            if behavior == "replace":
-                same[0]["data"] = cm["data"]
-            else:
-                same[0]["data"] = {**same[0].get("data", {}), **cm["data"]}
-    for entry in k.get("patches", []):
-        assert "path" in entry, "only file patches are supported here"
-        for patch in load_docs(directory / entry["path"]):
-            targets = [i for i, d in enumerate(docs) if d["kind"] == patch["kind"]
-                       and d["metadata"]["name"] == patch["metadata"]["name"]]
-            assert len(targets) == 1, f"patch {entry['path']} matches {len(targets)} objects"
-            docs[targets[0]] = _strategic_merge(docs[targets[0]], patch)
-    if "namespace" in k:
-        for d in docs:
-            if d["kind"] != "Namespace":
-                d["metadata"]["namespace"] = k["namespace"]
-    for image in k.get("images", []):
-        for d in docs:
-            for c in _pod_containers(d):
-                name, _, tag = c["image"].partition(":")
-                if name == image["name"]:
-                    c["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
-    return docs
+def major_minor(version: str) -> str:
+    """``1.32.0`` -> ``1.32``."""
+    return ".".join(version.split(".")[:2])
+
+
+def schema_errors(doc: dict[str, Any]) -> str | None:
+    """Why ``doc`` does not match the OpenAPI schema of the kubectl client's Kubernetes
+    version (strict: unknown fields are errors), or None when it does."""
+    from kubernetes_validate.utils import ValidationError, validate
+
+    try:
+        used = validate(doc, kubectl_version(), strict=True)
+    except ValidationError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(top)"
+        return f"{doc['kind']} {doc['metadata'].get('name')}: {where}: {exc.message}"
+    # It falls back to an older schema when it has none for the version asked for.
+    assert used == kubectl_version(), f"validated against {used}, not {kubectl_version()}"
+    return None
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -8,7 +8,8 @@ the two commands run as processes of the installed console scripts. The
 runtime simulator listens where the runtime's NRI socket would be and plays
 the koordinator scenario. This checks what the static tests cannot: that the
 pair as written comes up, passes its own probe commands, serves a node, and
-exits cleanly on SIGTERM.
+exits cleanly on SIGTERM. A metrics listener on a pod port (`--metrics-address
+0.0.0.0:9464`) is moved to a free loopback port, and its /metrics is scraped.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import stat
 import sys
 import tempfile
@@ -25,7 +27,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.scenario import load_scenario, run_scenario
@@ -47,6 +51,8 @@ class Deployment:
     bridge_argv: list[str] = field(default_factory=list)
     # Probe commands (argv, timeout) that must pass once the bridge is registered.
     probes: list[tuple[list[str], float]] = field(default_factory=list)
+    # --metrics-address values as written -> the free loopback address used instead.
+    addresses: dict[str, str] = field(default_factory=dict)
 
     def mount(self, path: str, name: str | None = None) -> Path:
         """Map ``path`` to a directory; mounts of one volume share ``name``."""
@@ -58,7 +64,20 @@ class Deployment:
     def translate(self, text: str) -> str:
         for prefix in sorted(self.prefixes, key=len, reverse=True):
             text = text.replace(prefix + "/", f"{self.prefixes[prefix]}/")
+        option, sep, address = text.partition("--metrics-address=")
+        if sep:
+            local = self.addresses.setdefault(address, f"127.0.0.1:{_free_port()}")
+            text = option + sep + local
         return text
+
+    def metrics_urls(self) -> dict[str, str]:
+        """program -> its /metrics URL, for each program given a metrics address."""
+        urls = {}
+        for argv in (self.bridge_argv, self.policy_argv):
+            program, args = s.parse_command(argv)
+            if args.metrics_address:
+                urls[program] = f"http://{args.metrics_address}/metrics"
+        return urls
 
     def argv(self, argv: Sequence[str]) -> list[str]:
         return [self.translate(a) for a in argv]
@@ -145,6 +164,26 @@ async def _process(argv: list[str], log: Path) -> AsyncIterator[asyncio.subproce
             await proc.wait()
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+Samples = dict[str, list[tuple[str, dict[str, str], float]]]
+
+
+async def scrape(url: str) -> Samples:
+    """family name -> its samples (name, labels, value), from a real GET of ``url``."""
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        reply = await client.get(url)
+    assert reply.status_code == 200, f"GET {url}: {reply.status_code}"
+    assert reply.headers["content-type"].startswith("text/plain"), reply.headers
+    return {f.name: [(x.name, dict(x.labels), x.value) for x in f.samples]
+            for f in text_string_to_metric_families(reply.text)}
+
+
 def _exists(path: Path) -> bool:
     return path.exists()
 
@@ -205,9 +244,18 @@ def _deployment(case: str, root: Path) -> Deployment:
     return kubernetes(root, variant)
 
 
-@pytest.mark.parametrize("case", CASES)
-async def test_deployment_comes_up_and_serves_a_koordinator_node(case: str, root: Path) -> None:
-    d = _deployment(case, root)
+@dataclass
+class Served:
+    """A deployment that came up and served the koordinator scenario."""
+
+    deployment: Deployment
+    # program -> its /metrics as scraped after the scenario (programs with a listener).
+    metrics: dict[str, Samples]
+
+
+@contextlib.asynccontextmanager
+async def serving(d: Deployment, root: Path) -> AsyncIterator[Served]:
+    """Start the pair as written, pass its probes, play the scenario, scrape; stop on exit."""
     _, policy_args = s.parse_command(d.policy_argv)
     _, bridge_args = s.parse_command(d.bridge_argv)
     policy_socket, control_socket, nri_socket = (
@@ -236,9 +284,28 @@ async def test_deployment_comes_up_and_serves_a_koordinator_node(case: str, root
                 assert "2-3" in {r.container.linux.resources.cpu.cpus for r in results
                                  if r.event == "CreateContainer" and r.container is not None}
                 assert not runtime.closed_plugins and not runtime.lost_plugins
+                metrics = {program: await scrape(url)
+                           for program, url in d.metrics_urls().items()}
+                yield Served(d, metrics)
                 await _stop(bridge, bridge_log)
         finally:
             await runtime.stop()
         await _stop(policy, policy_log)
     # Both remove their sockets on a clean exit, so a restart starts clean.
     assert not _exists(policy_socket) and not _exists(control_socket)
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_deployment_comes_up_and_serves_a_koordinator_node(case: str, root: Path) -> None:
+    async with serving(_deployment(case, root), root) as served:
+        if case.startswith("kubernetes-"):
+            # Prometheus sees the node's events and decisions on the pod's metrics ports.
+            bridge, policy = served.metrics[s.BRIDGE], served.metrics[s.POLICY_SERVER]
+            events = {labels["event"] for _, labels, _ in bridge["nri_webhook_bridge_events"]}
+            assert "CreateContainer" in events
+            assert [(n, v) for n, _, v in bridge["nri_webhook_bridge_connected"]] == [
+                ("nri_webhook_bridge_connected", 1.0)]
+            assert {labels["policy"] for _, labels, _ in policy["policy_requests"]} == {
+                "koordinator-qos"}
+        else:
+            assert served.metrics == {}, "only the pod publishes metrics ports"

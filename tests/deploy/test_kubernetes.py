@@ -1,13 +1,17 @@
-"""The kustomize base and overlays: they parse, render, and agree with the CLIs.
+"""The kustomize base and overlays: they render, validate, and agree with the CLIs.
 
-Every check runs on the rendered output of the base and of each overlay, so an
-overlay that patches the bridge's arguments is held to the same rules.
+Every check runs on what `kubectl kustomize` renders for the base and for each
+overlay, so an overlay that patches the bridge's arguments is held to the same
+rules; every rendered object is checked against the Kubernetes OpenAPI schema of
+that kubectl's version.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,9 +54,36 @@ def test_there_is_a_production_overlay_on_the_base() -> None:
     assert "../../base" in s.kustomization(s.OVERLAYS[0])["resources"]
 
 
+def test_kubectl_is_a_client_with_schemas_to_check_against() -> None:
+    # kustomize v5 (kubectl >= 1.27) knows the `labels:` and `patches:` fields used here.
+    major, minor = map(int, s.kubectl_version().split("."))
+    assert (major, minor) >= (1, 27), f"kubectl {s.kubectl_version()} is too old"
+    from kubernetes_validate.utils import all_versions
+
+    assert s.kubectl_version() in {s.major_minor(v) for v in all_versions()}
+
+
+@pytest.mark.parametrize("directory", VARIANTS, ids=IDS)
+def test_rendered_objects_match_the_kubernetes_schema(directory: Path) -> None:
+    docs = s.render(directory)
+    assert docs
+    errors = [e for e in map(s.schema_errors, docs) if e is not None]
+    assert not errors, "\n".join(errors)
+
+
+def test_schema_check_catches_a_misspelt_field() -> None:
+    pod = s.Pod(s.render(s.BASE))
+    assert s.schema_errors(pod.daemonset) is None
+    pod.bridge["readOnlyRootFileSystem"] = pod.bridge["securityContext"].pop(
+        "readOnlyRootFilesystem")
+    error = s.schema_errors(pod.daemonset)
+    assert error is not None and "readOnlyRootFileSystem" in error
+
+
 def test_manifests_are_namespaced_objects_with_names(pod: s.Pod) -> None:
     kinds = sorted(d["kind"] for d in pod.docs)
-    assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Namespace", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "Namespace", "Service", "Service",
+                     "ServiceAccount"]
     for doc in pod.docs:
         assert doc["apiVersion"] and doc["metadata"]["name"]
         if doc["kind"] == "Namespace":
@@ -86,6 +117,7 @@ def test_daemonset_runs_on_every_node_as_node_critical(pod: s.Pod) -> None:
     rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
     pid_effects = rules.features.OOMScoreAdj or rules.features.CoreSched
     assert pod.spec.get("hostPID", False) is pid_effects
+    assert not [p for c in pod.spec["containers"] for p in c.get("ports", []) if "hostPort" in p]
     assert [c["name"] for c in pod.spec["containers"]] == ["bridge", "policy-server"]
 
 
@@ -242,19 +274,69 @@ def test_production_overlay_pins_the_image_and_logs_json() -> None:
     for c in (pod.bridge, pod.policy):
         name, _, tag = c["image"].rpartition(":")
         assert tag and tag != "latest" and "/" in name
-    assert pod.bridge_args.log_format == "json"
-    assert base.bridge_args.log_format == "text"
+    assert pod.bridge_args.log_format == pod.policy_args.log_format == "json"
+    assert base.bridge_args.log_format == base.policy_args.log_format == "text"
     assert s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules))) != (
         s.koordinator_rules(base.file(base.policy, str(base.policy_args.rules))))
-    # Apart from the log format, the overlay repeats the base's bridge arguments.
-    differing = set(pod.bridge["args"]) ^ set(base.bridge["args"])
-    assert differing == {"--log-format=json", "--log-format=text"}
+    # Apart from the log format (and the resctrl tree its Resctrl rule needs), the overlay
+    # repeats the base's arguments.
+    for c, b in ((pod.bridge, base.bridge), (pod.policy, base.policy)):
+        differing = set(c["args"]) ^ set(b["args"])
+        extra = {"--resctrl-root=/host/sys/fs/resctrl"} if c is pod.policy else set()
+        assert differing == {"--log-format=json", "--log-format=text", *extra}, c["name"]
 
 
-def test_kustomize_renderer_merges_named_lists_and_replaces_others() -> None:
-    base = {"containers": [{"name": "a", "args": ["x", "y"], "image": "i"},
-                           {"name": "b", "args": ["z"]}]}
-    patch = {"containers": [{"name": "a", "args": ["w"]}]}
-    merged = s._strategic_merge(base, patch)
-    assert merged == {"containers": [{"name": "a", "args": ["w"], "image": "i"},
-                                     {"name": "b", "args": ["z"]}]}
+def _metrics_port(pod: s.Pod, c: dict[str, Any], args: Any) -> dict[str, Any]:
+    """The container port its --metrics-address listens on (all interfaces)."""
+    host, _, port = args.metrics_address.rpartition(":")
+    assert host == "0.0.0.0", f"{c['name']}: Prometheus scrapes the pod IP, not {host}"
+    [declared] = [p for p in c["ports"] if p["containerPort"] == int(port)]
+    return declared
+
+
+def test_metrics_listeners_are_declared_ports_behind_annotated_services(pod: s.Pod) -> None:
+    services = {d["metadata"]["name"]: d for d in pod.docs if d["kind"] == "Service"}
+    labels = pod.daemonset["spec"]["template"]["metadata"]["labels"]
+    ports = [_metrics_port(pod, pod.bridge, pod.bridge_args),
+             _metrics_port(pod, pod.policy, pod.policy_args)]
+    names = [p["name"] for p in ports]
+    assert len(set(names)) == 2, "port names are unique within a pod"
+    served = []
+    for svc in services.values():
+        spec, notes = svc["spec"], svc["metadata"]["annotations"]
+        assert spec["clusterIP"] == "None" and spec["publishNotReadyAddresses"] is True
+        assert spec["selector"].items() <= labels.items(), "the Service selects the pod"
+        [port] = spec["ports"]
+        assert port["name"] == "metrics"
+        [target] = [p for p in ports if p["name"] == port["targetPort"]]
+        # The classic scrape config takes the port from the annotation, not the Service.
+        assert notes["prometheus.io/scrape"] == "true"
+        assert int(notes["prometheus.io/port"]) == target["containerPort"] == port["port"]
+        assert notes["prometheus.io/path"] == "/metrics"
+        served.append(target["name"])
+    assert sorted(served) == sorted(names), "each program's metrics behind one Service"
+
+
+def test_servicemonitor_component_selects_both_metrics_services(tmp_path: Path) -> None:
+    component = s.KUSTOMIZE / "components" / "servicemonitor"
+    # An overlay as a user writes it (kustomize wants relative paths).
+    base, component = (os.path.relpath(p, tmp_path) for p in (s.BASE, component))
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources:\n  - {base}\ncomponents:\n  - {component}\n", encoding="utf-8")
+    docs = s.render(tmp_path)
+    monitor = s.one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    spec = monitor["spec"]
+    services = [d for d in docs if d["kind"] == "Service"
+                and spec["selector"]["matchLabels"].items() <= d["metadata"]["labels"].items()]
+    assert len(services) == 2
+    assert all(svc["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
+               for svc in services)
+    [endpoint] = spec["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert all(endpoint["port"] in {p["name"] for p in svc["spec"]["ports"]}
+               for svc in services)
+    # Everything else the component adds to the base is still schema-valid core objects.
+    errors = [e for d in docs if d["kind"] != "ServiceMonitor"
+              for e in [s.schema_errors(d)] if e is not None]
+    assert not errors, errors

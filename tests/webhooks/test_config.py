@@ -130,6 +130,30 @@ def test_control_section() -> None:
         parse_control({"socket_mode": "rw"})
 
 
+def test_metrics_address_may_be_any_interface_unlike_the_control_address() -> None:
+    # GET /metrics alone is served there, so a pod IP (0.0.0.0, [::]) is fine.
+    assert parse_control({"metrics_address": "0.0.0.0:9464"}).metrics_address == (
+        "0.0.0.0", 9464)
+    assert parse_control({"metrics_address": "[::]:9464"}).metrics_address == ("::", 9464)
+    assert parse_control({}).metrics_address is None
+    for bad in ("9464", "0.0.0.0:", "0.0.0.0:70000", ":9464"):
+        with pytest.raises(ConfigError, match=r"^control\.metrics_address: expected HOST:PORT"):
+            parse_control({"metrics_address": bad})
+    with pytest.raises(ConfigError, match=r"^control\.metrics_address: expected HOST:PORT"):
+        parse_control({"metrics_address": 9464})
+
+
+def test_metrics_address_flag_overrides_the_file() -> None:
+    from bridge.cli import _apply_flags, build_parser
+
+    config = load_text("control:\n  metrics_address: 127.0.0.1:1\n", "f.yaml")
+    args = build_parser("run").parse_args(["run", "--metrics-address", "0.0.0.0:9464"])
+    assert _apply_flags(config, args).control.metrics_address == ("0.0.0.0", 9464)
+    args = build_parser("run").parse_args(["run", "--metrics-address", "nope"])
+    with pytest.raises(ConfigError, match=r"^--metrics-address: expected HOST:PORT"):
+        _apply_flags(config, args)
+
+
 def test_whole_file_and_top_level_errors() -> None:
     config = load_text("webhooks:\n  - name: a\n    url: unix:///a.sock\n    timeout: 250ms\n"
                        "control:\n  socket: /run/b/c.sock\n", "f.yaml")
