@@ -12,10 +12,15 @@ removal past the allow list.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
+
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
 
 from bridge.contract.convert import ConversionError, fill, to_json
 from bridge.proto.nri import api_pb2 as api
+
+E = TypeVar("E", bound=Message)
 
 # remove.<kind> -> where NRI carries the marker
 REMOVABLE = ("annotations", "mounts", "env", "devices", "namespaces", "sysctl", "net_devices")
@@ -95,11 +100,17 @@ def adjustment_to_json(adjust: api.ContainerAdjustment) -> dict[str, Any]:
     for table in (clean.annotations, linux.sysctl, linux.net_devices):
         for key in [k for k in table if k.startswith("-")]:
             del table[key]
-    for items, attr in ((clean.mounts, "destination"), (clean.env, "key"),
-                        (linux.devices, "path"), (linux.namespaces, "type")):
-        kept = [item for item in items if not getattr(item, attr).startswith("-")]
-        del items[:]
-        items.extend(kept)
+    _drop_marked(clean.mounts, "destination")
+    _drop_marked(clean.env, "key")
+    _drop_marked(linux.devices, "path")
+    _drop_marked(linux.namespaces, "type")
     data = to_json(clean)
     data["remove"] = remove
     return data
+
+
+def _drop_marked(items: RepeatedCompositeFieldContainer[E], attr: str) -> None:
+    """Remove the entries whose `attr` carries NRI's "-" removal marker."""
+    kept = [item for item in items if not getattr(item, attr).startswith("-")]
+    del items[:]
+    items.extend(kept)

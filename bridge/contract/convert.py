@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -34,6 +34,8 @@ _INT_RANGES: dict[int, tuple[int, int]] = {
     FD.TYPE_UINT32: (0, 2**32 - 1), FD.TYPE_FIXED32: (0, 2**32 - 1),
     FD.TYPE_UINT64: (0, 2**64 - 1), FD.TYPE_FIXED64: (0, 2**64 - 1),
 }
+
+M = TypeVar("M", bound=Message)
 
 
 class ConversionError(BridgeError):
@@ -98,7 +100,7 @@ def _out_converter(fd: Any) -> _Out:
 # -- JSON -> protobuf ---------------------------------------------------------------
 
 
-def from_json(data: Any, cls: type[Message], path: str = "") -> Message:
+def from_json(data: Any, cls: type[M], path: str = "") -> M:
     msg = cls()
     fill(msg, data, path)
     return msg

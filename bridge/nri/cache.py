@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
@@ -16,8 +16,9 @@ from bridge.proto.nri import api_pb2 as api
 log = logging.getLogger(__name__)
 
 MAX_OBJECTS = 100_000
+T = TypeVar("T", api.PodSandbox, api.Container)
 
-_STATE_AFTER: dict[Event, int] = {
+_STATE_AFTER: dict[Event, api.ContainerState] = {
     Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
     Event.POST_CREATE_CONTAINER: api.CONTAINER_CREATED,
     Event.START_CONTAINER: api.CONTAINER_RUNNING,
@@ -93,8 +94,7 @@ class StateCache:
                 current.linux.resources.MergeFrom(update.linux.resources)
 
     @staticmethod
-    def _put(table: dict[str, api.PodSandbox] | dict[str, api.Container], key: str,
-             value: api.PodSandbox | api.Container) -> None:
+    def _put(table: dict[str, T], key: str, value: T) -> None:
         if key not in table and len(table) >= MAX_OBJECTS:
             log.warning("state cache full (%d objects); not tracking %s", MAX_OBJECTS, key)
             return

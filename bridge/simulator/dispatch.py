@@ -108,7 +108,7 @@ class Dispatcher:
     async def deliver(self, conn: PluginConnection, event: Event, request: Any) -> Message | None:
         """Send one event to one plugin; returns its decoded response (None via StateChange)."""
         if event in FALLBACK_EVENTS and (not self.profile.dedicated_rpcs or conn.use_state_change):
-            change = api.StateChangeEvent(event=event.value)
+            change = api.StateChangeEvent(event=event.proto)
             if request.HasField("pod"):
                 change.pod.CopyFrom(request.pod)
             container = container_of(request)
