@@ -142,11 +142,12 @@ def _fill_message_value(target: Message, value: Any, path: str) -> None:
         if inner.is_repeated:
             if not isinstance(value, list):
                 raise ConversionError(path, f"expected a list, got {_kind(value)}")
-            target.value.extend(_scalar(inner, v, f"{path}[{i}]")  # type: ignore[attr-defined]
-                                for i, v in enumerate(value))
+            # Wrapper messages (Optional*, *List) all keep their content in `value`.
+            getattr(target, "value").extend(  # noqa: B009
+                _scalar(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
             target.SetInParent()
         else:
-            target.value = _scalar(inner, value, path)  # type: ignore[attr-defined]
+            setattr(target, "value", _scalar(inner, value, path))  # noqa: B010
             target.SetInParent()
         return
     fill(target, value, path)

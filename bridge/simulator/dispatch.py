@@ -167,9 +167,9 @@ class Dispatcher:
                 return self._failed(event, started, f"plugin {conn.label}: {exc.message}",
                                     responses)
             responses.append((conn.label, response))
-            if response is not None and event in (Event.UPDATE_CONTAINER, Event.STOP_CONTAINER):
+            if isinstance(response, (api.UpdateContainerResponse, api.StopContainerResponse)):
                 try:
-                    updates.add(conn.label, response.update)  # type: ignore[attr-defined]
+                    updates.add(conn.label, response.update)
                 except MergeError as exc:
                     return self._failed(event, started, str(exc), responses)
         merged = updates.result()
