@@ -7,6 +7,7 @@ reply shape a policy would have produced. Both are pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -57,7 +58,7 @@ def reply_json(response: Message | None) -> dict[str, Any]:
     return out
 
 
-def updates_json(updates: Any) -> dict[str, Any]:
+def updates_json(updates: Sequence[api.ContainerUpdate]) -> dict[str, Any]:
     return {"update": [to_json(u) for u in updates]} if updates else {}
 
 
