@@ -36,7 +36,6 @@ from policy_server.resctrl import ResctrlFS
 log = logging.getLogger(__name__)
 
 DEFAULT_CGROUP_ROOT = Path("/sys/fs/cgroup")
-CFS_PERIOD_US = 100_000
 # cgroup v1 reports "no memory limit" as a page-rounded huge number, not -1.
 _V1_UNLIMITED_MEMORY = 1 << 62
 

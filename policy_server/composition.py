@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.catalogue import API_VERSION, EventName
+from bridge.contract.catalogue import EventName
+from bridge.contract.codec import envelope
 from policy_server import node_state
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
@@ -400,16 +401,9 @@ class PolicyServer:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        body = {
-            "api_version": API_VERSION,
-            "uid": f"resync-{uuid.uuid4()}",
-            "event": EventName.SYNCHRONIZE.value,
-            "runtime": {"name": "nri-policy-server", "version": "resync"},
-            "budget_ms": 0,
-            "dry_run": False,
-            "pods": snapshot.pods,
-            "containers": snapshot.containers,
-        }
+        body = envelope(EventName.SYNCHRONIZE.value, f"resync-{uuid.uuid4()}",
+                        "nri-policy-server", "resync", budget_ms=0, dry_run=False,
+                        payload={"pods": snapshot.pods, "containers": snapshot.containers})
         # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
         names = [n for n in self.resync_policies if n != self._reconciled_policy]
         # Every policy first, with no await in between: their state is rebuilt from one view.

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.contract.catalogue import API_VERSION, EventName
+from bridge.contract.catalogue import EventName
+from bridge.contract.codec import envelope
 from policy_server import coresched
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
@@ -174,16 +175,16 @@ class NodeReconciler:
         return report
 
     def _body(self, snapshot: BridgeState, containers: list[Any]) -> dict[str, Any]:
-        return {
-            "api_version": API_VERSION,
-            "uid": f"reconcile-{uuid.uuid4()}",
-            "event": EventName.SYNCHRONIZE.value,
-            "runtime": {"name": "nri-policy-server", "version": "reconcile"},
-            "budget_ms": 0,
-            "dry_run": False,
-            "pods": snapshot.pods,
-            "containers": containers,
-        }
+        payload = {"pods": snapshot.pods, "containers": containers}
+        return envelope(
+            EventName.SYNCHRONIZE.value,
+            f"reconcile-{uuid.uuid4()}",
+            "nri-policy-server",
+            "reconcile",
+            budget_ms=0,
+            dry_run=False,
+            payload=payload,
+        )
 
     async def _push(self, updates: list[dict[str, Any]], report: PassReport) -> None:
         if not updates:
