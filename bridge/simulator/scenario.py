@@ -201,9 +201,9 @@ def _wire_step(raw: Mapping[str, Any], where: str) -> EventStep | None:
         except ValueError:
             raise ScenarioError(f"{where}: StateChange with unknown event {change.event}") from None
         message = REQUEST_TYPES[event]()
-        message.pod.CopyFrom(change.pod)  # type: ignore[attr-defined]
+        getattr(message, "pod").CopyFrom(change.pod)  # noqa: B009 - every event request has one
         if change.HasField("container") and "container" in message.DESCRIPTOR.fields_by_name:
-            message.container.CopyFrom(change.container)  # type: ignore[attr-defined]
+            getattr(message, "container").CopyFrom(change.container)  # noqa: B009
         return EventStep(event, message)
     if rpc not in EVENTS_BY_RPC:
         raise ScenarioError(f"{where}: unknown rpc {rpc!r}")

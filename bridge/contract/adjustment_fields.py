@@ -1,0 +1,121 @@
+"""What each adjustable NRI field means to the bridge, defined once.
+
+For every field of ContainerAdjustment, LinuxContainerAdjustment and LinuxResources (the parts
+a policy may set in `adjust` and `update`): the allow-list kind an operator must grant, how
+ownership is counted when several webhooks answer (protocol §7.2), and whether NRI's "-" marker
+can remove it (§7.1). The allow list (bridge.webhooks.kinds), the merge (bridge.webhooks.merge)
+and the removal syntax (bridge.contract.adjustment) read this table; a new adjustment field is
+added here (after `make proto`). A field missing from the table is its own kind (refused until
+someone allows it by name) with a single owner, so it is never silently unguarded.
+
+Must not do I/O or know about webhooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+
+from google.protobuf.message import Message
+
+
+class Owner(Enum):
+    SINGLE = "single"  # the whole field has one owner (cgroups_path, args, cpu.shares, ...)
+    MAP = "map"  # one owner per map key (annotations, sysctl, unified, ...)
+    ENTRY = "entry"  # one owner per list entry, named by the entry's `key` attribute
+    APPEND = "append"  # append-only: never conflicts (hooks, cgroup device rules)
+    NESTED = "nested"  # each set field of the sub-message has one owner (memory.limit, ...)
+    WALKED = "walked"  # a sub-message with a table of its own (linux, linux.resources)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRule:
+    kind: str  # the allow-list kind
+    owner: Owner
+    key: str = ""  # Owner.ENTRY: the attribute naming an entry
+    removable: bool = False  # NRI's "-" marker removes an entry (webhook JSON: remove.<field>)
+
+
+_R = FieldRule
+# Table order is the order of remove.<field> in messages and schemas.
+ADJUSTMENT_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
+    "annotations": _R("annotations", Owner.MAP, removable=True),
+    "mounts": _R("mounts", Owner.ENTRY, "destination", removable=True),
+    "env": _R("env", Owner.ENTRY, "key", removable=True),
+    "hooks": _R("hooks", Owner.APPEND),
+    "rlimits": _R("rlimits", Owner.ENTRY, "type"),
+    "CDI_devices": _R("cdi_devices", Owner.ENTRY, "name"),
+    "args": _R("args", Owner.SINGLE),
+    "linux": _R("", Owner.WALKED),
+})
+LINUX_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
+    "devices": _R("devices", Owner.ENTRY, "path", removable=True),
+    "namespaces": _R("namespaces", Owner.ENTRY, "type", removable=True),
+    "sysctl": _R("sysctl", Owner.MAP, removable=True),
+    "net_devices": _R("net_devices", Owner.MAP, removable=True),
+    "cgroups_path": _R("cgroups_path", Owner.SINGLE),
+    "oom_score_adj": _R("oom_score_adj", Owner.SINGLE),
+    "io_priority": _R("io_priority", Owner.SINGLE),
+    "seccomp_policy": _R("seccomp", Owner.SINGLE),
+    "scheduler": _R("scheduler", Owner.SINGLE),
+    "rdt": _R("rdt", Owner.SINGLE),
+    "memory_policy": _R("memory_policy", Owner.SINGLE),
+    "resources": _R("", Owner.WALKED),
+})
+# LinuxResources, in adjustments and in updates. Cgroup device rules grant device access, so
+# they need `devices`.
+RESOURCE_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
+    "memory": _R("resources", Owner.NESTED),
+    "cpu": _R("resources", Owner.NESTED),
+    "pids": _R("resources", Owner.NESTED),
+    "hugepage_limits": _R("resources", Owner.ENTRY, "page_size"),
+    "unified": _R("resources", Owner.MAP),
+    "blockio_class": _R("blockio_class", Owner.SINGLE),
+    "rdt_class": _R("rdt_class", Owner.SINGLE),
+    "devices": _R("devices", Owner.APPEND),
+})
+
+ALL_KINDS = frozenset(
+    r.kind for table in (ADJUSTMENT_FIELDS, LINUX_FIELDS, RESOURCE_FIELDS) for r in table.values()
+    if r.owner is not Owner.WALKED
+)
+# remove.<field> -> its rule, in table order.
+REMOVABLE: Mapping[str, FieldRule] = MappingProxyType({
+    name: rule for table in (ADJUSTMENT_FIELDS, LINUX_FIELDS) for name, rule in table.items()
+    if rule.removable
+})
+
+
+def rule_of(table: Mapping[str, FieldRule], name: str) -> FieldRule:
+    return table.get(name) or FieldRule(name, Owner.SINGLE)
+
+
+# (field, key, is_removal); key is "" for single-owner fields.
+Touch = tuple[str, str, bool]
+
+
+def touches(msg: Message, table: Mapping[str, FieldRule]) -> Iterator[Touch]:
+    """What setting `msg`'s fields claims, field by field (sub-messages `linux` and `resources`
+    are walked by the caller with their own tables)."""
+    for fd, value in msg.ListFields():
+        rule = rule_of(table, fd.name)
+        name = fd.name.lower()  # CDI_devices is claimed as cdi_devices
+        if rule.owner is Owner.SINGLE:
+            yield name, "", False
+        elif rule.owner is Owner.MAP:
+            for key in value:
+                yield _keyed(name, key, rule)
+        elif rule.owner is Owner.ENTRY:
+            for entry in value:
+                yield _keyed(name, str(getattr(entry, rule.key)), rule)
+        elif rule.owner is Owner.NESTED:
+            for sub, _ in value.ListFields():
+                yield f"{name}.{sub.name}", "", False
+
+
+def _keyed(name: str, key: str, rule: FieldRule) -> Touch:
+    if rule.removable and key.startswith("-"):
+        return name, key[1:], True
+    return name, key, False
