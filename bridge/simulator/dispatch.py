@@ -48,9 +48,6 @@ FALLBACK_EVENTS = frozenset({
     Event.POST_CREATE_CONTAINER, Event.START_CONTAINER, Event.POST_START_CONTAINER,
     Event.POST_UPDATE_CONTAINER, Event.REMOVE_CONTAINER, Event.POST_UPDATE_POD_SANDBOX,
 })
-V0_10_EVENTS = frozenset({
-    Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT,
-})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +98,7 @@ class Dispatcher:
         self._all_plugins = all_plugins
 
     def supports(self, event: Event) -> bool:
-        return event not in V0_10_EVENTS or self.profile.pod_update_events
+        return self.profile.delivers(event)
 
     # -- delivery ---------------------------------------------------------------------
 
@@ -230,6 +227,14 @@ class Dispatcher:
             plugins=[api.PluginInstance(name=p.name, index=p.index)
                      for p in self._all_plugins() if p.is_active],
         )
+        # The adaptation merges into an adjustment whose hooks, memory, cpu (and, from
+        # v0.11, rdt) sections already exist, so validators see them present even
+        # when empty (recorded: containerd 2.2.7 / 2.3.4, CRI-O 1.36.3).
+        request.adjust.hooks.SetInParent()
+        request.adjust.linux.resources.memory.SetInParent()
+        request.adjust.linux.resources.cpu.SetInParent()
+        if self.profile.nri >= (0, 11, 0):
+            request.adjust.linux.rdt.SetInParent()
         outcomes = await asyncio.gather(
             *(self.deliver(v, event, request) for v in validators), return_exceptions=True)
         for conn, outcome in zip(validators, outcomes, strict=True):
