@@ -36,7 +36,7 @@ from bridge.contract.catalogue import (
     mask_of,
 )
 from bridge.contract.nri_version import format_version, nri_version_of, supported_mask
-from bridge.errors import RpcError
+from bridge.errors import ConfigError, RpcError
 from bridge.nri.cache import MAX_OBJECTS, StateCache
 from bridge.nri.handler_api import (
     HANDLER_METHODS,
@@ -140,7 +140,13 @@ class PluginService:
             request_timeout_s=(req.request_timeout / 1000.0 if req.request_timeout > 0
                                else DEFAULT_REQUEST_TIMEOUT_S),
         )
-        await self._handler.configure(runtime)
+        try:
+            await self._handler.configure(runtime)
+        except ConfigError as exc:
+            # A launched plugin's conf.d file that does not parse: refuse Configure, so
+            # the runtime logs why and drops us, rather than run half-configured.
+            raise RpcError(Code.INVALID_ARGUMENT, f"invalid plugin configuration: {exc}",
+                           ) from None
         self._wanted = self._handler.wanted_events()
         wanted = self._wanted | (CACHE_EVENTS if self._options.track_state else frozenset())
         allowed = supported_mask(nri)
