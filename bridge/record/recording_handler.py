@@ -8,6 +8,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import Event
 from bridge.contract.codec import envelope, reply_json, request_payload, sync_payload, updates_json
 from bridge.nri.handler_api import (
@@ -39,8 +40,8 @@ class RecordingHandler(Handler):
                 outcome: str, started: float) -> None:
         loop = asyncio.get_running_loop()
         budget_ms = max(0, int((ctx.deadline - started) * 1000))
-        doc = envelope(ctx.name, ctx.uid, ctx.runtime.name, ctx.runtime.version, budget_ms,
-                       False, payload)
+        runtime = runtime_ref(ctx.runtime.name, ctx.runtime.version, ctx.runtime.nri_version)
+        doc = envelope(ctx.name, ctx.uid, runtime, budget_ms, False, payload)
         self.recorder.write(doc, reply, outcome, (loop.time() - started) * 1000)
 
     async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
