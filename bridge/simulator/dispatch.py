@@ -33,6 +33,8 @@ from bridge.simulator.connection import (
     PluginFatal,
     decode_message,
 )
+from bridge.simulator.default_validator import LABEL as DEFAULT_VALIDATOR
+from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.ownership import Ownership
 from bridge.simulator.profiles import RuntimeProfile
@@ -91,8 +93,10 @@ class Dispatcher:
     """Runs events against a list of plugins for one runtime profile."""
 
     def __init__(self, profile: RuntimeProfile, request_timeout_s: float, close: CloseFn,
-                 all_plugins: Callable[[], Sequence[PluginConnection]]) -> None:
+                 all_plugins: Callable[[], Sequence[PluginConnection]],
+                 default_validator: DefaultValidator | None = None) -> None:
         self.profile = profile
+        self.default_validator = default_validator
         self.request_timeout_s = request_timeout_s
         self._close = close
         self._all_plugins = all_plugins
@@ -219,13 +223,20 @@ class Dispatcher:
         """Run validators concurrently (v0.10+); returns why creation fails, or None."""
         event = Event.VALIDATE_CONTAINER_ADJUSTMENT
         validators = self._targets(plugins, event) if self.supports(event) else []
-        if not validators:
+        builtin = self.default_validator if self.supports(event) else None
+        if not validators and builtin is None:
             return None
+        active = [p for p in self._all_plugins() if p.is_active]
+        if builtin is not None:
+            refusal = builtin.refusal(pod, original, ((p.name, p.index) for p in active))
+            if refusal is not None:
+                return (f'validator "{DEFAULT_VALIDATOR}" rejected container adjustment, '
+                        f"reason: {refusal}")
         request = api.ValidateContainerAdjustmentRequest(
             pod=pod, container=original, adjust=merged.adjust, update=merged.update,
             owners=owners.to_proto(),
-            plugins=[api.PluginInstance(name=p.name, index=p.index)
-                     for p in self._all_plugins() if p.is_active],
+            plugins=([builtin.instance()] if builtin is not None else [])
+            + [api.PluginInstance(name=p.name, index=p.index) for p in active],
         )
         # The adaptation merges into an adjustment whose hooks, memory, cpu (and, from
         # v0.11, rdt) sections already exist, so validators see them present even

@@ -20,10 +20,11 @@ from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PluginConnection
 from bridge.simulator.cri import CriUnimplemented, run_cri
+from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.handshake import configure_request
 from bridge.simulator.profiles import PROFILES
 from bridge.simulator.recording import WireLine, load_wire_log, rpc_sequence
-from bridge.simulator.runtime import SimulatedRuntime
+from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.simulator.scenario import SCENARIO_DIR
 from bridge.simulator.synthetic import template
 from bridge.wire import envelope
@@ -205,3 +206,42 @@ async def test_validator_reject_fails_create_with_the_runtime_message(
         assert [r.event for r in result.events] == ["CreateContainer"]
         assert container.id not in h.runtime.state.containers
         assert h.conn.is_active
+
+
+@pytest.mark.timeout(20)
+async def test_default_validator_fails_closed_without_the_required_plugin(
+        sock_path: Path) -> None:
+    """The fail-closed recipe (deploy/runtime/*-fail-closed.*): the runtime's default
+    validator requires the bridge; without it CreateContainer fails, unless the pod
+    carries the tolerate annotation; with it, validation lists 00-default-validator."""
+    validator = DefaultValidator(("webhook-bridge",),
+                                 "tolerate-missing-nri-plugins.noderesource.dev")
+    pod, container = template()
+    runtime = SimulatedRuntime(sock_path, "containerd-2.3.4", default_validator=validator)
+    await runtime.start()
+    try:
+        refused = await run_cri(runtime, "CreateContainer", pod, container)
+        assert refused.error == ('validator "00-default-validator" rejected container '
+                                 "adjustment, reason: required plugins 'webhook-bridge' "
+                                 "not present")
+        tolerant = api.PodSandbox()
+        tolerant.CopyFrom(pod)
+        tolerant.annotations["tolerate-missing-nri-plugins.noderesource.dev/pod"] = "true"
+        assert (await run_cri(runtime, "CreateContainer", tolerant, container)).ok
+    finally:
+        await runtime.stop()
+    handler = Noop()
+    async with connected(sock_path, handler, "containerd-2.3.4", name="webhook-bridge",
+                         index="50", default_validator=validator) as h:
+        second = api.Container()
+        second.CopyFrom(container)
+        second.id = "b" * 64
+        assert (await run_cri(h.runtime, "CreateContainer", pod, second)).ok
+    [validation] = handler.validations
+    assert [(p.index, p.name) for p in validation.plugins] == [
+        ("00", "default-validator"), ("50", "webhook-bridge")]
+
+
+def test_default_validator_needs_nri_v0_10(sock_path: Path) -> None:
+    with pytest.raises(SimulatorError, match="no default validator"):
+        SimulatedRuntime(sock_path, "containerd-2.1.9", default_validator=DefaultValidator())
