@@ -16,6 +16,7 @@ Owns: that table and the two questions asked of it. Must not: log or count
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -62,8 +63,7 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
 
 
 def fields_used(adjust: api.ContainerAdjustment | None,
-                updates: tuple[api.ContainerUpdate, ...] | list[api.ContainerUpdate] = (),
-                ) -> set[str]:
+                updates: Sequence[api.ContainerUpdate] = ()) -> set[str]:
     """Every field path an adjustment and updates set (present sections count)."""
     used: set[str] = set()
     if adjust is not None:

@@ -107,8 +107,9 @@ def load_wire_log(path: str | Path) -> list[WireLine]:
     return lines
 
 
-def rpc_sequence(lines: Sequence[WireLine], *, skip: frozenset[str] = frozenset()) -> list[
-        tuple[str, str]]:
+def rpc_sequence(lines: Sequence[WireLine], *,
+                 skip: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The (rpc, StateChange event) steps of a log, leaving out the RPCs in `skip`."""
     return [line.step for line in lines if line.rpc not in skip]
 
 

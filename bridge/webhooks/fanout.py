@@ -33,7 +33,7 @@ from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.capabilities import dropped_fields, fields_used, runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, Event
 from bridge.contract.convert import to_json
-from bridge.contract.nri_version import Version
+from bridge.contract.nri_version import Version, format_version
 from bridge.metrics import Metrics
 from bridge.nri.handler_api import (
     EventContext,
@@ -170,8 +170,7 @@ class WebhookHandler(UniformHandler):
             self.metrics.dropped_fields.labels(event, hook.name, path).inc()
         log.warning("the runtime will ignore fields this policy set (its NRI version does "
                     "not apply them)", extra={**extra, "fields": dropped,
-                                              "nri_version": "v{}.{}.{}".format(*nri)
-                                              if nri is not None else "unknown"})
+                                              "nri_version": format_version(nri)})
 
     def _record(self, hook: Webhook, event: str, outcome: str, elapsed_s: float,
                 extra: dict[str, Any]) -> None:
