@@ -18,7 +18,7 @@ setup: $(STAMP)
 tools:
 	bash tests/deploy/setup/install-kubectl.sh
 
-# Regenerate bridge/proto/*_pb2.py from schemas/nri/*.proto.
+# Regenerate bridge/proto/nri/*_pb2.py and their *_pb2.pyi type stubs from schemas/nri/*.proto.
 proto: $(STAMP)
 	$(BIN)/python -m bridge.proto.generate
 

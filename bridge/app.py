@@ -24,7 +24,8 @@ from bridge.control.serving import ControlServer
 from bridge.control.settings import ControlSettings
 from bridge.errors import BridgeError
 from bridge.metrics import Metrics
-from bridge.nri.handler_api import Handler
+from bridge.nri.cache import StateCache
+from bridge.nri.event_call import EventHandler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
@@ -75,16 +76,9 @@ def control_deps(runner: PluginRunner, metrics: Metrics) -> ControlDeps:
 
 def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
     """Expose the runner's connection state through the metrics (read at scrape time)."""
-    def misses() -> int:
-        session = runner.session
-        return session.service.stats.deadline_misses if session is not None else 0
-    metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects, misses)
-
-    def in_flight() -> int:
-        session = runner.session
-        trunk = session.trunk if session is not None else None
-        return trunk.server.in_flight if trunk is not None else 0
-    metrics.watch_loop(in_flight, _task_count)
+    metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects,
+                         lambda: runner.deadline_misses)
+    metrics.watch_loop(lambda: runner.in_flight, _task_count)
 
 
 def _task_count() -> int:
@@ -96,15 +90,16 @@ def _task_count() -> int:
 
 async def run(options: RunOptions) -> int:
     metrics = Metrics()
-    handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file)
-    served: Handler = handler
+    cache = StateCache()
+    handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
+                                knows_container=cache.knows_container)
+    served: EventHandler = handler
     recorder = None
     if options.record is not None:
         recorder = Recorder(options.record.path, options.record.redaction)
         served = RecordingHandler(handler, recorder)
     runner = PluginRunner(options.identity, served, socket_path=options.socket_path,
-                          fd=options.fd, options=ServiceOptions())
-    handler.use_state(runner.cache.knows_container)
+                          fd=options.fd, options=ServiceOptions(), cache=cache)
     watch_runner(metrics, runner)
     # Signal handlers first: a SIGTERM that arrives once the control socket exists
     # must stop us cleanly (and remove the socket), not kill us.

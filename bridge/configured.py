@@ -12,22 +12,22 @@ not parse is logged as an error naming the offending key and raised as
 ConfigError, which the plugin service answers as a Configure error: the runtime
 logs it and drops the plugin instead of running it half-configured.
 
-Owns: choosing and building the handler, and forwarding every event to it. Must
-not: parse anything itself (bridge.config does) or know the wire.
+Owns: choosing and building the handler, and passing every EventCall to it (it
+sits on the event path like any other EventHandler). Must not: parse anything
+itself (bridge.config does) or know the wire.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from bridge.config import BridgeConfig, load_text
 from bridge.contract.catalogue import Event
 from bridge.errors import ConfigError
 from bridge.metrics import Metrics
-from bridge.nri.handler_api import EventContext, Handler, RuntimeInfo
+from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
-from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.fanout import WebhookHandler
 
 log = logging.getLogger(__name__)
@@ -36,18 +36,20 @@ RUNTIME_CONFIG_SOURCE = "runtime config (Configure.config)"
 
 
 def build_handler(config: BridgeConfig, metrics: Metrics,
-                  knows_container: Callable[[str], bool] = lambda _: False) -> Handler:
+                  knows_container: Callable[[str], bool]) -> WebhookHandler | StaticHandler:
     if config.webhooks:
         return WebhookHandler(config.webhooks, metrics, knows_container=knows_container)
     return StaticHandler(config.static)
 
 
-def handler_kind(handler: Handler) -> str:
+def handler_kind(handler: WebhookHandler | StaticHandler) -> str:
     return "webhooks" if isinstance(handler, WebhookHandler) else "static"
 
 
-class ConfiguredHandler(Handler):
-    """Forwards every event to the handler the configuration asks for (see module doc)."""
+class ConfiguredHandler:
+    """The EventHandler the configuration asks for (see module doc): every call goes to
+    `inner`, which Configure may replace. `knows_container` answers whether an update target
+    exists (the plugin's state cache), for the webhooks' reply guard."""
 
     def __init__(self, config: BridgeConfig, metrics: Metrics, *, from_file: bool,
                  knows_container: Callable[[str], bool] = lambda _: False) -> None:
@@ -57,12 +59,6 @@ class ConfiguredHandler(Handler):
         self._runtime_text: str | None = None
         self.config = config
         self.inner = build_handler(config, metrics, knows_container)
-
-    def use_state(self, knows_container: Callable[[str], bool]) -> None:
-        """Let webhook replies be checked against the plugin's state cache."""
-        self._knows = knows_container
-        if isinstance(self.inner, WebhookHandler):
-            self.inner.knows_container = knows_container
 
     async def configure(self, runtime: RuntimeInfo) -> None:
         text = runtime.config
@@ -89,66 +85,12 @@ class ConfiguredHandler(Handler):
                             "webhooks": [w.name for w in config.webhooks]})
         await self.inner.configure(runtime)
 
-    async def aclose(self) -> None:
-        if isinstance(self.inner, WebhookHandler):
-            await self.inner.aclose()
-
     def wanted_events(self) -> frozenset[Event]:
         return self.inner.wanted_events()
 
-    # -- forwarding: one method per event (the plugin service looks them up by name) ----
+    async def handle(self, call: EventCall) -> Answer:
+        return await self.inner.handle(call)
 
-    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
-                          containers: Sequence[api.Container]) -> Sequence[api.ContainerUpdate]:
-        return await self.inner.synchronize(ctx, pods, containers)
-
-    async def run_pod_sandbox(self, ctx: EventContext, req: api.RunPodSandboxRequest) -> None:
-        await self.inner.run_pod_sandbox(ctx, req)
-
-    async def update_pod_sandbox(self, ctx: EventContext, req: api.UpdatePodSandboxRequest) -> None:
-        await self.inner.update_pod_sandbox(ctx, req)
-
-    async def post_update_pod_sandbox(
-            self, ctx: EventContext, req: api.PostUpdatePodSandboxRequest) -> None:
-        await self.inner.post_update_pod_sandbox(ctx, req)
-
-    async def stop_pod_sandbox(self, ctx: EventContext, req: api.StopPodSandboxRequest) -> None:
-        await self.inner.stop_pod_sandbox(ctx, req)
-
-    async def remove_pod_sandbox(self, ctx: EventContext, req: api.RemovePodSandboxRequest) -> None:
-        await self.inner.remove_pod_sandbox(ctx, req)
-
-    async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
-                               ) -> api.CreateContainerResponse | None:
-        return await self.inner.create_container(ctx, req)
-
-    async def post_create_container(
-            self, ctx: EventContext, req: api.PostCreateContainerRequest) -> None:
-        await self.inner.post_create_container(ctx, req)
-
-    async def start_container(self, ctx: EventContext, req: api.StartContainerRequest) -> None:
-        await self.inner.start_container(ctx, req)
-
-    async def post_start_container(
-            self, ctx: EventContext, req: api.PostStartContainerRequest) -> None:
-        await self.inner.post_start_container(ctx, req)
-
-    async def update_container(self, ctx: EventContext, req: api.UpdateContainerRequest,
-                               ) -> api.UpdateContainerResponse | None:
-        return await self.inner.update_container(ctx, req)
-
-    async def post_update_container(
-            self, ctx: EventContext, req: api.PostUpdateContainerRequest) -> None:
-        await self.inner.post_update_container(ctx, req)
-
-    async def stop_container(self, ctx: EventContext, req: api.StopContainerRequest,
-                             ) -> api.StopContainerResponse | None:
-        return await self.inner.stop_container(ctx, req)
-
-    async def remove_container(self, ctx: EventContext, req: api.RemoveContainerRequest) -> None:
-        await self.inner.remove_container(ctx, req)
-
-    async def validate_container_adjustment(
-            self, ctx: EventContext, req: api.ValidateContainerAdjustmentRequest,
-    ) -> api.ValidateContainerAdjustmentResponse | None:
-        return await self.inner.validate_container_adjustment(ctx, req)
+    async def aclose(self) -> None:
+        if isinstance(self.inner, WebhookHandler):
+            await self.inner.aclose()

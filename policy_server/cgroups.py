@@ -24,7 +24,6 @@ from policy_server.decision import CgroupWrite, Effect, HostDirectory
 log = logging.getLogger(__name__)
 
 DEFAULT_CGROUP_ROOT = Path("/sys/fs/cgroup")
-CFS_PERIOD_US = 100_000
 
 
 class ExecutorMode(StrEnum):

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.catalogue import API_VERSION, EventName
+from bridge.contract.capabilities import runtime_ref
+from bridge.contract.catalogue import EventName
+from bridge.contract.codec import envelope
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
     DEFAULT_CGROUP_ROOT,
@@ -277,16 +279,11 @@ class PolicyServer:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        body = {
-            "api_version": API_VERSION,
-            "uid": f"resync-{uuid.uuid4()}",
-            "event": EventName.SYNCHRONIZE.value,
-            "runtime": {"name": "nri-policy-server", "version": "resync"},
-            "budget_ms": 0,
-            "dry_run": False,
-            "pods": snapshot.pods,
-            "containers": snapshot.containers,
-        }
+        # Not from a runtime: no NRI version, so no capabilities to claim.
+        body = envelope(EventName.SYNCHRONIZE.value, f"resync-{uuid.uuid4()}",
+                        runtime_ref("nri-policy-server", "resync", None), budget_ms=0,
+                        dry_run=False,
+                        payload={"pods": snapshot.pods, "containers": snapshot.containers})
         # Every policy first, with no await in between: their state is rebuilt from one view.
         evaluations = [self.engine.evaluate_json(name, body) for name in self.resync_policies]
         pusher = self.pusher

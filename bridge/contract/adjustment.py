@@ -12,13 +12,20 @@ removal past the allow list.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
+
+from bridge.contract.adjustment_fields import ADJUSTMENT_FIELDS, Owner
+from bridge.contract.adjustment_fields import REMOVABLE as REMOVABLE_FIELDS
 from bridge.contract.convert import ConversionError, fill, to_json
 from bridge.proto.nri import api_pb2 as api
 
-# remove.<kind> -> where NRI carries the marker
-REMOVABLE = ("annotations", "mounts", "env", "devices", "namespaces", "sysctl", "net_devices")
+E = TypeVar("E", bound=Message)
+
+# remove.<field>: the fields NRI's "-" marker can remove (bridge.contract.adjustment_fields).
+REMOVABLE = tuple(REMOVABLE_FIELDS)
 
 
 def adjustment_from_json(data: Any, path: str = "adjust") -> api.ContainerAdjustment:
@@ -43,35 +50,31 @@ def adjustment_from_json(data: Any, path: str = "adjust") -> api.ContainerAdjust
     return adjust
 
 
-def _mark(adjust: api.ContainerAdjustment, kind: str, name: str) -> None:
-    marked = "-" + name
-    if kind == "annotations":
-        adjust.annotations[marked] = ""
-    elif kind == "mounts":
-        adjust.mounts.add(destination=marked)
-    elif kind == "env":
-        adjust.env.add(key=marked)
-    elif kind == "devices":
-        adjust.linux.devices.add(path=marked)
-    elif kind == "namespaces":
-        adjust.linux.namespaces.add(type=marked)
-    elif kind == "sysctl":
-        adjust.linux.sysctl[marked] = ""
-    elif kind == "net_devices":
-        adjust.linux.net_devices[marked].SetInParent()
+def _parent(adjust: api.ContainerAdjustment, name: str) -> Message:
+    """The message that holds removable field `name`: the adjustment or its `linux` part."""
+    return adjust if name in ADJUSTMENT_FIELDS else adjust.linux
+
+
+def _mark(adjust: api.ContainerAdjustment, name: str, key: str) -> None:
+    marked = "-" + key
+    rule = REMOVABLE_FIELDS[name]
+    field = getattr(_parent(adjust, name), name)
+    if rule.owner is Owner.ENTRY:
+        field.add(**{rule.key: marked})
+    elif isinstance(field[marked], Message):  # map of messages (net_devices)
+        field[marked].SetInParent()
+    else:  # map of strings (annotations, sysctl)
+        field[marked] = ""
 
 
 def _keys(adjust: api.ContainerAdjustment) -> dict[str, list[str]]:
-    linux = adjust.linux
-    return {
-        "annotations": list(adjust.annotations),
-        "mounts": [m.destination for m in adjust.mounts],
-        "env": [e.key for e in adjust.env],
-        "devices": [d.path for d in linux.devices],
-        "namespaces": [n.type for n in linux.namespaces],
-        "sysctl": list(linux.sysctl),
-        "net_devices": list(linux.net_devices),
-    }
+    """The keys of every removable field (map keys, or the entries' identifying attribute)."""
+    out: dict[str, list[str]] = {}
+    for name, rule in REMOVABLE_FIELDS.items():
+        field = getattr(_parent(adjust, name), name)
+        out[name] = ([str(getattr(e, rule.key)) for e in field] if rule.owner is Owner.ENTRY
+                     else list(field))
+    return out
 
 
 def _refuse_markers(adjust: api.ContainerAdjustment, path: str) -> None:
@@ -91,15 +94,20 @@ def adjustment_to_json(adjust: api.ContainerAdjustment) -> dict[str, Any]:
         return to_json(adjust)
     clean = api.ContainerAdjustment()
     clean.CopyFrom(adjust)
-    linux = clean.linux
-    for table in (clean.annotations, linux.sysctl, linux.net_devices):
-        for key in [k for k in table if k.startswith("-")]:
-            del table[key]
-    for items, attr in ((clean.mounts, "destination"), (clean.env, "key"),
-                        (linux.devices, "path"), (linux.namespaces, "type")):
-        kept = [item for item in items if not getattr(item, attr).startswith("-")]
-        del items[:]
-        items.extend(kept)
+    for name, rule in REMOVABLE_FIELDS.items():
+        field = getattr(_parent(clean, name), name)
+        if rule.owner is Owner.ENTRY:
+            _drop_marked(field, rule.key)
+        else:
+            for key in [k for k in field if k.startswith("-")]:
+                del field[key]
     data = to_json(clean)
     data["remove"] = remove
     return data
+
+
+def _drop_marked(items: RepeatedCompositeFieldContainer[E], attr: str) -> None:
+    """Remove the entries whose `attr` carries NRI's "-" removal marker."""
+    kept = [item for item in items if not getattr(item, attr).startswith("-")]
+    del items[:]
+    items.extend(kept)

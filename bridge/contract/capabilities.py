@@ -7,44 +7,32 @@ bridge warns and counts when a policy sets a field that runtime would drop.
 
 Fields are named by their path in ContainerAdjustment / ContainerUpdate, as in
 the webhook JSON (`linux.resources.pids`, `CDI_devices`, `args`); a removal of an
-entry counts as using the field. The first NRI version of each field is from the
-message reference (protocol §6.3, §6.4).
+entry counts as using the field. The first NRI version of each field is a column
+of bridge.contract.adjustment_fields (from the message reference, protocol §6.3, §6.4).
 
-Owns: that table and the two questions asked of it. Must not: log or count
+Owns: the questions asked of that column. Must not: log or count
 (the webhook handler does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from google.protobuf.message import Message
 
+from bridge.contract.adjustment_fields import FIELD_PATHS, WALKED_PATHS
 from bridge.contract.nri_version import Version, format_version
 from bridge.proto.nri import api_pb2 as api
 
-_ALWAYS: Version = (0, 0, 0)  # in every NRI version a runtime ships (v0.3.0 onwards)
-
-# Adjustment field path -> first NRI version whose runtimes apply it.
-FIELD_SINCE: dict[str, Version] = {
-    "annotations": _ALWAYS, "mounts": _ALWAYS, "env": _ALWAYS, "hooks": _ALWAYS,
-    "rlimits": _ALWAYS,
-    "CDI_devices": (0, 7, 0),
-    "args": (0, 10, 0),
-    "linux.devices": _ALWAYS, "linux.cgroups_path": _ALWAYS,
-    "linux.resources.memory": _ALWAYS, "linux.resources.cpu": _ALWAYS,
-    "linux.resources.hugepage_limits": _ALWAYS, "linux.resources.unified": _ALWAYS,
-    "linux.resources.blockio_class": _ALWAYS, "linux.resources.rdt_class": _ALWAYS,
-    "linux.resources.devices": _ALWAYS,
-    "linux.resources.pids": (0, 7, 0),
-    "linux.oom_score_adj": (0, 7, 0),
-    "linux.io_priority": (0, 10, 0), "linux.seccomp_policy": (0, 10, 0),
-    "linux.namespaces": (0, 10, 0),
-    "linux.sysctl": (0, 11, 0), "linux.net_devices": (0, 11, 0),
-    "linux.scheduler": (0, 11, 0), "linux.rdt": (0, 11, 0),
-    "linux.memory_policy": (0, 12, 0),
-}
+# Adjustment field path -> first NRI version whose runtimes apply it (the `since` column of
+# bridge.contract.adjustment_fields, the one list of adjustable fields).
+FIELD_SINCE: Mapping[str, Version] = MappingProxyType({
+    path: rule.since for path, rule in FIELD_PATHS.items()
+})
+# A path with no row (a proto field newer than the table) is assumed not applied: warn.
+_UNKNOWN: Version = (99, 0, 0)
 
 
 def capabilities(nri: Version | None) -> tuple[str, ...] | None:
@@ -78,13 +66,13 @@ def dropped_fields(used: set[str], nri: Version | None) -> list[str]:
     """The fields in `used` a runtime with NRI version `nri` would silently drop."""
     if nri is None:
         return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
-    return sorted(p for p in used if FIELD_SINCE.get(p, (99, 0, 0)) > nri)
+    return sorted(p for p in used if FIELD_SINCE.get(p, _UNKNOWN) > nri)
 
 
 def _collect(msg: Message, prefix: str, used: set[str]) -> None:
     for field, value in msg.ListFields():
         path = prefix + field.name
-        if path in ("linux", "linux.resources"):
+        if path in WALKED_PATHS:
             _collect(value, path + ".", used)
         else:
             used.add(path)

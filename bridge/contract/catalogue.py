@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum, auto
 from types import MappingProxyType
+from typing import cast
 
 from google.protobuf.message import Message
 
@@ -60,6 +61,11 @@ class Event(IntEnum):
     @property
     def rpc_name(self) -> str:
         return _camel(self.name)
+
+    @property
+    def proto(self) -> api.Event:
+        """The same number typed as api.proto's enum, for StateChangeEvent.event."""
+        return cast(api.Event, self.value)
 
 
 class EventName(StrEnum):

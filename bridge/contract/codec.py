@@ -7,6 +7,7 @@ reply shape a policy would have produced. Both are pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -57,5 +58,21 @@ def reply_json(response: Message | None) -> dict[str, Any]:
     return out
 
 
-def updates_json(updates: Any) -> dict[str, Any]:
+def updates_json(updates: Sequence[api.ContainerUpdate]) -> dict[str, Any]:
     return {"update": [to_json(u) for u in updates]} if updates else {}
+
+
+def log_subject(req: Message | None) -> dict[str, str]:
+    """Log fields naming what an event's request is about: pod, container, container id."""
+    out: dict[str, str] = {}
+    if req is None:
+        return out
+    fields = req.DESCRIPTOR.fields_by_name
+    if "pod" in fields and req.HasField("pod"):
+        pod = getattr(req, "pod")  # noqa: B009 - any request type with a pod
+        out["pod"] = f"{pod.namespace}/{pod.name}"
+    if "container" in fields and req.HasField("container"):
+        container = getattr(req, "container")  # noqa: B009
+        out["container"] = container.name
+        out["container_id"] = container.id
+    return out

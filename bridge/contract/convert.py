@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -34,6 +34,8 @@ _INT_RANGES: dict[int, tuple[int, int]] = {
     FD.TYPE_UINT32: (0, 2**32 - 1), FD.TYPE_FIXED32: (0, 2**32 - 1),
     FD.TYPE_UINT64: (0, 2**64 - 1), FD.TYPE_FIXED64: (0, 2**64 - 1),
 }
+
+M = TypeVar("M", bound=Message)
 
 
 class ConversionError(BridgeError):
@@ -98,7 +100,7 @@ def _out_converter(fd: Any) -> _Out:
 # -- JSON -> protobuf ---------------------------------------------------------------
 
 
-def from_json(data: Any, cls: type[Message], path: str = "") -> Message:
+def from_json(data: Any, cls: type[M], path: str = "") -> M:
     msg = cls()
     fill(msg, data, path)
     return msg
@@ -140,11 +142,12 @@ def _fill_message_value(target: Message, value: Any, path: str) -> None:
         if inner.is_repeated:
             if not isinstance(value, list):
                 raise ConversionError(path, f"expected a list, got {_kind(value)}")
-            target.value.extend(_scalar(inner, v, f"{path}[{i}]")  # type: ignore[attr-defined]
-                                for i, v in enumerate(value))
+            # Wrapper messages (Optional*, *List) all keep their content in `value`.
+            getattr(target, "value").extend(  # noqa: B009
+                _scalar(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
             target.SetInParent()
         else:
-            target.value = _scalar(inner, value, path)  # type: ignore[attr-defined]
+            setattr(target, "value", _scalar(inner, value, path))  # noqa: B010
             target.SetInParent()
         return
     fill(target, value, path)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from google.protobuf.descriptor import FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from bridge.contract.convert import is_wrapper
 from bridge.proto.nri import api_pb2
 
 FD = FieldDescriptor
@@ -28,10 +29,6 @@ class NriModel(BaseModel):
 
 
 NRI_MODELS: dict[str, type[NriModel]] = {}
-
-
-def _is_wrapper(desc: Any) -> bool:
-    return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
 
 
 def _scalar_type(fd: Any) -> Any:
@@ -54,7 +51,7 @@ def _scalar_type(fd: Any) -> Any:
 
 def _value_type(fd: Any) -> Any:
     if fd.type == FD.TYPE_MESSAGE:
-        if _is_wrapper(fd.message_type):
+        if is_wrapper(fd.message_type):
             inner = fd.message_type.fields_by_name["value"]
             item = _scalar_type(inner)
             return list[item] if inner.is_repeated else item  # type: ignore[valid-type]

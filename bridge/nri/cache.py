@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
@@ -16,14 +18,19 @@ from bridge.proto.nri import api_pb2 as api
 log = logging.getLogger(__name__)
 
 MAX_OBJECTS = 100_000
+T = TypeVar("T", api.PodSandbox, api.Container)
 
-_STATE_AFTER: dict[Event, int] = {
+_STATE_AFTER: dict[Event, api.ContainerState] = {
     Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
     Event.POST_CREATE_CONTAINER: api.CONTAINER_CREATED,
     Event.START_CONTAINER: api.CONTAINER_RUNNING,
     Event.POST_START_CONTAINER: api.CONTAINER_RUNNING,
     Event.STOP_CONTAINER: api.CONTAINER_STOPPED,
 }
+
+
+_RESPONSES_WITH_UPDATES = (api.CreateContainerResponse, api.UpdateContainerResponse,
+                           api.StopContainerResponse)
 
 
 class StateCache:
@@ -41,6 +48,10 @@ class StateCache:
 
     def knows_container(self, container_id: str) -> bool:
         return container_id in self.containers
+
+    def observe_request(self, event: Event, req: Message | None) -> None:
+        """Fold one lifecycle event into the view, from its request message."""
+        self.observe(event, *_subjects(req))
 
     def observe(self, event: Event, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
@@ -64,7 +75,8 @@ class StateCache:
                 container.state = state
             self._put(self.containers, container.id, container)
 
-    def apply_answer(self, event: Event, req: Any, response: Any) -> None:
+    def apply_answer(self, event: Event, req: Message | None,
+                     response: Message | None) -> None:
         """Fold what we answered into the view, so it shows effective resources.
 
         CreateContainer: our adjustment's resources merge into the new
@@ -72,18 +84,18 @@ class StateCache:
         that container merged on top, become its resources. Updates for other
         containers merge into theirs (the runtime applies them the same way).
         """
-        if event is Event.CREATE_CONTAINER and response is not None and response.HasField("adjust"):
+        if (isinstance(req, api.CreateContainerRequest)
+                and isinstance(response, api.CreateContainerResponse)
+                and response.HasField("adjust")):
             created = self.containers.get(req.container.id)
             if created is not None and response.adjust.linux.HasField("resources"):
                 created.linux.resources.MergeFrom(response.adjust.linux.resources)
-        if event is Event.UPDATE_CONTAINER:
+        if isinstance(req, api.UpdateContainerRequest):
             target = self.containers.get(req.container.id)
             if target is not None:
                 target.linux.resources.CopyFrom(req.linux_resources)
-        for update in getattr(response, "update", ()) if response is not None else ():
-            current = self.containers.get(update.container_id)
-            if current is not None and update.linux.HasField("resources"):
-                current.linux.resources.MergeFrom(update.linux.resources)
+        if isinstance(response, _RESPONSES_WITH_UPDATES):
+            self.apply_updates(response.update)
 
     def apply_updates(self, updates: Sequence[api.ContainerUpdate]) -> None:
         """Record unsolicited or Synchronize updates the runtime accepted."""
@@ -93,9 +105,19 @@ class StateCache:
                 current.linux.resources.MergeFrom(update.linux.resources)
 
     @staticmethod
-    def _put(table: dict[str, api.PodSandbox] | dict[str, api.Container], key: str,
-             value: api.PodSandbox | api.Container) -> None:
+    def _put(table: dict[str, T], key: str, value: T) -> None:
         if key not in table and len(table) >= MAX_OBJECTS:
             log.warning("state cache full (%d objects); not tracking %s", MAX_OBJECTS, key)
             return
         table[key] = value
+
+
+def _subjects(req: Message | None) -> tuple[api.PodSandbox | None, api.Container | None]:
+    """The pod and the container an event's request carries, if any."""
+    if req is None:
+        return None, None
+    fields = req.DESCRIPTOR.fields_by_name
+    pod = getattr(req, "pod") if "pod" in fields and req.HasField("pod") else None  # noqa: B009
+    container = (getattr(req, "container")  # noqa: B009
+                 if "container" in fields and req.HasField("container") else None)
+    return pod, container

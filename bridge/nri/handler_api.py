@@ -1,68 +1,35 @@
-"""The handler interface the NRI plugin core calls: one async method per event.
+"""The per-event adapter: NRI's stub style (one async method per event) on the one event path.
 
-Handlers receive the event's request message (for events that arrived through
-StateChange the core builds the dedicated request type, so a handler never
-sees how an event was delivered) and an `EventContext` with the deadline. They
-return the event's response message, or None for "no change".
+`Handler` is an `EventHandler` whose `handle(call)` calls the method named after the event
+(`create_container(ctx, req)`, ...; the context is the EventCall itself) and turns its return
+value into an Answer. For people who prefer writing a method per event; the built-in handlers
+implement `handle` directly.
 
-A handler must not await UpdateContainers itself (the runtime holds its lock
-while it waits for our answer, protocol §4.7); it hands updates to
-`ctx.defer_updates`, which sends them after the answer.
-
-Raising `EventRejected` fails the operation with that reason. Any other
-exception is a bug: the core logs it and answers "no change".
+Methods receive the event's request message (for events that arrived through StateChange the
+core builds the dedicated request type, so a handler never sees how an event was delivered)
+and return the event's response message, or None for "no change". Raising `EventRejected`
+fails the operation with that reason. Any other exception is a bug: the core logs it and
+answers "no change". A handler must not await UpdateContainers itself (the runtime holds its
+lock while it waits for our answer, protocol §4.7); it hands updates to `ctx.defer_updates`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+
+from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
-from bridge.contract.nri_version import Version
-from bridge.errors import BridgeError
+from bridge.nri.event_call import (
+    Answer,
+    EventCall,
+    EventContext,
+    EventRejected,
+    RuntimeInfo,
+)
 from bridge.proto.nri import api_pb2 as api
 
-
-class EventRejected(BridgeError):
-    """A handler's deliberate refusal; the runtime gets an error with `reason`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeInfo:
-    name: str
-    version: str
-    nri_version: Version | None
-    config: str
-    registration_timeout_s: float
-    request_timeout_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class EventContext:
-    event: Event | None  # None for Synchronize
-    name: str  # RPC name, e.g. "CreateContainer" or "Synchronize"
-    uid: str
-    deadline: float  # event-loop time by which the answer must be written
-    runtime: RuntimeInfo
-    via_state_change: bool
-    defer_updates: Callable[[Sequence[api.ContainerUpdate]], None]
-
-
-def log_subject(req: Any) -> dict[str, str]:
-    """Structured log fields naming what an event is about: pod, container, container id."""
-    out: dict[str, str] = {}
-    if req.HasField("pod"):
-        out["pod"] = f"{req.pod.namespace}/{req.pod.name}"
-    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
-        out["container"] = req.container.name
-        out["container_id"] = req.container.id
-    return out
+__all__ = ["HANDLER_METHODS", "EventContext", "EventRejected", "Handler", "RuntimeInfo"]
 
 
 class Handler:
@@ -77,6 +44,17 @@ class Handler:
 
     async def configure(self, runtime: RuntimeInfo) -> None:
         return None
+
+    async def handle(self, call: EventCall) -> Answer:
+        try:
+            if call.event is None:
+                updates = await self.synchronize(call, call.pods, call.containers)
+                return Answer(api.SynchronizeResponse(update=updates))
+            method = getattr(self, HANDLER_METHODS[call.event])
+            response: Message | None = await method(call, call.request)
+        except EventRejected as exc:
+            return Answer(reject=exc.reason)
+        return Answer(response)
 
     async def synchronize(
         self, ctx: EventContext, pods: Sequence[api.PodSandbox],
@@ -141,30 +119,3 @@ class Handler:
 
 # The Handler method for each event is the event's name in snake case.
 HANDLER_METHODS: dict[Event, str] = {event: event.name.lower() for event in Event}
-
-
-class UniformHandler(Handler):
-    """Base for handlers that treat every event they do not override alike.
-
-    Each per-event method calls `on_event(ctx, req)` and answers "no change";
-    a subclass overrides `on_event`, the methods whose answer matters, and
-    `wanted_events` (by default every event but validation, which would make
-    the plugin a validator).
-    """
-
-    def wanted_events(self) -> frozenset[Event]:
-        return frozenset(Event) - {Event.VALIDATE_CONTAINER_ADJUSTMENT}
-
-    async def on_event(self, ctx: EventContext, req: Any) -> None:
-        return None
-
-
-def _uniform(attr: str) -> Any:
-    async def method(self: UniformHandler, ctx: EventContext, req: Any) -> None:
-        await self.on_event(ctx, req)
-    method.__name__ = attr
-    return method
-
-
-for _attr in HANDLER_METHODS.values():
-    setattr(UniformHandler, _attr, _uniform(_attr))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bridge.errors import BridgeError
 from bridge.nri.cache import StateCache
-from bridge.nri.handler_api import Handler
+from bridge.nri.event_call import EventHandler
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import Opener, PluginIdentity, PluginSession, SessionState
 from bridge.proto.nri import api_pb2 as api
@@ -41,18 +41,18 @@ class Backoff:
 
 
 class PluginRunner:
-    def __init__(self, identity: PluginIdentity, handler: Handler, *,
+    def __init__(self, identity: PluginIdentity, handler: EventHandler, *,
                  socket_path: str = connect.DEFAULT_SOCKET_PATH, fd: int | None = None,
-                 options: ServiceOptions | None = None, backoff: Backoff | None = None) -> None:
+                 options: ServiceOptions | None = None, backoff: Backoff | None = None,
+                 cache: StateCache | None = None) -> None:
         self.identity = identity
         self.handler = handler
         self.socket_path = socket_path
         self.fd = fd
         self.options = options or ServiceOptions()
         self.backoff = backoff or Backoff()
-        self.cache = StateCache()
+        self.cache = cache if cache is not None else StateCache()
         self.session: PluginSession | None = None
-        self.connects = 0
         self.reconnects = 0
         self._stopping = False
 
@@ -62,6 +62,15 @@ class PluginRunner:
         session = self.session
         return (session is not None and session.state is SessionState.SERVING
                 and session.trunk is not None and session.trunk.is_open)
+
+    @property
+    def deadline_misses(self) -> int:
+        """Handlers of the current connection that missed their deadline."""
+        return self.session.service.stats.deadline_misses if self.session is not None else 0
+
+    @property
+    def in_flight(self) -> int:
+        return self.session.in_flight if self.session is not None else 0
 
     async def update_containers(
         self, updates: list[api.ContainerUpdate],
@@ -95,8 +104,6 @@ class PluginRunner:
                 reason = await session.run(self._opener())
             except (OSError, TimeoutError, BridgeError) as exc:
                 reason = f"cannot connect to {self.socket_path}: {exc}"
-            if session.state is SessionState.CLOSED and session.trunk is not None:
-                self.connects += 1
             served = session.trunk is not None and session.service.runtime is not None
             if self._stopping:
                 break

@@ -16,7 +16,7 @@ from enum import Enum
 
 from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
-from bridge.nri.handler_api import Handler, RuntimeInfo
+from bridge.nri.event_call import EventHandler, RuntimeInfo
 from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
 from bridge.nri.updates import UpdateSender
 from bridge.proto.nri import api_pb2 as api
@@ -68,7 +68,7 @@ Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
 
 
 class PluginSession:
-    def __init__(self, identity: PluginIdentity, handler: Handler, cache: StateCache,
+    def __init__(self, identity: PluginIdentity, handler: EventHandler, cache: StateCache,
                  options: ServiceOptions) -> None:
         self.identity = identity
         self.state = SessionState.CONNECTED
@@ -175,6 +175,11 @@ class PluginSession:
         response = api.UpdateContainersResponse()
         response.ParseFromString(payload)
         return response
+
+    @property
+    def in_flight(self) -> int:
+        """Requests from the runtime being served right now."""
+        return self.trunk.server.in_flight if self.trunk is not None else 0
 
     async def drain(self, grace_s: float) -> None:
         """Let in-flight event handlers answer (bounded), then close the connection."""

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.contract.catalogue import Event
+from bridge.contract.codec import log_subject
 from bridge.contract.convert import ConversionError, from_json
 from bridge.errors import ConfigError
-from bridge.nri.handler_api import EventContext, UniformHandler, log_subject
+from bridge.nri.event_call import NO_CHANGE, Answer, EventCall, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -53,38 +54,36 @@ class StaticSettings:
         return cls(adjust=adjust, update=update, delay_s=float(delay) / 1000.0)
 
 
-class StaticHandler(UniformHandler):
+class StaticHandler:
+    """Logs every event (validation aside, which would make the plugin a validator), waits
+    `delay_s`, and answers CreateContainer / UpdateContainer with the fixed changes."""
+
     def __init__(self, settings: StaticSettings) -> None:
         self.settings = settings
 
-    async def on_event(self, ctx: EventContext, req: Any) -> None:
+    def wanted_events(self) -> frozenset[Event]:
+        return frozenset(Event) - {Event.VALIDATE_CONTAINER_ADJUSTMENT}
+
+    async def configure(self, runtime: RuntimeInfo) -> None:
+        return None
+
+    async def handle(self, call: EventCall) -> Answer:
+        if call.event is None:
+            log.info("event", extra={"event": "Synchronize", "uid": call.uid,
+                                     "pods": len(call.pods), "containers": len(call.containers)})
+            return NO_CHANGE
         if log.isEnabledFor(logging.INFO):  # the fields cost more than the call
-            log.info("event", extra={"event": ctx.name, "uid": ctx.uid,
-                                     "via": "StateChange" if ctx.via_state_change else "rpc",
-                                     **log_subject(req)})
+            log.info("event", extra={"event": call.name, "uid": call.uid,
+                                     "via": "StateChange" if call.via_state_change else "rpc",
+                                     **log_subject(call.request)})
         if self.settings.delay_s:
             await asyncio.sleep(self.settings.delay_s)
-
-    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
-                          containers: Sequence[api.Container]) -> Sequence[api.ContainerUpdate]:
-        log.info("event", extra={"event": "Synchronize", "uid": ctx.uid, "pods": len(pods),
-                                 "containers": len(containers)})
-        return ()
-
-    async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
-                               ) -> api.CreateContainerResponse | None:
-        await self.on_event(ctx, req)
-        if self.settings.adjust is None:
-            return None
-        return api.CreateContainerResponse(adjust=self.settings.adjust)
-
-    async def update_container(self, ctx: EventContext, req: api.UpdateContainerRequest,
-                               ) -> api.UpdateContainerResponse | None:
-        await self.on_event(ctx, req)
-        if self.settings.update is None:
-            return None
-        update = api.ContainerUpdate()
-        update.CopyFrom(self.settings.update)
-        update.container_id = req.container.id
-        return api.UpdateContainerResponse(update=[update])
-
+        req = call.request
+        if isinstance(req, api.CreateContainerRequest) and self.settings.adjust is not None:
+            return Answer(api.CreateContainerResponse(adjust=self.settings.adjust))
+        if isinstance(req, api.UpdateContainerRequest) and self.settings.update is not None:
+            update = api.ContainerUpdate()
+            update.CopyFrom(self.settings.update)
+            update.container_id = req.container.id
+            return Answer(api.UpdateContainerResponse(update=[update]))
+        return NO_CHANGE

@@ -31,8 +31,6 @@ class UpdateSender:
         self._queue: asyncio.Queue[
             tuple[list[api.ContainerUpdate], asyncio.Future[list[api.ContainerUpdate]] | None]
         ] = asyncio.Queue(MAX_QUEUED_BATCHES)
-        self.sent = 0
-        self.failed = 0
 
     def defer(self, updates: Sequence[api.ContainerUpdate]) -> None:
         """Queue updates without waiting (safe from inside event handlers)."""
@@ -41,7 +39,6 @@ class UpdateSender:
         try:
             self._queue.put_nowait((list(updates), None))
         except asyncio.QueueFull:
-            self.failed += len(updates)
             log.error("update queue full; dropping %d container updates", len(updates))
 
     async def send(self, updates: Sequence[api.ContainerUpdate]) -> list[api.ContainerUpdate]:
@@ -62,12 +59,9 @@ class UpdateSender:
                 failed = await self._deliver(updates)
             except BridgeError as exc:
                 log.warning("UpdateContainers failed for %d containers: %s", len(updates), exc)
-                self.failed += len(updates)
                 if future is not None and not future.done():
                     future.set_exception(exc)
                 continue
-            self.sent += len(updates) - len(failed)
-            self.failed += len(failed)
             if future is not None and not future.done():
                 future.set_result(failed)
 

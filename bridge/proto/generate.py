@@ -1,4 +1,6 @@
-"""Regenerate bridge/proto/nri/*_pb2.py from schemas/nri/*.proto with grpcio-tools.
+"""Regenerate bridge/proto/nri/*_pb2.py (and their *_pb2.pyi type stubs) from schemas/nri/*.proto.
+
+grpcio-tools' protoc writes both; the stubs let mypy check every use of an NRI message.
 
 `python -m bridge.proto.generate` writes into the package; `generate(out_dir)` is
 also used by the staleness test, which compares a fresh generation with what is
@@ -25,14 +27,33 @@ def generate(out_dir: Path) -> list[Path]:
         "protoc",
         f"-I{SCHEMA_ROOT}",
         f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",
         *(str(SCHEMA_ROOT / name) for name in PROTO_FILES),
     ]
     if protoc.main(args) != 0:
         raise RuntimeError("protoc failed for " + ", ".join(PROTO_FILES))
     (out_dir / "nri").mkdir(exist_ok=True)
+    for stub in (out_dir / "nri").glob("*_pb2.pyi"):
+        stub.write_text(_fix_stub(stub.read_text()))
     init = out_dir / "nri" / "__init__.py"
     init.write_text('"""Generated NRI and ttrpc messages (see bridge/proto/generate.py)."""\n')
     return sorted(p for p in (out_dir / "nri").iterdir() if p.is_file())
+
+
+def _fix_stub(text: str) -> str:
+    """Make a generated stub valid Python.
+
+    api.proto's Field enum has a value named `None`, which protoc copies into the stub as
+    `None: ...`, a syntax error. At run time the value exists (reach it with
+    `Field.Value("None")`); in the stub it is left out, with a comment saying why.
+    """
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("None:"):
+            indent = line[: len(line) - len(line.lstrip())]
+            line = f"{indent}# None: not a Python name (reach it with Field.Value(\"None\"))\n"
+        lines.append(line)
+    return "".join(lines)
 
 
 def main() -> int:

@@ -1,87 +1,71 @@
-"""A Handler wrapper that records every event it serves (see recorder.py)."""
+"""The recording layer: records every call it serves (see recorder.py) around the next handler.
+
+Records the envelope the call would make and the reply we answered, with the outcome
+(answered, rejected, deadline, cancelled). Sees every event the state cache subscribes to as
+well, so a recording shows the whole lifecycle even when the inner handler ignores most of it.
+Must not change what is answered, or fail serving when the disk fails (the recorder drops).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
-
-from google.protobuf.message import Message
 
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import Event
 from bridge.contract.codec import envelope, reply_json, request_payload, sync_payload, updates_json
-from bridge.nri.handler_api import (
-    HANDLER_METHODS,
-    EventContext,
-    EventRejected,
-    Handler,
-    RuntimeInfo,
-)
-from bridge.nri.service import CACHE_EVENTS
+from bridge.nri.event_call import NO_CHANGE, Answer, EventCall, EventHandler, Layer
+from bridge.nri.layers import CACHE_EVENTS
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder
 
 
-class RecordingHandler(Handler):
-    def __init__(self, inner: Handler, recorder: Recorder) -> None:
-        self.inner = inner
+class RecordingHandler(Layer):
+    def __init__(self, inner: EventHandler, recorder: Recorder) -> None:
+        super().__init__(inner)
         self.recorder = recorder
-        self._inner_events: frozenset[Event] = frozenset()
 
     def wanted_events(self) -> frozenset[Event]:
-        self._inner_events = self.inner.wanted_events()
-        return self._inner_events | CACHE_EVENTS
+        return super().wanted_events() | CACHE_EVENTS
 
-    async def configure(self, runtime: RuntimeInfo) -> None:
-        await self.inner.configure(runtime)
-
-    def _record(self, ctx: EventContext, payload: dict[str, Any], reply: dict[str, Any],
+    def _record(self, call: EventCall, payload: dict[str, Any], reply: dict[str, Any],
                 outcome: str, started: float) -> None:
         loop = asyncio.get_running_loop()
-        budget_ms = max(0, int((ctx.deadline - started) * 1000))
-        runtime = runtime_ref(ctx.runtime.name, ctx.runtime.version, ctx.runtime.nri_version)
-        doc = envelope(ctx.name, ctx.uid, runtime, budget_ms, False, payload)
+        budget_ms = max(0, int((call.deadline - started) * 1000))
+        runtime = runtime_ref(call.runtime.name, call.runtime.version, call.runtime.nri_version)
+        doc = envelope(call.name, call.uid, runtime, budget_ms, False, payload)
         self.recorder.write(doc, reply, outcome, (loop.time() - started) * 1000)
 
-    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
-                          containers: Sequence[api.Container]) -> Sequence[api.ContainerUpdate]:
+    async def handle(self, call: EventCall) -> Answer:
         started = asyncio.get_running_loop().time()
-        payload = sync_payload(tuple(pods), tuple(containers))
+        if call.event is None:
+            return await self._synchronize(call, started)
+        assert call.request is not None
+        payload = request_payload(call.request)
+        if not self.inner_wants(call):
+            self._record(call, payload, {}, "answered", started)
+            return NO_CHANGE
         try:
-            updates = await self.inner.synchronize(ctx, pods, containers)
-        except asyncio.CancelledError:
-            self._record(ctx, payload, {}, "cancelled", started)
-            raise
-        self._record(ctx, payload, updates_json(updates), "answered", started)
-        return updates
-
-    async def _serve(self, event: Event, ctx: EventContext, req: Message) -> Message | None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        payload = request_payload(req)
-        if event not in self._inner_events:
-            self._record(ctx, payload, {}, "answered", started)
-            return None
-        try:
-            response: Message | None = await getattr(self.inner, HANDLER_METHODS[event])(ctx, req)
-        except EventRejected as exc:
-            self._record(ctx, payload, {"reject": {"reason": exc.reason}}, "rejected", started)
-            raise
+            answer = await self.inner.handle(call)
         except asyncio.CancelledError:
             # The core answers "no change" when a handler overruns its deadline.
-            self._record(ctx, payload, {}, "deadline", started)
+            self._record(call, payload, {}, "deadline", started)
             raise
-        self._record(ctx, payload, reply_json(response), "answered", started)
-        return response
+        if answer.reject is not None:
+            self._record(call, payload, {"reject": {"reason": answer.reject}}, "rejected",
+                         started)
+        else:
+            self._record(call, payload, reply_json(answer.response), "answered", started)
+        return answer
 
-
-def _method(event: Event) -> Any:
-    async def serve(self: RecordingHandler, ctx: EventContext, req: Message) -> Message | None:
-        return await self._serve(event, ctx, req)
-    serve.__name__ = HANDLER_METHODS[event]
-    return serve
-
-
-for _event, _attr in HANDLER_METHODS.items():
-    setattr(RecordingHandler, _attr, _method(_event))
+    async def _synchronize(self, call: EventCall, started: float) -> Answer:
+        payload = sync_payload(tuple(call.pods), tuple(call.containers))
+        try:
+            answer = await self.inner.handle(call)
+        except asyncio.CancelledError:
+            self._record(call, payload, {}, "cancelled", started)
+            raise
+        updates = (answer.response.update
+                   if isinstance(answer.response, api.SynchronizeResponse) else ())
+        self._record(call, payload, updates_json(updates), "answered", started)
+        return answer

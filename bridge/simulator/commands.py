@@ -2,7 +2,8 @@
 
 Modes: `--scenario FILE` replays a scenario (or a bundled one by name),
 `--bench N` sends N CreateContainer events; with neither, the simulator only
-waits for a plugin to register and synchronize. Exit codes: 0 ok, 1 a plugin
+waits for a plugin to register and synchronize (`--hold` then keeps the connection until
+standard input closes). Exit codes: 0 ok, 1 a plugin
 was closed or lost, an event failed, or no plugin came; 2 usage errors.
 """
 
@@ -65,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hostile", action="store_true",
                         help="send hostile frames to the plugin first (protocol §10)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--hold", action="store_true",
+                        help="after the report, stay connected until standard input closes "
+                        "(to inspect a plugin while it holds the synchronized state)")
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -124,7 +128,10 @@ async def main(args: argparse.Namespace) -> int:
             bench = await run_bench(runtime, args.bench, args.concurrency, warmup=warmup)
             failed = _report_bench(out, bench)
         status = EXIT_PLUGIN if failed or runtime.closed_plugins or runtime.lost_plugins else 0
-        return _finish(out, runtime, status)
+        status = _finish(out, runtime, status)
+        if args.hold:
+            await asyncio.to_thread(sys.stdin.buffer.read)  # returns at end of input
+        return status
     finally:
         await runtime.stop()
 

@@ -109,7 +109,7 @@ class Dispatcher:
     async def deliver(self, conn: PluginConnection, event: Event, request: Any) -> Message | None:
         """Send one event to one plugin; returns its decoded response (None via StateChange)."""
         if event in FALLBACK_EVENTS and (not self.profile.dedicated_rpcs or conn.use_state_change):
-            change = api.StateChangeEvent(event=event.value)
+            change = api.StateChangeEvent(event=event.proto)
             if request.HasField("pod"):
                 change.pod.CopyFrom(request.pod)
             container = container_of(request)
@@ -168,9 +168,9 @@ class Dispatcher:
                 return self._failed(event, started, f"plugin {conn.label}: {exc.message}",
                                     responses)
             responses.append((conn.label, response))
-            if response is not None and event in (Event.UPDATE_CONTAINER, Event.STOP_CONTAINER):
+            if isinstance(response, (api.UpdateContainerResponse, api.StopContainerResponse)):
                 try:
-                    updates.add(conn.label, response.update)  # type: ignore[attr-defined]
+                    updates.add(conn.label, response.update)
                 except MergeError as exc:
                     return self._failed(event, started, str(exc), responses)
         merged = updates.result()

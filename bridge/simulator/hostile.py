@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from bridge.errors import ConnectionClosed
 from bridge.proto.nri import api_pb2 as api
@@ -101,7 +102,8 @@ async def probe_plugin(conn: PluginConnection, timeout_s: float = 2.0) -> list[P
                        Code.UNIMPLEMENTED, f"service {BOGUS_SERVICE}")
         await answered("unknown-method", request(PLUGIN_SERVICE, BOGUS_METHOD),
                        Code.UNIMPLEMENTED, f"method {BOGUS_METHOD}")
-        event99 = api.StateChangeEvent(event=99).SerializeToString()
+        # 99 is no event at all: the cast lets the test send what the enum does not allow.
+        event99 = api.StateChangeEvent(event=cast(api.Event, 99)).SerializeToString()
         await answered("unknown-event",
                        request(PLUGIN_SERVICE, "StateChange", event99, TRACE_METADATA), Code.OK)
         await answered("fragmented-request", request(PLUGIN_SERVICE, "StateChange", event99),

@@ -27,11 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, MutableSequence
 from typing import Any, TypeVar
 
+from google.protobuf.message import Message
+
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.ownership import MergeError, Ownership
 from bridge.simulator.resources import merge_resources
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 
 class F:
@@ -349,9 +352,9 @@ def _split(items: Iterable[T], key_of: Callable[[T], str]) -> tuple[set[str], li
     return removed, added
 
 
-def _clone(msg: T) -> T:
+def _clone(msg: M) -> M:
     copy = type(msg)()
-    copy.CopyFrom(msg)  # type: ignore[attr-defined]
+    copy.CopyFrom(msg)
     return copy
 
 

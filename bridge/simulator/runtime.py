@@ -369,13 +369,14 @@ class SimulatedRuntime:
         kind = self._event(event)
         request = REQUEST_TYPES[kind]()
         fields = request.DESCRIPTOR.fields_by_name
-        request.pod.CopyFrom(pod)  # type: ignore[attr-defined]
+        # Reflective: the same field names on fourteen request types.
+        getattr(request, "pod").CopyFrom(pod)  # noqa: B009
         if container is not None and "container" in fields:
-            request.container.CopyFrom(container)  # type: ignore[attr-defined]
+            getattr(request, "container").CopyFrom(container)  # noqa: B009
         if linux_resources is not None and "linux_resources" in fields:
-            request.linux_resources.CopyFrom(linux_resources)  # type: ignore[attr-defined]
+            getattr(request, "linux_resources").CopyFrom(linux_resources)  # noqa: B009
         if overhead_linux_resources is not None and "overhead_linux_resources" in fields:
-            request.overhead_linux_resources.CopyFrom(  # type: ignore[attr-defined]
+            getattr(request, "overhead_linux_resources").CopyFrom(  # noqa: B009
                 overhead_linux_resources)
         return request
 

@@ -206,7 +206,7 @@ def _wire_step(raw: Mapping[str, Any], where: str) -> EventStep | None:
     change = line.request
     assert isinstance(change, api.StateChangeEvent)
     message = REQUEST_TYPES[line.event]()
-    message.pod.CopyFrom(change.pod)  # type: ignore[attr-defined]
+    getattr(message, "pod").CopyFrom(change.pod)  # noqa: B009 - every event request has one
     if change.HasField("container") and "container" in message.DESCRIPTOR.fields_by_name:
-        message.container.CopyFrom(change.container)  # type: ignore[attr-defined]
+        getattr(message, "container").CopyFrom(change.container)  # noqa: B009
     return EventStep(line.event, message)

@@ -19,7 +19,7 @@ from bridge.simulator.apply import apply_update
 
 M = TypeVar("M", bound=Message)
 
-_STATE_AFTER: dict[Event, int] = {
+_STATE_AFTER: dict[Event, api.ContainerState] = {
     Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
     Event.START_CONTAINER: api.CONTAINER_RUNNING,
     Event.STOP_CONTAINER: api.CONTAINER_STOPPED,

@@ -32,7 +32,6 @@ class SyncSplitter:
         self._containers = list(containers)
         self._pods_per_msg = len(self._pods)
         self._ctrs_per_msg = len(self._containers)
-        self.chunks_sent = 0
         self.shrinks = 0
 
     def request(self) -> api.SynchronizeRequest:
@@ -58,7 +57,6 @@ class SyncSplitter:
 
     def accepted(self) -> bool:
         """The last request was answered correctly; returns True when everything is sent."""
-        self.chunks_sent += 1
         self._pods = self._pods[self._pods_per_msg:]
         self._containers = self._containers[self._ctrs_per_msg:]
         self._pods_per_msg = min(self._pods_per_msg, len(self._pods))

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
@@ -146,10 +146,18 @@ class _Breaker(_Strict):
     cool_down: Duration = DEFAULT_COOL_DOWN_S
 
 
+# A Literal of the catalogue's event names, so a typo is refused naming the allowed ones; the
+# type checker sees a plain str.
+if TYPE_CHECKING:
+    EventLiteral = str
+else:
+    EventLiteral = Literal[EVENT_NAMES]
+
+
 class _Webhook(_Strict):
     name: str
     url: str
-    events: list[Literal[EVENT_NAMES]] = list(DEFAULT_EVENTS)  # type: ignore[valid-type]
+    events: list[EventLiteral] = list(DEFAULT_EVENTS)
     timeout: Duration = DEFAULT_TIMEOUT_S
     sync_timeout: Duration | None = None
     failure_policy: Literal["Ignore", "Fail"] = "Ignore"

@@ -32,15 +32,16 @@ from typing import Any
 from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.capabilities import dropped_fields, fields_used, runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, Event
+from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
 from bridge.contract.nri_version import Version, format_version
 from bridge.metrics import Metrics
-from bridge.nri.handler_api import (
-    EventContext,
+from bridge.nri.event_call import (
+    NO_CHANGE,
+    Answer,
+    EventCall,
     EventRejected,
     RuntimeInfo,
-    UniformHandler,
-    log_subject,
 )
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.config import WebhookSpec
@@ -72,7 +73,10 @@ def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
-class WebhookHandler(UniformHandler):
+class WebhookHandler:
+    """The EventHandler that consults webhooks. `knows_container` answers whether an update
+    target exists (the plugin's state cache), for the reply guard."""
+
     def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
                  knows_container: Callable[[str], bool] = lambda _: False) -> None:
@@ -90,6 +94,32 @@ class WebhookHandler(UniformHandler):
     def wanted_events(self) -> frozenset[Event]:
         return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
 
+    async def configure(self, runtime: RuntimeInfo) -> None:
+        return None
+
+    async def handle(self, call: EventCall) -> Answer:
+        """One event: the matching webhooks in order, one merged answer (or a rejection)."""
+        try:
+            if call.event is None:
+                updates = await self._synchronize(call)
+                return Answer(api.SynchronizeResponse(update=updates)) if updates else NO_CHANGE
+            req = call.request
+            creating = req.container.id if isinstance(req, api.CreateContainerRequest) else None
+            merger = await self._event(call, creating)
+        except EventRejected as exc:
+            return Answer(reject=exc.reason)
+        if merger is None:
+            return NO_CHANGE
+        if call.event is Event.CREATE_CONTAINER and (merger.adjust is not None or merger.updates):
+            return Answer(api.CreateContainerResponse(adjust=merger.adjust,
+                                                      update=merger.update_list()))
+        # Pod events, post-events, removals and validation: the reply can only reject.
+        if merger.updates and call.event is Event.UPDATE_CONTAINER:
+            return Answer(api.UpdateContainerResponse(update=merger.update_list()))
+        if merger.updates and call.event is Event.STOP_CONTAINER:
+            return Answer(api.StopContainerResponse(update=merger.update_list()))
+        return NO_CHANGE
+
     async def aclose(self) -> None:
         for hook in self.webhooks:
             await hook.aclose()
@@ -104,30 +134,31 @@ class WebhookHandler(UniformHandler):
 
     # -- the event path ---------------------------------------------------------------
 
-    async def _event(self, ctx: EventContext, req: Any, creating: str | None = None,
-                     ) -> Merger | None:
-        hooks = self._routes.get(ctx.name)
+    async def _event(self, call: EventCall, creating: str | None) -> Merger | None:
+        req = call.request
+        assert req is not None
+        hooks = self._routes.get(call.name)
         if not hooks:
             return None
-        pod = req.pod if req.HasField("pod") else None
+        pod = getattr(req, "pod") if req.HasField("pod") else None  # noqa: B009 - any event
         selected = [h for h in hooks if h.spec.selector.matches(pod)]
         if not selected:
             return None
         loop = asyncio.get_running_loop()
         started = loop.time()
-        payload = self._payloads.event(ctx.name, req)
-        who = {"event": ctx.name, "uid": ctx.uid, **log_subject(req)}
+        payload = self._payloads.event(call.name, req)
+        who = {"event": call.name, "uid": call.uid, **log_subject(req)}
         merger = Merger()
         try:
             for hook in selected:
-                scope = Scope(ctx.name, hook.spec.allow, self.knows_container, creating)
-                budget = min(ctx.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
-                call = CallRequest(ctx.name, ctx.uid, self._runtime_json(ctx.runtime),
-                                   payload, scope, budget)
-                await self._call(hook, call, merger, who, ctx.runtime.nri_version)
+                scope = Scope(call.name, hook.spec.allow, self.knows_container, creating)
+                budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
+                request = CallRequest(call.name, call.uid, self._runtime_json(call.runtime),
+                                      payload, scope, budget)
+                await self._call(hook, request, merger, who, call.runtime.nri_version)
         finally:
-            self.metrics.events.labels(ctx.name).inc()
-            self.metrics.event_duration.labels(ctx.name).observe(loop.time() - started)
+            self.metrics.events.labels(call.name).inc()
+            self.metrics.event_duration.labels(call.name).observe(loop.time() - started)
         return merger
 
     async def _call(self, hook: Webhook, call: CallRequest, merger: Merger,
@@ -231,55 +262,27 @@ class WebhookHandler(UniformHandler):
 
     # -- Synchronize ------------------------------------------------------------------
 
-    async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
-                          containers: Sequence[api.Container]) -> Sequence[api.ContainerUpdate]:
+    async def _synchronize(self, call: EventCall) -> list[api.ContainerUpdate]:
+        pods, containers = call.pods, call.containers
         hooks = self._routes.get("Synchronize")
         if not hooks:
-            return ()
+            return []
         known = {c.id for c in containers}
         merger = Merger()
-        who = {"event": "Synchronize", "uid": ctx.uid}
+        who = {"event": "Synchronize", "uid": call.uid}
         for hook in hooks:
             # Called even when nothing is chosen: "no pods" is the node's state too, and a
             # stateful policy (cpu-pools) must learn it before it hands out CPUs.
             chosen_pods, chosen = _select(hook, pods, containers)
             scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
-            call = CallRequest("Synchronize", ctx.uid, self._runtime_json(ctx.runtime),
-                               self._payloads.sync(chosen_pods, chosen), scope,
-                               hook.spec.sync_timeout_s)
-            await self._call(hook, call, merger, {**who, "pods": str(len(chosen_pods)),
-                                                  "containers": str(len(chosen))},
-                             ctx.runtime.nri_version)
+            request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
+                                  self._payloads.sync(chosen_pods, chosen), scope,
+                                  hook.spec.sync_timeout_s)
+            await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
+                                                     "containers": str(len(chosen))},
+                             call.runtime.nri_version)
         self.metrics.events.labels("Synchronize").inc()
         return merger.update_list()
-
-    # -- NRI events -------------------------------------------------------------------
-
-    async def create_container(self, ctx: EventContext, req: api.CreateContainerRequest,
-                               ) -> api.CreateContainerResponse | None:
-        merger = await self._event(ctx, req, creating=req.container.id)
-        if merger is None or (merger.adjust is None and not merger.updates):
-            return None
-        return api.CreateContainerResponse(adjust=merger.adjust, update=merger.update_list())
-
-    async def update_container(self, ctx: EventContext, req: api.UpdateContainerRequest,
-                               ) -> api.UpdateContainerResponse | None:
-        merger = await self._event(ctx, req)
-        if merger is None or not merger.updates:
-            return None
-        return api.UpdateContainerResponse(update=merger.update_list())
-
-    async def stop_container(self, ctx: EventContext, req: api.StopContainerRequest,
-                             ) -> api.StopContainerResponse | None:
-        merger = await self._event(ctx, req)
-        if merger is None or not merger.updates:
-            return None
-        return api.StopContainerResponse(update=merger.update_list())
-
-    async def on_event(self, ctx: EventContext, req: Any) -> None:
-        # Pod events, post-events, removals and validation: the reply can only
-        # reject (EventRejected -> error, or reject=true for validation).
-        await self._event(ctx, req)
 
 
 def _select(hook: Webhook, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container],

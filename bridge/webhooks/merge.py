@@ -5,7 +5,8 @@ field of one container: a map key (annotations, sysctl, unified, net devices),
 a list entry's identity (env name, mount destination, device path, namespace
 type, rlimit type, CDI name, hugepage size) or a single-owner field (each
 cpu/memory sub-field, classes, oom score, cgroups path, args, ...). Hooks and
-cgroup device rules are append-only and never conflict.
+cgroup device rules are append-only and never conflict. Which is which is the
+field table in bridge.contract.adjustment_fields.
 
 Decision: every key a webhook sets *or removes* is claimed by it; a later
 webhook touching a claimed key conflicts with the earlier one, and the
@@ -22,6 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bridge.contract.adjustment_fields import (
+    ADJUSTMENT_FIELDS,
+    LINUX_FIELDS,
+    RESOURCE_FIELDS,
+    Touch,
+    touches,
+)
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution
@@ -30,69 +38,28 @@ CREATED = ""  # the container an adjustment applies to
 
 # (container id, field, key); key is "" for single-owner fields.
 Claim = tuple[str, str, str]
-_Touch = tuple[str, str, bool]  # (field, key, is_removal)
-
-_SINGLE_LINUX = ("cgroups_path", "oom_score_adj", "io_priority", "seccomp_policy", "scheduler",
-                 "rdt", "memory_policy")
 
 
-def _resource_touches(res: api.LinuxResources) -> Iterator[_Touch]:
-    for sub in ("memory", "cpu", "pids"):
-        if res.HasField(sub):
-            for fd, _ in getattr(res, sub).ListFields():
-                yield f"{sub}.{fd.name}", "", False
-    for name in ("blockio_class", "rdt_class"):
-        if res.HasField(name):
-            yield name, "", False
-    for limit in res.hugepage_limits:
-        yield "hugepage_limits", limit.page_size, False
-    for key in res.unified:
-        yield "unified", key, False
+def _resource_touches(res: api.LinuxResources) -> Iterator[Touch]:
+    return touches(res, RESOURCE_FIELDS)
 
 
-def _keyed(fieldname: str, key: str) -> _Touch:
-    return (fieldname, key[1:], True) if key.startswith("-") else (fieldname, key, False)
-
-
-def _adjustment_touches(adj: api.ContainerAdjustment) -> Iterator[_Touch]:
-    for key in adj.annotations:
-        yield _keyed("annotations", key)
-    for mount in adj.mounts:
-        yield _keyed("mounts", mount.destination)
-    for kv in adj.env:
-        yield _keyed("env", kv.key)
-    for rlimit in adj.rlimits:
-        yield "rlimits", rlimit.type, False
-    for cdi in adj.CDI_devices:
-        yield "cdi_devices", cdi.name, False
-    if adj.args:
-        yield "args", "", False
-    linux = adj.linux
-    for dev in linux.devices:
-        yield _keyed("devices", dev.path)
-    for ns in linux.namespaces:
-        yield _keyed("namespaces", ns.type)
-    for key in linux.sysctl:
-        yield _keyed("sysctl", key)
-    for key in linux.net_devices:
-        yield _keyed("net_devices", key)
-    for fd, _ in linux.ListFields():
-        if fd.name in _SINGLE_LINUX:
-            yield fd.name, "", False
-    if linux.HasField("resources"):
-        yield from _resource_touches(linux.resources)
+def _adjustment_touches(adj: api.ContainerAdjustment) -> Iterator[Touch]:
+    yield from touches(adj, ADJUSTMENT_FIELDS)
+    yield from touches(adj.linux, LINUX_FIELDS)
+    yield from _resource_touches(adj.linux.resources)
 
 
 def claims_of(c: Contribution) -> set[Claim]:
     """The claims of one reply; refuses a reply that sets the same thing twice."""
     claims: set[Claim] = set()
     set_once: set[Claim] = set()
-    touches: list[tuple[str, _Touch]] = []
+    touched: list[tuple[str, Touch]] = []
     if c.adjust is not None:
-        touches += [(CREATED, t) for t in _adjustment_touches(c.adjust)]
+        touched += [(CREATED, t) for t in _adjustment_touches(c.adjust)]
     for update in c.updates:
-        touches += [(update.container_id, t) for t in _resource_touches(update.linux.resources)]
-    for container, (name, key, removal) in touches:
+        touched += [(update.container_id, t) for t in _resource_touches(update.linux.resources)]
+    for container, (name, key, removal) in touched:
         claim = (container, name, key)
         if not removal:
             if claim in set_once:

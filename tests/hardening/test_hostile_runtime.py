@@ -19,7 +19,7 @@ import pytest
 
 from bridge.contract.catalogue import Event
 from bridge.errors import RpcError
-from bridge.nri import service
+from bridge.nri import lifecycle
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.session import SessionState
 from bridge.proto.nri import api_pb2 as api
@@ -286,7 +286,7 @@ class Recorder(Handler):
 
 async def test_a_synchronize_that_never_ends_buffers_a_bounded_amount(
         sock_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service, "MAX_SYNC_OBJECTS", 50)
+    monkeypatch.setattr(lifecycle, "MAX_SYNC_OBJECTS", 50)
     handler = Recorder()
     async with connected(sock_path, handler, "nri-v0.12") as h:
         pods, containers = synthetic_state(10, 30)

@@ -15,6 +15,7 @@ from bridge.nri.static import StaticHandler, StaticSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import REDACTED, Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
+from tests.event_path import serve
 
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 
@@ -43,7 +44,7 @@ async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
     settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
     handler = RecordingHandler(StaticHandler(settings), Recorder(str(out)))
     assert Event.CREATE_CONTAINER in handler.wanted_events()
-    resp = await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+    resp = await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
                                           create_request())
     assert resp is not None and resp.adjust.env[0].key == "X"
     [rec] = lines(out)
@@ -59,7 +60,7 @@ async def test_redaction_hides_values_keeps_keys(tmp_path: Path) -> None:
     handler = RecordingHandler(StaticHandler(StaticSettings()),
                                Recorder(str(out), Redaction(annotations=True, env=True)))
     handler.wanted_events()
-    await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+    await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
                                    create_request())
     request = lines(out)[0]["request"]
     assert request["pod"]["annotations"] == {"secret": REDACTED}  # type: ignore[index]
@@ -78,7 +79,7 @@ async def test_rejection_is_recorded_and_still_raised(tmp_path: Path) -> None:
     handler = RecordingHandler(Rejecting(), Recorder(str(out)))
     handler.wanted_events()
     with pytest.raises(EventRejected):
-        await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+        await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
                                        create_request())
     assert lines(out)[0]["reply"] == {"reject": {"reason": "no privileged pods"}}
 
@@ -89,7 +90,7 @@ async def test_disk_full_never_breaks_serving() -> None:
     handler = RecordingHandler(StaticHandler(settings), recorder)
     handler.wanted_events()
     for _ in range(3):
-        resp = await handler.create_container(ctx("CreateContainer", Event.CREATE_CONTAINER),
+        resp = await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
                                               create_request())
         assert resp is not None and resp.adjust.env[0].key == "X"
     assert recorder.written == 0 and recorder.dropped == 3
@@ -101,6 +102,6 @@ async def test_events_the_inner_handler_ignores_are_recorded_as_no_change(tmp_pa
     assert Event.REMOVE_CONTAINER in handler.wanted_events()
     full = create_request()
     req = api.RemoveContainerRequest(pod=full.pod, container=full.container)
-    removed = await handler.remove_container(ctx("RemoveContainer", Event.REMOVE_CONTAINER), req)
+    removed = await serve(handler, ctx("RemoveContainer", Event.REMOVE_CONTAINER), req)
     assert removed is None
     assert lines(out)[0]["reply"] == {} and lines(out)[0]["event"] == "RemoveContainer"

@@ -1,4 +1,5 @@
-"""The generated Python code is current, and the schema matches the NRI wire numbers."""
+"""The generated Python code and its type stubs are current, and the schema matches the NRI
+wire numbers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from bridge.proto.nri import api_pb2 as api
 
 def test_generated_code_is_not_stale(tmp_path: Path) -> None:
     fresh = generate.generate(tmp_path)
+    assert {p.name for p in fresh} >= {"api_pb2.py", "api_pb2.pyi", "ttrpc_pb2.py",
+                                       "ttrpc_pb2.pyi"}
     for path in fresh:
         committed = generate.PACKAGE_DIR / "nri" / path.name
         assert committed.exists(), f"{committed} missing: run `make proto`"
@@ -54,3 +57,11 @@ def test_services() -> None:
 def test_event_enum_and_field_none() -> None:
     assert api.VALIDATE_CONTAINER_ADJUSTMENT == 14 and api.LAST == 15
     assert api.Field.Value("None") == 0 and api.Field.Value("MemoryPolicy") == 40
+
+
+def test_stubs_are_valid_python() -> None:
+    # protoc copies api.proto's enum value `None` into the stub verbatim; generate() comments
+    # it out so mypy can read the stub at all.
+    stub = (generate.PACKAGE_DIR / "nri" / "api_pb2.pyi").read_text()
+    compile(stub, "api_pb2.pyi", "exec")
+    assert api.Field.Value("None") == 0

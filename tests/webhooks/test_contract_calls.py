@@ -14,6 +14,7 @@ from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.fanout import WebhookHandler
+from tests.event_path import serve, serve_sync
 from tests.webhooks.helpers import (
     BASE,
     CREATED_ID,
@@ -26,24 +27,13 @@ from tests.webhooks.helpers import (
     sync_objects,
 )
 
-METHODS = {
-    "RunPodSandbox": "run_pod_sandbox", "UpdatePodSandbox": "update_pod_sandbox",
-    "PostUpdatePodSandbox": "post_update_pod_sandbox", "StopPodSandbox": "stop_pod_sandbox",
-    "RemovePodSandbox": "remove_pod_sandbox", "CreateContainer": "create_container",
-    "PostCreateContainer": "post_create_container", "StartContainer": "start_container",
-    "PostStartContainer": "post_start_container", "UpdateContainer": "update_container",
-    "PostUpdateContainer": "post_update_container", "StopContainer": "stop_container",
-    "RemoveContainer": "remove_container",
-    "ValidateContainerAdjustment": "validate_container_adjustment",
-}
-
 
 async def _deliver(handler: WebhookHandler, event: str, budget_s: float = 1.9) -> Any:
     ctx = context(event, budget_s)
     if event == "Synchronize":
         pods, containers = sync_objects()
-        return await handler.synchronize(ctx, pods, containers)
-    return await getattr(handler, METHODS[event])(ctx, request(event))
+        return await serve_sync(handler, ctx, pods, containers)
+    return await serve(handler, ctx, request(event))
 
 
 @pytest.mark.parametrize("event", EVENT_NAMES)

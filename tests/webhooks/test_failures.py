@@ -13,6 +13,7 @@ from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitState
 from bridge.webhooks.fanout import WebhookHandler
+from tests.event_path import serve, serve_sync
 from tests.webhooks.helpers import BASE, CREATED_ID, context, request, spec
 
 URL = f"{BASE}/v1/policy"
@@ -80,7 +81,7 @@ async def test_ignore_drops_the_contribution(case: str,
     with respx.mock(using="httpx", assert_all_called=False) as mock, caplog.at_level("WARNING"):
         mock.post(URL).mock(**setup)
         started = asyncio.get_running_loop().time()
-        result = await handler.create_container(context("CreateContainer"), request(
+        result = await serve(handler, context("CreateContainer"), request(
             "CreateContainer"))
         elapsed = asyncio.get_running_loop().time() - started
     assert result is None
@@ -101,7 +102,7 @@ async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         mock.post(URL).mock(**setup)
         with pytest.raises(EventRejected) as caught:
-            await handler.create_container(context("CreateContainer"), request(
+            await serve(handler, context("CreateContainer"), request(
                 "CreateContainer"))
     assert caught.value.reason.startswith(f'webhook "policy" failed ({outcome}): ')
     assert reason in caught.value.reason
@@ -113,7 +114,7 @@ async def test_budget_is_capped_by_the_runtime_deadline() -> None:
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL).mock(side_effect=_slow)
         started = asyncio.get_running_loop().time()
-        await handler.create_container(context("CreateContainer", budget_s=0.05),
+        await serve(handler, context("CreateContainer", budget_s=0.05),
                                        request("CreateContainer"))
         elapsed = asyncio.get_running_loop().time() - started
     assert route.calls.call_count == 0  # cancelled mid-call, so respx recorded nothing
@@ -137,7 +138,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
     with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").mock(side_effect=answer)
         mock.post(f"{BASE}/b").mock(side_effect=answer)
-        await handler.create_container(context("CreateContainer", budget_s=0.5),
+        await serve(handler, context("CreateContainer", budget_s=0.5),
                                        request("CreateContainer"))
     assert 450 <= budgets[0] <= 480
     assert 350 <= budgets[1] <= budgets[0] - 95
@@ -147,7 +148,7 @@ async def test_no_time_left_is_a_budget_failure() -> None:
     handler = _handler("Ignore")
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL).respond(json={})
-        assert await handler.create_container(
+        assert await serve(handler,
             context("CreateContainer", budget_s=0.001), request("CreateContainer"),
         ) is None
     assert not route.called
@@ -163,7 +164,7 @@ async def test_conflict_between_two_webhooks_names_both() -> None:
         mock.post(f"{BASE}/b").respond(json={"adjust": {"env": [{"key": "X", "value": "2"}]}})
         with pytest.raises(EventRejected, match='webhooks "alpha" and "beta" both tried to set '
                            "env 'X'"):
-            await handler.create_container(context("CreateContainer"),
+            await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
     assert handler.metrics.conflicts.labels("CreateContainer", "beta")._value.get() == 1
 
@@ -177,7 +178,7 @@ async def test_conflict_under_ignore_keeps_the_earlier_webhook() -> None:
         mock.post(f"{BASE}/b").respond(json={"adjust": {
             "env": [{"key": "B", "value": "1"}],
             "linux": {"resources": {"cpu": {"shares": 1024}}}}})
-        result = await handler.create_container(context("CreateContainer"),
+        result = await serve(handler, context("CreateContainer"),
                                                 request("CreateContainer"))
     assert result is not None
     assert result.adjust.linux.resources.cpu.shares.value == 512
@@ -196,7 +197,7 @@ async def test_disjoint_contributions_merge_in_order() -> None:
         mock.post(f"{BASE}/b").respond(json={"adjust": {
             "env": [{"key": "B", "value": "1"}], "annotations": {"b": "yes"},
             "linux": {"resources": {"cpu": {"cpus": "0-3,8"}}}}, "update": [upd2]})
-        result = await handler.create_container(context("CreateContainer"),
+        result = await serve(handler, context("CreateContainer"),
                                                 request("CreateContainer"))
     assert isinstance(result, api.CreateContainerResponse)
     cpu = result.adjust.linux.resources.cpu
@@ -216,17 +217,17 @@ async def test_circuit_opens_and_skips_calls_then_probes() -> None:
     with respx.mock(using="httpx") as mock:
         route = mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         for _ in range(2):
-            await handler.create_container(context("CreateContainer"),
+            await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
         assert webhook.breaker.state is CircuitState.OPEN
-        await handler.create_container(context("CreateContainer"),
+        await serve(handler, context("CreateContainer"),
                                        request("CreateContainer"))
         assert route.call_count == 2  # skipped while open
         assert handler.metrics.requests.labels(
             "CreateContainer", "policy", "circuit_open")._value.get() == 1
         await asyncio.sleep(0.06)
         route.mock(side_effect=None, return_value=httpx.Response(200, json={}))
-        await handler.create_container(context("CreateContainer"),
+        await serve(handler, context("CreateContainer"),
                                        request("CreateContainer"))
         assert route.call_count == 3
         assert webhook.breaker.state is CircuitState.CLOSED
@@ -239,10 +240,10 @@ async def test_open_circuit_under_fail_rejects() -> None:
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
         with pytest.raises(EventRejected):
-            await handler.create_container(context("CreateContainer"),
+            await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
         with pytest.raises(EventRejected, match=r"\(circuit_open\): circuit open"):
-            await handler.create_container(context("CreateContainer"),
+            await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
 
 
@@ -252,7 +253,7 @@ async def test_schema_violation_does_not_trip_the_breaker() -> None:
     with respx.mock(using="httpx") as mock:
         mock.post(URL).respond(json={"bogus": True})
         for _ in range(3):
-            await handler.create_container(context("CreateContainer"),
+            await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
     assert handler.webhooks[0].breaker.state is CircuitState.CLOSED
 
@@ -271,7 +272,7 @@ async def test_synchronize_uses_the_webhook_timeout_not_the_runtime_budget() -> 
 
     with respx.mock(using="httpx") as mock:
         route = mock.post(URL).mock(side_effect=slowish)
-        updates = await handler.synchronize(context("Synchronize", budget_s=0.05), pods,
+        updates = await serve_sync(handler, context("Synchronize", budget_s=0.05), pods,
                                             containers)
     import json
     assert json.loads(route.calls.last.request.content)["budget_ms"] == 2000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bridge.contract import adjustment_fields as fields
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks import kinds
 from bridge.webhooks.breaker import CircuitBreaker, CircuitState
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Contribution
@@ -82,14 +82,18 @@ def test_bad_cpusets(text: str) -> None:
 
 def test_every_adjustment_field_has_a_kind() -> None:
     """A field added to the API must be mapped consciously (unmapped = refused by name)."""
-    tables = ((api.ContainerAdjustment, kinds._ADJUSTMENT_FIELDS),
-              (api.LinuxContainerAdjustment, kinds._LINUX_FIELDS),
-              (api.LinuxResources, kinds._RESOURCE_FIELDS))
+    tables = ((api.ContainerAdjustment, fields.ADJUSTMENT_FIELDS),
+              (api.LinuxContainerAdjustment, fields.LINUX_FIELDS),
+              (api.LinuxResources, fields.RESOURCE_FIELDS))
     for message, table in tables:
         for fd in message.DESCRIPTOR.fields:
-            if fd.name not in ("linux", "resources"):
-                assert fd.name in table, fd.full_name
-                assert table[fd.name] in ALL_KINDS
+            assert fd.name in table, fd.full_name
+            rule = table[fd.name]
+            if fd.name in ("linux", "resources"):
+                assert rule.owner is fields.Owner.WALKED
+            else:
+                assert rule.kind in ALL_KINDS
+                assert not rule.key or rule.key in fd.message_type.fields_by_name
     adj = api.ContainerAdjustment(mounts=[api.Mount(destination="/x")])
     adj.linux.resources.devices.add(allow=True)
     adj.linux.resources.cpu.shares.value = 2
