@@ -2,9 +2,10 @@
 
 Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the contract's
 ``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves),
-``GET /v1/policies``, ``GET /v1/rules``, ``GET /healthz``, ``GET /metrics``, OpenAPI at
-``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field. ``create_metrics_app``
-serves ``GET /metrics`` alone, for a listener Prometheus may reach (``--metrics-address``).
+``GET /v1/policies``, ``GET /v1/rules``, ``GET /v1/state`` (node effects), ``GET /healthz``,
+``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
+``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
+(``--metrics-address``).
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def create_app(server: PolicyServer) -> FastAPI:
             "last_error": server.rules.last_error,
             "rules": rules_summary(server.rules.current),
         }
+
+    @app.get("/v1/state", summary="Which node effects take effect here, and the reconciler")
+    async def state() -> dict[str, Any]:
+        return {"node_effects": server.node_state()}
 
     @app.post(
         "/v1/policies/{name}",

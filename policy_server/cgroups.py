@@ -1,11 +1,15 @@
-"""The optional side-effect executor: pod-level writes NRI cannot carry.
+"""The node-effect executor: pod-level writes and host changes NRI cannot carry.
 
 koordlet writes some results straight into the pod cgroup at RunPodSandbox (spec §1.3): batch
 sums, ``cpu.cfs_quota_us = -1`` for pinned pods, ``cpu.bvt_warp_ns``. Policies return them as
 ``CgroupWrite`` effects; this module applies them under a cgroup root, for cgroup v1
 (``<root>/<controller>/<parent>/<file>``) or v2 (``<root>/<parent>/<v2 file>``, values
-converted). Mode ``off`` (default) does nothing, ``dry-run`` only logs, ``on`` writes.
+converted), and reads them back for the reconciler (``drift``). It also (re)creates host
+directories (HAMi-core) and hands resctrl groups to ``policy_server.resctrl``. Mode ``on``
+writes, ``dry-run`` only logs, ``off`` is the explicit "report only" choice.
 
+``probe`` finds out once whether the cgroup tree can be written; when it cannot, cgroup writes
+are skipped without a word per event (the server says so once at start-up and in /v1/state).
 It never creates cgroups (a missing pod directory is skipped), never writes outside the root,
 and never raises: every failure is logged and counted.
 """
@@ -14,16 +18,26 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
-from policy_server.decision import CgroupWrite, Effect, HostDirectory
+from policy_server.decision import (
+    CgroupWrite,
+    Effect,
+    HostDirectory,
+    ResctrlGroup,
+    ResctrlGroupRemoval,
+)
+from policy_server.resctrl import ResctrlFS
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CGROUP_ROOT = Path("/sys/fs/cgroup")
+# cgroup v1 reports "no memory limit" as a page-rounded huge number, not -1.
+_V1_UNLIMITED_MEMORY = 1 << 62
 
 
 class ExecutorMode(StrEnum):
@@ -55,6 +69,7 @@ _FILES: dict[str, tuple[str, str]] = {
     "cpu.cfs_quota_us": ("cpu", "cpu.max"),
     "memory.limit_in_bytes": ("memory", "memory.max"),
     "cpu.bvt_warp_ns": ("cpu", "cpu.bvt_warp_ns"),
+    "cpu.idle": ("cpu", "cpu.idle"),
 }
 
 
@@ -98,6 +113,16 @@ class ExecutionReport:
     logged: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    # Resctrl groups this call could not create (their rdt_class must not be handed out).
+    missing_groups: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """Whether pod cgroups can be written here, and why not."""
+
+    writable: bool
+    reason: str = ""
 
 
 class CgroupExecutor:
@@ -108,10 +133,61 @@ class CgroupExecutor:
         mode: ExecutorMode = ExecutorMode.OFF,
         root: Path = DEFAULT_CGROUP_ROOT,
         version: CgroupVersion = CgroupVersion.AUTO,
+        resctrl: ResctrlFS | None = None,
     ) -> None:
         self.mode = mode
         self.root = root
         self._version = version
+        self.resctrl = resctrl if resctrl is not None else ResctrlFS()
+        # Until probed, assume usable: the first failed write says why.
+        self.cgroups = ProbeResult(True)
+        self.resctrl_state = ProbeResult(True)
+
+    def probe(self) -> ProbeResult:
+        """Check once whether the cgroup tree under ``root`` (and resctrl) can be written."""
+        ok, why = self.resctrl.probe()
+        self.resctrl_state = ProbeResult(ok, why)
+        if self.mode is not ExecutorMode.ON:
+            self.cgroups = ProbeResult(False, f"--pod-cgroup-writes {self.mode.value}")
+            return self.cgroups
+        if self.version is CgroupVersion.V2:
+            dirs = [self.root]
+        else:
+            dirs = [self.root / "cpu", self.root / "memory"]
+        for d in dirs:
+            if not d.is_dir():
+                self.cgroups = ProbeResult(False, f"no cgroup hierarchy at {d}")
+                break
+            if not os.access(d, os.W_OK):
+                self.cgroups = ProbeResult(False, f"{d} is not writable (read-only mount?)")
+                break
+        else:
+            self.cgroups = ProbeResult(True)
+        return self.cgroups
+
+    def read(self, write: CgroupWrite) -> str | None:
+        """The file's current value in the form ``target`` writes, or None if unreadable."""
+        try:
+            path, _ = self.target(write)
+            text = path.read_text().strip()
+        except (OSError, ValueError):
+            return None
+        if self.version is CgroupVersion.V2:
+            return text.split()[0] if write.file == "cpu.cfs_quota_us" and text else text
+        if write.file == "memory.limit_in_bytes" and text.isdigit():
+            return "-1" if int(text) >= _V1_UNLIMITED_MEMORY else text
+        return text
+
+    def drifted(self, write: CgroupWrite) -> bool | None:
+        """True if the file holds another value than ``write`` (None: cannot tell)."""
+        current = self.read(write)
+        if current is None:
+            return None
+        try:
+            _, wanted = self.target(write)
+        except ValueError:
+            return None
+        return current != wanted
 
     @property
     def version(self) -> CgroupVersion:
@@ -130,16 +206,55 @@ class CgroupExecutor:
             return self.root / rel / v2_file, _v2_value(write.file, write.value)
         return self.root / controller / rel / write.file, str(write.value)
 
-    def apply(self, effects: Iterable[Effect], context: str = "") -> ExecutionReport:
+    def apply(self, effects: Sequence[Effect], context: str = "") -> ExecutionReport:
         report = ExecutionReport()
         if self.mode is ExecutorMode.OFF:
+            report.missing_groups = [e.name for e in effects if isinstance(e, ResctrlGroup)]
             return report
         for effect in effects:
             if isinstance(effect, CgroupWrite):
+                if self.mode is ExecutorMode.ON and not self.cgroups.writable:
+                    report.skipped.append(f"{effect.file} for {effect.pod}: cgroups not writable")
+                    continue
                 self._write(effect, context, report)
             elif isinstance(effect, HostDirectory):
                 self._mkdir(effect, context, report)
+            elif isinstance(effect, ResctrlGroup):
+                self._resctrl(effect, context, report)
+            elif isinstance(effect, ResctrlGroupRemoval):
+                self._resctrl_remove(effect, context, report)
         return report
+
+    def _resctrl(self, group: ResctrlGroup, context: str, report: ExecutionReport) -> None:
+        if self.mode is ExecutorMode.DRY_RUN:
+            report.logged.append(f"resctrl group {group.name}")
+            report.missing_groups.append(group.name)
+            return
+        if not self.resctrl_state.writable:
+            # Said once at start-up; the caller drops the rdt_class that needs this group.
+            report.missing_groups.append(group.name)
+            return
+        result, detail = self.resctrl.ensure(group)
+        line = f"resctrl group {group.name} {result}: {detail}"
+        if result == "failed":
+            report.failed.append(line)
+            report.missing_groups.append(group.name)
+            log.error("%s pod=%s %s", line, group.pod, context)
+        elif result != "unchanged":
+            report.written.append(line)
+
+    def _resctrl_remove(
+        self, removal: ResctrlGroupRemoval, context: str, report: ExecutionReport
+    ) -> None:
+        if self.mode is ExecutorMode.DRY_RUN:
+            report.logged.append(f"remove resctrl group {removal.name}")
+            return
+        result, detail = self.resctrl.remove(removal.name)
+        if result == "failed":
+            report.failed.append(f"remove resctrl group {removal.name}: {detail}")
+            log.error("remove resctrl group %s: %s %s", removal.name, detail, context)
+        elif result == "removed":
+            report.written.append(f"resctrl group {removal.name} removed")
 
     def _write(self, write: CgroupWrite, context: str, report: ExecutionReport) -> None:
         try:
@@ -162,6 +277,11 @@ class CgroupExecutor:
                 write.pod,
                 context,
             )
+            return
+        if write.file == "cpu.bvt_warp_ns" and not path.exists():
+            # Group identity is an Alibaba Cloud Linux / Anolis kernel feature; without it there
+            # is nothing to write (reported once at start-up, not per pod).
+            report.skipped.append(f"{line}: kernel has no {write.file}")
             return
         try:
             # O_WRONLY without O_CREAT: cgroup files exist or the controller is not there.
@@ -189,6 +309,10 @@ class CgroupExecutor:
             log.info("dry-run: would %s pod=%s %s", line, effect.pod, context)
             return
         try:
+            # koordlet empties the directory first: a new container never sees a previous one's
+            # cache file (spec §4.5).
+            if os.path.isdir(effect.path) and not os.path.islink(effect.path):
+                shutil.rmtree(effect.path)
             os.makedirs(effect.path, exist_ok=True)
             os.chmod(effect.path, effect.mode)  # makedirs is subject to the umask
         except OSError as exc:
@@ -196,3 +320,81 @@ class CgroupExecutor:
             log.error("%s failed: %s pod=%s %s", line, exc.strerror, effect.pod, context)
             return
         report.written.append(line)
+
+
+def container_dir(cgroups_path: str) -> PurePosixPath:
+    """A container's cgroup directory relative to a hierarchy root.
+
+    cgroupfs: ``/kubepods/pod<uid>/<id>`` as is; systemd: ``<slice>:<prefix>:<id>`` is
+    ``<slice path>/<prefix>-<id>.scope``.
+    """
+    parts = cgroups_path.split(":")
+    if len(parts) == 3 and "/" not in cgroups_path:
+        slice_name, prefix, cid = parts
+        if not cid or not prefix:
+            raise ValueError(f"invalid systemd cgroups path {cgroups_path!r}")
+        return cgroup_dir(slice_name) / f"{prefix}-{cid}.scope"
+    return cgroup_dir(cgroups_path)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+class ContainerFiles:
+    """Reads a container's CPU/memory values and its processes (for the reconciler)."""
+
+    def __init__(self, executor: CgroupExecutor) -> None:
+        self.root = executor.root
+        self.v2 = executor.version is CgroupVersion.V2
+
+    def _dir(self, controller: str, rel: PurePosixPath) -> Path:
+        return self.root / rel if self.v2 else self.root / controller / rel
+
+    def values(self, cgroups_path: str) -> dict[str, int | str] | None:
+        """``shares``, ``quota`` (-1 = none), ``cpus``, ``memory`` (-1 = none) as read now."""
+        try:
+            rel = container_dir(cgroups_path)
+        except ValueError:
+            return None
+        out: dict[str, int | str] = {}
+        if self.v2:
+            weight, cpu_max = (
+                _read_text(self._dir("cpu", rel) / f) for f in ("cpu.weight", "cpu.max")
+            )
+            if weight is not None and weight.isdigit():
+                out["weight"] = int(weight)
+            if cpu_max:
+                first = cpu_max.split()[0]
+                if first == "max" or first.isdigit():
+                    out["quota"] = -1 if first == "max" else int(first)
+            memory = _read_text(self._dir("memory", rel) / "memory.max")
+            if memory and (memory == "max" or memory.isdigit()):
+                out["memory"] = -1 if memory == "max" else int(memory)
+            cpus = _read_text(self._dir("cpuset", rel) / "cpuset.cpus")
+        else:
+            shares = _read_text(self._dir("cpu", rel) / "cpu.shares")
+            quota = _read_text(self._dir("cpu", rel) / "cpu.cfs_quota_us")
+            memory = _read_text(self._dir("memory", rel) / "memory.limit_in_bytes")
+            cpus = _read_text(self._dir("cpuset", rel) / "cpuset.cpus")
+            if shares is not None and shares.isdigit():
+                out["shares"] = int(shares)
+            if quota is not None and quota.lstrip("-").isdigit():
+                out["quota"] = int(quota)
+            if memory is not None and memory.isdigit():
+                out["memory"] = -1 if int(memory) >= _V1_UNLIMITED_MEMORY else int(memory)
+        if cpus:
+            out["cpus"] = cpus
+        return out or None
+
+    def pids(self, cgroups_path: str) -> list[int]:
+        """The processes in the container's cgroup (empty if it is gone)."""
+        try:
+            rel = container_dir(cgroups_path)
+        except ValueError:
+            return []
+        text = _read_text(self._dir("cpu", rel) / "cgroup.procs")
+        return [int(p) for p in text.split()] if text else []

@@ -1,13 +1,16 @@
 """Composition root of the policy server (without the web layer).
 
 Builds the registry (koordinator-qos, the built-in policies enabled with ``--policy`` and
-``--policy-module`` policies), the engine, the rules
-source, the cgroup executor and the bridge client, and owns what happens around an evaluation:
-metrics, pod-level effects, updates a policy asks to push, and the recomputation of all known
-containers (pushed through the bridge) at startup and after a rule change: every policy that
-handles Synchronize gets a synthetic one built from the bridge's state, so a restarted server
-rebuilds its node view and its policies' state. ``app.py`` maps HTTP onto
-``PolicyServer.handle``.
+``--policy-module`` policies), the engine, the rules source, the node-effect executor, the
+bridge client and the node reconciler, and owns what happens around an evaluation: metrics,
+pod-level effects (a container only gets an ``rdt_class`` whose resctrl group exists), updates
+a policy asks to push, and the recomputation of all known containers (pushed through the
+bridge) at startup and after a rule change: every policy that handles Synchronize gets a
+synthetic one built from the bridge's state, so a restarted server rebuilds its node view and
+its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
+``--reconcile-interval`` seconds. It says once, at start-up and in ``node_state``
+(``GET /v1/state``), which node effects cannot take effect here and why. ``app.py`` maps HTTP
+onto ``PolicyServer.handle``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
 from bridge.contract.codec import envelope
+from policy_server import node_state
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
     DEFAULT_CGROUP_ROOT,
@@ -32,17 +36,20 @@ from policy_server.cgroups import (
     ExecutionReport,
     ExecutorMode,
 )
-from policy_server.decision import CgroupWrite, Effect
+from policy_server.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.exceptions import BridgeControlError, PayloadError
-from policy_server.koordinator import Rules, build_policy, rules_from_yaml
+from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
 from policy_server.policies import build_builtin
+from policy_server.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.pusher import Pusher, PushJob
+from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.registry import Policy, Registry
 from policy_server.reply import update_to_json
+from policy_server.resctrl import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S, ReloadResult, RulesSource, watch
 
 log = logging.getLogger(__name__)
@@ -67,31 +74,64 @@ class ServerOptions:
     cgroup_root: Path = DEFAULT_CGROUP_ROOT
     cgroup_version: CgroupVersion = CgroupVersion.AUTO
     rules_poll_interval_s: float = RULES_POLL_INTERVAL_S
+    reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S
+    resctrl_root: Path = DEFAULT_RESCTRL_ROOT
+    proc_root: Path = DEFAULT_PROC_ROOT
 
 
 @dataclass(slots=True)
 class _ResyncState:
-    pending: bool = False
+    pending: bool = False  # a full resync (every policy handling Synchronize)
+    periodic: bool = False  # the koordinator node reconciler's periodic pass
     backoff_s: float = 1.0
     next_attempt: float = 0.0
     lock: asyncio.Lock | None = field(default=None)
 
 
 def _effect_notes(effects: Sequence[Effect], mode: ExecutorMode) -> list[str]:
-    """Warnings telling the caller which pod-level effects were not applied."""
-    writes = [e for e in effects if isinstance(e, CgroupWrite)]
-    if not writes or mode is ExecutorMode.ON:
+    """Warnings telling the caller which node effects were not applied (report-only modes)."""
+    if mode is ExecutorMode.ON:
         return []
     why = "executor off" if mode is ExecutorMode.OFF else "executor in dry-run mode"
+    notes = [
+        f"host directory {e.path} not created ({why}); the mount that needs it will fail"
+        for e in effects
+        if isinstance(e, HostDirectory)
+    ]
+    writes = [e for e in effects if isinstance(e, CgroupWrite)]
+    if not writes:
+        return notes
     by_parent: dict[str, list[str]] = {}
     for w in writes:
         by_parent.setdefault(w.cgroup_parent, []).append(f"{w.file}={w.value}")
     if len(by_parent) > 3:
-        return [f"{len(writes)} pod cgroup writes on {len(by_parent)} pods not applied ({why})"]
-    return [
+        return [
+            *notes,
+            f"{len(writes)} pod cgroup writes on {len(by_parent)} pods not applied ({why})",
+        ]
+    return notes + [
         f"pod cgroup writes not applied ({why}): {parent}: {', '.join(items)}"
         for parent, items in by_parent.items()
     ]
+
+
+def _without_rdt_class(reply: dict[str, Any], groups: Sequence[str]) -> dict[str, Any]:
+    """The reply minus an ``rdt_class`` naming a resctrl group that does not exist."""
+    resources = reply.get("adjust", {}).get("linux", {}).get("resources", {})
+    if resources.get("rdt_class") not in groups:
+        return reply
+    adjust = dict(reply["adjust"])
+    linux = dict(adjust["linux"])
+    linux["resources"] = {k: v for k, v in resources.items() if k != "rdt_class"}
+    if not linux["resources"]:
+        del linux["resources"]
+    adjust["linux"] = linux
+    if not linux:
+        del adjust["linux"]
+    out = {k: v for k, v in reply.items() if k != "adjust"}
+    if adjust:
+        out["adjust"] = adjust
+    return out
 
 
 class PolicyServer:
@@ -117,7 +157,10 @@ class PolicyServer:
             self.registry.add(policy)
         self.engine = Engine(self.registry)
         self.executor = CgroupExecutor(
-            options.executor_mode, options.cgroup_root, options.cgroup_version
+            options.executor_mode,
+            options.cgroup_root,
+            options.cgroup_version,
+            ResctrlFS(options.resctrl_root, options.proc_root / "cpuinfo"),
         )
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
@@ -127,6 +170,23 @@ class PolicyServer:
             p.name for p in self.registry if EventName.SYNCHRONIZE in p.events
         )
         self._resync = _ResyncState()
+        self.procfs = Procfs(options.proc_root)
+        self.reconciler: NodeReconciler | None = None
+        if bridge is not None and options.koordinator:
+            self.reconciler = NodeReconciler(
+                engine=self.engine,
+                executor=self.executor,
+                bridge=bridge,
+                metrics=self.metrics,
+                policy=POLICY_NAME,
+                rules=lambda: self.rules.current,
+                observe=self._observe,
+                procfs=self.procfs,
+            )
+        self._reconciled_policy = POLICY_NAME if self.reconciler is not None else None
+        self._node_state: dict[str, Any] = {}
+        # The start-up pass is the catch-up one (run_background); the periodic ones follow.
+        self._last_reconcile = time.monotonic()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -135,6 +195,33 @@ class PolicyServer:
         self.rules.load()
         self.metrics.rules_generation.set(self.rules.generation)
         self.metrics.rules_valid.set(1)
+        self._warn_ignored()
+
+    def _warn_ignored(self) -> None:
+        error = self.rules.current.cpu_normalization_ratio_error
+        if error is not None:
+            log.warning(
+                "rules: %s; ratio ignored, %s in force",
+                error,
+                self.rules.current.cpu_normalization_ratio or "no ratio",
+            )
+
+    def probe_node(self) -> dict[str, Any]:
+        """Find out once what can take effect on this node; log what cannot, once."""
+        self._node_state = node_state.probe_node(
+            self.executor,
+            self.reconciler,
+            self.procfs,
+            self.options.reconcile_interval_s,
+            self.rules.current,
+        )
+        return self._node_state
+
+    def node_state(self) -> dict[str, Any]:
+        """The node-effect status for ``GET /v1/state`` (probed at start-up)."""
+        if not self._node_state:
+            self.probe_node()
+        return node_state.describe(self._node_state, self.reconciler)
 
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""
@@ -153,7 +240,17 @@ class PolicyServer:
         if self.bridge is not None:
             await self.bridge.aclose()
 
+    def _reconcile_due(self) -> None:
+        """Start a pass every ``reconcile_interval_s`` (rides on the rules poll tick)."""
+        if self.reconciler is None or self.options.reconcile_interval_s <= 0:
+            return
+        now = time.monotonic()
+        if now - self._last_reconcile >= self.options.reconcile_interval_s:
+            self._last_reconcile = now
+            self._resync.periodic = True
+
     async def _on_poll(self, result: ReloadResult) -> None:
+        self._reconcile_due()
         if result is ReloadResult.INVALID:
             self.metrics.rules_reloads.labels("invalid").inc()
             self.metrics.rules_valid.set(0)
@@ -161,11 +258,15 @@ class PolicyServer:
             self.metrics.rules_reloads.labels("applied").inc()
             self.metrics.rules_valid.set(1)
             self.metrics.rules_generation.set(self.rules.generation)
+            self._warn_ignored()
             self._resync.pending = True
             self._resync.next_attempt = 0.0
             self._resync.backoff_s = 1.0
-        if self._resync.pending and time.monotonic() >= self._resync.next_attempt:
-            await self.resync()
+        if time.monotonic() >= self._resync.next_attempt:
+            if self._resync.pending:
+                await self.resync()
+            elif self._resync.periodic:
+                await self.resync(full=False)  # the reconciler's periodic pass only
 
     # --- evaluation ------------------------------------------------------------------------
 
@@ -178,7 +279,11 @@ class PolicyServer:
             self.metrics.requests.labels(policy_name, str(event), "invalid").inc()
             raise
         self._observe(evaluation)
-        notes = await self._apply_effects(evaluation)
+        notes, missing_groups = await self._apply_effects(evaluation)
+        if missing_groups:
+            evaluation = replace(
+                evaluation, reply=_without_rdt_class(evaluation.reply, missing_groups)
+            )
         if evaluation.decision.push:
             notes.extend(self._push(evaluation))
         if notes:
@@ -195,15 +300,15 @@ class PolicyServer:
         if evaluation.conflicts:
             m.conflicts.labels(name).inc(len(evaluation.conflicts))
 
-    async def _apply_effects(self, evaluation: Evaluation) -> list[str]:
+    async def _apply_effects(self, evaluation: Evaluation) -> tuple[list[str], list[str]]:
+        """(warnings for the reply, resctrl groups that do not exist after applying)."""
         effects = evaluation.decision.effects
         if not effects:
-            return []
+            return [], []
+        groups = [e.name for e in effects if isinstance(e, ResctrlGroup)]
         if evaluation.event.dry_run:
-            return ["pod-level effects not applied: dry_run request"]
+            return ["pod-level effects not applied: dry_run request"], groups
         notes = _effect_notes(effects, self.executor.mode)
-        if self.executor.mode is ExecutorMode.OFF:
-            return notes
         context = f"policy={evaluation.policy} {describe(evaluation.event)}"
         try:
             report = await asyncio.wait_for(
@@ -211,9 +316,19 @@ class PolicyServer:
             )
         except TimeoutError:
             log.error("pod cgroup writes took longer than %ss %s", EFFECTS_TIMEOUT_S, context)
-            return [*notes, "pod cgroup writes timed out"]
+            return [*notes, "pod cgroup writes timed out"], groups
         self._count(report)
-        return notes + [f"pod cgroup write failed: {f}" for f in report.failed]
+        if report.missing_groups:
+            notes.append(
+                f"rdt_class not set: resctrl group {', '.join(report.missing_groups)} "
+                f"could not be created ({self.node_state_reason('resctrl')})"
+            )
+        failed = [f"pod cgroup write failed: {f}" for f in report.failed]
+        return notes + failed, report.missing_groups
+
+    def node_state_reason(self, part: str) -> str:
+        state = self._node_state.get(part) or {}
+        return str(state.get("reason") or "see the log")
 
     def _push(self, evaluation: Evaluation) -> list[str]:
         """Queue the evaluation's ``push`` updates; warnings saying why they were not."""
@@ -239,29 +354,37 @@ class PolicyServer:
 
     # --- rule changes ----------------------------------------------------------------------
 
-    async def resync(self) -> bool:
-        """Recompute every known container (current rules, current state) and push what changed.
+    async def resync(self, full: bool = True) -> bool:
+        """Recompute every known container (current rules, current state) and push what changed;
+        koordinator-qos's part is a full node-reconciler pass (pod-level values, drift).
 
         Returns False (and schedules a retry with back-off) if the bridge could not be used.
         """
         state = self._resync
         if self.bridge is None or not self.resync_policies:
-            state.pending = False
+            state.pending = state.periodic = False
             return True
         if state.lock is None:
             state.lock = asyncio.Lock()
         async with state.lock:
             try:
-                await self._resync_once(self.bridge)
-            except (BridgeControlError, PayloadError) as exc:
+                if full:
+                    await self._resync_once(self.bridge)
+                else:
+                    await self._reconcile_once()
+            except Exception as exc:  # bridge down, bad state, a host surprise: retry later
+                if not isinstance(exc, BridgeControlError | PayloadError):
+                    log.exception("reconcile pass failed unexpectedly")
                 self.metrics.resyncs.labels("failed").inc()
                 log.error("resync failed, retrying in %.0fs: %s", state.backoff_s, exc)
-                state.pending = True
+                state.pending = state.pending or full
                 state.next_attempt = time.monotonic() + state.backoff_s
                 state.backoff_s = min(state.backoff_s * 2, RESYNC_RETRY_MAX_S)
                 return False
         self.metrics.resyncs.labels("ok").inc()
-        state.pending = False
+        if full:
+            state.pending = False
+        state.periodic = False  # a full pass includes the reconciler's
         state.backoff_s = 1.0
         return True
 
@@ -284,8 +407,10 @@ class PolicyServer:
                         runtime_ref("nri-policy-server", "resync", None), budget_ms=0,
                         dry_run=False,
                         payload={"pods": snapshot.pods, "containers": snapshot.containers})
+        # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
+        names = [n for n in self.resync_policies if n != self._reconciled_policy]
         # Every policy first, with no await in between: their state is rebuilt from one view.
-        evaluations = [self.engine.evaluate_json(name, body) for name in self.resync_policies]
+        evaluations = [self.engine.evaluate_json(name, body) for name in names]
         pusher = self.pusher
         assert pusher is not None  # there is a bridge
         for evaluation in evaluations:
@@ -307,6 +432,14 @@ class PolicyServer:
             if updates:
                 pusher.submit(PushJob(name, "resync", updates))
         await pusher.join()
+        await self._reconcile_once(snapshot)
+
+    async def _reconcile_once(self, snapshot: BridgeState | None = None) -> None:
+        if self.reconciler is None:
+            return
+        report = await self.reconciler.run(snapshot)
+        for error in report.errors[:20]:
+            log.warning("reconcile: %s", error)
 
 
 def _with_warnings(evaluation: Evaluation, notes: list[str]) -> Evaluation:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 MAX_CPU_ID = 1 << 16
@@ -52,3 +53,9 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
     if start >= 0:
         parts.append(str(start) if start == prev else f"{start}-{prev}")
     return ",".join(parts)
+
+
+@lru_cache(maxsize=256)  # a node has a handful of pool strings, asked for on every event
+def canonical_cpu_list(text: str) -> str:
+    """``0-7,8-15`` -> ``0-15``: what the kernel shows for the same set (valid lists only)."""
+    return format_cpu_list(parse_cpu_list(text))

@@ -158,7 +158,30 @@ class HostDirectory:
     pod: str = ""
 
 
-Effect = CgroupWrite | HostDirectory
+@dataclass(frozen=True, slots=True)
+class ResctrlGroup:
+    """A resctrl control group that must exist with these schemata (koordlet's per-pod group).
+
+    The request, not the hardware mask: ``l3`` holds ``(cache id or None for every cache, start
+    percent, end percent)`` and ``mb`` ``(cache id or None, percent)``; the executor turns them
+    into L3 bit masks and MBA values with the node's cache geometry and CPU vendor.
+    """
+
+    name: str
+    l3: tuple[tuple[int | None, int, int], ...] = ()
+    mb: tuple[tuple[int | None, int], ...] = ()
+    pod: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResctrlGroupRemoval:
+    """A resctrl control group to delete (the pod is gone)."""
+
+    name: str
+    pod: str = ""
+
+
+Effect = CgroupWrite | HostDirectory | ResctrlGroup | ResctrlGroupRemoval
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,7 +429,11 @@ def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
 def _effect_key(effect: Effect) -> tuple[str, str]:
     if isinstance(effect, CgroupWrite):
         return (effect.cgroup_parent, effect.file)
-    return (effect.path, "mkdir")
+    if isinstance(effect, HostDirectory):
+        return (effect.path, "mkdir")
+    if isinstance(effect, ResctrlGroup):
+        return (effect.name, "resctrl")
+    return (effect.name, "resctrl-remove")
 
 
 def _repeats(effects: tuple[Effect, ...]) -> bool:

@@ -31,6 +31,9 @@ from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
 from policy_server.policies import describe_builtins, parse_policy_arg
+from policy_server.procfs import DEFAULT_PROC_ROOT
+from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S
+from policy_server.resctrl import DEFAULT_RESCTRL_ROOT
 from policy_server.rules_watcher import RULES_POLL_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -109,12 +112,36 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not serve the built-in koordinator-qos policy",
     )
-    effects = p.add_argument_group("pod-level cgroup writes (koordlet's RunPodSandbox effects)")
+    effects = p.add_argument_group(
+        "node effects (koordlet's pod-cgroup writes, resctrl groups, OOM scores, core "
+        "scheduling, reconciler)"
+    )
     effects.add_argument(
         "--pod-cgroup-writes",
         choices=[m.value for m in ExecutorMode],
-        default=ExecutorMode.OFF.value,
-        help="off (default): report only; dry-run: log; on: write",
+        default=ExecutorMode.ON.value,
+        help="on (default): apply them where this host allows (what cannot be done is said once "
+        "at start-up and in GET /v1/state); dry-run: log only; off: report only",
+    )
+    effects.add_argument(
+        "--reconcile-interval",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_RECONCILE_INTERVAL_S,
+        help="re-apply every decision this often, fixing drift (needs --bridge-control; "
+        f"0 = only after rule changes; default {DEFAULT_RECONCILE_INTERVAL_S:g}, as koordlet)",
+    )
+    effects.add_argument(
+        "--resctrl-root",
+        type=Path,
+        default=DEFAULT_RESCTRL_ROOT,
+        help=f"resctrl filesystem root (default {DEFAULT_RESCTRL_ROOT})",
+    )
+    effects.add_argument(
+        "--proc-root",
+        type=Path,
+        default=DEFAULT_PROC_ROOT,
+        help=f"procfs root for OOM scores and kernel switches (default {DEFAULT_PROC_ROOT})",
     )
     effects.add_argument(
         "--cgroup-root",
@@ -155,6 +182,9 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         cgroup_root=args.cgroup_root,
         cgroup_version=CgroupVersion(args.cgroup_version),
         rules_poll_interval_s=args.rules_poll_interval,
+        reconcile_interval_s=args.reconcile_interval,
+        resctrl_root=args.resctrl_root,
+        proc_root=args.proc_root,
     )
 
 
@@ -246,8 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, description in describe_builtins().items():
                 print(f"{name:20} {description}")
             return 0
+        if args.reconcile_interval < 0:
+            raise StartupError("--reconcile-interval must be >= 0")
         server = PolicyServer(options_from(args))
         server.load_rules()
+        server.probe_node()
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
         )

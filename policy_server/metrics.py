@@ -81,5 +81,19 @@ class Metrics:
             registry=r,
         )
 
+        self.drift_found = Counter(
+            "policy_reconcile_drift_found",
+            "Values the reconciler found differing from the decision, by level (container, "
+            "pod, qos, resctrl, oom, coresched, sysctl)",
+            ("level",),
+            registry=r,
+        )
+        self.drift_fixed = Counter(
+            "policy_reconcile_drift_fixed",
+            "Differences the reconciler corrected, by level",
+            ("level",),
+            registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -81,6 +81,7 @@ HOOKS: tuple[HookSpec, ...] = (
         pod=resctrl.pod,
         container=resctrl.container,
         container_stages=frozenset({_CREATE}),
+        remove_pod=resctrl.remove_pod,
     ),
     HookSpec(
         "gpu env inject",
@@ -141,8 +142,8 @@ class _Targets:
         return cls.container
 
 
-def _pod_handler(spec: HookSpec) -> Handler:
-    hook = spec.pod
+def _pod_handler(spec: HookSpec, remove: bool = False) -> Handler:
+    hook = spec.remove_pod if remove else spec.pod
     assert hook is not None
 
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
@@ -217,6 +218,8 @@ def build_policy(
     for spec in HOOKS:
         if spec.pod is not None:
             policy.on(EventName.RUN_POD_SANDBOX, name=spec.name)(_pod_handler(spec))
+        if spec.remove_pod is not None:
+            policy.on(EventName.REMOVE_POD_SANDBOX, name=spec.name)(_pod_handler(spec, True))
         if _CREATE in spec.container_stages:
             policy.on(EventName.CREATE_CONTAINER, name=spec.name)(_create_handler(spec))
         if _UPDATE in spec.container_stages:

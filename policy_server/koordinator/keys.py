@@ -76,6 +76,14 @@ FEATURE_DEFAULTS: dict[str, bool] = {
     "OOMScoreAdj": False,
     "BECPUManager": False,
     "HamiCoreVGPUMonitor": False,
+    "CoreSched": False,
 }
 # Gates koordlet has but this port does not implement (spec §9 item 10): accepted only as false.
-UNSUPPORTED_FEATURES = ("RDMADeviceInject", "CoreSched", "TCNetworkQoS", "TerwayQoS")
+UNSUPPORTED_FEATURES = ("RDMADeviceInject", "TCNetworkQoS", "TerwayQoS")
+
+# Core scheduling labels (apis/slo/v1alpha1/pod.go).
+LABEL_CORE_SCHED_GROUP_ID = "koordinator.sh/core-sched-group-id"
+LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"
+CORE_SCHED_POLICY_EXCLUSIVE = "exclusive"
+CORE_SCHED_POLICY_NONE = "none"
+CORE_SCHED_EXPELLER_SUFFIX = "-expeller"

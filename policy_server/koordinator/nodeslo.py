@@ -124,6 +124,8 @@ class CPUQOS:
 
     enable: bool
     group_identity: int
+    core_expeller: bool = False
+    sched_idle: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +232,12 @@ def node_slo_from_doc(doc: object) -> NodeSLO:
 
     def cpu_qos(class_key: str) -> CPUQOS:
         section = strategy[class_key]["cpuQOS"]
-        return CPUQOS(enable=section["enable"], group_identity=section["groupIdentity"])
+        return CPUQOS(
+            enable=section["enable"],
+            group_identity=section["groupIdentity"],
+            core_expeller=section["coreExpeller"],
+            sched_idle=section["schedIdle"],
+        )
 
     return NodeSLO(
         cpu_policy=policy,

@@ -83,6 +83,7 @@ class Features:
     OOMScoreAdj: bool = keys.FEATURE_DEFAULTS["OOMScoreAdj"]
     BECPUManager: bool = keys.FEATURE_DEFAULTS["BECPUManager"]
     HamiCoreVGPUMonitor: bool = keys.FEATURE_DEFAULTS["HamiCoreVGPUMonitor"]
+    CoreSched: bool = keys.FEATURE_DEFAULTS["CoreSched"]
 
 
 def _default_node_slo() -> NodeSLO:
@@ -101,6 +102,9 @@ class Rules:
     group_identity_kernel_support: bool = False
     hami_core_library_path: str = keys.DEFAULT_HAMI_CORE_LIBRARY_PATH
     failure_policy: FailurePolicy = FailurePolicy.IGNORE
+    # A malformed normalization ratio is ignored on its own (koordlet keeps the previous one)
+    # instead of making the whole file invalid; this says why.
+    cpu_normalization_ratio_error: str | None = None
 
     @property
     def cfs_quota_disabled(self) -> bool:
@@ -296,10 +300,16 @@ def rules_from_doc(doc: object) -> Rules:
     library = _string(d, "hami_core_library_path", "", keys.DEFAULT_HAMI_CORE_LIBRARY_PATH)
     if not library.startswith("/"):
         raise RulesError("hami_core_library_path", f"must be an absolute path (got {library!r})")
+    ratio_error = None
+    try:
+        ratio = _ratio(d.get("cpu_normalization_ratio"))
+    except RulesError as exc:
+        ratio, ratio_error = None, str(exc)
     return Rules(
         node_slo=node_slo_from_doc({} if d.get("node_slo") is None else d["node_slo"]),
         topology=_topology(d.get("topology")),
-        cpu_normalization_ratio=_ratio(d.get("cpu_normalization_ratio")),
+        cpu_normalization_ratio=ratio,
+        cpu_normalization_ratio_error=ratio_error,
         features=_features(d.get("features")),
         disable_unset_cpu_quota=_bool(d, "disable_unset_cpu_quota", "", False),
         group_identity_kernel_support=_bool(d, "group_identity_kernel_support", "", False),
@@ -324,7 +334,13 @@ RATIO_CHANGE_EPSILON = 0.01
 
 
 def stabilize(previous: Rules | None, new: Rules) -> Rules:
-    """Apply koordlet's hysteresis when replacing ``previous`` by ``new``."""
+    """Apply koordlet's hysteresis when replacing ``previous`` by ``new``.
+
+    An unparsable ratio leaves the previous one in force (koordlet's rule parse fails and the
+    rule stays unchanged); small changes (< 0.01) are ignored.
+    """
+    if previous is not None and new.cpu_normalization_ratio_error is not None:
+        return replace(new, cpu_normalization_ratio=previous.cpu_normalization_ratio)
     if previous is None or previous.cpu_normalization_ratio is None:
         return new
     old, cur = previous.cpu_normalization_ratio, new.cpu_normalization_ratio
@@ -359,6 +375,7 @@ def rules_summary(rules: Rules) -> dict[str, Any]:
             },
         },
         "cpu_normalization_ratio": rules.cpu_normalization_ratio,
+        "cpu_normalization_ratio_error": rules.cpu_normalization_ratio_error,
         "features": {f.name: getattr(rules.features, f.name) for f in fields(Features)},
         "disable_unset_cpu_quota": rules.disable_unset_cpu_quota,
         "group_identity_kernel_support": rules.group_identity_kernel_support,

@@ -83,3 +83,4 @@ class HookSpec:
     pod: PodHook | None = None
     container: ContainerHook | None = None
     container_stages: frozenset[Stage] = frozenset()
+    remove_pod: PodHook | None = None

@@ -126,10 +126,11 @@ def test_compose_sockets_meet_on_a_shared_tmpfs_volume(compose: s.Compose) -> No
     opts = compose.doc["volumes"][name]["driver_opts"]
     assert opts["type"] == "tmpfs"
     options = dict(o.split("=") for o in opts["o"].split(","))
-    # Owned by the policy server, shared with the root bridge through the group.
+    # Both run as root without capabilities (the policy server for the pod cgroup writes);
+    # the sockets are shared through the group, nobody else may enter.
     policy_uid, policy_gid = compose.policy["user"].split(":")
     bridge_uid, bridge_gid = compose.bridge["user"].split(":")
-    assert bridge_uid == "0" and policy_uid != "0"
+    assert bridge_uid == policy_uid == "0"
     assert options["uid"] == policy_uid and options["gid"] == policy_gid == bridge_gid
     assert options["mode"] == "0770"
     assert compose.policy_args.socket_mode == "0660"
@@ -150,6 +151,15 @@ def test_compose_healthchecks_probe_the_right_sockets(compose: s.Compose) -> Non
     assert s.curl_unix_target(bridge_check[1:]) == (compose.bridge_args.control_socket,
                                                     "/readyz")
     assert s.curl_unix_target(policy_check[1:]) == (compose.policy_args.uds, "/healthz")
+
+
+def test_compose_policy_server_writes_the_host_cgroup_tree(compose: s.Compose) -> None:
+    assert compose.policy_args.pod_cgroup_writes == "on"
+    root = str(compose.policy_args.cgroup_root)
+    mounts = [m for m in compose.mounts(compose.policy) if m["target"] == root]
+    assert mounts == [{"type": "bind", "source": "/sys/fs/cgroup", "target": root,
+                       "bind": {"create_host_path": False}}]
+    assert not mounts[0].get("read_only")
 
 
 def test_compose_services_are_locked_down(compose: s.Compose) -> None:

@@ -112,7 +112,11 @@ def test_daemonset_runs_on_every_node_as_node_critical(pod: s.Pod) -> None:
     # One toleration that matches every taint: operator Exists, no key, no effect.
     assert {"operator": "Exists"} in pod.spec["tolerations"]
     assert not pod.spec.get("hostNetwork", False)
-    assert not pod.spec.get("hostPID", False)
+    # The node's PIDs only where the rules keep running processes' OOM scores or core-sched
+    # cookies (the production overlay), not in the base.
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
+    pid_effects = rules.features.OOMScoreAdj or rules.features.CoreSched
+    assert pod.spec.get("hostPID", False) is pid_effects
     assert not [p for c in pod.spec["containers"] for p in c.get("ports", []) if "hostPort" in p]
     assert [c["name"] for c in pod.spec["containers"]] == ["bridge", "policy-server"]
 
@@ -182,10 +186,9 @@ def test_probes_give_the_command_time_to_finish(pod: s.Pod) -> None:
 
 
 def test_sockets_are_shared_by_group_not_by_world(pod: s.Pod) -> None:
-    # The two containers run as different users; 0660 sockets work through a
-    # common group and fsGroup makes the emptyDir group-owned by it.
+    # 0660 sockets work through a common group and fsGroup makes the emptyDir
+    # group-owned by it (other containers of the node cannot connect).
     bridge_sc, policy_sc = pod.bridge["securityContext"], pod.policy["securityContext"]
-    assert bridge_sc["runAsUser"] != policy_sc["runAsUser"]
     assert bridge_sc["runAsGroup"] == policy_sc["runAsGroup"] == pod.spec["securityContext"][
         "fsGroup"]
     assert pod.policy_args.socket_mode == "0660"
@@ -193,18 +196,38 @@ def test_sockets_are_shared_by_group_not_by_world(pod: s.Pod) -> None:
 
 def test_security_contexts_drop_everything_they_can(pod: s.Pod) -> None:
     assert pod.spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
     for c in (pod.bridge, pod.policy):
         sc = c["securityContext"]
-        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
-        assert "add" not in sc["capabilities"]
+        assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+    assert "add" not in pod.bridge["securityContext"]["capabilities"]
+    # Exactly the capabilities the OOM-score row of docs/deployment.md names, and only when
+    # the rules turn OOMScoreAdj on.
+    added = pod.policy["securityContext"]["capabilities"].get("add", [])
+    assert sorted(added) == (["DAC_OVERRIDE", "SYS_RESOURCE"] if rules.features.OOMScoreAdj
+                             else [])
+    for c in (pod.bridge, pod.policy):
+        sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["privileged"] is False
         assert sc["readOnlyRootFilesystem"] is True
-    # Root only where the NRI socket requires it.
+    # Root (without capabilities) where files owned by root must be written: the NRI socket,
+    # the pod cgroup files.
     assert pod.bridge["securityContext"]["runAsUser"] == 0
-    assert pod.policy["securityContext"]["runAsNonRoot"] is True
-    assert pod.policy["securityContext"]["runAsUser"] > 0
-    assert pod.policy_args.pod_cgroup_writes == "off"
+    assert pod.policy["securityContext"]["runAsUser"] == 0
+    assert pod.policy_args.pod_cgroup_writes == "on"
+
+
+def test_policy_server_writes_the_host_cgroup_tree(pod: s.Pod) -> None:
+    volume, inside, mount = s.volume_for(pod.spec, pod.policy, str(pod.policy_args.cgroup_root))
+    assert volume["hostPath"] == {"path": "/sys/fs/cgroup", "type": "Directory"}
+    assert inside == "" and not mount.get("readOnly")
+    rules = s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules)))
+    if rules.features.Resctrl:  # the production overlay: the host's resctrl tree, writable
+        volume, inside, mount = s.volume_for(pod.spec, pod.policy,
+                                             str(pod.policy_args.resctrl_root))
+        assert volume["hostPath"] == {"path": "/sys/fs/resctrl", "type": "Directory"}
+        assert inside == "" and not mount.get("readOnly")
 
 
 def test_resources_are_bounded(pod: s.Pod) -> None:
@@ -255,10 +278,12 @@ def test_production_overlay_pins_the_image_and_logs_json() -> None:
     assert base.bridge_args.log_format == base.policy_args.log_format == "text"
     assert s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules))) != (
         s.koordinator_rules(base.file(base.policy, str(base.policy_args.rules))))
-    # Apart from the log format, the overlay repeats the base's arguments.
+    # Apart from the log format (and the resctrl tree its Resctrl rule needs), the overlay
+    # repeats the base's arguments.
     for c, b in ((pod.bridge, base.bridge), (pod.policy, base.policy)):
         differing = set(c["args"]) ^ set(b["args"])
-        assert differing == {"--log-format=json", "--log-format=text"}, c["name"]
+        extra = {"--resctrl-root=/host/sys/fs/resctrl"} if c is pod.policy else set()
+        assert differing == {"--log-format=json", "--log-format=text", *extra}, c["name"]
 
 
 def _metrics_port(pod: s.Pod, c: dict[str, Any], args: Any) -> dict[str, Any]:

@@ -94,9 +94,9 @@ def test_sockets_are_shared_through_one_group_created_by_sysusers(units: Units) 
     users = {w[1]: w[2] for w in lines if w[0] == "u"}
     group = units.bridge.value("Service", "Group")
     assert units.policy.value("Service", "Group") == group and group in groups
-    policy_user = units.policy.value("Service", "User")
-    assert users[policy_user] == f"-:{group}"
-    assert units.bridge.value("Service", "User") == "root"
+    # Both root without capabilities: the NRI socket and the pod cgroup files are root's.
+    assert units.policy.value("Service", "User") == units.bridge.value("Service", "User") == "root"
+    assert not users
     for unit in (units.bridge, units.policy):
         # Group may enter the directory, others may not; sockets come out 0660.
         assert unit.value("Service", "RuntimeDirectoryMode") == "0750"
@@ -110,18 +110,22 @@ def test_hardening(units: Units) -> None:
         assert service["CapabilityBoundingSet"] == ""
         assert service["AmbientCapabilities"] == ""
         for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp", "PrivateDevices",
-                    "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups",
+                    "ProtectKernelTunables", "ProtectKernelModules",
                     "RestrictSUIDSGID", "LockPersonality"):
             assert service[key] == "yes", (unit.path.name, key)
         assert service["ProtectSystem"] == "strict"
-        # Under ProtectSystem=strict a service writes only its RuntimeDirectory.
-        assert not unit.values("Service", "ReadWritePaths")
         assert re.fullmatch(r"[0-9]+M", service["MemoryMax"])
+    # Under ProtectSystem=strict a service writes only its RuntimeDirectory, and the policy
+    # server the cgroup tree for its node effects.
+    assert units.bridge.value("Service", "ProtectControlGroups") == "yes"
+    assert not units.bridge.values("Service", "ReadWritePaths")
+    assert units.policy.value("Service", "ProtectControlGroups") == "no"
+    assert units.policy.values("Service", "ReadWritePaths") == ["/sys/fs/cgroup"]
     # The policy server's only sockets are Unix sockets.
     assert units.policy.words("Service", "RestrictAddressFamilies") == ["AF_UNIX"]
     assert units.policy.value("Service", "PrivateNetwork") == "yes"
     assert units.policy_args.host is None and units.policy_args.port is None
-    assert units.policy_args.pod_cgroup_writes == "off", "needs ProtectControlGroups=no"
+    assert units.policy_args.pod_cgroup_writes == "on"
     # The bridge may call https:// policies too.
     assert set(units.bridge.words("Service", "RestrictAddressFamilies")) == {
         "AF_UNIX", "AF_INET", "AF_INET6"}

@@ -142,6 +142,7 @@ def start_stack(
         policy_modules: tuple[Path, ...] = (),
         koordinator: bool = True,
         builtin_policies: tuple[str, ...] = (),
+        policy_args: tuple[str, ...] = (),
     ) -> Stack:
         workdir = Path(tempfile.mkdtemp(prefix="policy-", dir=containerd.dirs.base))
         # The bridge object first: the policy server needs its control socket path.
@@ -157,6 +158,7 @@ def start_stack(
             koordinator=koordinator,
             builtin_policies=builtin_policies,
             bridge_control=bridge.control_socket,
+            extra_args=policy_args,
         )
         assert policy.socket == policy_sock
         stack = Stack(policy, bridge)

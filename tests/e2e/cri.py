@@ -93,10 +93,11 @@ class CriClient:
         name: str = "e2e",
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        uid: str | None = None,
     ) -> Pod:
         """A host-network pod; ``labels``/``annotations`` are added to the sandbox config."""
         pb = self.pb
-        uid = str(uuid.uuid4())
+        uid = uid or str(uuid.uuid4())
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
         config = pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(

@@ -55,8 +55,10 @@ class PolicyServer:
         koordinator: bool = True,
         builtin_policies: Sequence[str] = (),
         bridge_control: Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.extra_args = tuple(extra_args)
         self.workdir = workdir
         self.socket = workdir / "policy.sock"
         self.rules = workdir / "rules.yaml" if rules is not None else None
@@ -98,7 +100,7 @@ class PolicyServer:
             cmd.append("--no-koordinator")
         if self.bridge_control is not None:
             cmd += ["--bridge-control", f"unix://{self.bridge_control}"]
-        return cmd
+        return [*cmd, *self.extra_args]
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -139,6 +141,11 @@ class PolicyServer:
         reply.raise_for_status()
         body: dict[str, Any] = reply.json()
         return body
+
+    def get_text(self, path: str) -> str:
+        reply = _uds_get(self.socket, path, timeout_s=5.0)
+        reply.raise_for_status()
+        return reply.text
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

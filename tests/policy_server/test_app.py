@@ -45,8 +45,8 @@ async def test_list_policies(client: httpx.AsyncClient) -> None:
     assert set(by_name) == {"koordinator-qos", "broken"}
     koord = by_name["koordinator-qos"]
     assert koord["url"] == "/v1/policies/koordinator-qos"
-    assert koord["events"] == ["Synchronize", "RunPodSandbox", "CreateContainer",
-                               "UpdateContainer", "RemoveContainer"]
+    assert koord["events"] == ["Synchronize", "RunPodSandbox", "RemovePodSandbox",
+                               "CreateContainer", "UpdateContainer", "RemoveContainer"]
     assert koord["handlers"]["UpdateContainer"] == ["BatchResource", "CPUNormalization",
                                                     "CPUSetAllocator"]
     assert "RemoveContainer" not in koord["handlers"]  # observed, not handled
@@ -151,3 +151,28 @@ async def test_every_contract_example_gets_a_valid_reply(client: httpx.AsyncClie
 def test_field_loc() -> None:
     assert field_loc("containers[3].linux.resources") == ["body", "containers", 3, "linux",
                                                           "resources"]
+
+
+async def test_state_says_what_cannot_take_effect_and_events_stay_quiet(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A host whose cgroup tree is not there (or read-only): said once, not per event.
+    server = PolicyServer(ServerOptions(executor_mode=ExecutorMode.ON,
+                                        cgroup_root=tmp_path / "no-cgroup",
+                                        resctrl_root=tmp_path / "no-resctrl"))
+    with caplog.at_level("WARNING"):
+        server.probe_node()
+    assert [r.getMessage() for r in caplog.records if "pod cgroup writes" in r.getMessage()] == [
+        f"pod cgroup writes cannot take effect: no cgroup hierarchy at {tmp_path}/no-cgroup/cpu; "
+        "pod-level values are not applied"]
+    body = envelope("RunPodSandbox", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}))
+    async with await client_for(server) as c:
+        assert (await c.post("/v1/policies/koordinator-qos", json=body)).json() == {}
+        state = (await c.get("/v1/state")).json()["node_effects"]
+    assert state["mode"] == "on"
+    assert state["cgroups"]["writable"] is False and "no cgroup hierarchy" in state["cgroups"][
+        "reason"]
+    assert state["resctrl"]["usable"] is False
+    assert state["reconciler"] == {
+        "running": False,
+        "reason": "no --bridge-control (the reconciler lists pods through the bridge)"}

@@ -41,8 +41,9 @@ def test_hook_order_is_koordlet_byte_order() -> None:
     assert [h.name for h in policy.handlers_for(E.UPDATE_CONTAINER)] == [
         "BatchResource", "CPUNormalization", "CPUSetAllocator"]
     assert [h.name for h in policy.handlers_for(E.SYNCHRONIZE)] == ["Reconcile"]
-    assert policy.events == {E.SYNCHRONIZE, E.RUN_POD_SANDBOX, E.CREATE_CONTAINER,
-                             E.UPDATE_CONTAINER, E.REMOVE_CONTAINER}
+    assert [h.name for h in policy.handlers_for(E.REMOVE_POD_SANDBOX)] == ["Resctrl"]
+    assert policy.events == {E.SYNCHRONIZE, E.RUN_POD_SANDBOX, E.REMOVE_POD_SANDBOX,
+                             E.CREATE_CONTAINER, E.UPDATE_CONTAINER, E.REMOVE_CONTAINER}
 
 
 def test_create_container_for_a_pinned_lsr_pod() -> None:

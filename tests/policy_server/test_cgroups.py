@@ -10,8 +10,10 @@ import pytest
 from policy_server.cgroups import (
     CgroupExecutor,
     CgroupVersion,
+    ContainerFiles,
     ExecutorMode,
     cgroup_dir,
+    container_dir,
 )
 from policy_server.decision import CgroupWrite, HostDirectory
 
@@ -104,11 +106,19 @@ def test_missing_pod_cgroup_is_skipped_not_created(tmp_path: Path) -> None:
     assert not (root / "cpu/kubepods/besteffort/gone").exists()
 
 
-def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
+def test_kernel_without_bvt_is_skipped_quietly(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     (root / "cpu/kubepods/besteffort/pod1/cpu.bvt_warp_ns").unlink()  # kernel without bvt
     report = CgroupExecutor(ExecutorMode.ON, root).apply(
         [CgroupWrite(V1_PARENT, "cpu.bvt_warp_ns", 2)])
+    assert not report.failed and "kernel has no cpu.bvt_warp_ns" in report.skipped[0]
+
+
+def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    (root / "cpu/kubepods/besteffort/pod1/cpu.shares").unlink()  # controller not there
+    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+        [CgroupWrite(V1_PARENT, "cpu.shares", 2)])
     assert len(report.failed) == 1 and "No such file" in report.failed[0]
 
 
@@ -147,3 +157,62 @@ def test_host_directory(tmp_path: Path) -> None:
     dry = CgroupExecutor(ExecutorMode.DRY_RUN, tmp_path).apply(
         [HostDirectory(str(tmp_path / "other"), 0o777)])
     assert dry.logged and not (tmp_path / "other").exists()
+
+
+def test_host_directory_is_emptied_first(tmp_path: Path) -> None:
+    # koordlet's gpu hook: os.RemoveAll then MkdirAll(0777): a restarted container never sees
+    # the previous one's cache file.
+    target = tmp_path / "vgpu/containers/uid_app"
+    target.mkdir(parents=True)
+    (target / "uid_app.cache").write_text("stale")
+    CgroupExecutor(ExecutorMode.ON, tmp_path).apply([HostDirectory(str(target), 0o777)])
+    assert target.is_dir() and list(target.iterdir()) == []
+
+
+def test_unwritable_cgroups_skip_writes_quietly(tmp_path: Path) -> None:
+    executor = CgroupExecutor(ExecutorMode.ON, tmp_path / "missing")
+    probe = executor.probe()
+    assert not probe.writable and "no cgroup hierarchy" in probe.reason
+    report = executor.apply(WRITES)
+    assert not report.failed and not report.written and len(report.skipped) == len(WRITES)
+
+
+def test_read_back_and_drift(tmp_path: Path) -> None:
+    root = v1_tree(tmp_path)
+    executor = CgroupExecutor(ExecutorMode.ON, root)
+    (root / "memory" / V1_PARENT.lstrip("/") / "memory.limit_in_bytes").write_text(
+        "9223372036854771712\n")
+    assert executor.read(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) == "-1"
+    assert executor.drifted(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) is False
+    assert executor.drifted(CgroupWrite(V1_PARENT, "cpu.shares", 2)) is True  # "original"
+    assert executor.drifted(CgroupWrite("/kubepods/gone", "cpu.shares", 2)) is None
+
+
+def test_container_dirs_for_both_drivers() -> None:
+    assert str(container_dir("/kubepods/burstable/pod1/abc")) == "kubepods/burstable/pod1/abc"
+    assert str(container_dir("kubepods-burstable-pod1.slice:cri-containerd:abc")) == (
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/"
+        "cri-containerd-abc.scope")
+    with pytest.raises(ValueError):
+        container_dir("kubepods-pod1.slice::abc")
+
+
+def test_container_values_v1_and_v2(tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    for controller, name, value in (("cpu", "cpu.shares", "512"),
+                                    ("cpu", "cpu.cfs_quota_us", "-1"),
+                                    ("cpuset", "cpuset.cpus", "0-3"),
+                                    ("memory", "memory.limit_in_bytes", "9223372036854771712"),
+                                    ("cpu", "cgroup.procs", "7\n8")):
+        (v1 / controller / "pod1/c1").mkdir(parents=True, exist_ok=True)
+        (v1 / controller / "pod1/c1" / name).write_text(value + "\n")
+    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, v1, CgroupVersion.V1))
+    assert files.values("/pod1/c1") == {"shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
+    assert files.pids("/pod1/c1") == [7, 8] and files.pids("/gone") == []
+    v2 = tmp_path / "v2" / "pod1" / "c1"
+    v2.mkdir(parents=True)
+    for name, value in (("cpu.weight", "20"), ("cpu.max", "50000 100000"),
+                        ("memory.max", "max"), ("cpuset.cpus", "1")):
+        (v2 / name).write_text(value + "\n")
+    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, tmp_path / "v2", CgroupVersion.V2))
+    assert files.values("/pod1/c1") == {"weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}

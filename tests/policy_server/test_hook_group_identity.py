@@ -87,14 +87,15 @@ def test_kernel_support_writes_pod_cgroup_and_container_unified() -> None:
     assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "-1"}
 
 
-def test_without_kernel_support_the_value_is_only_reported() -> None:
+def test_without_declared_support_only_the_pod_cgroup_is_written() -> None:
+    # The executor writes the pod cgroup when the kernel has the file; containers get no
+    # unified key (runc refuses it on cgroup v1).
     r = rules(**ALL)
-    pod = group_identity.pod(pod_target(qos="LSR"), r)
-    assert pod is not None and not pod.effects
-    assert "cpu.bvt_warp_ns=2" in pod.warnings[0]
-    assert "group_identity_kernel_support" in pod.warnings[0]
-    ctr = group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r)
-    assert ctr is not None and ctr.resources.is_empty() and ctr.warnings
+    pod = group_identity.pod(pod_target(qos="LSR", cgroup_parent=G), r)
+    assert pod is not None
+    assert pod.effects == (CgroupWrite(G, "cpu.bvt_warp_ns", 2, "default/pod-1"),)
+    assert not pod.warnings
+    assert group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r) is None
     assert group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r) is None
 
 

@@ -53,3 +53,13 @@ def test_reconcile_without_a_known_base_warns_and_leaves_the_quota() -> None:
     result = normalization.container(target, RECONCILE, rules(cpu_normalization_ratio=1.2))
     assert result is not None and result.resources.is_empty()
     assert result.warnings == (normalization.UNKNOWN_BASE,)
+
+
+def test_malformed_resource_status_does_not_stop_normalization() -> None:
+    # koordlet's normalization does not depend on parsing the resource-status; an unlabeled pod
+    # whose annotation cannot be read is simply not known to be pinned.
+    target = container_target(quota=100000, annotations={
+        "scheduling.koordinator.sh/resource-status": "{not json"})  # fmt: skip
+    result = normalization.container(target, Stage.CREATE_CONTAINER,
+                                     rules(cpu_normalization_ratio=1.2))  # fmt: skip
+    assert result is not None and result.resources.cpu_quota == 83334  # ceil(100000 / 1.2)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from policy_server.decision import ResctrlGroup, ResctrlGroupRemoval
 from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.hooks import oom, resctrl
 from policy_server.koordinator.target import Stage
@@ -54,16 +55,26 @@ def test_bad_oom_values_are_skipped_with_a_warning(
 RESCTRL = {"node.koordinator.sh/resctrl": {"llc": {"schemata": {"range": [0, 30]}}}}
 
 
-def test_resctrl_rdt_class_is_the_pod_group() -> None:
+GROUP = ResctrlGroup("koordlet-5db6", l3=((None, 0, 30),), pod="default/pod-1")
+
+
+def test_resctrl_rdt_class_is_the_pod_group_and_asks_for_it() -> None:
+    # The effect lets the server drop rdt_class if the group cannot be made.
     target = container_target(uid="5db6", annotations=RESCTRL)
     result = resctrl.container(target, Stage.CREATE_CONTAINER, rules())
     assert result is not None and result.resources.rdt_class == "koordlet-5db6"
+    assert result.effects == (GROUP,)
     assert resctrl.container(container_target(), Stage.CREATE_CONTAINER, rules()) is None
 
 
-def test_resctrl_pod_stage_reports_the_group_is_not_created() -> None:
-    result = resctrl.pod(pod_target(uid="5db6", annotations=RESCTRL), rules())
-    assert result is not None and "koordlet-5db6" in result.warnings[0]
+def test_resctrl_pod_stage_creates_and_remove_stage_deletes_the_group() -> None:
+    target = pod_target(uid="5db6", annotations=RESCTRL)
+    created = resctrl.pod(target, rules())
+    assert created is not None and created.effects == (GROUP,)
+    removed = resctrl.remove_pod(target, rules())
+    assert removed is not None
+    assert removed.effects == (ResctrlGroupRemoval("koordlet-5db6", "default/pod-1"),)
+    assert resctrl.remove_pod(pod_target(uid="5db6"), rules()) is None
 
 
 def test_bad_resctrl_annotation_is_a_hook_error() -> None:

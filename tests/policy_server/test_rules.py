@@ -54,7 +54,12 @@ node_slo:
 """
     )
     slo = rules.node_slo
-    assert (slo.lsr, slo.ls, slo.be) == (CPUQOS(True, 2), CPUQOS(True, 2), CPUQOS(True, -1))
+    # sloconfig defaults: coreExpeller true for LSR/LS, false for BE.
+    assert (slo.lsr, slo.ls, slo.be) == (
+        CPUQOS(True, 2, core_expeller=True),
+        CPUQOS(True, 2, core_expeller=True),
+        CPUQOS(True, -1, core_expeller=False),
+    )
     assert rules.group_identity_enabled
     # An enabled resctrlQOS keeps the class default (BE 0-30 %).
     assert slo.spec["resourceQOSStrategy"]["beClass"]["resctrlQOS"]["catRangeEndPercent"] == 30
@@ -129,9 +134,6 @@ def test_real_nodeslo_sections_we_do_not_model_pass_through() -> None:
         ("topology: {node.koordinator.sh/cpu-shared-pools: [{node: one}]}",
          "topology.node.koordinator.sh/cpu-shared-pools[0].node", "an integer"),
         ("topology: {cpu-shared-pools: []}", "topology.cpu-shared-pools", "unknown key"),
-        ("cpu_normalization_ratio: 0", "cpu_normalization_ratio", "> 0"),
-        ("cpu_normalization_ratio: abc", "cpu_normalization_ratio", "not a number"),
-        ("cpu_normalization_ratio: .nan", "cpu_normalization_ratio", "> 0"),
         ("features: {GPUEnvInjection: true}", "features.GPUEnvInjection", "unknown feature"),
         ("features: {GPUEnvInject: 1}", "features.GPUEnvInject", "true or false"),
         ("features: {RDMADeviceInject: true}", "features.RDMADeviceInject", "not supported"),
@@ -164,3 +166,19 @@ def test_ratio_changes_below_one_percent_are_ignored() -> None:
     removed = rules_from_doc({})
     assert stabilize(old, removed).cpu_normalization_ratio is None
     assert stabilize(None, old) == old
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("0", "> 0"), ("abc", "not a number"), (".nan", "> 0"), ("[1]", "a list")],
+)
+def test_malformed_ratio_is_ignored_alone(value: str, fragment: str) -> None:
+    # koordlet TestPlugin_parseRule "parse ratio failed": the parse errors and the rule keeps
+    # its previous ratio; the rest of the node's rules are not affected.
+    r = rules_from_yaml(f"cpu_normalization_ratio: {value}\ndisable_unset_cpu_quota: true\n")
+    assert r.cpu_normalization_ratio is None and r.disable_unset_cpu_quota is True
+    assert r.cpu_normalization_ratio_error is not None
+    assert r.cpu_normalization_ratio_error.startswith("cpu_normalization_ratio")
+    assert fragment in r.cpu_normalization_ratio_error
+    old = rules_from_doc({"cpu_normalization_ratio": 1.2})
+    assert stabilize(old, r).cpu_normalization_ratio == 1.2

@@ -35,10 +35,10 @@ def test_reload_cycle(tmp_path: Path) -> None:
     assert src.poll() is ReloadResult.APPLIED
     assert src.current.cpu_normalization_ratio == 1.5 and src.generation == 2
 
-    rewrite(path, "cpu_normalization_ratio: -3\n")
+    rewrite(path, "cpu_normalization_ratio: 1.5\nfeatures: {GPUEnvInject: 1}\n")
     assert src.poll() is ReloadResult.INVALID
     assert src.current.cpu_normalization_ratio == 1.5  # previous rules stay in force
-    assert src.last_error is not None and src.last_error.startswith("cpu_normalization_ratio")
+    assert src.last_error is not None and src.last_error.startswith("features.GPUEnvInject")
     assert str(path) in src.last_error
     assert src.poll() is ReloadResult.UNCHANGED  # the broken version is reported once
 

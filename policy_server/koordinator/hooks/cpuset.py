@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from policy_server.cpuset import canonical_cpu_list
 from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import ResourceStatus, resource_status
@@ -17,7 +18,10 @@ from policy_server.koordinator.target import ContainerTarget, HookResult, PodTar
 
 
 def _join(pools: Iterable[CPUSharedPool]) -> str:
-    return ",".join(p.cpuset for p in pools if p.cpuset)
+    # koordlet joins the pool strings ("0-7,8-15"); the kernel stores the set, which reads back
+    # as "0-15", so we send the canonical form (pool cpusets are checked when rules load).
+    joined = ",".join(p.cpuset for p in pools if p.cpuset)
+    return canonical_cpu_list(joined) if joined else ""
 
 
 def _on_nodes(pools: tuple[CPUSharedPool, ...], status: ResourceStatus) -> str:
@@ -45,7 +49,10 @@ def decide_cpuset(target: PodTarget, status: ResourceStatus | None, rules: Rules
         return topo.system_qos_cpuset
     if qos is QOSClass.LS:
         return _join(topo.cpu_shared_pools)
-    if target.kube_qos is KubeQOS.BEST_EFFORT or qos is QOSClass.BE:
+    # Only kube-BestEffort pods are "cleared": a BE-labelled Burstable/Guaranteed pod goes on to
+    # the kubelet-policy steps below and is confined to the shared pools (koordlet's
+    # cpusetRule.getContainerCPUSet checks the kube QoS from the cgroup parent here, not the label).
+    if target.kube_qos is KubeQOS.BEST_EFFORT:
         return ""
     if topo.kubelet_cpu_manager_policy == keys.KUBELET_POLICY_STATIC:
         return None

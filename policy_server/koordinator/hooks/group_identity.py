@@ -1,10 +1,11 @@
 """GroupIdentity (spec §4.3): the ``cpu.bvt_warp_ns`` value per pod.
 
-koordlet writes it into the pod cgroup at RunPodSandbox (here: an effect for the executor). As
-an NRI mapping we also set ``unified["cpu.bvt_warp_ns"]`` on each container at CreateContainer
-and reconcile — only when the rules declare ``group_identity_kernel_support`` (cgroup v2 kernels
-that expose the file; runc rejects ``unified`` keys on cgroup v1). Otherwise the value is only
-reported as a warning.
+koordlet writes it into the pod cgroup at RunPodSandbox; here that is a pod-cgroup effect the
+node executor writes when the kernel has the file (it skips it quietly otherwise; the server
+reports the kernel's support once, at start-up and in /v1/state). As an extra NRI mapping we
+also set ``unified["cpu.bvt_warp_ns"]`` on each container at CreateContainer and reconcile, only
+when the rules declare ``group_identity_kernel_support`` (cgroup v2 kernels that expose the
+file; runc rejects ``unified`` keys on cgroup v1).
 """
 
 from __future__ import annotations
@@ -63,21 +64,10 @@ def _wanted(value: int, rules: Rules) -> bool:
     return rules.group_identity_enabled or value != 0
 
 
-def _unsupported(target: PodTarget, value: int) -> HookResult:
-    return HookResult(
-        warnings=(
-            f"GroupIdentity: {BVT_FILE}={value} for {target.label} not applied: the rules do not "
-            "declare group_identity_kernel_support",
-        )
-    )
-
-
 def pod(target: PodTarget, rules: Rules) -> HookResult | None:
     value = bvt_value(target, rules)
     if not _wanted(value, rules):
         return None
-    if not rules.group_identity_kernel_support:
-        return _unsupported(target, value)
     if not target.pod.cgroup_parent:
         return HookResult(warnings=(f"GroupIdentity: pod {target.label} has no cgroup parent",))
     return HookResult(
@@ -90,6 +80,5 @@ def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult
     if stage is Stage.CREATE_CONTAINER and not _wanted(value, rules):
         return None
     if not rules.group_identity_kernel_support:
-        # Reported once per pod at RunPodSandbox and per new container; reconcile stays quiet.
-        return None if stage is Stage.RECONCILE else _unsupported(target.pod, value)
+        return None  # the pod-level write carries it (containers run inside the pod group)
     return HookResult(resources=ResourcePatch(unified={BVT_FILE: str(value)}))

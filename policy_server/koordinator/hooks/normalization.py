@@ -8,7 +8,7 @@ where koordlet would read the current one), or the unscaled quota remembered fro
 from __future__ import annotations
 
 from policy_server.decision import ResourcePatch
-from policy_server.koordinator.annotations import resource_status
+from policy_server.koordinator.annotations import AnnotationError, resource_status
 from policy_server.koordinator.formulas import scale_quota
 from policy_server.koordinator.qos import QOSClass
 from policy_server.koordinator.rules import Rules
@@ -27,7 +27,12 @@ def applies(target: ContainerTarget) -> bool:
         return True
     if qos is not QOSClass.NONE:
         return False
-    status = resource_status(target.pod.pod.annotations)
+    try:
+        status = resource_status(target.pod.pod.annotations)
+    except AnnotationError:
+        # koordlet's normalization carries on when the resource-status cannot be parsed: the
+        # pod is simply not known to be pinned (CPUSetAllocator reports the bad annotation).
+        return True
     return status is None or not status.cpuset
 
 

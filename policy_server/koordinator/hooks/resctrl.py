@@ -1,35 +1,40 @@
-"""Resctrl (spec §4.7): ``rdt_class = koordlet-<podUID>`` for pods with a resctrl request.
+"""Resctrl (spec §4.7): the per-pod resctrl group ``koordlet-<podUID>`` and its ``rdt_class``.
 
-Creating the group and its schemata (RunPodSandbox) and deleting it (RemovePodSandbox) are
-resctrl-filesystem writes outside NRI and outside our cgroup executor: RunPodSandbox only
-reports that the group must exist.
+RunPodSandbox asks for the group with its schemata (a ``ResctrlGroup`` effect the node executor
+creates); CreateContainer sets ``rdt_class`` and asks for the same group again, so the server can
+drop ``rdt_class`` from the reply when the group could not be made (a container must never
+point at a class that does not exist); RemovePodSandbox asks for the group's removal.
 """
 
 from __future__ import annotations
 
-from policy_server.decision import ResourcePatch
-from policy_server.koordinator import keys
+from policy_server.decision import ResctrlGroupRemoval, ResourcePatch
 from policy_server.koordinator.annotations import resctrl_config
+from policy_server.koordinator.resctrl_schemata import group_name, resctrl_group
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
 
-
-def group_name(pod_uid: str) -> str:
-    return f"{keys.RESCTRL_GROUP_PREFIX}{pod_uid}"
+__all__ = ["container", "group_name", "pod", "remove_pod"]
 
 
 def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
-    if resctrl_config(target.pod.pod.annotations) is None:
+    pod = target.pod.pod
+    config = resctrl_config(pod.annotations)
+    if config is None:
         return None
-    return HookResult(resources=ResourcePatch(rdt_class=group_name(target.pod.pod.uid)))
+    group = resctrl_group(config, pod.uid, target.pod.label)
+    return HookResult(resources=ResourcePatch(rdt_class=group.name), effects=(group,))
 
 
 def pod(target: PodTarget, rules: Rules) -> HookResult | None:
+    config = resctrl_config(target.pod.annotations)
+    if config is None:
+        return None
+    return HookResult(effects=(resctrl_group(config, target.pod.uid, target.label),))
+
+
+def remove_pod(target: PodTarget, rules: Rules) -> HookResult | None:
+    # koordlet removes the group only for pods that carry the annotation.
     if resctrl_config(target.pod.annotations) is None:
         return None
-    return HookResult(
-        warnings=(
-            f"Resctrl: resctrl group {group_name(target.pod.uid)} is not created by this policy "
-            "server; containers of this pod get it as rdt_class",
-        )
-    )
+    return HookResult(effects=(ResctrlGroupRemoval(group_name(target.pod.uid), target.label),))

@@ -1,0 +1,122 @@
+"""What can take effect on this node: probed once at start-up, logged once, shown in /v1/state.
+
+Owns the start-up probe of every node effect (pod cgroups, resctrl, core scheduling, the group
+identity kernel feature, the reconciler) and its JSON description. One warning line per part
+that cannot work, at start-up only: events never repeat it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from policy_server import coresched
+from policy_server.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
+from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
+from policy_server.koordinator.rules import Rules
+from policy_server.procfs import Procfs
+from policy_server.reconciler import NodeReconciler
+
+log = logging.getLogger(__name__)
+
+
+def _group_identity(executor: CgroupExecutor, procfs: Procfs) -> tuple[bool, str]:
+    if procfs.kernel_switch(SYSCTL_GROUP_IDENTITY) is not None:
+        return True, ""
+    if (
+        executor.version is CgroupVersion.V1
+        and (executor.root / "cpu" / "cpu.bvt_warp_ns").exists()
+    ):
+        return True, ""
+    return False, (
+        "kernel without group identity (no cpu.bvt_warp_ns, no "
+        f"kernel.{SYSCTL_GROUP_IDENTITY}: not an Alibaba Cloud Linux / Anolis kernel)"
+    )
+
+
+def probe_node(
+    executor: CgroupExecutor,
+    reconciler: NodeReconciler | None,
+    procfs: Procfs,
+    reconcile_interval_s: float,
+    rules: Rules,
+) -> dict[str, Any]:
+    """Probe every part; log one line per part that cannot take effect."""
+    cgroups = executor.probe()
+    state: dict[str, Any] = {
+        "mode": executor.mode.value,
+        "cgroups": {
+            "root": str(executor.root),
+            "version": executor.version.value,
+            "writable": cgroups.writable,
+            "reason": cgroups.reason,
+        },
+    }
+    resctrl_ok, resctrl_why = executor.resctrl_state.writable, executor.resctrl_state.reason
+    state["resctrl"] = {
+        "root": str(executor.resctrl.root),
+        "usable": resctrl_ok,
+        "reason": resctrl_why,
+    }
+    gi_ok, gi_why = _group_identity(executor, procfs)
+    state["group_identity"] = {"kernel": gi_ok, "reason": gi_why}
+    if reconciler is not None:
+        reconciler.probe()
+        core_ok, core_why = reconciler.core_sched
+    else:
+        core_ok, core_why = coresched.probe()  # said anyway: the cookies need the reconciler
+    state["core_sched"] = {"supported": core_ok, "reason": core_why}
+    if reconciler is None:
+        why = "no --bridge-control (the reconciler lists pods through the bridge)"
+        state["reconciler"] = {"running": False, "reason": why}
+    elif reconcile_interval_s <= 0:
+        state["reconciler"] = {"running": False, "reason": "--reconcile-interval 0"}
+    else:
+        state["reconciler"] = {"running": True, "interval_s": reconcile_interval_s, "reason": ""}
+    _log_once(state, executor.mode, rules)
+    return state
+
+
+def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
+    if mode is ExecutorMode.OFF:
+        log.warning("node effects are off (--pod-cgroup-writes off): report only")
+        return
+    if mode is ExecutorMode.DRY_RUN:
+        log.warning("node effects in dry-run mode: every write is logged, none is done")
+    if not state["cgroups"]["writable"]:
+        log.warning(
+            "pod cgroup writes cannot take effect: %s; pod-level values are not applied",
+            state["cgroups"]["reason"],
+        )
+    features = rules.features
+    for part, key, what, wanted in (
+        ("resctrl", "usable", "resctrl groups (Resctrl)", features.Resctrl),
+        ("core_sched", "supported", "core scheduling (CoreSched)", features.CoreSched),
+        (
+            "group_identity",
+            "kernel",
+            "group identity (cpu.bvt_warp_ns)",
+            features.GroupIdentity and rules.group_identity_enabled,
+        ),
+        ("reconciler", "running", "the reconciler", True),
+    ):
+        if not state[part][key]:
+            # A warning for what the rules in force ask for; the rest is worth knowing only.
+            level = logging.WARNING if wanted else logging.INFO
+            log.log(level, "%s cannot take effect here: %s", what, state[part]["reason"])
+
+
+def describe(state: dict[str, Any], reconciler: NodeReconciler | None) -> dict[str, Any]:
+    """The probed state plus the reconciler's last pass."""
+    out = dict(state)
+    last = reconciler.last if reconciler is not None else None
+    if last is not None and "reconciler" in out:
+        out["reconciler"] = {
+            **out["reconciler"],
+            "last_pass": {
+                "drift_found": dict(last.found),
+                "drift_fixed": dict(last.fixed),
+                "errors": last.errors[:10],
+            },
+        }
+    return out

@@ -1,0 +1,333 @@
+"""The node reconciler: koordlet's periodic re-application of what it decided, with drift counts.
+
+One ``run`` pass (every ``--reconcile-interval`` seconds, and after each rule change):
+
+1. fetch all pods and containers from the bridge (``GET /v1/state``);
+2. if the cgroup tree is readable, replace each container's resources by what its cgroup files
+   say now, so a value reset behind our back shows up as a difference;
+3. evaluate koordinator-qos as a Synchronize: container differences become updates pushed
+   through the bridge (``POST /v1/updates``; NRI writes them);
+4. compare every pod-level value (batch sums, pinned pods' quota -1, bvt) with the pod cgroup
+   file and rewrite the ones that differ; create or fix resctrl groups and remove the
+   ``koordlet-`` groups of pods that are gone;
+5. write the kube-QoS-level values (``cpu.bvt_warp_ns``, ``cpu.idle``) of the kube-QoS cgroups
+   the pods live in, keep processes' ``oom_score_adj`` current, assign core-scheduling
+   cookies, and set the kernel switches group identity / core scheduling need.
+
+Must not: decide anything itself (the decisions are the policy's and ``node_plan``'s), or let one
+failing part stop the others. Drift found/fixed are counted per level in the metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bridge.contract.capabilities import runtime_ref
+from bridge.contract.catalogue import EventName
+from bridge.contract.codec import envelope
+from policy_server import coresched
+from policy_server.bridge_client import BridgeControl, BridgeState
+from policy_server.cgroups import (
+    CgroupExecutor,
+    CgroupVersion,
+    ContainerFiles,
+    ExecutorMode,
+    shares_to_weight,
+)
+from policy_server.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
+from policy_server.engine import Engine, Evaluation
+from policy_server.exceptions import PayloadError
+from policy_server.koordinator import node_plan
+from policy_server.koordinator.rules import Rules
+from policy_server.koordinator.target import PodTarget
+from policy_server.metrics import Metrics
+from policy_server.model import parse_pod
+from policy_server.procfs import Procfs
+
+log = logging.getLogger(__name__)
+
+# koordlet's --runtime-hooks-reconcile-interval / --kubelet-sync-interval default.
+DEFAULT_RECONCILE_INTERVAL_S = 10.0
+# Updates per POST /v1/updates (the bridge takes bodies up to 1 MiB).
+PUSH_BATCH = 500
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass found and fixed, per level (container, pod, resctrl, oom, coresched, ...)."""
+
+    found: Counter[str] = field(default_factory=Counter)
+    fixed: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+
+
+def _with_file_values(containers: list[dict[str, Any]], files: ContainerFiles) -> list[Any]:
+    """The containers with their CPU/memory values as the cgroup files hold them now."""
+    out: list[Any] = []
+    for c in containers:
+        linux = c.get("linux") if isinstance(c.get("linux"), dict) else None
+        path = linux.get("cgroups_path") if linux else None
+        values = files.values(path) if isinstance(path, str) and path else None
+        if linux is None or values is None:
+            out.append(c)
+            continue
+        try:
+            out.append({**c, "linux": {**linux, "resources": _merged(linux, values)}})
+        except (TypeError, ValueError):
+            out.append(c)  # a malformed entry: the evaluation names it, as it names any other
+    return out
+
+
+def _merged(linux: dict[str, Any], values: dict[str, int | str]) -> dict[str, Any]:
+    resources = dict(linux.get("resources") or {})
+    cpu = dict(resources.get("cpu") or {})
+    memory = dict(resources.get("memory") or {})
+    if "shares" in values:
+        cpu["shares"] = values["shares"]
+    elif "weight" in values and shares_to_weight(int(cpu.get("shares") or 0)) != values["weight"]:
+        # v2 keeps only the weight: a different weight means different shares.
+        cpu["shares"] = -1
+    if "quota" in values:
+        cpu["quota"] = values["quota"]
+    if "cpus" in values:
+        cpu["cpus"] = values["cpus"]
+    if "memory" in values:
+        memory["limit"] = values["memory"]
+    resources.update(cpu=cpu, memory=memory)
+    return resources
+
+
+class NodeReconciler:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        executor: CgroupExecutor,
+        bridge: BridgeControl,
+        metrics: Metrics,
+        policy: str,
+        rules: Callable[[], Rules],
+        observe: Callable[[Evaluation], None],
+        procfs: Procfs | None = None,
+        prctl: coresched.Prctl | None = None,
+    ) -> None:
+        self.engine = engine
+        self.executor = executor
+        self.bridge = bridge
+        self.metrics = metrics
+        self.policy = policy
+        self.rules = rules
+        self.observe = observe
+        self.procfs = procfs or Procfs()
+        self.files = ContainerFiles(executor)
+        self.prctl = prctl
+        self.core_sched = (False, "not probed")
+        self.last: PassReport | None = None
+
+    def probe(self) -> None:
+        """Core scheduling support (once: the kernel does not change under us)."""
+        if self.prctl is None:
+            try:
+                self.prctl = coresched.LinuxPrctl()
+            except OSError as exc:
+                self.core_sched = (False, f"no libc prctl: {exc}")
+                return
+        self.core_sched = coresched.probe(self.prctl)
+
+    @property
+    def writes(self) -> bool:
+        return self.executor.mode is ExecutorMode.ON and self.executor.cgroups.writable
+
+    # --- one pass ------------------------------------------------------------------------
+
+    async def run(self, snapshot: BridgeState | None = None) -> PassReport:
+        """One pass over ``snapshot`` (fetched if not given); raises ``BridgeControlError`` /
+        ``PayloadError`` if the bridge fails."""
+        report = PassReport()
+        if snapshot is None:
+            snapshot = await self.bridge.state()
+        containers = snapshot.containers
+        if self.writes:
+            # Container files, so a value reset behind our back is seen (the bridge only knows
+            # what NRI last reported).
+            containers = await asyncio.to_thread(_with_file_values, containers, self.files)
+        evaluation = self.engine.evaluate_json(self.policy, self._body(snapshot, containers))
+        self.observe(evaluation)
+        for warning in evaluation.reply.get("warnings", []):
+            log.warning("reconcile policy=%s: %s", self.policy, warning)
+        await self._push(evaluation.reply.get("update", []), report)
+        rules = self.rules()
+        await asyncio.to_thread(self._node, evaluation.decision.effects, snapshot, rules, report)
+        for level, count in report.found.items():
+            self.metrics.drift_found.labels(level).inc(count)
+        for level, count in report.fixed.items():
+            self.metrics.drift_fixed.labels(level).inc(count)
+        if report.found:
+            log.info("reconcile: drift found %s, fixed %s", dict(report.found), dict(report.fixed))
+        self.last = report
+        return report
+
+    def _body(self, snapshot: BridgeState, containers: list[Any]) -> dict[str, Any]:
+        payload = {"pods": snapshot.pods, "containers": containers}
+        # Not from a runtime: no NRI version, so no capabilities to claim.
+        return envelope(
+            EventName.SYNCHRONIZE.value,
+            f"reconcile-{uuid.uuid4()}",
+            runtime_ref("nri-policy-server", "reconcile", None),
+            budget_ms=0,
+            dry_run=False,
+            payload=payload,
+        )
+
+    async def _push(self, updates: list[dict[str, Any]], report: PassReport) -> None:
+        if not updates:
+            return
+        report.found["container"] += len(updates)
+        failed: list[Any] = []
+        for start in range(0, len(updates), PUSH_BATCH):
+            batch = updates[start : start + PUSH_BATCH]
+            failed.extend(await self.bridge.push_updates(batch))
+            self.metrics.pushed_updates.inc(len(batch))
+        report.fixed["container"] += len(updates) - len(failed)
+        log.info("reconcile: pushed %d container updates, %d failed", len(updates), len(failed))
+        for item in failed:
+            log.warning("reconcile: bridge reports failed update %r", item)
+
+    # --- node-level parts (in a worker thread: file I/O) -----------------------------------
+
+    def _node(
+        self, effects: Sequence[Effect], snapshot: BridgeState, rules: Rules, report: PassReport
+    ) -> None:
+        if self.executor.mode is not ExecutorMode.ON:
+            return
+        self._pod_effects(effects, report)
+        self._resctrl_gc(effects, rules, report)
+        pods = self._pods(snapshot)
+        parents = [p.pod.cgroup_parent for p in pods.values() if p.pod.cgroup_parent]
+        self._pod_effects(node_plan.kube_qos_writes(parents, rules), report, level="qos")
+        self._oom(snapshot, pods, rules, report)
+        self._core_sched(snapshot, pods, rules, report)
+        self._kernel_switches(rules, report)
+
+    def _pod_effects(
+        self, effects: Sequence[Effect], report: PassReport, level: str = "pod"
+    ) -> None:
+        for effect in effects:
+            if isinstance(effect, CgroupWrite):
+                if not self.executor.cgroups.writable or not self.executor.drifted(effect):
+                    continue
+                report.found[level] += 1
+                done = self.executor.apply([effect], "reconcile")
+                report.fixed[level] += len(done.written)
+                report.errors.extend(done.failed)
+            elif isinstance(effect, ResctrlGroup):
+                result, detail = self.executor.resctrl.ensure(effect)
+                if result in ("created", "updated"):
+                    report.found["resctrl"] += 1
+                    report.fixed["resctrl"] += 1
+                elif result == "failed":
+                    report.errors.append(f"resctrl group {effect.name}: {detail}")
+
+    def _resctrl_gc(self, effects: Sequence[Effect], rules: Rules, report: PassReport) -> None:
+        """Remove the groups of pods that are gone (koordlet's RemoveUnusedResctrlPath)."""
+        wanted = {e.name for e in effects if isinstance(e, ResctrlGroup)}
+        for name in self.executor.resctrl.groups():
+            if name in wanted:
+                continue
+            report.found["resctrl"] += 1
+            done = self.executor.apply([ResctrlGroupRemoval(name)], "reconcile")
+            report.fixed["resctrl"] += len(done.written)
+            report.errors.extend(done.failed)
+
+    def _pods(self, snapshot: BridgeState) -> dict[str, PodTarget]:
+        pods: dict[str, PodTarget] = {}
+        for i, raw in enumerate(snapshot.pods):
+            try:
+                pod = parse_pod(raw, f"pods[{i}]")
+            except PayloadError:
+                continue
+            pods[pod.id] = PodTarget.of(pod)
+        return pods
+
+    def _containers(
+        self, snapshot: BridgeState, pods: dict[str, PodTarget]
+    ) -> list[tuple[PodTarget, str, list[int]]]:
+        """(pod, container name, PIDs in its cgroup) of every running container."""
+        out = []
+        for c in snapshot.containers:
+            if c.get("state") == "CONTAINER_STOPPED":
+                continue
+            pod = pods.get(str(c.get("pod_sandbox_id", "")))
+            linux = c.get("linux") if isinstance(c.get("linux"), dict) else {}
+            path = linux.get("cgroups_path") if linux else None
+            if pod is None or not isinstance(path, str) or not path:
+                continue
+            out.append((pod, str(c.get("name", "")), self.files.pids(path)))
+        return out
+
+    def _oom(
+        self, snapshot: BridgeState, pods: dict[str, PodTarget], rules: Rules, report: PassReport
+    ) -> None:
+        if not rules.features.OOMScoreAdj:
+            return
+        for pod, name, pids in self._containers(snapshot, pods):
+            value, _warning = node_plan.oom_score(pod, name)
+            if value is None:
+                continue
+            for pid in pids:
+                current = self.procfs.oom_score_adj(pid)
+                if current is None or current == value:
+                    continue
+                report.found["oom"] += 1
+                error = self.procfs.set_oom_score_adj(pid, value)
+                if error is None:
+                    report.fixed["oom"] += 1
+                else:
+                    report.errors.append(error)
+
+    def _core_sched(
+        self, snapshot: BridgeState, pods: dict[str, PodTarget], rules: Rules, report: PassReport
+    ) -> None:
+        if not rules.features.CoreSched or not self.core_sched[0] or self.prctl is None:
+            return
+        rule = node_plan.core_sched_rule(rules)
+        groups: dict[str, list[int]] = {}
+        clear: list[int] = []
+        for pod, _name, pids in self._containers(snapshot, pods):
+            if not node_plan.manages_core_sched(pod):
+                continue
+            group = node_plan.core_sched_group(pod, rule)
+            if group is None:
+                clear.extend(pids)
+            else:
+                groups.setdefault(group, []).extend(pids)
+        outcome = coresched.apply(self.prctl, groups, clear)
+        changed = len(outcome.assigned) + len(outcome.cleared) + len(outcome.created)
+        report.found["coresched"] += changed + len(outcome.errors)
+        report.fixed["coresched"] += changed
+        report.errors.extend(outcome.errors)
+
+    def _kernel_switches(self, rules: Rules, report: PassReport) -> None:
+        for name, value in node_plan.kernel_switches(rules).items():
+            current = self.procfs.kernel_switch(name)
+            if current is None or current == value:
+                continue  # this kernel has no such switch, or it is set already
+            report.found["sysctl"] += 1
+            error = self.procfs.set_kernel_switch(name, value)
+            if error is None:
+                report.fixed["sysctl"] += 1
+                log.info("kernel.%s set to %d", name, value)
+            else:
+                report.errors.append(error)
+
+
+def cgroup_version_name(version: CgroupVersion) -> str:
+    return "v2" if version is CgroupVersion.V2 else "v1"

@@ -1,0 +1,195 @@
+"""Node effects of koordinator-qos on real containerd (1.7.24 and 2.1.9), issue 9.
+
+The policy server runs with its defaults for node effects (``--pod-cgroup-writes on``, the
+host's ``/sys/fs/cgroup``), a one-second reconciler and a fake resctrl tree (this VM has no RDT
+hardware). The assertions read the kernel's cgroup v1 files of the **pod** cgroup, which NRI
+cannot reach: only the policy server's own writes put these values there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import Stack, StackFactory, outcome_of
+from .containerd import CGROUP_PREFIX
+from .cri import CriClient
+from .inspect_proc import CGROUP_V1_ROOT, cgroup_values
+from .test_policies import (
+    BATCH_CPU,
+    BATCH_MEMORY,
+    EXTENDED_RESOURCE_SPEC,
+    MIB,
+    QOS_LABEL,
+    RESOURCE_STATUS,
+    koordinator_rules,
+    memory_limit,
+    milli_cpu_to_quota,
+    milli_cpu_to_shares,
+    quota,
+)
+
+pytestmark = pytest.mark.e2e
+
+RECONCILE_INTERVAL_S = 1
+# Generous: a loaded 2-core CI machine; the reconciler itself runs every second.
+RESTORE_TIMEOUT_S = 20.0
+RESCTRL = "node.koordinator.sh/resctrl"
+NODE_WEBHOOK = {
+    "name": "koordinator-qos",
+    # RunPodSandbox/RemovePodSandbox: the pod-level writes and the resctrl group lifecycle.
+    "events": ["RunPodSandbox", "CreateContainer", "UpdateContainer", "RemovePodSandbox",
+               "Synchronize"],
+    "timeout": "1s",
+    "failure_policy": "Fail",
+}  # fmt: skip
+
+
+def pod_file(controller: str, uid: str, name: str) -> Path:
+    return CGROUP_V1_ROOT / controller / CGROUP_PREFIX / f"pod{uid}" / name
+
+
+def read_int(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+def policy_log(stack: Stack) -> Callable[[], str]:
+    return lambda: f"--- policy server:\n{stack.policy.tail()}"
+
+
+def wait_until(what: str, check: Callable[[], bool], logs: Callable[[], str]) -> None:
+    deadline = time.monotonic() + RESTORE_TIMEOUT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not true after {RESTORE_TIMEOUT_S}s\n{logs()}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def kubelet_pod_cgroup() -> Iterator[str]:
+    """A pod uid whose cpu cgroup exists with a CFS quota before the sandbox runs, as kubelet
+    creates pod cgroups (so quota -1 afterwards can only be the policy server's write)."""
+    uid = str(uuid.uuid4())
+    directory = pod_file("cpu", uid, "")
+    directory.mkdir(parents=True)
+    (directory / "cpu.cfs_quota_us").write_text("50000\n")
+    yield uid
+    for controller in ("cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices"):
+        with contextlib.suppress(OSError):
+            pod_file(controller, uid, "").rmdir()  # runc leaves the pod level behind
+
+
+def node_stack(start_stack: StackFactory, tmp: Path, **rules: object) -> Stack:
+    resctrl = tmp / "resctrl"
+    (resctrl / "info" / "L3").mkdir(parents=True)
+    (resctrl / "info" / "L3" / "cbm_mask").write_text("7ff\n")
+    (resctrl / "schemata").write_text("L3:0=7ff\n")
+    return start_stack(
+        webhooks=[NODE_WEBHOOK],
+        rules={**koordinator_rules(), **rules},
+        policy_args=("--reconcile-interval", str(RECONCILE_INTERVAL_S),
+                     "--resctrl-root", str(resctrl)),
+    )
+
+
+def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
+    clean_pods: CriClient, start_stack: StackFactory, kubelet_pod_cgroup: str, tmp_path: Path,
+) -> None:
+    stack = node_stack(start_stack, tmp_path)
+    uid = kubelet_pod_cgroup
+    assert read_int(pod_file("cpu", uid, "cpu.cfs_quota_us")) == 50000
+    pod = clean_pods.run_pod(
+        "lsr-node", labels={QOS_LABEL: "LSR"},
+        annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid)  # fmt: skip
+    container_id = clean_pods.run_container(
+        pod, resources={"cpu_quota": 50000, "cpu_period": 100000})  # fmt: skip
+    assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
+    pod_quota = pod_file("cpu", uid, "cpu.cfs_quota_us")
+    assert read_int(pod_quota) == -1  # written at RunPodSandbox, before the reply
+    pid = clean_pods.container_pid(container_id)
+    assert cgroup_values(pid).cpuset_cpus == "1" and quota(pid) == -1
+
+    # Someone resets both levels behind our back; the reconciler puts them back: the pod level
+    # by writing the file, the container through the bridge's /v1/updates and NRI.
+    container_quota = CGROUP_V1_ROOT / "cpu" / cgroup_values(pid).cpu_path.lstrip("/")
+    pod_quota.write_text("50000\n")
+    (container_quota / "cpu.cfs_quota_us").write_text("40000\n")
+    logs = policy_log(stack)
+    wait_until("pod quota -1 again", lambda: read_int(pod_quota) == -1, logs)
+    wait_until("container quota -1 again", lambda: quota(pid) == -1, logs)
+    assert clean_pods.container_pid(container_id) == pid  # not restarted
+    metrics = stack.policy.get_text("/metrics")
+    assert 'policy_reconcile_drift_fixed_total{level="pod"}' in metrics
+    assert 'policy_reconcile_drift_fixed_total{level="container"}' in metrics
+    state = stack.policy.get("/v1/state")["node_effects"]
+    assert state["cgroups"]["writable"] is True and state["reconciler"]["running"] is True
+
+
+def test_be_pod_cgroup_gets_the_batch_values(
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
+) -> None:
+    stack = node_stack(start_stack, tmp_path)
+    spec = {"containers": {
+        "app": {"requests": {BATCH_CPU: "300", BATCH_MEMORY: "128Mi"},
+                "limits": {BATCH_CPU: "600", BATCH_MEMORY: "128Mi"}},
+        "sidecar": {"requests": {BATCH_CPU: "200", BATCH_MEMORY: "64Mi"},
+                    "limits": {BATCH_CPU: "400", BATCH_MEMORY: "64Mi"}},
+    }}  # fmt: skip
+    pod = clean_pods.run_pod(
+        "be-node", labels={QOS_LABEL: "BE"}, annotations={EXTENDED_RESOURCE_SPEC: json.dumps(spec)})
+    container_id = clean_pods.run_container(pod, name="app")
+    assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
+    # Pod formulas: sums over the annotation's containers.
+    assert read_int(pod_file("cpu", pod.uid, "cpu.shares")) == milli_cpu_to_shares(500) == 512
+    assert read_int(pod_file("cpu", pod.uid, "cpu.cfs_quota_us")) == milli_cpu_to_quota(
+        1000) == 100000
+    assert read_int(pod_file("memory", pod.uid, "memory.limit_in_bytes")) == memory_limit(
+        192 * MIB) == 201326592
+    values = cgroup_values(clean_pods.container_pid(container_id))
+    assert values.cpu_shares == milli_cpu_to_shares(300) == 307
+
+
+def test_removed_pod_leaves_no_resctrl_group(
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
+) -> None:
+    """Fake resctrl tree: the group is made at RunPodSandbox and removed at RemovePodSandbox;
+    a group left by a pod removed while the server was down is collected by the reconciler.
+    (No container is started: runc would look for the real /sys/fs/resctrl.)"""
+    features = {"GPUEnvInject": True, "Resctrl": True}
+    stack = node_stack(start_stack, tmp_path, features=features)
+    resctrl = tmp_path / "resctrl"
+    stale = resctrl / "koordlet-removed-while-down"
+    stale.mkdir()
+    annotation = json.dumps({"llc": {"schemata": {"range": [0, 30]}}})
+    pod = clean_pods.run_pod("resctrl", annotations={RESCTRL: annotation})
+    group = resctrl / f"koordlet-{pod.uid}"
+    logs = policy_log(stack)
+    wait_until("the pod's resctrl group", group.is_dir, logs)
+    assert "L3:0=f" in (group / "schemata").read_text()  # 30% of 11 ways: ways 0-3
+    wait_until("the stale group collected", lambda: not stale.exists(), logs)
+    clean_pods.stop_pod(pod.id)
+    clean_pods.remove_pod(pod.id)
+    wait_until("no resctrl group left", lambda: not any(
+        p.name.startswith("koordlet-") for p in resctrl.iterdir()), logs)  # fmt: skip
+
+
+def test_oom_score_is_kept_current(
+    clean_pods: CriClient, start_stack: StackFactory, tmp_path: Path
+) -> None:
+    """NRI sets the score at creation only; the reconciler keeps running processes at it."""
+    stack = node_stack(start_stack, tmp_path, features={"GPUEnvInject": True, "OOMScoreAdj": True})
+    pod = clean_pods.run_pod("oom", annotations={"koordinator.sh/oom-score-adj": "500"})
+    container_id = clean_pods.run_container(pod)
+    assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
+    score = Path(f"/proc/{clean_pods.container_pid(container_id)}/oom_score_adj")
+    # containerd 2.x applies the NRI value at creation; 1.7.24 speaks NRI v0.6.1, whose
+    # adjustment has no oom_score_adj (new in v0.7.0): there the reconciler's first pass sets it.
+    wait_until("oom_score_adj 500", lambda: read_int(score) == 500, policy_log(stack))
+    score.write_text("0\n")  # behind our back
+    wait_until("oom_score_adj 500 again", lambda: read_int(score) == 500, policy_log(stack))
