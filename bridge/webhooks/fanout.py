@@ -174,7 +174,6 @@ class WebhookHandler:
                 self._shadow(merger, contribution, extra)
             elif contribution.reject is None:
                 merger.add(contribution)
-                self._dropped(hook, call.event, contribution, nri, extra)
         except WebhookFailure as failure:
             self._record(hook, call.event, failure.kind.value, loop.time() - started, extra)
             self._failed(hook, call.event, failure, extra)
@@ -184,6 +183,9 @@ class WebhookHandler:
         self._record(hook, call.event, "shadow_" + outcome if hook.shadow else outcome,
                      loop.time() - started, extra)
         self._report(hook, contribution, extra)
+        if contribution.reject is None and not hook.shadow:
+            # After the call's own line, so the warning follows the call it is about.
+            self._dropped(hook, call.event, contribution, nri, extra)
         if contribution.reject is not None and not hook.shadow:
             self.metrics.rejections.labels(call.event, hook.name).inc()
             raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
