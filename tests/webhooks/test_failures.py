@@ -12,7 +12,7 @@ import respx
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitState
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.fanout import CALL_MARGIN_S, WebhookHandler
 from tests.event_path import serve, serve_sync
 from tests.webhooks.helpers import BASE, CREATED_ID, context, request, spec
 
@@ -127,21 +127,30 @@ async def test_later_webhook_gets_what_is_left() -> None:
     first = spec("first", "/a", events=["CreateContainer"], timeout="1s")
     second = spec("second", "/b", events=["CreateContainer"], timeout="1s")
     handler = WebhookHandler([first, second])
+    loop = asyncio.get_running_loop()
     budgets: list[int] = []
+    arrivals: list[float] = []
 
     async def answer(request: httpx.Request) -> httpx.Response:
         import json
+        arrivals.append(loop.time())
         budgets.append(json.loads(request.content)["budget_ms"])
         await asyncio.sleep(0.1)
         return httpx.Response(200, json={})
 
+    ctx = context("CreateContainer", budget_s=0.5)
+    started = loop.time()
     with respx.mock(using="httpx") as mock:
         mock.post(f"{BASE}/a").mock(side_effect=answer)
         mock.post(f"{BASE}/b").mock(side_effect=answer)
-        await serve(handler, context("CreateContainer", budget_s=0.5),
-                                       request("CreateContainer"))
-    assert 450 <= budgets[0] <= 480
-    assert 350 <= budgets[1] <= budgets[0] - 95
+        await serve(handler, ctx, request("CreateContainer"))
+    # Bounds from the clock itself, not from how busy the machine is: each budget was
+    # computed after `started` and before its request arrived, minus the call margin.
+    for budget, arrived in zip(budgets, arrivals, strict=True):
+        assert (ctx.deadline - arrived - CALL_MARGIN_S) * 1000 - 1 <= budget
+        assert budget <= (ctx.deadline - started - CALL_MARGIN_S) * 1000 + 1
+    # The second webhook gets only what the first one left (it slept 100 ms).
+    assert budgets[1] <= budgets[0] - 95
 
 
 async def test_no_time_left_is_a_budget_failure() -> None:
