@@ -1,7 +1,8 @@
 """Composition root: options -> handler -> plugin runner (+ control API), under one TaskGroup.
 
-With webhooks configured (config file or --policy-url) the handler is the
-WebhookHandler; without, the built-in static handler. Handles SIGTERM/SIGINT:
+With webhooks configured (config file, --policy-url, or — for a plugin the
+runtime launches — the conf.d YAML it sends in Configure) the handler is the
+WebhookHandler; without, the built-in static handler (bridge.configured). Handles SIGTERM/SIGINT:
 in-flight events get a bounded grace period to be answered, then the
 connection is closed cleanly, the control API stops, HTTP clients close.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.config import BridgeConfig
+from bridge.configured import ConfiguredHandler, handler_kind
 from bridge.control.api import ControlDeps, create_app, create_metrics_app
 from bridge.control.serving import ControlServer
 from bridge.control.settings import ControlSettings
@@ -27,11 +29,9 @@ from bridge.nri.event_call import EventHandler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
-from bridge.nri.static import StaticHandler
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
-from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.guard import Scope, parse_updates
 
 log = logging.getLogger(__name__)
@@ -54,13 +54,7 @@ class RunOptions:
     fd: int | None
     config: BridgeConfig
     record: RecordOptions | None = None
-
-
-def build_handler(config: BridgeConfig, metrics: Metrics,
-                  cache: StateCache) -> WebhookHandler | StaticHandler:
-    if config.webhooks:
-        return WebhookHandler(config.webhooks, metrics, knows_container=cache.knows_container)
-    return StaticHandler(config.static)
+    config_from_file: bool = False  # --config given: it wins over the runtime's string
 
 
 def control_deps(runner: PluginRunner, metrics: Metrics) -> ControlDeps:
@@ -97,7 +91,8 @@ def _task_count() -> int:
 async def run(options: RunOptions) -> int:
     metrics = Metrics()
     cache = StateCache()
-    handler = build_handler(options.config, metrics, cache)
+    handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
+                                knows_container=cache.knows_container)
     served: EventHandler = handler
     recorder = None
     if options.record is not None:
@@ -135,7 +130,7 @@ async def run(options: RunOptions) -> int:
     log.info("starting", extra={
         "plugin": f"{options.identity.index}-{options.identity.name}",
         "socket": options.socket_path if options.fd is None else f"fd {options.fd}",
-        "handler": "webhooks" if isinstance(handler, WebhookHandler) else "static",
+        "handler": handler_kind(handler.inner),
         "webhooks": [w.name for w in options.config.webhooks], "control": listening})
     try:
         async with asyncio.TaskGroup() as tasks:
@@ -152,8 +147,7 @@ async def run(options: RunOptions) -> int:
             for server in servers:
                 server.stop()
     finally:
-        if isinstance(handler, WebhookHandler):
-            await handler.aclose()
+        await handler.aclose()
         if recorder is not None:
             recorder.close()
             log.info("recording closed", extra={"path": recorder.path.as_posix(),

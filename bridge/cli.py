@@ -148,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
         record = app.RecordOptions(args.output, Redaction(annotations=args.redact_annotations,
                                                           env=args.redact_env))
     options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
-                             record=record)
+                             record=record, config_from_file=bool(args.config))
     try:
         return asyncio.run(app.run(options))
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ Names follow containerd's `containerd_nri_plugin_*` style with our own prefix:
 | nri_webhook_bridge_webhook_fail_open_total | event, webhook | failures dropped under Ignore |
 | nri_webhook_bridge_webhook_rejections_total | event, webhook | operations failed: reject or Fail |
 | nri_webhook_bridge_webhook_conflicts_total | event, webhook | contributions refused as conflicts |
+| nri_webhook_bridge_dropped_fields_total | event, webhook, field | fields the runtime drops |
 | nri_webhook_bridge_webhook_circuit_state | webhook | 0 closed, 1 open, 2 half-open |
 | nri_webhook_bridge_connected | | 1 while registered and serving |
 | nri_webhook_bridge_reconnects_total | | connection losses followed by a reconnect |
@@ -93,6 +94,9 @@ class Metrics:
         self.conflicts = Counter(f"{PREFIX}_webhook_conflicts", "Webhook contributions "
                                  "refused because an earlier webhook set the same field", ew,
                                  registry=r)
+        self.dropped_fields = Counter(f"{PREFIX}_dropped_fields", "Fields a policy set that "
+                                      "the runtime's NRI version does not apply",
+                                      [*ew, "field"], registry=r)
         self.unsolicited = Counter(f"{PREFIX}_unsolicited_updates", "Container updates "
                                    "received on POST /v1/updates", ["result"], registry=r)
         self.sources = _Sources()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
 from bridge.contract.codec import envelope
 from policy_server import node_state
@@ -401,8 +402,10 @@ class PolicyServer:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
+        # Not from a runtime: no NRI version, so no capabilities to claim.
         body = envelope(EventName.SYNCHRONIZE.value, f"resync-{uuid.uuid4()}",
-                        "nri-policy-server", "resync", budget_ms=0, dry_run=False,
+                        runtime_ref("nri-policy-server", "resync", None), budget_ms=0,
+                        dry_run=False,
                         payload={"pods": snapshot.pods, "containers": snapshot.containers})
         # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
         names = [n for n in self.resync_policies if n != self._reconciled_policy]

@@ -113,6 +113,10 @@ class Event:
     api_version: str = API_VERSION
     runtime_name: str = ""
     runtime_version: str = ""
+    # The runtime's NRI version ("v0.11.0", "" if unknown) and the adjustment fields it
+    # applies (None if unknown); a field not listed is dropped silently by the runtime.
+    runtime_nri_version: str = ""
+    runtime_capabilities: frozenset[str] | None = None
     budget_ms: int | None = None
     dry_run: bool = False
     pod: Pod | None = None
@@ -374,6 +378,9 @@ def parse_event(body: object) -> Event:
         api_version=api_version,
         runtime_name=_str(runtime, "name", "runtime"),
         runtime_version=_str(runtime, "version", "runtime"),
+        runtime_nri_version=_str(runtime, "nri_version", "runtime"),
+        runtime_capabilities=(frozenset(_str_list(runtime, "capabilities", "runtime"))
+                              if runtime.get("capabilities") is not None else None),
         budget_ms=budget,
         dry_run=dry_run,
         pod=pod,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
 from bridge.contract.codec import envelope
 from policy_server import coresched
@@ -176,11 +177,11 @@ class NodeReconciler:
 
     def _body(self, snapshot: BridgeState, containers: list[Any]) -> dict[str, Any]:
         payload = {"pods": snapshot.pods, "containers": containers}
+        # Not from a runtime: no NRI version, so no capabilities to claim.
         return envelope(
             EventName.SYNCHRONIZE.value,
             f"reconcile-{uuid.uuid4()}",
-            "nri-policy-server",
-            "reconcile",
+            runtime_ref("nri-policy-server", "reconcile", None),
             budget_ms=0,
             dry_run=False,
             payload=payload,

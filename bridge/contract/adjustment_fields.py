@@ -2,9 +2,11 @@
 
 For every field of ContainerAdjustment, LinuxContainerAdjustment and LinuxResources (the parts
 a policy may set in `adjust` and `update`): the allow-list kind an operator must grant, how
-ownership is counted when several webhooks answer (protocol §7.2), and whether NRI's "-" marker
-can remove it (§7.1). The allow list (bridge.webhooks.kinds), the merge (bridge.webhooks.merge)
-and the removal syntax (bridge.contract.adjustment) read this table; a new adjustment field is
+ownership is counted when several webhooks answer (protocol §7.2), whether NRI's "-" marker
+can remove it (§7.1), and the first NRI version whose runtimes apply it (§6.3, §6.4: an older
+runtime drops it silently). The allow list (bridge.webhooks.kinds), the merge
+(bridge.webhooks.merge), the removal syntax (bridge.contract.adjustment) and the runtime's
+capabilities (bridge.contract.capabilities) read this table; a new adjustment field is
 added here (after `make proto`). A field missing from the table is its own kind (refused until
 someone allows it by name) with a single owner, so it is never silently unguarded.
 
@@ -19,6 +21,10 @@ from enum import Enum
 from types import MappingProxyType
 
 from google.protobuf.message import Message
+
+from bridge.contract.nri_version import Version
+
+ALWAYS: Version = (0, 0, 0)  # in every NRI version a runtime ships (v0.3.0 onwards)
 
 
 class Owner(Enum):
@@ -36,6 +42,7 @@ class FieldRule:
     owner: Owner
     key: str = ""  # Owner.ENTRY: the attribute naming an entry
     removable: bool = False  # NRI's "-" marker removes an entry (webhook JSON: remove.<field>)
+    since: Version = ALWAYS  # the first NRI version whose runtimes apply the field
 
 
 _R = FieldRule
@@ -46,22 +53,22 @@ ADJUSTMENT_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
     "env": _R("env", Owner.ENTRY, "key", removable=True),
     "hooks": _R("hooks", Owner.APPEND),
     "rlimits": _R("rlimits", Owner.ENTRY, "type"),
-    "CDI_devices": _R("cdi_devices", Owner.ENTRY, "name"),
-    "args": _R("args", Owner.SINGLE),
+    "CDI_devices": _R("cdi_devices", Owner.ENTRY, "name", since=(0, 7, 0)),
+    "args": _R("args", Owner.SINGLE, since=(0, 10, 0)),
     "linux": _R("", Owner.WALKED),
 })
 LINUX_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
     "devices": _R("devices", Owner.ENTRY, "path", removable=True),
-    "namespaces": _R("namespaces", Owner.ENTRY, "type", removable=True),
-    "sysctl": _R("sysctl", Owner.MAP, removable=True),
-    "net_devices": _R("net_devices", Owner.MAP, removable=True),
+    "namespaces": _R("namespaces", Owner.ENTRY, "type", removable=True, since=(0, 10, 0)),
+    "sysctl": _R("sysctl", Owner.MAP, removable=True, since=(0, 11, 0)),
+    "net_devices": _R("net_devices", Owner.MAP, removable=True, since=(0, 11, 0)),
     "cgroups_path": _R("cgroups_path", Owner.SINGLE),
-    "oom_score_adj": _R("oom_score_adj", Owner.SINGLE),
-    "io_priority": _R("io_priority", Owner.SINGLE),
-    "seccomp_policy": _R("seccomp", Owner.SINGLE),
-    "scheduler": _R("scheduler", Owner.SINGLE),
-    "rdt": _R("rdt", Owner.SINGLE),
-    "memory_policy": _R("memory_policy", Owner.SINGLE),
+    "oom_score_adj": _R("oom_score_adj", Owner.SINGLE, since=(0, 7, 0)),
+    "io_priority": _R("io_priority", Owner.SINGLE, since=(0, 10, 0)),
+    "seccomp_policy": _R("seccomp", Owner.SINGLE, since=(0, 10, 0)),
+    "scheduler": _R("scheduler", Owner.SINGLE, since=(0, 11, 0)),
+    "rdt": _R("rdt", Owner.SINGLE, since=(0, 11, 0)),
+    "memory_policy": _R("memory_policy", Owner.SINGLE, since=(0, 12, 0)),
     "resources": _R("", Owner.WALKED),
 })
 # LinuxResources, in adjustments and in updates. Cgroup device rules grant device access, so
@@ -69,7 +76,7 @@ LINUX_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
 RESOURCE_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
     "memory": _R("resources", Owner.NESTED),
     "cpu": _R("resources", Owner.NESTED),
-    "pids": _R("resources", Owner.NESTED),
+    "pids": _R("resources", Owner.NESTED, since=(0, 7, 0)),
     "hugepage_limits": _R("resources", Owner.ENTRY, "page_size"),
     "unified": _R("resources", Owner.MAP),
     "blockio_class": _R("blockio_class", Owner.SINGLE),
@@ -86,6 +93,28 @@ REMOVABLE: Mapping[str, FieldRule] = MappingProxyType({
     name: rule for table in (ADJUSTMENT_FIELDS, LINUX_FIELDS) for name, rule in table.items()
     if rule.removable
 })
+
+
+# The sub-message each WALKED field opens, with its table.
+_SUBTABLES: Mapping[str, Mapping[str, FieldRule]] = MappingProxyType({
+    "linux": LINUX_FIELDS, "resources": RESOURCE_FIELDS,
+})
+
+
+def _paths(table: Mapping[str, FieldRule], prefix: str) -> Iterator[tuple[str, FieldRule]]:
+    for name, rule in table.items():
+        yield prefix + name, rule
+        if rule.owner is Owner.WALKED:
+            yield from _paths(_SUBTABLES[name], f"{prefix}{name}.")
+
+
+_ALL_PATHS = tuple(_paths(ADJUSTMENT_FIELDS, ""))
+# Every adjustable field by its path as in the webhook JSON (`linux.resources.pids`, `args`).
+FIELD_PATHS: Mapping[str, FieldRule] = MappingProxyType({
+    path: rule for path, rule in _ALL_PATHS if rule.owner is not Owner.WALKED
+})
+# The sub-messages that are walked into rather than set as a whole (`linux`, `linux.resources`).
+WALKED_PATHS = frozenset(path for path, rule in _ALL_PATHS if rule.owner is Owner.WALKED)
 
 
 def rule_of(table: Mapping[str, FieldRule], name: str) -> FieldRule:

@@ -36,10 +36,10 @@ def sync_payload(pods: list[api.PodSandbox] | tuple[api.PodSandbox, ...],
     return {"pods": [to_json(p) for p in pods], "containers": [to_json(c) for c in containers]}
 
 
-def envelope(event: str, uid: str, runtime_name: str, runtime_version: str, budget_ms: int,
+def envelope(event: str, uid: str, runtime: dict[str, Any], budget_ms: int,
              dry_run: bool, payload: dict[str, Any]) -> dict[str, Any]:
-    return {"api_version": API_VERSION, "uid": uid, "event": event,
-            "runtime": {"name": runtime_name, "version": runtime_version},
+    """`runtime` is `capabilities.runtime_ref(...)`: name, version, nri_version, capabilities."""
+    return {"api_version": API_VERSION, "uid": uid, "event": event, "runtime": runtime,
             "budget_ms": budget_ms, "dry_run": dry_run, **payload}
 
 

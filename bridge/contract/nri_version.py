@@ -1,9 +1,18 @@
 """Which NRI version a runtime speaks, and which event bits it accepts.
 
-Runtimes before NRI v0.12.0 do not send NRI_version, so it is inferred from the
-runtime name and version with the table of protocol §4.3. containerd 2.x may
-report its name as "v2" (the last element of its Go package path); recorded
-containerd 2.1.9 sessions report "containerd", so both are accepted.
+Runtimes from NRI v0.12.0 send NRI_version in Configure (recorded: containerd
+2.3.4 sends "v0.12.0"); that wins. Older ones do not, so it is inferred from the
+runtime name and version with the table below (protocol §4.3, checked against
+the recordings of containerd 1.7.24, 2.1.9, 2.2.7, 2.3.4 and CRI-O 1.36.3 in
+shared/fixtures). containerd reports its version with a "v" ("v2.2.7"), CRI-O
+without ("1.36.3", name "cri-o"); containerd 2.x may report its name as "v2"
+(the last element of its Go package path), though every recording says
+"containerd", so both are accepted.
+
+CRI-O 1.33 embeds a v0.9.1 pre-release that already has UpdatePodSandbox. Which
+event bits it accepts is not known to us, so it gets the pre-v0.10 mask: a
+rejected Configure would cost the whole plugin, a missing UpdatePodSandbox only
+that event.
 """
 
 from __future__ import annotations
@@ -23,18 +32,19 @@ _CONTAINERD: tuple[tuple[Version, Version, Version], ...] = (
     ((1, 7, 7), (1, 7, 13), (0, 4, 0)),
     ((1, 7, 14), (1, 7, 15), (0, 6, 0)),
     ((1, 7, 16), (1, 7, 25), (0, 6, 1)),
-    ((1, 7, 26), (1, 7, 30), (0, 8, 0)),
+    ((1, 7, 26), (1, 7, 999), (0, 8, 0)),
     ((2, 0, 0), (2, 1, 999), (0, 8, 0)),
     ((2, 2, 0), (2, 2, 0), (0, 10, 0)),
-    ((2, 2, 1), (2, 2, 1), (0, 11, 0)),
+    ((2, 2, 1), (2, 2, 999), (0, 11, 0)),  # recorded: 2.2.7 -> v0.11.0
+    ((2, 3, 0), (2, 3, 999), (0, 12, 0)),  # recorded: 2.3.4 sends NRI_version v0.12.0
 )
 _CRIO: tuple[tuple[Version, Version, Version], ...] = (
     ((1, 29, 2), (1, 30, 999), (0, 6, 0)),
     ((1, 31, 0), (1, 31, 999), (0, 6, 1)),
     ((1, 32, 0), (1, 32, 999), (0, 9, 0)),
-    ((1, 33, 0), (1, 33, 999), (0, 9, 1)),
+    ((1, 33, 0), (1, 33, 999), (0, 9, 1)),  # a v0.9.1 pre-release (see above)
     ((1, 34, 0), (1, 34, 999), (0, 10, 0)),
-    ((1, 35, 0), (1, 35, 999), (0, 11, 0)),
+    ((1, 35, 0), (1, 36, 999), (0, 11, 0)),  # recorded: 1.36.3 -> v0.11.0
 )
 _TABLES = {"containerd": _CONTAINERD, "v2": _CONTAINERD, "cri-o": _CRIO, "crio": _CRIO}
 

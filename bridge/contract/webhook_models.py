@@ -38,6 +38,13 @@ class _Strict(BaseModel):
 class RuntimeRef(_Strict):
     name: str = Field(description="runtime name as sent in Configure, e.g. containerd")
     version: str = Field(description="runtime version, e.g. 1.7.24~ds1")
+    nri_version: str | None = Field(
+        None, description="the runtime's NRI version, e.g. v0.11.0: as the runtime reported "
+        "it (NRI v0.12+), else inferred from name and version; null if unknown")
+    capabilities: list[str] | None = Field(
+        None, description="adjustment fields this runtime's NRI version applies, by path "
+        "(e.g. linux.resources.pids, args, linux.sysctl); a field not listed is dropped "
+        "silently by the runtime; null if the NRI version is unknown")
 
 
 class Removals(_Strict):

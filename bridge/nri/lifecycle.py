@@ -7,7 +7,10 @@ Rules this module enforces:
   updates; the final chunk gets all updates. One budget covers all chunks; if the handler needs
   longer, the runtime is answered in time and the late updates go out through
   UpdateContainers afterwards (§4.4);
-- every deadline is the request's own or Configure's request timeout, minus a safety margin.
+- every deadline is the request's own or Configure's request timeout, minus a safety margin;
+- a configuration the handler chain refuses at Configure (ConfigError: a launched plugin's
+  Configure.config that does not parse) fails Configure with InvalidArgument, so the runtime
+  logs why and drops the plugin instead of running it half-configured.
 
 Owns the connection's RuntimeInfo and how an EventCall is made; event RPCs are dispatched by
 bridge.nri.dispatch. Must not know what handlers do.
@@ -26,11 +29,13 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event, events_of, mask_of
 from bridge.contract.nri_version import format_version, nri_version_of, supported_mask
+from bridge.errors import ConfigError, RpcError
 from bridge.nri.cache import MAX_OBJECTS
 from bridge.nri.event_call import Answer, EventCall, EventHandler, RuntimeInfo
 from bridge.nri.layers import GuardStats
 from bridge.proto.nri import api_pb2 as api
 from bridge.wire.envelope import Request
+from bridge.wire.status import Code
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", api.PodSandbox, api.Container)
@@ -116,7 +121,13 @@ class Lifecycle:
             request_timeout_s=(req.request_timeout / 1000.0 if req.request_timeout > 0
                                else DEFAULT_REQUEST_TIMEOUT_S),
         )
-        await self._chain.configure(runtime)
+        try:
+            await self._chain.configure(runtime)
+        except ConfigError as exc:
+            # A launched plugin's conf.d file that does not parse: refuse Configure, so
+            # the runtime logs why and drops us, rather than run half-configured.
+            raise RpcError(Code.INVALID_ARGUMENT,
+                           f"invalid plugin configuration: {exc}") from None
         wanted = self._chain.wanted_events()
         mask = mask_of(set(wanted)) & supported_mask(nri)
         dropped = wanted - events_of(mask)

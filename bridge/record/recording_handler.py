@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import Event
 from bridge.contract.codec import envelope, reply_json, request_payload, sync_payload, updates_json
 from bridge.nri.event_call import NO_CHANGE, Answer, EventCall, EventHandler, Layer
@@ -31,8 +32,8 @@ class RecordingHandler(Layer):
                 outcome: str, started: float) -> None:
         loop = asyncio.get_running_loop()
         budget_ms = max(0, int((call.deadline - started) * 1000))
-        doc = envelope(call.name, call.uid, call.runtime.name, call.runtime.version, budget_ms,
-                       False, payload)
+        runtime = runtime_ref(call.runtime.name, call.runtime.version, call.runtime.nri_version)
+        doc = envelope(call.name, call.uid, runtime, budget_ms, False, payload)
         self.recorder.write(doc, reply, outcome, (loop.time() - started) * 1000)
 
     async def handle(self, call: EventCall) -> Answer:

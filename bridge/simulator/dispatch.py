@@ -33,6 +33,8 @@ from bridge.simulator.connection import (
     PluginFatal,
     decode_message,
 )
+from bridge.simulator.default_validator import LABEL as DEFAULT_VALIDATOR
+from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.ownership import Ownership
 from bridge.simulator.profiles import RuntimeProfile
@@ -47,9 +49,6 @@ FALLBACK_EVENTS = frozenset({
     Event.RUN_POD_SANDBOX, Event.STOP_POD_SANDBOX, Event.REMOVE_POD_SANDBOX,
     Event.POST_CREATE_CONTAINER, Event.START_CONTAINER, Event.POST_START_CONTAINER,
     Event.POST_UPDATE_CONTAINER, Event.REMOVE_CONTAINER, Event.POST_UPDATE_POD_SANDBOX,
-})
-V0_10_EVENTS = frozenset({
-    Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX, Event.VALIDATE_CONTAINER_ADJUSTMENT,
 })
 
 
@@ -94,14 +93,16 @@ class Dispatcher:
     """Runs events against a list of plugins for one runtime profile."""
 
     def __init__(self, profile: RuntimeProfile, request_timeout_s: float, close: CloseFn,
-                 all_plugins: Callable[[], Sequence[PluginConnection]]) -> None:
+                 all_plugins: Callable[[], Sequence[PluginConnection]],
+                 default_validator: DefaultValidator | None = None) -> None:
         self.profile = profile
+        self.default_validator = default_validator
         self.request_timeout_s = request_timeout_s
         self._close = close
         self._all_plugins = all_plugins
 
     def supports(self, event: Event) -> bool:
-        return event not in V0_10_EVENTS or self.profile.pod_update_events
+        return self.profile.delivers(event)
 
     # -- delivery ---------------------------------------------------------------------
 
@@ -222,14 +223,29 @@ class Dispatcher:
         """Run validators concurrently (v0.10+); returns why creation fails, or None."""
         event = Event.VALIDATE_CONTAINER_ADJUSTMENT
         validators = self._targets(plugins, event) if self.supports(event) else []
-        if not validators:
+        builtin = self.default_validator if self.supports(event) else None
+        if not validators and builtin is None:
             return None
+        active = [p for p in self._all_plugins() if p.is_active]
+        if builtin is not None:
+            refusal = builtin.refusal(pod, original, ((p.name, p.index) for p in active))
+            if refusal is not None:
+                return (f'validator "{DEFAULT_VALIDATOR}" rejected container adjustment, '
+                        f"reason: {refusal}")
         request = api.ValidateContainerAdjustmentRequest(
             pod=pod, container=original, adjust=merged.adjust, update=merged.update,
             owners=owners.to_proto(),
-            plugins=[api.PluginInstance(name=p.name, index=p.index)
-                     for p in self._all_plugins() if p.is_active],
+            plugins=([builtin.instance()] if builtin is not None else [])
+            + [api.PluginInstance(name=p.name, index=p.index) for p in active],
         )
+        # The adaptation merges into an adjustment whose hooks, memory, cpu (and, from
+        # v0.11, rdt) sections already exist, so validators see them present even
+        # when empty (recorded: containerd 2.2.7 / 2.3.4, CRI-O 1.36.3).
+        request.adjust.hooks.SetInParent()
+        request.adjust.linux.resources.memory.SetInParent()
+        request.adjust.linux.resources.cpu.SetInParent()
+        if self.profile.nri >= (0, 11, 0):
+            request.adjust.linux.rdt.SetInParent()
         outcomes = await asyncio.gather(
             *(self.deliver(v, event, request) for v in validators), return_exceptions=True)
         for conn, outcome in zip(validators, outcomes, strict=True):

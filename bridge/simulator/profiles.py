@@ -10,13 +10,19 @@ is derived from the NRI module version the runtime embeds (protocol §4.3-§4.5,
 | v0.7-v0.9 | yes      | no          | 0x07FF | > 4 MiB    | StateChange                      |
 | v0.10/11  | yes      | no          | 0x3FFF | > 4 MiB    | StateChange (+UpdatePodSandbox)  |
 | >= v0.12  | yes      | yes         | 0x3FFF | > 4 MiB    | dedicated RPCs, SC fallback      |
+
+Two facts are not a function of the NRI version but of the runtime around it,
+so a profile states them (recorded in shared/fixtures, 2026-11-24): whether a
+CRI UpdatePodSandboxResources reaches NRI at all (containerd 2.2.x leaves the
+CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
+1.36 never sends it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10
+from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10, Event
 from bridge.contract.nri_version import Version
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
@@ -35,6 +41,8 @@ class RuntimeProfile:
     runtime_version: str
     nri: Version
     nri_version_string: str = ""
+    resizes_pods: bool = True  # CRI UpdatePodSandboxResources -> NRI UpdatePodSandbox
+    post_resize_event: bool = True  # ... followed by PostUpdatePodSandbox
 
     @property
     def sends_timeouts(self) -> bool:
@@ -66,6 +74,17 @@ class RuntimeProfile:
         """UpdatePodSandbox, PostUpdatePodSandbox and validation exist (v0.10.0+)."""
         return self.nri >= (0, 10, 0)
 
+    def delivers(self, event: Event) -> bool:
+        """Whether this runtime ever sends `event` to a subscribed plugin."""
+        if event in (Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX,
+                     Event.VALIDATE_CONTAINER_ADJUSTMENT) and not self.pod_update_events:
+            return False
+        if event is Event.UPDATE_POD_SANDBOX:
+            return self.resizes_pods
+        if event is Event.POST_UPDATE_POD_SANDBOX:
+            return self.resizes_pods and self.post_resize_event
+        return True
+
     @property
     def checks_plugin_name(self) -> bool:
         """RegisterPlugin names must match [A-Za-z0-9_.+-]+ (v0.12.0+)."""
@@ -84,8 +103,17 @@ PROFILES: dict[str, RuntimeProfile] = {
         RuntimeProfile("containerd-1.7.24", "containerd", "1.7.24~ds1", (0, 6, 1)),
         # Recorded: Debian sid containerd 2.1.9 (NRI v0.8.0); it reports "containerd".
         RuntimeProfile("containerd-2.1.9", "containerd", "2.1.9+unknown", (0, 8, 0)),
-        # containerd 2.2.1 embeds NRI v0.11.0 (version table of protocol §4.3); not recorded.
-        RuntimeProfile("containerd-2.2.1", "containerd", "2.2.1", (0, 11, 0)),
+        # Recorded: upstream containerd 2.2.7 (NRI v0.11.0). Most events still arrive as
+        # StateChange; its CRI UpdatePodSandboxResources is unimplemented, so no
+        # UpdatePodSandbox ever reaches a plugin.
+        RuntimeProfile("containerd-2.2.7", "containerd", "v2.2.7", (0, 11, 0),
+                       resizes_pods=False),
+        # Recorded: upstream containerd 2.3.4 (NRI v0.12.0): one dedicated RPC per event,
+        # StateChange only for a plugin that answers Unimplemented; sends NRI_version.
+        RuntimeProfile("containerd-2.3.4", "containerd", "v2.3.4", (0, 12, 0), "v0.12.0"),
+        # Recorded: upstream CRI-O 1.36.3 (NRI v0.11.0): no "v" in its version, and a pod
+        # resize sends UpdatePodSandbox but never PostUpdatePodSandbox.
+        RuntimeProfile("cri-o-1.36.3", "cri-o", "1.36.3", (0, 11, 0), post_resize_event=False),
         # A runtime built on current NRI: dedicated RPCs with StateChange fallback.
         RuntimeProfile("nri-v0.12", "nri-simulator", "0.12.2", (0, 12, 2), "v0.12.2"),
     )

@@ -41,6 +41,7 @@ from bridge.simulator.connection import (
     PluginState,
     decode_message,
 )
+from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.dispatch import Dispatcher, EventResult
 from bridge.simulator.handshake import (
     HandshakeFailed,
@@ -78,6 +79,7 @@ class SimulatedRuntime:
         registration_timeout_s: float = 5.0,
         serialize_events: bool = True,
         config: str = "",
+        default_validator: DefaultValidator | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
@@ -92,8 +94,10 @@ class SimulatedRuntime:
         self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
         self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
         self.connections: list[PluginConnection] = []
+        if default_validator is not None and not self.profile.pod_update_events:
+            raise SimulatorError(f"{self.profile.key} has no default validator (NRI < v0.10)")
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
-                                     lambda: self.connections)
+                                     lambda: self.connections, default_validator)
         self._lock = asyncio.Lock()
         self._updates_arrived = asyncio.Event()
         self._ready: asyncio.Queue[PluginConnection] = asyncio.Queue()

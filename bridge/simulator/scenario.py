@@ -5,9 +5,10 @@ Three input shapes are accepted:
   line per event, `{"event": "CreateContainer", "pod": {...}, "container": {...},
   "linux_resources": {...}}`, fields in canonical protobuf JSON with proto
   field names;
-- a wire log (`*-wire.jsonl`): one line per RPC the recording plugin
-  received; StateChange lines become their event, Configure/Synchronize are
-  skipped;
+- a wire log (`*-wire.jsonl`, `*-wire-legacy-plugin.jsonl`): one line per
+  RPC the recording plugin received; StateChange lines become their event,
+  Configure/Synchronize/ValidateContainerAdjustment are skipped, fields the
+  recording plugin did not know are restored (recording.py);
 - a scenario (`*.json`): `{"profile": "...", "description": "...",
   "sync": {"pods": [...], "containers": [...]}, "steps": [<event line>,
   {"sleep_ms": N}, ...]}`; `sync` is the state the runtime has before the
@@ -34,10 +35,12 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.dispatch import EventResult
 from bridge.simulator.profiles import PROFILES
+from bridge.simulator.recording import RecordingError, parse_line
 from bridge.simulator.runtime import SimulatedRuntime
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
-_SKIPPED_RPCS = frozenset({"Configure", "Synchronize", "Shutdown"})
+# Validation is not a step of its own: the runtime runs it inside CreateContainer.
+_SKIPPED_RPCS = frozenset({"Configure", "Synchronize", "Shutdown", "ValidateContainerAdjustment"})
 
 
 class ScenarioError(Exception):
@@ -190,22 +193,20 @@ def _step(raw: Any, where: str) -> Step | None:
 
 
 def _wire_step(raw: Mapping[str, Any], where: str) -> EventStep | None:
-    rpc = raw["rpc"]
-    request = dict(raw.get("request") or {})
-    if rpc in _SKIPPED_RPCS:
+    if raw.get("rpc") in _SKIPPED_RPCS:
         return None
-    if rpc == "StateChange":
-        change = _parse(request, api.StateChangeEvent(), where)
-        try:
-            event = Event(change.event)
-        except ValueError:
-            raise ScenarioError(f"{where}: StateChange with unknown event {change.event}") from None
-        message = REQUEST_TYPES[event]()
-        getattr(message, "pod").CopyFrom(change.pod)  # noqa: B009 - every event request has one
-        if change.HasField("container") and "container" in message.DESCRIPTOR.fields_by_name:
-            getattr(message, "container").CopyFrom(change.container)  # noqa: B009
-        return EventStep(event, message)
-    if rpc not in EVENTS_BY_RPC:
-        raise ScenarioError(f"{where}: unknown rpc {rpc!r}")
-    event = EVENTS_BY_RPC[rpc]
-    return EventStep(event, _parse(request, REQUEST_TYPES[event](), where))
+    try:
+        line = parse_line(raw, where)  # restores fields an older recording plugin did not know
+    except RecordingError as exc:
+        raise ScenarioError(str(exc)) from None
+    if line.event is None:
+        raise ScenarioError(f"{where}: StateChange with unknown event")
+    if line.rpc != "StateChange":
+        return EventStep(line.event, line.request)
+    change = line.request
+    assert isinstance(change, api.StateChangeEvent)
+    message = REQUEST_TYPES[line.event]()
+    getattr(message, "pod").CopyFrom(change.pod)  # noqa: B009 - every event request has one
+    if change.HasField("container") and "container" in message.DESCRIPTOR.fields_by_name:
+        getattr(message, "container").CopyFrom(change.container)  # noqa: B009
+    return EventStep(line.event, message)

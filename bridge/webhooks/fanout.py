@@ -12,7 +12,10 @@ Outcomes (decisions documented in docs/webhooks.md):
   Fail → EventRejected naming the webhook and the reason;
 - `reject` in enforce mode fails the operation whatever the failure policy
   (it is the policy's explicit decision);
-- shadow mode: call with dry_run, log the would-be change or failure, apply nothing.
+- shadow mode: call with dry_run, log the would-be change or failure, apply nothing;
+- a contribution that sets a field the connected runtime's NRI version does not
+  apply (it would be dropped silently, protocol §6.4) is still merged and
+  answered in time, with a warning and `dropped_fields_total` per field.
 
 Synchronize is different: a webhook gets its own `sync_timeout`, not the
 runtime's budget; if that runs past the runtime's deadline, the core answers
@@ -27,9 +30,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.capabilities import dropped_fields, fields_used, runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, Event
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
+from bridge.contract.nri_version import Version, format_version
 from bridge.metrics import Metrics
 from bridge.nri.event_call import (
     NO_CHANGE,
@@ -43,7 +48,7 @@ from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
 from bridge.webhooks.merge import Merger
-from bridge.webhooks.payload import PayloadBuilder, clip, truncated_json
+from bridge.webhooks.payload import PayloadBuilder, clip, encode, truncated_json
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,7 @@ class WebhookHandler:
         self.metrics = metrics or Metrics()
         self.knows_container = knows_container
         self._payloads = PayloadBuilder()
+        self._runtime: tuple[RuntimeInfo, bytes] | None = None  # encoded once per connection
         self._routes: dict[str, tuple[Webhook, ...]] = {}
         for hook in self.webhooks:
             for event in hook.spec.events:
@@ -118,6 +124,14 @@ class WebhookHandler:
         for hook in self.webhooks:
             await hook.aclose()
 
+    def _runtime_json(self, runtime: RuntimeInfo) -> bytes:
+        """The envelope's `runtime` object: name, version, NRI version, capabilities."""
+        cached = self._runtime
+        if cached is None or cached[0] is not runtime:
+            ref = runtime_ref(runtime.name, runtime.version, runtime.nri_version)
+            cached = self._runtime = (runtime, encode(ref))
+        return cached[1]
+
     # -- the event path ---------------------------------------------------------------
 
     async def _event(self, call: EventCall, creating: str | None) -> Merger | None:
@@ -139,17 +153,16 @@ class WebhookHandler:
             for hook in selected:
                 scope = Scope(call.name, hook.spec.allow, self.knows_container, creating)
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
-                request = CallRequest(call.name, call.uid,
-                                      (call.runtime.name, call.runtime.version), payload, scope,
-                                      budget)
-                await self._call(hook, request, merger, who)
+                request = CallRequest(call.name, call.uid, self._runtime_json(call.runtime),
+                                      payload, scope, budget)
+                await self._call(hook, request, merger, who, call.runtime.nri_version)
         finally:
             self.metrics.events.labels(call.name).inc()
             self.metrics.event_duration.labels(call.name).observe(loop.time() - started)
         return merger
 
     async def _call(self, hook: Webhook, call: CallRequest, merger: Merger,
-                    who: dict[str, str]) -> None:
+                    who: dict[str, str], nri: Version | None) -> None:
         """One webhook call, its merge, its log line and its metrics."""
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -170,10 +183,27 @@ class WebhookHandler:
         self._record(hook, call.event, "shadow_" + outcome if hook.shadow else outcome,
                      loop.time() - started, extra)
         self._report(hook, contribution, extra)
+        if contribution.reject is None and not hook.shadow:
+            # After the call's own line, so the warning follows the call it is about.
+            self._dropped(hook, call.event, contribution, nri, extra)
         if contribution.reject is not None and not hook.shadow:
             self.metrics.rejections.labels(call.event, hook.name).inc()
             raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
                                 f"{contribution.reject}")
+
+    def _dropped(self, hook: Webhook, event: str, c: Contribution, nri: Version | None,
+                 extra: dict[str, Any]) -> None:
+        """Warn about and count fields the connected runtime would silently drop."""
+        if not c.changes_something:
+            return
+        dropped = dropped_fields(fields_used(c.adjust, c.updates), nri)
+        if not dropped:
+            return
+        for path in dropped:
+            self.metrics.dropped_fields.labels(event, hook.name, path).inc()
+        log.warning("the runtime will ignore fields this policy set (its NRI version does "
+                    "not apply them)", extra={**extra, "fields": dropped,
+                                              "nri_version": format_version(nri)})
 
     def _record(self, hook: Webhook, event: str, outcome: str, elapsed_s: float,
                 extra: dict[str, Any]) -> None:
@@ -247,12 +277,12 @@ class WebhookHandler:
             # stateful policy (cpu-pools) must learn it before it hands out CPUs.
             chosen_pods, chosen = _select(hook, pods, containers)
             scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
-            request = CallRequest("Synchronize", call.uid,
-                                  (call.runtime.name, call.runtime.version),
+            request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
                                   self._payloads.sync(chosen_pods, chosen), scope,
                                   hook.spec.sync_timeout_s)
             await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
-                                                  "containers": str(len(chosen))})
+                                                     "containers": str(len(chosen))},
+                             call.runtime.nri_version)
         self.metrics.events.labels("Synchronize").inc()
         return merger.update_list()
 

@@ -79,11 +79,13 @@ class PayloadBuilder:
                 "containers": encode([to_json(c) for c in containers])}
 
 
-def envelope(event: str, uid: str, runtime: tuple[str, str], budget_ms: int, dry_run: bool,
+def envelope(event: str, uid: str, runtime: bytes, budget_ms: int, dry_run: bool,
              payload: Payload) -> bytes:
-    """The request body: envelope fields first, then the pre-encoded payload."""
-    parts = [_PREFIX, encode(uid), b',"event":', encode(event), b',"runtime":',
-             encode({"name": runtime[0], "version": runtime[1]}),
+    """The request body: envelope fields first, then the pre-encoded payload.
+
+    `runtime` is the encoded `runtime` object (`contract.capabilities.runtime_ref`),
+    encoded once per connection by the handler."""
+    parts = [_PREFIX, encode(uid), b',"event":', encode(event), b',"runtime":', runtime,
              b',"budget_ms":', str(budget_ms).encode(),
              b',"dry_run":', b"true" if dry_run else b"false"]
     for key, value in payload.items():

@@ -27,7 +27,7 @@ class CallRequest:
 
     event: str
     uid: str
-    runtime: tuple[str, str]
+    runtime: bytes  # the envelope's encoded `runtime` object
     payload: Payload
     scope: Scope
     budget_s: float

@@ -46,9 +46,40 @@ def _go_duration_s(value: str) -> float:
     return int(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[m.group(2)]
 
 
+# Fail closed (NRI >= v0.10): the default validator with the bridge as a required plugin.
+FAIL_CLOSED_CONTAINERD = "containerd-2.2-fail-closed.toml"
+FAIL_CLOSED_CRIO = "crio-1.34-fail-closed.conf"
+TOLERATE_ANNOTATION = "tolerate-missing-nri-plugins.noderesource.dev"
+
+
 def test_runtime_directory_holds_exactly_the_documented_snippets() -> None:
-    assert sorted(p.name for p in s.RUNTIME.iterdir()) == sorted(
-        [name for name, _, _ in CONTAINERD] + ["crio-nri.conf"])
+    names = sorted(p.name for p in s.RUNTIME.iterdir())
+    assert names == sorted([name for name, _, _ in CONTAINERD]
+                           + ["crio-nri.conf", FAIL_CLOSED_CONTAINERD, FAIL_CLOSED_CRIO])
+    documented = (s.REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in documented for name in names)
+
+
+def _daemonset_plugin_name() -> str:
+    text = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
+    match = re.search(r"--plugin-name=(\S+)", text)
+    assert match is not None
+    return match.group(1)
+
+
+def test_fail_closed_snippets_require_the_bridge_and_tolerate_its_own_pod() -> None:
+    containerd = _load(FAIL_CLOSED_CONTAINERD)
+    assert containerd["version"] == 3
+    validator = containerd["plugins"][NRI_PLUGIN]["default_validator"]
+    assert validator == {"enable": True, "required_plugins": [_daemonset_plugin_name()],
+                         "tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION}
+    crio = _load(FAIL_CLOSED_CRIO)["crio"]["nri"]["default_validator"]
+    assert crio == {"nri_enable_default_validator": True,
+                    "nri_validator_required_plugins": [_daemonset_plugin_name()],
+                    "nri_validator_tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION}
+    # The bridge's own pod must be creatable while the bridge is not running.
+    daemonset = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
+    assert f'{TOLERATE_ANNOTATION}: "true"' in daemonset
 
 
 @pytest.mark.parametrize(("name", "version", "header"), CONTAINERD, ids=[c[0] for c in CONTAINERD])

@@ -193,7 +193,8 @@ def webhook_call(webhook: str, event: str, pod: Pod, container: str) -> Callable
 
     def match(line: LogLine) -> bool:
         return (
-            line.get("webhook") == webhook
+            line.get("msg") == "webhook call"
+            and line.get("webhook") == webhook
             and line.get("event") == event
             and line.get("pod") == pod_ref
             and line.get("container") == container

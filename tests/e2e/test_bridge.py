@@ -259,3 +259,43 @@ def test_slow_handler_is_never_dropped(
         f"handler delay {SLOW_DELAY_MS}ms, create+start took {elapsed:.1f}s):\n"
         + "\n".join(dropped)
     )
+
+
+# Keep containerd away until the bridge's next retry is at least this far off, so that
+# coming back sooner can only be the socket watch (issue 13), not the backoff.
+LONG_BACKOFF_S = 5.0
+_BACKOFF_RE = re.compile(r"at the latest in ([0-9.]+)s")
+
+
+def _backoff_s(line: LogLine) -> float:
+    match = _BACKOFF_RE.search(str(line.get("action", "")))
+    return float(match.group(1)) if match else 0.0
+
+
+def test_reconnects_as_soon_as_containerd_socket_is_back(
+    containerd: Containerd, clean_pods: CriClient, start_bridge: BridgeFactory
+) -> None:
+    bridge = start_bridge()
+    registrations = count(bridge, has_msg("registered"))
+    containerd.stop()
+    waiting = bridge.wait_for(
+        f"a backoff of at least {LONG_BACKOFF_S}s",
+        lambda line: line.get("msg") == "connection lost" and _backoff_s(line) >= LONG_BACKOFF_S,
+        timeout_s=30,
+    )
+    waiting_since = time.monotonic()
+    containerd.start()  # returns once its NRI socket exists
+    socket_back = time.monotonic()
+    bridge.wait_for("the socket watch", has_msg("runtime socket is back; reconnecting now"))
+    bridge.wait_for(
+        "re-registration",
+        lambda _: count(bridge, has_msg("registered")) > registrations,
+    )
+    registered = time.monotonic()
+    print(f"containerd {containerd.runtime.version}: re-registered "
+          f"{registered - socket_back:.3f}s after its NRI socket appeared "
+          f"(the backoff would have waited {_backoff_s(waiting):.2f}s)")
+    assert registered - waiting_since < _backoff_s(waiting)
+    container_id = clean_pods.run_container(clean_pods.run_pod("after-fast-reconnect"))
+    bridge.wait_for("CreateContainer event", is_event("CreateContainer", container_id))
+    assert_adjusted(clean_pods, container_id)

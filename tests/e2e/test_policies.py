@@ -17,6 +17,8 @@ the *policy* decided, chosen to differ from what the CRI request itself asked fo
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from typing import Any
 
@@ -275,3 +277,48 @@ def test_koordinator_rule_change_updates_running_container(
     state = {c["id"]: c for c in stack.bridge.state()["containers"]}
     cpu = state[container_id].get("linux", {}).get("resources", {}).get("cpu", {})
     assert cpu.get("cpus") == "1", state[container_id]
+
+
+def test_koordinator_repolicies_containers_created_while_the_bridge_was_away(
+    containerd: Containerd, clean_pods: CriClient, start_stack: StackFactory
+) -> None:
+    """A BE container created while the bridge is frozen gets no policy (NRI is fail-open:
+    containerd drops the silent plugin). The bridge reconnects by itself, and the
+    Synchronize that follows brings the container to the policy, whose updates containerd
+    applies to the running container (issue 13)."""
+    stack = koordinator_stack(start_stack)
+    bridge_pid = stack.bridge.pid
+    assert bridge_pid is not None
+    registrations = sum(1 for line in stack.bridge.lines() if line.get("msg") == "registered")
+    request_milli, limit_milli = 500, 1000
+    spec = {"containers": {"app": {
+        "requests": {BATCH_CPU: str(request_milli), BATCH_MEMORY: "192Mi"},
+        "limits": {BATCH_CPU: str(limit_milli), BATCH_MEMORY: "192Mi"}}}}  # fmt: skip
+    os.kill(bridge_pid, signal.SIGSTOP)
+    try:
+        pod = clean_pods.run_pod(
+            "be-away", labels={QOS_LABEL: "BE"},
+            annotations={EXTENDED_RESOURCE_SPEC: json.dumps(spec)},
+        )
+        container_id = clean_pods.run_container(pod, name="app")
+        pid = clean_pods.container_pid(container_id)
+        assert cgroup_values(pid).cpu_shares == BASE_CPU_SHARES  # created without policy
+    finally:
+        os.kill(bridge_pid, signal.SIGCONT)
+    stack.bridge.wait_for(
+        "re-registration",
+        lambda _: sum(1 for x in stack.bridge.lines() if x.get("msg") == "registered")
+        > registrations,
+        timeout_s=30,
+    )
+    deadline = time.monotonic() + RULE_CHANGE_TIMEOUT_S
+    while (shares := cgroup_values(pid).cpu_shares) != milli_cpu_to_shares(request_milli):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"cpu.shares still {shares} {RULE_CHANGE_TIMEOUT_S}s after the reconnect\n"
+                f"--- bridge log:\n{stack.bridge.tail()}"
+            )
+        time.sleep(0.1)
+    assert quota(pid) == milli_cpu_to_quota(limit_milli) == 100000
+    assert cgroup_values(pid).memory_limit_bytes == 192 * MIB
+    assert clean_pods.container_pid(container_id) == pid  # the same running container

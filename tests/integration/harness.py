@@ -16,6 +16,7 @@ from bridge.control.api import create_app
 from bridge.control.serving import ControlServer, wait_started
 from bridge.control.settings import ControlSettings
 from bridge.metrics import Metrics
+from bridge.nri.cache import StateCache
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api
@@ -52,10 +53,10 @@ async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], wor
                          ) -> AsyncIterator[Bridge]:
     """Connect a bridge to `rt` and wait until it serves; control API on workdir/control.sock."""
     metrics = Metrics()
-    handler = WebhookHandler(specs, metrics)
+    cache = StateCache()
+    handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container)
     runner = PluginRunner(PluginIdentity("webhook-bridge", "50"), handler,
-                          socket_path=str(rt.socket_path))
-    handler.knows_container = runner.cache.knows_container
+                          socket_path=str(rt.socket_path), cache=cache)
     watch_runner(metrics, runner)
     control_sock = workdir / "control.sock"
     control = ControlServer(create_app(control_deps(runner, metrics)),

@@ -91,3 +91,17 @@ def test_random_bodies_raise_only_payload_errors(overrides: dict[str, Any]) -> N
         parse_event(body)
     except PayloadError as exc:
         assert exc.field
+
+
+def test_runtime_nri_version_and_capabilities_reach_the_event() -> None:
+    body = envelope("CreateContainer", pod=pod(qos="LS"), container=container())
+    body["runtime"] = {"name": "containerd", "version": "v2.2.7", "nri_version": "v0.11.0",
+                       "capabilities": ["env", "linux.sysctl"]}
+    event = parse_event(body)
+    assert event.runtime_nri_version == "v0.11.0"
+    assert event.runtime_capabilities == frozenset({"env", "linux.sysctl"})
+    body["runtime"] = {"name": "x", "version": "1", "capabilities": None}
+    assert parse_event(body).runtime_capabilities is None  # unknown runtime
+    body["runtime"] = {"name": "x", "version": "1", "capabilities": [1]}
+    with pytest.raises(PayloadError, match=r"runtime.capabilities\[0\]"):
+        parse_event(body)

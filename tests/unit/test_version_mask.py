@@ -15,9 +15,17 @@ from bridge.contract.nri_version import nri_version_of, supported_mask
     ("containerd", "2.1.9+unknown", "", (0, 8, 0)),
     ("v2", "2.1.9", "", (0, 8, 0)),
     ("containerd", "2.2.0", "", (0, 10, 0)),
-    ("containerd", "2.3.0", "", (0, 11, 0)),
+    ("containerd", "v2.2.7", "", (0, 11, 0)),  # as recorded: a "v", no NRI_version
+    ("containerd", "2.3.0", "", (0, 12, 0)),
+    ("containerd", "v2.3.4", "v0.12.0", (0, 12, 0)),  # as recorded
+    ("containerd", "v2.3.4", "", (0, 12, 0)),
+    ("containerd", "1.7.31", "", (0, 8, 0)),
+    ("containerd", "2.4.0", "", (0, 12, 0)),  # newer than the table: the newest known
     ("cri-o", "1.31.2", "", (0, 6, 1)),
+    ("cri-o", "1.33.1", "", (0, 9, 1)),
     ("cri-o", "1.34.0", "", (0, 10, 0)),
+    ("cri-o", "1.35.2", "", (0, 11, 0)),
+    ("cri-o", "1.36.3", "", (0, 11, 0)),  # as recorded
     ("containerd", "2.2.1", "v0.12.2", (0, 12, 2)),
     ("containerd", "1.7.24", "(devel)", (0, 6, 1)),
     ("podman", "5.0", "", None),
@@ -31,5 +39,6 @@ def test_masks() -> None:
     assert supported_mask((0, 6, 1)) == 0x07FF
     assert supported_mask(None) == 0x07FF
     assert supported_mask((0, 10, 0)) == 0x3FFF
+    assert supported_mask((0, 9, 1)) == 0x07FF  # CRI-O 1.33's pre-release: not risked
     assert mask_of({Event.CREATE_CONTAINER, Event.STOP_CONTAINER}) == 0x208
     assert Event.VALIDATE_CONTAINER_ADJUSTMENT.bit == 0x2000

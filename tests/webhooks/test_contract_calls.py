@@ -49,7 +49,12 @@ async def test_every_event_sends_a_valid_envelope(event: str) -> None:
     jsonschema.validate(sent, schema(f"{event}.request.schema.json"))
     assert sent["event"] == event and sent["dry_run"] is False
     assert 0 < sent["budget_ms"] <= 800
-    assert sent["runtime"] == {"name": "containerd", "version": "2.1.9"}
+    runtime = sent["runtime"]
+    assert (runtime["name"], runtime["version"], runtime["nri_version"]) == (
+        "containerd", "2.1.9", "v0.8.0")
+    # NRI v0.8.0 applies pids and CDI devices (v0.7), not args/namespaces (v0.10) or sysctl.
+    assert {"linux.resources.pids", "CDI_devices", "env"} <= set(runtime["capabilities"])
+    assert not {"args", "linux.namespaces", "linux.sysctl"} & set(runtime["capabilities"])
     if event == "CreateContainer":
         assert isinstance(result, api.CreateContainerResponse)
         assert [(e.key, e.value) for e in result.adjust.env] == [

@@ -132,7 +132,8 @@ def test_payload_builder_reuses_a_pod_until_it_changes() -> None:
         builder.pod(api.PodSandbox(id=f"other-{i}"))
     assert len(builder._pods) == 2
     req = api.CreateContainerRequest(pod=pod, container=api.Container(id="c1", name="app"))
-    doc = json.loads(envelope("CreateContainer", "u1", ("containerd", "2.1.9"), 250, True,
+    runtime = b'{"name":"containerd","version":"2.1.9"}'
+    doc = json.loads(envelope("CreateContainer", "u1", runtime, 250, True,
                               builder.event("CreateContainer", req)))
     assert doc == {"api_version": "nri-webhook-bridge/v1", "uid": "u1",
                    "event": "CreateContainer",
