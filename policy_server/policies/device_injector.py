@@ -51,7 +51,8 @@ CDI_DEVICES = "cdi-devices.noderesource.dev"
 _DEVICE_FIELDS = frozenset({"path", "type", "major", "minor", "file_mode", "uid", "gid"})
 _MOUNT_FIELDS = frozenset({"source", "destination", "type", "options"})
 # ContainerAdjustment.CDI_devices exists from NRI v0.7.0; an older runtime drops the field
-# without a word, so the container would start without its device.
+# without a word, so the container would start without its device (used when the envelope
+# carries no runtime capabilities).
 CDI_MIN_NRI = (0, 7, 0)
 # vendor/class=name, as the CDI specification spells a fully qualified device name.
 _CDI_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9.-]*/[a-zA-Z0-9][a-zA-Z0-9_.-]*=[a-zA-Z0-9_.:-]+$")
@@ -231,10 +232,16 @@ def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ..
 
 
 def _check_runtime_carries_cdi(event: Event) -> None:
-    nri = nri_version_of(event.runtime_name, event.runtime_version, "")
+    """Refuse CDI devices the runtime would drop: its capabilities say so (sent by the bridge),
+    or, from an older bridge, its NRI version inferred from the runtime's name and version."""
+    nri = nri_version_of(event.runtime_name, event.runtime_version, event.runtime_nri_version)
+    if event.runtime_capabilities is not None:
+        dropped = "CDI_devices" not in event.runtime_capabilities
+    else:
+        dropped = nri is not None and nri < CDI_MIN_NRI
     request = notes.find(event, CDI_DEVICES)
-    if nri is not None and nri < CDI_MIN_NRI and request is not None:
-        shown = ".".join(map(str, nri))
+    if dropped and request is not None:
+        shown = ".".join(map(str, nri)) if nri is not None else "an NRI version"
         raise AnnotationError(
             request.key,
             f"CDI devices need NRI 0.7 or later; {event.runtime_name} {event.runtime_version} "

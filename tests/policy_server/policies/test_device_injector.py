@@ -78,6 +78,12 @@ def test_cdi_devices_are_refused_on_runtimes_that_would_drop_them(runner: Policy
         "later; containerd 1.7.24 speaks NRI 0.6.1 and would start the container without them")
     request["runtime"] = {"name": "containerd", "version": "v2.1.9"}
     assert runner.send(request).adjust == {"CDI_devices": [{"name": "vendor.example.com/gpu=0"}]}
+    # The bridge's capabilities list decides when the envelope carries one.
+    request["runtime"] = {"name": "x-runtime", "version": "9", "nri_version": "v0.6.1",
+                          "capabilities": ["env", "mounts"]}  # fmt: skip
+    assert "x-runtime 9 speaks NRI 0.6.1" in str(runner.send(request).reject)
+    request["runtime"]["capabilities"].append("CDI_devices")
+    assert runner.send(request).adjust == {"CDI_devices": [{"name": "vendor.example.com/gpu=0"}]}
 
 
 @pytest.mark.parametrize(
