@@ -175,6 +175,15 @@ def rss_mib(proc: asyncio.subprocess.Process) -> float | None:
     return None
 
 
+def cpu_s(proc: asyncio.subprocess.Process | None) -> float:
+    """User + system CPU seconds used so far by `proc` (None: this process)."""
+    if proc is None:
+        t = os.times()
+        return t.user + t.system
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def go_floor_binary() -> Path | None:
     """Build (once) and return the Go floor plugin; None, saying why, if it cannot be built."""
     import subprocess
@@ -187,7 +196,7 @@ def go_floor_binary() -> Path | None:
 
 
 async def bench(args: argparse.Namespace, scenario: str, workdir: Path,
-                rss: dict[str, float]) -> BenchResult:
+                rss: dict[str, float], cpu: dict[str, float]) -> BenchResult:
     nri_sock, policy_sock = workdir / "nri.sock", workdir / "policy.sock"
     config = workdir / f"{scenario}.yaml"
     config.write_text(json.dumps(bridge_config(scenario, policy_sock)))  # JSON is YAML
@@ -220,8 +229,14 @@ async def bench(args: argparse.Namespace, scenario: str, workdir: Path,
                     workdir / f"bridge-{scenario}.log"))
             await runtime.wait_plugin(30)
             await verify(runtime, scenario, pod)
+            procs = {"simulator": None, "plugin": plugin, "policy": policy}
+            before = {name: cpu_s(proc) for name, proc in procs.items()
+                      if name != "policy" or proc is not None}
             result = await run_bench(runtime, args.events, args.concurrency, warmup=args.warmup,
                                      pod=pod)
+            for name, start in before.items():
+                used = cpu_s(procs[name]) - start  # includes the warm-up events
+                cpu[f"{scenario} {name}"] = round(used / (args.events + args.warmup) * 1e6, 1)
             dropped = runtime.closed_plugins or runtime.lost_plugins
             if dropped:
                 raise SystemExit(f"plugin dropped during the benchmark: {dropped}")
@@ -261,9 +276,10 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="nwb-bench-", dir="/tmp"))
     results: dict[str, BenchResult] = {}
     rss: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     try:
         for scenario in scenarios:
-            results[scenario] = asyncio.run(bench(args, scenario, workdir, rss))
+            results[scenario] = asyncio.run(bench(args, scenario, workdir, rss, cpu))
     finally:
         if args.keep:
             print(f"logs kept in {workdir}", file=sys.stderr)
@@ -297,6 +313,7 @@ def main() -> int:
         "results": {name: r.to_dict() for name, r in results.items()},
         "go_floor_ratios": {name: round(v, 2) for name, v in ratios.items()},
         "rss_mib": rss,
+        "cpu_us_per_event": cpu,
         "selector_miss_ratio": round(miss, 3) if miss is not None else None,
         "checks": checks,
     }
@@ -313,6 +330,8 @@ def main() -> int:
             print(f"{name} / Go floor (p50): {ratio:.2f}x")
         if miss is not None:
             print(f"selector miss / no webhook (p50): {miss:.2f}x")
+        for name, us in cpu.items():
+            print(f"CPU per event, {name}: {us:.0f} µs")
         for name, mib in rss.items():
             print(f"RSS after the run, {name}: {mib:.1f} MiB")
         for name, ok in checks.items():
