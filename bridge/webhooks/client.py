@@ -99,6 +99,7 @@ class PolicyClient:
                 auto_decompress=False,
                 timeout=aiohttp.ClientTimeout(total=None),  # the caller's budget bounds calls
                 skip_auto_headers=("Accept-Encoding",),
+                cookie_jar=aiohttp.DummyCookieJar(),  # a policy has no session to keep
                 headers=_HEADERS)
         return self._session
 
