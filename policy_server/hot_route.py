@@ -4,10 +4,11 @@ The bridge calls this once per NRI event while the runtime waits, so it is the o
 written for latency: the body is decoded once (orjson), checked once against the contract's
 ``WebhookRequest`` (pydantic-core; a 422 names the field exactly as FastAPI would), converted
 to the engine's frozen event, evaluated, checked against ``WebhookReply`` and encoded once
-(orjson). ``HotRoute`` serves it as plain ASGI in front of FastAPI's routing, dependency
-solving and per-request objects (~100 µs per request on the reference machine,
-docs/performance.md); the FastAPI route of the same path calls the same ``evaluate_body`` and
-exists for the OpenAPI docs. Owns no policy logic (``PolicyServer.handle``) and no other route.
+(orjson). ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware,
+routing, dependency solving and per-request objects (~100 µs per request on the reference
+machine, docs/performance.md); the FastAPI route of the same path calls the same
+``evaluate_body`` and exists for the OpenAPI docs. Owns no policy logic (that is
+``PolicyServer.handle``) and no other route.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[in
 
 
 class HotRoute:
-    """ASGI middleware: serves ``POST /v1/policies/{name}`` itself, passes everything else on."""
+    """ASGI app: serves ``POST /v1/policies/{name}`` itself, passes everything else to ``app``."""
 
     def __init__(self, app: ASGIApp, server: PolicyServer) -> None:
         self.app = app

@@ -180,10 +180,7 @@ async def test_state_says_what_cannot_take_effect_and_events_stay_quiet(
 
 def _without_hot_route(server: PolicyServer) -> Any:
     """The same app answering through FastAPI's own route (what HotRoute stands in front of)."""
-    from policy_server.hot_route import HotRoute
-    app = create_app(server)
-    app.user_middleware = [m for m in app.user_middleware if m.cls != HotRoute]  # type: ignore[comparison-overlap]
-    return app
+    return create_app(server).app
 
 
 @pytest.mark.parametrize(
