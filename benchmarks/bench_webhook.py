@@ -213,7 +213,7 @@ async def bench(args: argparse.Namespace, scenario: str, workdir: Path,
                      args.policy_app], workdir / "policy.log"))
             elif scenario in SHIPPED:
                 policy = await stack.enter_async_context(process(
-                    ["-m", "policy_server.cli", "--uds", str(policy_sock), "--log-level",
+                    ["-m", "policy_server.main", "--uds", str(policy_sock), "--log-level",
                      "warning", *SHIPPED[scenario][1]], workdir / f"policy-{scenario}.log"))
             if policy is not None:
                 await wait_listening(policy_sock)
