@@ -162,7 +162,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
 
 async def test_no_time_left_is_a_budget_failure() -> None:
     async with _serving(Reply(json={})) as (handler, route):
-        assert await serve(handler, 
+        assert await serve(handler,
             context("CreateContainer", budget_s=0.001), request("CreateContainer"),
         ) is None
     assert not route.called
