@@ -156,7 +156,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                request_timeout_s=args.request_timeout)
     await runtime.start()
     try:
-        async with chaos_policy(workdir, policy_sock, args), \
+        async with chaos_policy(workdir, policy_sock, args) as policy, \
                 bridge_process(workdir, nri_sock, config=config, name="soak",
                                extra=["--log-level", "warning"],
                                python=args.bridge_python) as bridge:
@@ -171,7 +171,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             await asyncio.sleep(0.2)
             before: dict[str, Any] = {"fds": open_fds(bridge.pid),
                                       "metrics": await bridge.metrics(),
-                                      "rss_kb": rss_kb(bridge.pid)}
+                                      "rss_kb": rss_kb(bridge.pid),
+                                      "policy_rss_kb": rss_kb(policy.pid)}
             soak.samples.append((0, time.monotonic(), before["rss_kb"]))
             started = time.monotonic()
             while soak.events < args.events:
@@ -183,6 +184,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                      "metrics": await bridge.metrics(),
                                      "rss_kb": rss_kb(bridge.pid)}
             peak = peak_rss_kb(bridge.pid)
+            after["policy_rss_kb"] = rss_kb(policy.pid)
             # Before the bridge stops, which the runtime records as a lost plugin.
             closed, lost = list(runtime.closed_plugins), list(runtime.lost_plugins)
             exit_code, exit_s = await bridge.terminate()
@@ -222,6 +224,7 @@ def report(args: argparse.Namespace, soak: Soak, before: dict[str, Any], after: 
                    "max_sampled": max(rss), "peak_hwm": peak,
                    "growth_kb_per_1k_events": round(growth_kb_per_1k(soak.samples), 2),
                    "samples": [s[2] for s in soak.samples]},
+        "policy_rss_kb": {"before": before.get("policy_rss_kb"), "end": after["policy_rss_kb"]},
         "latency_us": {"all": LatencyStats.of(every).to_us(),
                        **{e: LatencyStats.of(v).to_us() for e, v in soak.latencies.items()}},
         "max_latency_s": round(max(every), 4), "request_timeout_s": args.request_timeout,
@@ -255,6 +258,9 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"bridge RSS (MiB): connected {mib['connected']}, start {mib['start']}, end "
           f"{mib['end']}, max {mib['max_sampled']} (peak {mib['peak_hwm']}); growth "
           f"{rss['growth_kb_per_1k_events']} KiB per 1k events")
+    policy = r["policy_rss_kb"]
+    print(f"policy process RSS (MiB, uvicorn + benchmarks/chaos_policy.py): before "
+          f"{policy['before'] / 1024:.1f}, end {policy['end'] / 1024:.1f}")
     for name, stats in r["latency_us"].items():
         print(f"  {name:16s} p50 {stats['p50']:8.0f} µs  p90 {stats['p90']:8.0f}  p99 "
               f"{stats['p99']:8.0f}  max {stats['max']:8.0f}")

@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+import uvloop
+
 from bridge import __version__, logs
 from bridge.config import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
@@ -150,7 +152,9 @@ def _run(args: argparse.Namespace) -> int:
     options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
                              record=record, config_from_file=bool(args.config))
     try:
-        return asyncio.run(app.run(options))
+        # uvloop: the event loop in C (libuv); ~10% less CPU per webhook event
+        # (docs/performance.md). The simulator and tools keep the stdlib loop.
+        return uvloop.run(app.run(options))
     except KeyboardInterrupt:
         return EXIT_OK
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import uvicorn
+import uvloop
 
 from bridge.contract.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
@@ -303,7 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics_sock = bind_tcp_socket(*metrics_address)
             where += f", metrics on http://{args.metrics_address}/metrics"
         log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
-        asyncio.run(serve(server, sock, args.log_level, metrics_sock))
+        # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the loop.
+        uvloop.run(serve(server, sock, args.log_level, metrics_sock))
     except StartupError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2

@@ -93,11 +93,13 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
 
 
 async def run_bench(runtime: SimulatedRuntime, n: int, concurrency: int = 1, *,
-                    warmup: int = 0) -> BenchResult:
-    """Send `warmup` unmeasured, then `n` measured CreateContainer events."""
+                    warmup: int = 0, pod: api.PodSandbox | None = None) -> BenchResult:
+    """Send `warmup` unmeasured, then `n` measured CreateContainer events (in the recorded
+    template pod, or in `pod`)."""
     if n < 1 or concurrency < 1:
         raise ValueError("n and concurrency must be >= 1")
-    pod, container = template()
+    recorded, container = template()
+    pod = pod if pod is not None else recorded
     prefix = container.id[:40]
     latencies: list[float] = []
     round_trips: list[float] = []

@@ -1,6 +1,6 @@
 """Webhook delegation: NRI events become HTTP calls to policy services, replies become NRI answers.
 
-Modules: `config` (specs from YAML), `selector`, `client` (httpx), `breaker`,
+Modules: `config` (specs from YAML), `selector`, `client` (aiohttp), `breaker`,
 `webhook` (one call), `guard` + `values` + `kinds` (reply checks, allow list),
 `merge` (ownership, conflicts), `payload` (envelopes), `handler` (the NRI Handler).
 """

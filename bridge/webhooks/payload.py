@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
@@ -26,15 +27,19 @@ from bridge.proto.nri import api_pb2 as api
 # key -> that key's value, already JSON-encoded
 Payload = dict[str, bytes]
 
-# A node runs at most ~110 pods by default (kubelet maxPods); a little headroom, and
-# removed pods age out instead of holding ~2.8 KB each.
-POD_CACHE_SIZE = 160
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_PREFIX = b'{"api_version":' + _dumps(API_VERSION).encode() + b',"uid":'
+# orjson: ~15x faster than the stdlib encoder on a container's JSON tree (1.3 µs vs 19 µs,
+# docs/performance.md); UTF-8 out, nothing escaped beyond what JSON requires. Integer map keys
+# (FieldOwners.simple) become strings, as the stdlib encoder and proto3 JSON make them.
 
 
 def encode(value: Any) -> bytes:
-    return _dumps(value).encode()
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+
+# A node runs at most ~110 pods by default (kubelet maxPods); a little headroom, and
+# removed pods age out instead of holding ~2.8 KB each.
+POD_CACHE_SIZE = 160
+_PREFIX = b'{"api_version":' + encode(API_VERSION) + b',"uid":'
 
 
 class PayloadBuilder:

@@ -176,3 +176,57 @@ async def test_state_says_what_cannot_take_effect_and_events_stay_quiet(
     assert state["reconciler"] == {
         "running": False,
         "reason": "no --bridge-control (the reconciler lists pods through the bridge)"}
+
+
+def _without_hot_route(server: PolicyServer) -> Any:
+    """The same app answering through FastAPI's own route (what HotRoute stands in front of)."""
+    return create_app(server).app
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda b: b["container"]["linux"]["resources"].update(cpu={"shares": "x"}),
+        lambda b: b.pop("runtime"),
+        lambda b: b.update(event="Create", extra=1),
+        lambda b: b.update(budget_ms=-1),
+        lambda b: b.pop("container"),
+        lambda b: None,  # a valid request: the same 200 and reply
+    ],
+)
+async def test_the_hot_route_answers_as_fastapis_route_would(mutate: Any) -> None:
+    body = envelope("CreateContainer", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}),
+                    container=container(cpu={"shares": 2}))
+    mutate(body)
+    server = PolicyServer(ServerOptions())
+    answers, routes = [], []
+    for app in (create_app(server), _without_hot_route(server)):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://policy") as c:
+            response = await c.post("/v1/policies/koordinator-qos", json=body)
+            # (only HotRoute checks the content type: proof the two apps take different paths)
+            plain = await c.post("/v1/policies/koordinator-qos", content=b"{}",
+                                 headers={"content-type": "text/plain"})
+        answers.append((response.status_code, response.json()))
+        routes.append(plain.status_code)
+    assert answers[0] == answers[1]
+    assert routes == [415, 422]
+
+
+async def test_a_body_that_is_not_json_by_content_type_gets_415(
+    client: httpx.AsyncClient,
+) -> None:
+    body = envelope("CreateContainer", pod=pod(), container=container())
+    response = await client.post("/v1/policies/koordinator-qos", content=json.dumps(body),
+                                 headers={"content-type": "text/plain"})
+    assert response.status_code == 415
+    assert "expected content-type application/json, got 'text/plain'" in response.json()["detail"]
+    for ok in ("application/json; charset=utf-8", "application/webhook+json"):
+        response = await client.post("/v1/policies/koordinator-qos", content=json.dumps(body),
+                                     headers={"content-type": ok})
+        assert response.status_code == 200, ok
+
+
+async def test_other_methods_and_paths_still_reach_fastapi(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/v1/policies/koordinator-qos")).status_code == 405
+    assert (await client.post("/v1/policies/koordinator-qos/extra", json={})).status_code == 404

@@ -19,8 +19,6 @@ from bridge.webhooks.config import WebhookSpec, parse_webhooks
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "webhook" / "examples"
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"
-SOCK_URL = "unix:///run/test-policy.sock/v1/policy"
-BASE = "http://localhost"
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 
 
@@ -34,8 +32,10 @@ def schema(name: str) -> dict[str, Any]:
     return data
 
 
-def spec(name: str = "policy", path: str = "/v1/policy", **kw: Any) -> WebhookSpec:
-    doc = {"name": name, "url": f"unix:///run/test-policy.sock{path}", **kw}
+def spec(name: str = "policy", path: str = "/v1/policy", sock: object = "/run/test-policy.sock",
+         **kw: Any) -> WebhookSpec:
+    """A webhook spec POSTing to `path` on Unix socket `sock` (e.g. a PolicyDouble's)."""
+    doc = {"name": name, "url": f"unix://{sock}{path}", **kw}
     return parse_webhooks([doc])[0]
 
 

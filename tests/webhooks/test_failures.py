@@ -1,89 +1,100 @@
-"""respx tests for every failure path, under both failure policies."""
+"""Every failure path, under both failure policies, against a real HTTP policy double."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
-import respx
 
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitState
 from bridge.webhooks.fanout import CALL_MARGIN_S, WebhookHandler
 from tests.event_path import serve, serve_sync
-from tests.webhooks.helpers import BASE, CREATED_ID, context, request, spec
+from tests.webhooks.helpers import CREATED_ID, context, request, spec
+from tests.webhooks.policy_double import Reply, Route, Seen, policy_double, refusing_socket
 
-URL = f"{BASE}/v1/policy"
+PATH = "/v1/policy"
 KNOWN = "c0ffee00"
+REFUSED = Reply(status=-1)  # no server: the webhook points at a socket that refuses
 
 
-async def _slow(request: httpx.Request) -> httpx.Response:
+async def _slow(_: Seen) -> Reply:
     await asyncio.sleep(5)
-    return httpx.Response(200, json={})
+    return Reply(json={})
 
 
 def _cpu(**cpu: Any) -> dict[str, Any]:
     return {"adjust": {"linux": {"resources": {"cpu": cpu}}}}
 
 
-# name -> (respx route setup, expected outcome label, reason fragment)
-FAILURES: dict[str, tuple[dict[str, Any], str, str]] = {
-    "timeout": ({"side_effect": _slow}, "timeout", "no reply within"),
-    "connection refused": ({"side_effect": httpx.ConnectError("Connection refused")},
-                           "connect_error", "Connection refused"),
-    "5xx": ({"return_value": httpx.Response(503, text="overloaded")}, "http_status",
-            "HTTP 503: overloaded"),
-    "invalid json": ({"return_value": httpx.Response(200, content=b"{nope")}, "invalid_json",
-                     "not JSON"),
-    "schema violation": ({"return_value": httpx.Response(200, json=_cpu(shares="many"))},
+# name -> (the policy's answer, expected outcome label, reason fragment)
+FAILURES: dict[str, tuple[Any, str, str]] = {
+    "timeout": (_slow, "timeout", "no reply within"),
+    "connection refused": (REFUSED, "connect_error", "Connection refused"),
+    "5xx": (Reply(503, body=b"overloaded"), "http_status", "HTTP 503: overloaded"),
+    "invalid json": (Reply(body=b"{nope"), "invalid_json", "not JSON"),
+    "schema violation": (Reply(json=_cpu(shares="many")),
                          "schema_violation", "adjust.linux.resources.cpu.shares"),
-    "reply key not allowed": ({"return_value": httpx.Response(200, json={"bogus": 1})},
+    "reply key not allowed": (Reply(json={"bogus": 1}),
                               "schema_violation", "reply.bogus: not allowed"),
-    "disallowed adjustment": ({"return_value": httpx.Response(
-        200, json={"adjust": {"mounts": [{"destination": "/x", "source": "/y"}]}})},
+    "disallowed adjustment": (Reply(
+        json={"adjust": {"mounts": [{"destination": "/x", "source": "/y"}]}}),
         "disallowed", "mounts not in the webhook's allow list"),
-    "disallowed removal": ({"return_value": httpx.Response(
-        200, json={"adjust": {"remove": {"devices": ["/dev/fuse"]}}})},
+    "disallowed removal": (Reply(
+        json={"adjust": {"remove": {"devices": ["/dev/fuse"]}}}),
         "disallowed", "devices not in the webhook's allow list"),
-    "invalid cpuset": ({"return_value": httpx.Response(200, json=_cpu(cpus="0-a"))},
+    "invalid cpuset": (Reply(json=_cpu(cpus="0-a")),
                        "invalid_value", "invalid cpuset '0-a'"),
-    "reversed cpuset range": ({"return_value": httpx.Response(200, json=_cpu(cpus="3-1"))},
+    "reversed cpuset range": (Reply(json=_cpu(cpus="3-1")),
                               "invalid_value", "invalid range '3-1'"),
-    "out of range": ({"return_value": httpx.Response(200, json=_cpu(shares=1))},
+    "out of range": (Reply(json=_cpu(shares=1)),
                      "invalid_value", "cpu.shares: 1 out of range"),
-    "unknown container": ({"return_value": httpx.Response(200, json={"update": [
-        {"container_id": "nope", "linux": {"resources": {"cpu": {"shares": 10}}}}]})},
+    "unknown container": (Reply(json={"update": [
+        {"container_id": "nope", "linux": {"resources": {"cpu": {"shares": 10}}}}]}),
         "invalid_value", "unknown container 'nope'"),
-    "update of the created container": ({"return_value": httpx.Response(200, json={"update": [
-        {"container_id": CREATED_ID, "linux": {"resources": {"cpu": {"shares": 10}}}}]})},
+    "update of the created container": (Reply(json={"update": [
+        {"container_id": CREATED_ID, "linux": {"resources": {"cpu": {"shares": 10}}}}]}),
         "invalid_value", "is the container being created"),
-    "same key twice": ({"return_value": httpx.Response(200, json={"adjust": {"env": [
-        {"key": "A", "value": "1"}, {"key": "A", "value": "2"}]}})},
+    "same key twice": (Reply(json={"adjust": {"env": [
+        {"key": "A", "value": "1"}, {"key": "A", "value": "2"}]}}),
         "invalid_value", "sets env 'A' more than once"),
-    "too large": ({"return_value": httpx.Response(200, content=b" " * ((1 << 20) + 10))},
+    "too large": (Reply(body=b" " * ((1 << 20) + 10)),
                   "reply_too_large", "exceeds"),
 }
 
 
-def _handler(policy: str, **kw: Any) -> WebhookHandler:
-    hook = spec(events=["CreateContainer"], failure_policy=policy, timeout="100ms", **kw)
-    return WebhookHandler([hook], knows_container=lambda cid: cid in (KNOWN, CREATED_ID))
+@asynccontextmanager
+async def _serving(answer: Any, policy: str = "Ignore", **kw: Any,
+                   ) -> AsyncIterator[tuple[WebhookHandler, Route]]:
+    """A handler with one CreateContainer webhook whose policy gives `answer`."""
+    async with policy_double() as double:
+        route = double.route(PATH, answer)
+        with refusing_socket() as refusing:
+            sock = refusing if answer is REFUSED else double.sock
+            hook = spec(events=["CreateContainer"], failure_policy=policy, timeout="100ms",
+                        sock=sock, **kw)
+            handler = WebhookHandler([hook],
+                                     knows_container=lambda cid: cid in (KNOWN, CREATED_ID))
+            try:
+                yield handler, route
+            finally:
+                await handler.aclose()
 
 
 @pytest.mark.parametrize("case", FAILURES)
 async def test_ignore_drops_the_contribution(case: str,
                                              caplog: pytest.LogCaptureFixture) -> None:
-    setup, outcome, reason = FAILURES[case]
-    handler = _handler("Ignore")
-    with respx.mock(using="httpx", assert_all_called=False) as mock, caplog.at_level("WARNING"):
-        mock.post(URL).mock(**setup)
-        started = asyncio.get_running_loop().time()
-        result = await serve(handler, context("CreateContainer"), request(
-            "CreateContainer"))
-        elapsed = asyncio.get_running_loop().time() - started
+    answer, outcome, reason = FAILURES[case]
+    async with _serving(answer, "Ignore") as (handler, _):
+        with caplog.at_level("WARNING"):
+            started = asyncio.get_running_loop().time()
+            result = await serve(handler, context("CreateContainer"), request(
+                "CreateContainer"))
+            elapsed = asyncio.get_running_loop().time() - started
     assert result is None
     assert elapsed < 0.5
     line = next(r for r in caplog.records if r.getMessage() == "webhook call failed")
@@ -97,10 +108,8 @@ async def test_ignore_drops_the_contribution(case: str,
 
 @pytest.mark.parametrize("case", FAILURES)
 async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
-    setup, outcome, reason = FAILURES[case]
-    handler = _handler("Fail")
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        mock.post(URL).mock(**setup)
+    answer, outcome, reason = FAILURES[case]
+    async with _serving(answer, "Fail") as (handler, _):
         with pytest.raises(EventRejected) as caught:
             await serve(handler, context("CreateContainer"), request(
                 "CreateContainer"))
@@ -110,40 +119,38 @@ async def test_fail_rejects_naming_webhook_and_reason(case: str) -> None:
 
 
 async def test_budget_is_capped_by_the_runtime_deadline() -> None:
-    handler = _handler("Ignore")
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        route = mock.post(URL).mock(side_effect=_slow)
+    async with _serving(_slow) as (handler, _):
         started = asyncio.get_running_loop().time()
         await serve(handler, context("CreateContainer", budget_s=0.05),
                                        request("CreateContainer"))
         elapsed = asyncio.get_running_loop().time() - started
-    assert route.calls.call_count == 0  # cancelled mid-call, so respx recorded nothing
     assert handler.metrics.requests.labels("CreateContainer", "policy",
                                            "timeout")._value.get() == 1
     assert elapsed < 0.05  # answered before the (already margin-reduced) deadline
 
 
 async def test_later_webhook_gets_what_is_left() -> None:
-    first = spec("first", "/a", events=["CreateContainer"], timeout="1s")
-    second = spec("second", "/b", events=["CreateContainer"], timeout="1s")
-    handler = WebhookHandler([first, second])
     loop = asyncio.get_running_loop()
     budgets: list[int] = []
     arrivals: list[float] = []
 
-    async def answer(request: httpx.Request) -> httpx.Response:
-        import json
-        arrivals.append(loop.time())
-        budgets.append(json.loads(request.content)["budget_ms"])
+    async def answer(seen: Seen) -> Reply:
+        arrivals.append(loop.time())  # the double runs in this loop: the same clock
+        budgets.append(seen.json()["budget_ms"])
         await asyncio.sleep(0.1)
-        return httpx.Response(200, json={})
+        return Reply(json={})
 
-    ctx = context("CreateContainer", budget_s=0.5)
-    started = loop.time()
-    with respx.mock(using="httpx") as mock:
-        mock.post(f"{BASE}/a").mock(side_effect=answer)
-        mock.post(f"{BASE}/b").mock(side_effect=answer)
+    async with policy_double() as double:
+        double.route("/a", answer)
+        double.route("/b", answer)
+        first = spec("first", "/a", sock=double.sock, events=["CreateContainer"], timeout="1s")
+        second = spec("second", "/b", sock=double.sock, events=["CreateContainer"],
+                      timeout="1s")
+        handler = WebhookHandler([first, second])
+        ctx = context("CreateContainer", budget_s=0.5)
+        started = loop.time()
         await serve(handler, ctx, request("CreateContainer"))
+        await handler.aclose()
     # Bounds from the clock itself, not from how busy the machine is: each budget was
     # computed after `started` and before its request arrived, minus the call margin.
     for budget, arrived in zip(budgets, arrivals, strict=True):
@@ -154,9 +161,7 @@ async def test_later_webhook_gets_what_is_left() -> None:
 
 
 async def test_no_time_left_is_a_budget_failure() -> None:
-    handler = _handler("Ignore")
-    with respx.mock(using="httpx", assert_all_called=False) as mock:
-        route = mock.post(URL).respond(json={})
+    async with _serving(Reply(json={})) as (handler, route):
         assert await serve(handler,
             context("CreateContainer", budget_s=0.001), request("CreateContainer"),
         ) is None
@@ -164,13 +169,27 @@ async def test_no_time_left_is_a_budget_failure() -> None:
     assert handler.metrics.timeouts.labels("CreateContainer", "policy")._value.get() == 1
 
 
+@asynccontextmanager
+async def _two(a_reply: Reply, b_reply: Reply, b_policy: str = "Ignore", **kw: Any,
+               ) -> AsyncIterator[WebhookHandler]:
+    """Webhooks "alpha" (/a) and "beta" (/b) on CreateContainer."""
+    async with policy_double() as double:
+        double.route("/a", a_reply)
+        double.route("/b", b_reply)
+        a = spec("alpha", "/a", sock=double.sock, events=["CreateContainer"])
+        b = spec("beta", "/b", sock=double.sock, events=["CreateContainer"],
+                 failure_policy=b_policy)
+        handler = WebhookHandler([a, b], **kw)
+        try:
+            yield handler
+        finally:
+            await handler.aclose()
+
+
 async def test_conflict_between_two_webhooks_names_both() -> None:
-    a = spec("alpha", "/a", events=["CreateContainer"])
-    b = spec("beta", "/b", events=["CreateContainer"], failure_policy="Fail")
-    handler = WebhookHandler([a, b])
-    with respx.mock(using="httpx") as mock:
-        mock.post(f"{BASE}/a").respond(json={"adjust": {"env": [{"key": "X", "value": "1"}]}})
-        mock.post(f"{BASE}/b").respond(json={"adjust": {"env": [{"key": "X", "value": "2"}]}})
+    async with _two(Reply(json={"adjust": {"env": [{"key": "X", "value": "1"}]}}),
+                    Reply(json={"adjust": {"env": [{"key": "X", "value": "2"}]}}),
+                    "Fail") as handler:
         with pytest.raises(EventRejected, match='webhooks "alpha" and "beta" both tried to set '
                            "env 'X'"):
             await serve(handler, context("CreateContainer"),
@@ -179,14 +198,9 @@ async def test_conflict_between_two_webhooks_names_both() -> None:
 
 
 async def test_conflict_under_ignore_keeps_the_earlier_webhook() -> None:
-    a = spec("alpha", "/a", events=["CreateContainer"])
-    b = spec("beta", "/b", events=["CreateContainer"])
-    handler = WebhookHandler([a, b])
-    with respx.mock(using="httpx") as mock:
-        mock.post(f"{BASE}/a").respond(json=_cpu(shares=512))
-        mock.post(f"{BASE}/b").respond(json={"adjust": {
+    async with _two(Reply(json=_cpu(shares=512)), Reply(json={"adjust": {
             "env": [{"key": "B", "value": "1"}],
-            "linux": {"resources": {"cpu": {"shares": 1024}}}}})
+            "linux": {"resources": {"cpu": {"shares": 1024}}}}})) as handler:
         result = await serve(handler, context("CreateContainer"),
                                                 request("CreateContainer"))
     assert result is not None
@@ -195,17 +209,13 @@ async def test_conflict_under_ignore_keeps_the_earlier_webhook() -> None:
 
 
 async def test_disjoint_contributions_merge_in_order() -> None:
-    a = spec("alpha", "/a", events=["CreateContainer"])
-    b = spec("beta", "/b", events=["CreateContainer"])
-    handler = WebhookHandler([a, b], knows_container=lambda cid: cid == KNOWN)
     upd = {"container_id": KNOWN, "linux": {"resources": {"cpu": {"shares": 100}}},
            "ignore_failure": True}
     upd2 = {"container_id": KNOWN, "linux": {"resources": {"memory": {"limit": 1 << 30}}}}
-    with respx.mock(using="httpx") as mock:
-        mock.post(f"{BASE}/a").respond(json={**_cpu(shares=512), "update": [upd]})
-        mock.post(f"{BASE}/b").respond(json={"adjust": {
+    async with _two(Reply(json={**_cpu(shares=512), "update": [upd]}), Reply(json={"adjust": {
             "env": [{"key": "B", "value": "1"}], "annotations": {"b": "yes"},
-            "linux": {"resources": {"cpu": {"cpus": "0-3,8"}}}}, "update": [upd2]})
+            "linux": {"resources": {"cpu": {"cpus": "0-3,8"}}}}, "update": [upd2]}),
+            knows_container=lambda cid: cid == KNOWN) as handler:
         result = await serve(handler, context("CreateContainer"),
                                                 request("CreateContainer"))
     assert isinstance(result, api.CreateContainerResponse)
@@ -219,35 +229,37 @@ async def test_disjoint_contributions_merge_in_order() -> None:
 
 
 async def test_circuit_opens_and_skips_calls_then_probes() -> None:
-    hook = spec(events=["CreateContainer"], timeout="100ms",
-                circuit_breaker={"failure_threshold": 2, "cool_down": "50ms"})
-    handler = WebhookHandler([hook])
-    [webhook] = handler.webhooks
-    with respx.mock(using="httpx") as mock:
-        route = mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
+    calls = 0
+    up = False
+
+    async def answer(_: Seen) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(json={}) if up else Reply(503, body=b"down")
+
+    async with _serving(answer, circuit_breaker={"failure_threshold": 2, "cool_down": "50ms"},
+                        ) as (handler, _):
+        [webhook] = handler.webhooks
         for _ in range(2):
             await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
         assert webhook.breaker.state is CircuitState.OPEN
         await serve(handler, context("CreateContainer"),
                                        request("CreateContainer"))
-        assert route.call_count == 2  # skipped while open
+        assert calls == 2  # skipped while open
         assert handler.metrics.requests.labels(
             "CreateContainer", "policy", "circuit_open")._value.get() == 1
         await asyncio.sleep(0.06)
-        route.mock(side_effect=None, return_value=httpx.Response(200, json={}))
+        up = True
         await serve(handler, context("CreateContainer"),
                                        request("CreateContainer"))
-        assert route.call_count == 3
+        assert calls == 3
         assert webhook.breaker.state is CircuitState.CLOSED
 
 
 async def test_open_circuit_under_fail_rejects() -> None:
-    hook = spec(events=["CreateContainer"], failure_policy="Fail",
-                circuit_breaker={"failure_threshold": 1, "cool_down": "10s"})
-    handler = WebhookHandler([hook])
-    with respx.mock(using="httpx") as mock:
-        mock.post(URL).mock(side_effect=httpx.ConnectError("refused"))
+    async with _serving(REFUSED, "Fail", circuit_breaker={"failure_threshold": 1,
+                                                          "cool_down": "10s"}) as (handler, _):
         with pytest.raises(EventRejected):
             await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
@@ -257,10 +269,8 @@ async def test_open_circuit_under_fail_rejects() -> None:
 
 
 async def test_schema_violation_does_not_trip_the_breaker() -> None:
-    hook = spec(events=["CreateContainer"], circuit_breaker={"failure_threshold": 1})
-    handler = WebhookHandler([hook])
-    with respx.mock(using="httpx") as mock:
-        mock.post(URL).respond(json={"bogus": True})
+    async with _serving(Reply(json={"bogus": True}),
+                        circuit_breaker={"failure_threshold": 1}) as (handler, _):
         for _ in range(3):
             await serve(handler, context("CreateContainer"),
                                            request("CreateContainer"))
@@ -269,20 +279,21 @@ async def test_schema_violation_does_not_trip_the_breaker() -> None:
 
 async def test_synchronize_uses_the_webhook_timeout_not_the_runtime_budget() -> None:
     from tests.webhooks.helpers import sync_objects
-    hook = spec(events=["Synchronize"], sync_timeout="2s", timeout="100ms")
-    handler = WebhookHandler([hook])
     pods, containers = sync_objects()
     cid = containers[0].id
 
-    async def slowish(request: httpx.Request) -> httpx.Response:
+    async def slowish(_: Seen) -> Reply:
         await asyncio.sleep(0.2)
-        return httpx.Response(200, json={"update": [
+        return Reply(json={"update": [
             {"container_id": cid, "linux": {"resources": {"cpu": {"cpus": "1"}}}}]})
 
-    with respx.mock(using="httpx") as mock:
-        route = mock.post(URL).mock(side_effect=slowish)
+    async with policy_double() as double:
+        route = double.route(PATH, slowish)
+        hook = spec(events=["Synchronize"], sync_timeout="2s", timeout="100ms",
+                    sock=double.sock)
+        handler = WebhookHandler([hook])
         updates = await serve_sync(handler, context("Synchronize", budget_s=0.05), pods,
                                             containers)
-    import json
-    assert json.loads(route.calls.last.request.content)["budget_ms"] == 2000
+        await handler.aclose()
+    assert route.calls[-1].json()["budget_ms"] == 2000
     assert [u.container_id for u in updates] == [cid]
