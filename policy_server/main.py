@@ -229,6 +229,24 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
     return bind_unix_socket(path, SOCKET_MODES[args.socket_mode]), f"unix://{path}", path
 
 
+# SIGTERM/SIGINT are blocked (kept pending) from just before the event loop starts until
+# uvicorn has installed its handlers: one that lands while uvloop sets up its own signal
+# plumbing raises KeyboardInterrupt inside that setup and leaves a loop that can neither
+# run nor close (exit 1 or a hang instead of a clean stop).
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+
+
+class _MainServer(uvicorn.Server):
+    """The policy listener: takes over the stop signals once its handlers are in place."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            # A signal that arrived while blocked is delivered now, to uvicorn's handler.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            yield
+
+
 class _MetricsServer(uvicorn.Server):
     """The metrics listener: the main server owns the signals and stops it."""
 
@@ -247,7 +265,7 @@ async def serve(
     config = uvicorn.Config(
         create_app(server), log_level=log_level, access_log=False, lifespan="on", log_config=None
     )
-    main = uvicorn.Server(config)
+    main = _MainServer(config)
     if metrics_sock is None:
         await main.serve(sockets=[sock])
         return
@@ -305,7 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             where += f", metrics on http://{args.metrics_address}/metrics"
         log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
         # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the loop.
-        uvloop.run(serve(server, sock, args.log_level, metrics_sock))
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            uvloop.run(serve(server, sock, args.log_level, metrics_sock))
+        finally:
+            # Still blocked if serving never reached uvicorn's handlers: a pending signal
+            # is delivered here as KeyboardInterrupt, which is a clean stop below.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     except StartupError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2

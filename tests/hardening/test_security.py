@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -103,6 +104,33 @@ async def _check_process_socket(argv: list[str], log: Path, path: Path, mode: in
         code, _ = await process.terminate()
     assert code == 0, process.log_text()
     _check_removed(path)
+
+
+def _block_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
+async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdir: Path) -> None:
+    """A SIGTERM that arrives before uvicorn has its handlers (here: held pending from the
+    first instruction, as a supervisor that starts us with the signal blocked would) is
+    delivered once they are in place: exit 0, socket removed. Without that hand-over it
+    raised inside uvloop's signal set-up (exit 1) or stayed pending forever."""
+    sock = workdir / "p" / "policy.sock"
+    with (workdir / "p.log").open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(POLICY_MODULE),
+            "--no-koordinator", "--log-level", "warning", stdin=asyncio.subprocess.DEVNULL,
+            stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=_block_stop_signals)
+    try:
+        await wait_listening(sock, 30.0)
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 30.0)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0, (workdir / "p.log").read_text()
+    _check_removed(sock)
 
 
 async def test_policy_socket_is_created_0600_or_0660(workdir: Path) -> None:
