@@ -62,11 +62,28 @@ def updates_json(updates: Sequence[api.ContainerUpdate]) -> dict[str, Any]:
     return {"update": [to_json(u) for u in updates]} if updates else {}
 
 
+def request_subjects(req: Message | None,
+                     ) -> tuple[api.PodSandbox | None, api.Container | None]:
+    """The pod and the container an event's request carries, if any."""
+    if req is None:
+        return None, None
+    fields = req.DESCRIPTOR.fields_by_name
+    pod = getattr(req, "pod") if "pod" in fields and req.HasField("pod") else None  # noqa: B009
+    container = (getattr(req, "container")  # noqa: B009 - any request type with a container
+                 if "container" in fields and req.HasField("container") else None)
+    return pod, container
+
+
 def log_subject(req: Message | None) -> dict[str, str]:
     """Log fields naming what an event's request is about: pod, container, container id."""
     out: dict[str, str] = {}
-    if req is None:
-        return out
+    pod, container = request_subjects(req)
+    if pod is not None:
+        out["pod"] = f"{pod.namespace}/{pod.name}"
+    if container is not None:
+        out["container"] = container.name
+        out["container_id"] = container.id
+    return out
     fields = req.DESCRIPTOR.fields_by_name
     if "pod" in fields and req.HasField("pod"):
         pod = getattr(req, "pod")  # noqa: B009 - any request type with a pod

@@ -13,6 +13,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
+from bridge.contract.codec import request_subjects
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class StateCache:
 
     def observe_request(self, event: Event, req: Message | None) -> None:
         """Fold one lifecycle event into the view, from its request message."""
-        self.observe(event, *_subjects(req))
+        self.observe(event, *request_subjects(req))
 
     def observe(self, event: Event, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
@@ -111,13 +112,3 @@ class StateCache:
             return
         table[key] = value
 
-
-def _subjects(req: Message | None) -> tuple[api.PodSandbox | None, api.Container | None]:
-    """The pod and the container an event's request carries, if any."""
-    if req is None:
-        return None, None
-    fields = req.DESCRIPTOR.fields_by_name
-    pod = getattr(req, "pod") if "pod" in fields and req.HasField("pod") else None  # noqa: B009
-    container = (getattr(req, "container")  # noqa: B009
-                 if "container" in fields and req.HasField("container") else None)
-    return pod, container
