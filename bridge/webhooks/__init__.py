@@ -2,5 +2,6 @@
 
 Modules: `config` (specs from YAML), `selector`, `client` (aiohttp), `breaker`,
 `webhook` (one call), `guard` + `values` + `kinds` (reply checks, allow list),
-`merge` (ownership, conflicts), `payload` (envelopes), `handler` (the NRI Handler).
+`merge` (ownership, conflicts), `payload` (envelopes), `failures` (why a call failed),
+`fanout` (the EventHandler).
 """
