@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10, Event
-from bridge.contract.nri_version import Version
+from bridge.contract.catalogue import Event
+from bridge.contract.nri_version import Version, supported_mask
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
 # what makes a v0.7+ runtime split Synchronize (protocol §1.8, §4.4).
@@ -57,7 +57,7 @@ class RuntimeProfile:
     @property
     def valid_mask(self) -> int:
         """Event bits the runtime accepts in ConfigureResponse.events."""
-        return MASK_FROM_V0_10 if self.nri >= (0, 10, 0) else MASK_BEFORE_V0_10
+        return supported_mask(self.nri)
 
     @property
     def splits_sync(self) -> bool:
