@@ -12,7 +12,7 @@ are still valid, so a restarted server ends where the old one was. Must not do I
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from policy_server.cpuset import format_cpu_list, parse_cpu_list
@@ -142,6 +142,14 @@ class CpuPools:
             )
         return take(s.topology, free, count), ""
 
+    def _moved(self, outcome: Outcome, before: frozenset[int], table: Table) -> Plan:
+        """``outcome`` with the shared pool and holders after ``table`` replaces the current one."""
+        after = self.shared(table)
+        moved = replace(
+            outcome, shared=after, shared_changed=after != before, holders=frozenset(table)
+        )
+        return moved, table
+
     def plan_create(self, uid: str, pod: Pod | None, container: Container, synced: bool) -> Plan:
         """Allocate for a new container."""
         count = exclusive_request(pod, container)
@@ -158,17 +166,7 @@ class CpuPools:
         if cpus is None:
             return Outcome(uid, container.id, refused=why, shared=before), self.table
         table = {**self.table, container.id: cpus}
-        after = self.shared(table)
-        outcome = Outcome(
-            uid,
-            container.id,
-            cpus,
-            exclusive=True,
-            shared=after,
-            shared_changed=after != before,
-            holders=frozenset(table),
-        )
-        return outcome, table
+        return self._moved(Outcome(uid, container.id, cpus, exclusive=True), before, table)
 
     def plan_update(self, uid: str, container: Container) -> Plan:
         held = self.table.get(container.id)
@@ -180,15 +178,7 @@ class CpuPools:
         before = self.shared()
         released = tuple(cid for cid in container_ids if cid in self.table)
         table = {cid: cpus for cid, cpus in self.table.items() if cid not in released}
-        after = self.shared(table)
-        outcome = Outcome(
-            uid,
-            released=released,
-            shared=after,
-            shared_changed=after != before,
-            holders=frozenset(table),
-        )
-        return outcome, table
+        return self._moved(Outcome(uid, released=released), before, table)
 
     def plan_sync(self, uid: str, node: NodeView) -> Plan:
         """Rebuild from the runtime's containers: keep valid allocations, redo the others."""
