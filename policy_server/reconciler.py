@@ -213,8 +213,14 @@ class NodeReconciler:
         pods = self._pods(snapshot)
         parents = [p.pod.cgroup_parent for p in pods.values() if p.pod.cgroup_parent]
         self._pod_effects(node_plan.kube_qos_writes(parents, rules), report, level="qos")
-        self._oom(snapshot, pods, rules, report)
-        self._core_sched(snapshot, pods, rules, report)
+        core_sched = rules.features.CoreSched and self.core_sched[0] and self.prctl is not None
+        if rules.features.OOMScoreAdj or core_sched:
+            # Both walk the same containers; their PIDs are read from the cgroups once.
+            running = self._containers(snapshot, pods)
+            if rules.features.OOMScoreAdj:
+                self._oom(running, report)
+            if core_sched:
+                self._core_sched(running, rules, report)
         self._kernel_switches(rules, report)
 
     def _pod_effects(
@@ -273,12 +279,8 @@ class NodeReconciler:
             out.append((pod, str(c.get("name", "")), self.files.pids(path)))
         return out
 
-    def _oom(
-        self, snapshot: BridgeState, pods: dict[str, PodTarget], rules: Rules, report: PassReport
-    ) -> None:
-        if not rules.features.OOMScoreAdj:
-            return
-        for pod, name, pids in self._containers(snapshot, pods):
+    def _oom(self, running: list[tuple[PodTarget, str, list[int]]], report: PassReport) -> None:
+        for pod, name, pids in running:
             value, _warning = node_plan.oom_score(pod, name)
             if value is None:
                 continue
@@ -294,14 +296,14 @@ class NodeReconciler:
                     report.errors.append(error)
 
     def _core_sched(
-        self, snapshot: BridgeState, pods: dict[str, PodTarget], rules: Rules, report: PassReport
+        self, running: list[tuple[PodTarget, str, list[int]]], rules: Rules, report: PassReport
     ) -> None:
-        if not rules.features.CoreSched or not self.core_sched[0] or self.prctl is None:
+        if self.prctl is None:
             return
         rule = node_plan.core_sched_rule(rules)
         groups: dict[str, list[int]] = {}
         clear: list[int] = []
-        for pod, _name, pids in self._containers(snapshot, pods):
+        for pod, _name, pids in running:
             if not node_plan.manages_core_sched(pod):
                 continue
             group = node_plan.core_sched_group(pod, rule)
