@@ -18,15 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
-from bridge.contract.codec import envelope
 from policy_server import node_state
 from policy_server.bridge_client import BridgeControl, BridgeState
 from policy_server.cgroups import (
@@ -46,7 +43,11 @@ from policy_server.metrics import Metrics
 from policy_server.policies import build_builtin
 from policy_server.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.pusher import Pusher, PushJob
-from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
+from policy_server.reconciler import (
+    DEFAULT_RECONCILE_INTERVAL_S,
+    NodeReconciler,
+    synchronize_body,
+)
 from policy_server.registry import Policy, Registry
 from policy_server.reply import update_to_json
 from policy_server.resctrl import DEFAULT_RESCTRL_ROOT, ResctrlFS
@@ -402,11 +403,7 @@ class PolicyServer:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        # Not from a runtime: no NRI version, so no capabilities to claim.
-        body = envelope(EventName.SYNCHRONIZE.value, f"resync-{uuid.uuid4()}",
-                        runtime_ref("nri-policy-server", "resync", None), budget_ms=0,
-                        dry_run=False,
-                        payload={"pods": snapshot.pods, "containers": snapshot.containers})
+        body = synchronize_body("resync", snapshot.pods, snapshot.containers)
         # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
         names = [n for n in self.resync_policies if n != self._reconciled_policy]
         # Every policy first, with no await in between: their state is rebuilt from one view.

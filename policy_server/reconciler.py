@@ -176,16 +176,7 @@ class NodeReconciler:
         return report
 
     def _body(self, snapshot: BridgeState, containers: list[Any]) -> dict[str, Any]:
-        payload = {"pods": snapshot.pods, "containers": containers}
-        # Not from a runtime: no NRI version, so no capabilities to claim.
-        return envelope(
-            EventName.SYNCHRONIZE.value,
-            f"reconcile-{uuid.uuid4()}",
-            runtime_ref("nri-policy-server", "reconcile", None),
-            budget_ms=0,
-            dry_run=False,
-            payload=payload,
-        )
+        return synchronize_body("reconcile", snapshot.pods, containers)
 
     async def _push(self, updates: list[dict[str, Any]], report: PassReport) -> None:
         if not updates:
@@ -329,6 +320,19 @@ class NodeReconciler:
                 log.info("kernel.%s set to %d", name, value)
             else:
                 report.errors.append(error)
+
+
+def synchronize_body(source: str, pods: list[Any], containers: list[Any]) -> dict[str, Any]:
+    """A Synchronize request the server builds itself (``source``: ``resync``, ``reconcile``)."""
+    # Not from a runtime: no NRI version, so no capabilities to claim.
+    return envelope(
+        EventName.SYNCHRONIZE.value,
+        f"{source}-{uuid.uuid4()}",
+        runtime_ref("nri-policy-server", source, None),
+        budget_ms=0,
+        dry_run=False,
+        payload={"pods": pods, "containers": containers},
+    )
 
 
 def cgroup_version_name(version: CgroupVersion) -> str:
