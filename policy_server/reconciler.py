@@ -49,13 +49,12 @@ from policy_server.koordinator.target import PodTarget
 from policy_server.metrics import Metrics
 from policy_server.model import parse_pod
 from policy_server.procfs import Procfs
+from policy_server.pusher import PUSH_BATCH
 
 log = logging.getLogger(__name__)
 
 # koordlet's --runtime-hooks-reconcile-interval / --kubelet-sync-interval default.
 DEFAULT_RECONCILE_INTERVAL_S = 10.0
-# Updates per POST /v1/updates (the bridge takes bodies up to 1 MiB).
-PUSH_BATCH = 500
 
 
 @dataclass(slots=True)
