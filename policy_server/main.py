@@ -30,6 +30,7 @@ from policy_server.app import create_app, create_metrics_app
 from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
+from policy_server.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
 from policy_server.procfs import DEFAULT_PROC_ROOT
@@ -262,8 +263,10 @@ async def serve(
     metrics_sock: socket.socket | None = None,
 ) -> None:
     # log_config=None: uvicorn's loggers propagate to our root handler (same line format).
+    # http: httptools with a response's header and body writes sent as one (http_protocol).
     config = uvicorn.Config(
-        create_app(server), log_level=log_level, access_log=False, lifespan="on", log_config=None
+        create_app(server), log_level=log_level, access_log=False, lifespan="on",
+        log_config=None, http=CoalescingHttpToolsProtocol,
     )
     main = _MainServer(config)
     if metrics_sock is None:

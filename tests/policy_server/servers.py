@@ -17,9 +17,10 @@ START_TIMEOUT_S = 5.0
 
 
 @asynccontextmanager
-async def serve_on_uds(app: Any, path: Path, mode: int = 0o600) -> AsyncIterator[Path]:
+async def serve_on_uds(app: Any, path: Path, mode: int = 0o600,
+                       http: Any = "auto") -> AsyncIterator[Path]:
     sock = bind_unix_socket(path, mode)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(START_TIMEOUT_S):

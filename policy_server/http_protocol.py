@@ -1,0 +1,54 @@
+"""uvicorn's httptools protocol, with a response's writes leaving in one ``write`` syscall.
+
+uvicorn writes the status line and headers when the app sends ``http.response.start`` and the
+body when it sends ``http.response.body``: two ``write`` calls on the socket, so the bridge
+wakes up for the headers and again for the body (py-spy: the header write alone was 11 % of
+the policy server's samples under the webhook benchmark, docs/performance.md). Here every
+write of a loop step is held and sent together at the end of that step: an app that sends
+both messages without waiting in between (the hot route) answers with one ``write``, and a
+streaming app still gets each chunk out within the same loop iteration. Owns nothing else:
+parsing, keep-alive and flow control are uvicorn's, on the real transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+class _HeldWrites:
+    """The connection's transport, with writes gathered until the end of the loop step."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def flush(self) -> None:
+        held, self._held = self._held, []
+        if held and not self._transport.is_closing():
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()  # a response written just before the close still goes out first
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything else (is_closing, get_extra_info, pause_reading, abort, ...) unchanged.
+        return getattr(self._transport, name)
+
+
+class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+    """``uvicorn.Config(http=CoalescingHttpToolsProtocol)``."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # FlowControl keeps the real transport (set by super); the request cycles write here.
+        self.transport = cast(asyncio.Transport, _HeldWrites(transport, self.loop))
