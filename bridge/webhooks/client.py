@@ -1,19 +1,19 @@
 """The HTTP edge of one webhook: POST a JSON body, get a JSON value back.
 
-One HTTP stack: aiohttp. Per webhook one `ClientSession` with its own
-connector (a Unix socket, or TCP with TLS and a bearer token), kept alive
-across events. Why aiohttp and not httpx: on the 2-core reference machine a
-4 KB POST to the same uvicorn app over a Unix socket took p50 835 µs with
-httpx's default transport (httpcore, h11 in pure Python on anyio) and 223 µs
-with aiohttp (llhttp, a C parser, on plain asyncio); the webhook path pays that
-once per event (docs/performance.md).
+Per webhook a small pool of kept-alive HTTP/1.1 connections (`http1.Http1Connection`: asyncio
+transports, replies parsed by httptools) to a Unix socket, or over TCP with TLS and a bearer
+token. Why not a client library: on the 2-core reference machine aiohttp's client spent
+~100 µs of CPU per 4 KB POST to a Unix socket, httpx's default transport several times more,
+and this pool with httptools ~33 µs (benchmarks/bench_http_client.py, docs/performance.md);
+the webhook path pays it once per NRI event while the runtime waits.
 
-Every aiohttp and OS exception is mapped here, once, into `WebhookFailure`
-with a kind and a one-line reason; nothing above this module sees aiohttp.
+Every connection and OS error is mapped here, once, into `WebhookFailure` with a kind and a
+one-line reason (the reply's own faults are mapped in http1); nothing above this module sees
+a socket error.
 
-The whole exchange (connect, send, receive, read body) runs under one asyncio
-timeout equal to the call's budget, and the body is read with a size cap so a
-hostile policy cannot make us buffer without bound.
+The whole exchange (waiting for a connection slot, connect, send, receive) runs under one
+asyncio timeout equal to the call's budget, and the body is read with a size cap so a hostile
+policy cannot make us buffer without bound.
 """
 
 from __future__ import annotations
@@ -24,18 +24,21 @@ import ssl
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
-import aiohttp
-from yarl import URL
-
-from bridge.webhooks.config import Endpoint, TlsSpec, WebhookSpec
+from bridge.webhooks.config import TlsSpec, WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
+from bridge.webhooks.http1 import Http1Connection, Unanswered
 
 MAX_REPLY_BYTES = 1 << 20
 TOKEN_REFRESH_S = 60.0  # re-read bearer_token_file (projected tokens rotate)
 MAX_CONNECTIONS = 64
-_HEADERS = {"Content-Type": "application/json", "Accept": "application/json",
-            "User-Agent": "nri-webhook-bridge"}
+# A kept-alive connection idle this long is closed instead of reused: servers close idle
+# connections after a few seconds (uvicorn: 5 s), and a request written just as the close
+# arrives would be lost. Opening a new connection costs ~0.1 ms on a Unix socket.
+MAX_IDLE_S = 4.0
+_FIXED_HEADERS = (b"Content-Type: application/json\r\nAccept: application/json\r\n"
+                  b"User-Agent: nri-webhook-bridge\r\n")
 
 
 def _ssl_context(tls: TlsSpec | None) -> ssl.SSLContext:
@@ -66,16 +69,15 @@ class _Token:
                 raise WebhookFailure(FailureKind.CONNECT,
                                      f"cannot read bearer_token_file: {exc.strerror}") from None
             self._read_at = now
+        if any(c < " " or c == "\x7f" for c in self._value) or not self._value.isascii():
+            raise WebhookFailure(FailureKind.CONNECT, "bearer_token_file holds characters a "
+                                 "header cannot carry (control or non-ASCII)")
         return f"Bearer {self._value}"
 
 
-def _connector(endpoint: Endpoint, tls: TlsSpec | None) -> aiohttp.BaseConnector:
-    if endpoint.socket_path is not None:
-        # No TLS over a Unix socket; skipping the default context saves ~50 ms per client.
-        return aiohttp.UnixConnector(path=endpoint.socket_path, limit=MAX_CONNECTIONS)
-    if endpoint.base_url.startswith("https:"):
-        return aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=_ssl_context(tls))
-    return aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=False)
+def _request_target(path: str) -> str:
+    """The configured path as sent: bytes a request line cannot carry are %-escaped."""
+    return quote(path, safe="".join(chr(c) for c in range(0x21, 0x7F)))
 
 
 class PolicyClient:
@@ -85,46 +87,34 @@ class PolicyClient:
         self.endpoint = spec.endpoint
         self._tls = spec.tls
         self._token = _Token(spec.bearer_token_file) if spec.bearer_token_file else None
-        # encoded=True: the configured path and query go out exactly as written.
-        self._url = URL(spec.endpoint.base_url + spec.endpoint.path, encoded=True)
-        self._session: aiohttp.ClientSession | None = None
-
-    def _open(self) -> aiohttp.ClientSession:
-        # Created on first use: aiohttp binds a session to the running event loop.
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=_connector(self.endpoint, self._tls),
-                # We never ask for a content-encoding; decoding one anyway would inflate
-                # each chunk whole before the size cap sees it (a gzip bomb).
-                auto_decompress=False,
-                timeout=aiohttp.ClientTimeout(total=None),  # the caller's budget bounds calls
-                skip_auto_headers=("Accept-Encoding",),
-                cookie_jar=aiohttp.DummyCookieJar(),  # a policy has no session to keep
-                headers=_HEADERS)
-        return self._session
+        url = urlsplit(spec.endpoint.base_url)
+        self._host, self._port = url.hostname or "localhost", url.port
+        self._https = url.scheme == "https"
+        self._ssl: ssl.SSLContext | None = None  # built on first connect (~ms to load CAs)
+        self._head = (f"POST {_request_target(spec.endpoint.path)} HTTP/1.1\r\n"
+                      f"Host: {url.netloc}\r\n").encode() + _FIXED_HEADERS
+        self._idle: list[Http1Connection] = []
+        self._all: set[Http1Connection] = set()
+        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for conn in self._all:
+            conn.close()
+        self._all.clear()
+        self._idle.clear()
 
     async def post(self, body: bytes, budget_s: float) -> Any:
         """Send `body`; the decoded reply, or WebhookFailure. Never takes longer than budget_s."""
-        headers = {"Authorization": self._token.header()} if self._token else None
+        head = self._head
+        if self._token is not None:
+            head += f"Authorization: {self._token.header()}\r\n".encode()
+        request = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         try:
             async with asyncio.timeout(budget_s):
-                raw = await self._exchange(body, headers)
+                raw = await self._exchange(request)
         except TimeoutError:
             raise WebhookFailure(FailureKind.TIMEOUT,
                                  f"no reply within {budget_s * 1000:.0f} ms") from None
-        except (aiohttp.ClientConnectorError, ssl.SSLError) as exc:
-            raise WebhookFailure(FailureKind.CONNECT,
-                                 f"cannot connect to {self.endpoint.url}: {_short(exc)}") from None
-        except aiohttp.ClientError as exc:
-            raise WebhookFailure(FailureKind.TRANSPORT,
-                                 f"{type(exc).__name__}: {_short(exc)}") from None
-        except OSError as exc:
-            raise WebhookFailure(FailureKind.CONNECT,
-                                 f"cannot connect to {self.endpoint.url}: {_short(exc)}") from None
         if not raw:
             return {}
         try:
@@ -135,38 +125,51 @@ class PolicyClient:
             raise WebhookFailure(FailureKind.INVALID_JSON,
                                  "reply is not JSON: nested too deeply") from None
 
-    async def _exchange(self, body: bytes, headers: dict[str, str] | None) -> bytes:
-        session = self._open()
-        async with session.post(self._url, data=body, headers=headers,
-                                allow_redirects=False) as response:
-            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-            if not 200 <= response.status < 300:
-                head = b"" if encoding != "identity" else await _read_capped(
-                    response, 512, truncate=True)
-                raise WebhookFailure(FailureKind.HTTP_STATUS, f"HTTP {response.status}: "
-                                     f"{head.decode(errors='replace').strip()[:200]}")
-            if encoding != "identity":
-                raise WebhookFailure(FailureKind.INVALID_JSON, f"reply has content-encoding "
-                                     f"{encoding[:40]!r}; only identity is accepted")
-            declared = response.headers.get("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
-                raise WebhookFailure(FailureKind.TOO_LARGE,
-                                     f"reply of {declared} bytes exceeds {MAX_REPLY_BYTES}")
-            return await _read_capped(response, MAX_REPLY_BYTES, truncate=False)
+    async def _exchange(self, request: bytes) -> bytes:
+        async with self._slots:
+            conn = self._reuse() or await self._connect()
+            try:
+                return await conn.exchange(request)
+            except Unanswered:
+                raise WebhookFailure(FailureKind.TRANSPORT,
+                                     "the policy closed the connection without a reply") from None
+            finally:
+                if conn.reusable:
+                    conn.idle_since = time.monotonic()
+                    self._idle.append(conn)
+                else:
+                    conn.close()
+                    self._all.discard(conn)
 
+    def _reuse(self) -> Http1Connection | None:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.reusable and now - conn.idle_since < MAX_IDLE_S:
+                return conn
+            conn.close()
+            self._all.discard(conn)
+        return None
 
-async def _read_capped(response: aiohttp.ClientResponse, cap: int, truncate: bool) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_any():
-        size += len(chunk)
-        if size > cap:
-            if truncate:
-                chunks.append(chunk[: cap - (size - len(chunk))])
-                break
-            raise WebhookFailure(FailureKind.TOO_LARGE, f"reply exceeds {cap} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    async def _connect(self) -> Http1Connection:
+        loop = asyncio.get_running_loop()
+        try:
+            if self.endpoint.socket_path is not None:
+                _, conn = await loop.create_unix_connection(
+                    lambda: Http1Connection(MAX_REPLY_BYTES), self.endpoint.socket_path)
+            else:
+                if self._https and self._ssl is None:
+                    self._ssl = _ssl_context(self._tls)
+                _, conn = await loop.create_connection(
+                    lambda: Http1Connection(MAX_REPLY_BYTES), self._host,
+                    self._port or (443 if self._https else 80),
+                    ssl=self._ssl if self._https else None,
+                    server_hostname=self._host if self._https else None)
+        except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+            raise WebhookFailure(FailureKind.CONNECT,
+                                 f"cannot connect to {self.endpoint.url}: {_short(exc)}") from None
+        self._all.add(conn)
+        return conn
 
 
 def _short(exc: BaseException) -> str:
