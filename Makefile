@@ -44,6 +44,7 @@ e2e: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_policy.py
+	$(BIN)/python benchmarks/bench_http_client.py
 	$(BIN)/python benchmarks/bench_webhook.py
 
 clean:

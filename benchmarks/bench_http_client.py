@@ -1,9 +1,11 @@
 """Benchmark: one webhook POST with each HTTP client stack, same uvicorn app, same Unix socket.
 
-Why the bridge's webhook client is aiohttp (bridge/webhooks/client.py): this POSTs the real
-CreateContainer envelope (4 KB) to the bare Starlette benchmark policy (bench_webhook.py) on
-uvicorn, one request in flight, with
-- `aiohttp`: the bridge's own PolicyClient (aiohttp, llhttp parser in C);
+Why the bridge's webhook client is its own kept-alive connections with httptools as the parser
+(bridge/webhooks/client.py, http1.py): this POSTs the real CreateContainer envelope (4 KB) to
+the bare Starlette benchmark policy (bench_webhook.py) on uvicorn, one request in flight, with
+- `bridge`: the bridge's PolicyClient (asyncio transport, llhttp via httptools);
+- `aiohttp`: an aiohttp ClientSession set up as the bridge's client was until issue 12
+  (UnixConnector, no cookie jar, no decompression; llhttp in C as well);
 - `httpx`: httpx.AsyncClient with its default transport (httpcore, h11 in pure Python, anyio).
 It prints the round trip percentiles and this process's CPU per request for each.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
@@ -41,7 +45,8 @@ def body() -> bytes:
     pod, container = template()
     request = api.CreateContainerRequest(pod=pod, container=container)
     payload = PayloadBuilder().event("CreateContainer", request)
-    return envelope("CreateContainer", "bench", ("containerd", "2.1.9"), 1000, False, payload)
+    runtime = b'{"name":"containerd","version":"2.1.9"}'
+    return envelope("CreateContainer", "bench", runtime, 1000, False, payload)
 
 
 def show(stats: LatencyStats) -> str:
@@ -69,7 +74,17 @@ async def run(sock: Path, n: int, warmup: int) -> None:
     client = PolicyClient(spec)
     stats, cpu = await measure(lambda: client.post(data, 1.0), n, warmup)
     await client.aclose()
-    print(f"aiohttp (PolicyClient): {show(stats)}; client CPU {cpu * 1e6:.0f} µs/request")
+    print(f"bridge (PolicyClient, httptools): {show(stats)}; client CPU {cpu * 1e6:.0f} µs/request")
+    async with aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=str(sock)), auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None), cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"Content-Type": "application/json", "Accept": "application/json"}) as ah:
+        async def post_aiohttp() -> object:
+            async with asyncio.timeout(1.0), ah.post("http://localhost/v1/policy", data=data,
+                                                     allow_redirects=False) as response:
+                return json.loads(await response.read())
+        stats, cpu = await measure(post_aiohttp, n, warmup)
+    print(f"aiohttp (ClientSession): {show(stats)}; client CPU {cpu * 1e6:.0f} µs/request")
     transport = httpx.AsyncHTTPTransport(uds=str(sock))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as hx:
         async def post() -> object:

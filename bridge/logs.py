@@ -21,6 +21,6 @@ def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None,
     root = logging.getLogger()
     root.handlers[:] = [handler(fmt, stream, path)]
     root.setLevel(level.upper())
-    # httpx (the demo's and tools' HTTP client; webhook calls use aiohttp) logs every
+    # httpx (the demo's and tools' HTTP client; webhook calls have their own) logs every
     # request at INFO; that is our per-event log's job.
     logging.getLogger("httpx").setLevel(logging.WARNING)

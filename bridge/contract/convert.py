@@ -53,20 +53,28 @@ def is_wrapper(desc: Any) -> bool:
 # -- protobuf -> JSON ---------------------------------------------------------------
 
 _Out = Callable[[Any], Any]
-_out_cache: dict[Any, _Out] = {}
+# field -> (its JSON key, how its value converts; None: the value is already JSON's).
+# Computed once per field. Scalars, repeated scalars and scalar maps convert in C
+# (none, `list`, `dict`): a container's payload is ~100 values, converted once per event.
+_out_cache: dict[Any, tuple[str, _Out | None]] = {}
 
 
 def to_json(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd, value in msg.ListFields():
-        conv = _out_cache.get(fd)
-        if conv is None:
-            conv = _out_cache[fd] = _out_converter(fd)
-        out[fd.name] = conv(value)
+        plan = _out_cache.get(fd)
+        if plan is None:
+            plan = _out_cache[fd] = (fd.name, _out_converter(fd))
+        name, conv = plan
+        out[name] = value if conv is None else conv(value)
     return out
 
 
-def _out_single(fd: Any) -> _Out:
+def _to_json_list(values: Any) -> list[dict[str, Any]]:
+    return [to_json(v) for v in values]
+
+
+def _out_single(fd: Any) -> _Out | None:
     if fd.type == FD.TYPE_MESSAGE:
         if is_wrapper(fd.message_type):
             inner = fd.message_type.fields_by_name["value"]
@@ -83,18 +91,23 @@ def _out_single(fd: Any) -> _Out:
         return enum_name
     if fd.type == FD.TYPE_BYTES:
         return lambda v: base64.b64encode(v).decode()
-    return lambda v: v
+    return None
 
 
-def _out_converter(fd: Any) -> _Out:
+def _out_converter(fd: Any) -> _Out | None:
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-        value_fd = fd.message_type.fields_by_name["value"]
-        single = _out_single(value_fd)
-        return lambda m: {k: single(v) for k, v in m.items()}
+        value = _out_single(fd.message_type.fields_by_name["value"])
+        if value is None:
+            return dict
+        return lambda m: {k: value(v) for k, v in m.items()}
     single = _out_single(fd)
-    if fd.is_repeated:
-        return lambda values: [single(v) for v in values]
-    return single
+    if not fd.is_repeated:
+        return single
+    if single is None:
+        return list
+    if single is to_json:
+        return _to_json_list
+    return lambda values: [single(v) for v in values]
 
 
 # -- JSON -> protobuf ---------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A policy service double for the webhook tests: a real HTTP server in the test's event loop.
 
-The bridge's webhook client is real aiohttp over a real Unix socket (or TCP); only the
-policy is scripted. Each route answers with a fixed `Reply` or a function of the request,
-and records what it received, so a test asserts on the bytes and headers the bridge sent.
+The bridge's webhook client is the real one over a real Unix socket (or TCP), talking to a
+real HTTP server (aiohttp's); only the policy is scripted. Each route answers with a fixed
+`Reply` or a function of the request, and records what it received, so a test asserts on the
+bytes and headers the bridge sent.
 """
 
 from __future__ import annotations
