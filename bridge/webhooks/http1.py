@@ -54,7 +54,9 @@ class Http1Connection(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return not self._closed and self._keep_alive and self._waiter is None
+        transport = self._transport
+        return (not self._closed and self._keep_alive and self._waiter is None
+                and transport is not None and not transport.is_closing())
 
     def close(self) -> None:
         self._closed = True
@@ -99,6 +101,7 @@ class Http1Connection(asyncio.Protocol):
             self._fail(FailureKind.TRANSPORT, f"invalid HTTP reply: {exc}")
 
     def eof_received(self) -> bool | None:
+        self._closed = True  # never reused from now on, even before connection_lost
         return None  # half-closed is closed: the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
