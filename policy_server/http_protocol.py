@@ -6,8 +6,11 @@ wakes up for the headers and again for the body (py-spy: the header write alone 
 the policy server's samples under the webhook benchmark, docs/performance.md). Here every
 write of a loop step is held and sent together at the end of that step: an app that sends
 both messages without waiting in between (the hot route) answers with one ``write``, and a
-streaming app still gets each chunk out within the same loop iteration. Owns nothing else:
-parsing, keep-alive and flow control are uvicorn's, on the real transport.
+streaming app still gets each chunk out within the same loop iteration. uvicorn is handed the
+wrapper as its transport in ``connection_made`` (the asyncio protocol contract) and picks the
+class through ``uvicorn.Config(http=...)``; nothing inside uvicorn is replaced. Owns nothing
+else: parsing, keep-alive and flow control are uvicorn's, through the wrapper to the real
+transport.
 """
 
 from __future__ import annotations
@@ -49,6 +52,6 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     """``uvicorn.Config(http=CoalescingHttpToolsProtocol)``."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        # FlowControl keeps the real transport (set by super); the request cycles write here.
-        self.transport = cast(asyncio.Transport, _HeldWrites(transport, self.loop))
+        # The real transport still calls this protocol back (data, pause/resume writing).
+        held = _HeldWrites(transport, asyncio.get_running_loop())
+        super().connection_made(cast(asyncio.Transport, held))
