@@ -87,11 +87,10 @@ async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[in
 
 
 async def evaluate_checked(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
-    """The checked path: every step names what is wrong with a body the strict pass refused.
-
-    Also the answer for bodies strict mode refuses but the engine takes (``5.0`` for an
-    integer only the contract reads, ``1`` for such a boolean): lax mode accepts them as
-    FastAPI would."""
+    """The checked path (the whole route before the strict pass): orjson, the contract in lax
+    mode, ``parse_event``; each step's 422 names the field. ``evaluate_body`` hands it every
+    body the strict pass refuses, so the few that lax mode and the engine both take (``1`` for
+    a boolean only the contract reads) are still answered."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
