@@ -40,6 +40,7 @@ from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_fr
 from policy_server.koordinator.rules import stabilize
 from policy_server.loader import load_policies
 from policy_server.metrics import Metrics
+from policy_server.model import Event, parse_event
 from policy_server.policies import build_builtin
 from policy_server.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.pusher import Pusher, PushJob
@@ -274,11 +275,17 @@ class PolicyServer:
     async def handle(self, policy_name: str, body: object) -> Evaluation:
         """Evaluate one request body; raises ``PayloadError`` / ``UnknownPolicyError``."""
         try:
-            evaluation = self.engine.evaluate_json(policy_name, body)
+            event = parse_event(body)
         except PayloadError:
-            event = body.get("event") if isinstance(body, dict) else None
-            self.metrics.requests.labels(policy_name, str(event), "invalid").inc()
+            name = body.get("event") if isinstance(body, dict) else None
+            self.metrics.requests.labels(policy_name, str(name), "invalid").inc()
             raise
+        return await self.handle_event(policy_name, event)
+
+    async def handle_event(self, policy_name: str, event: Event) -> Evaluation:
+        """Evaluate one request already converted to an ``Event`` (the hot route builds it from
+        the validated contract model); raises ``UnknownPolicyError``."""
+        evaluation = self.engine.evaluate(policy_name, event)
         self._observe(evaluation)
         notes, missing_groups = await self._apply_effects(evaluation)
         if missing_groups:

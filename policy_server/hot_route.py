@@ -1,14 +1,18 @@
 """The hot route, ``POST /v1/policies/{name}``: request bytes in, status and reply bytes out.
 
 The bridge calls this once per NRI event while the runtime waits, so it is the one route
-written for latency: the body is decoded once (orjson), checked once against the contract's
-``WebhookRequest`` (pydantic-core; a 422 names the field exactly as FastAPI would), converted
-to the engine's frozen event, evaluated, checked against ``WebhookReply`` and encoded once
-(orjson). ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware,
-routing, dependency solving and per-request objects (~100 µs per request on the reference
-machine, docs/performance.md); the FastAPI route of the same path calls the same
+written for latency. A body is validated once: pydantic parses the bytes straight into the
+contract's ``WebhookRequest`` in strict mode, the engine's frozen event is built from that
+model (``contract_event``, no second parse), evaluated, checked against ``WebhookReply`` and
+encoded once (orjson). A body strict mode refuses, or one the engine's parser would read
+differently (``contract_event`` says which), takes the checked path instead: orjson, the
+contract in pydantic's lax mode (a 422 names the field exactly as FastAPI would), then the
+engine's ``parse_event`` (a 422 naming the field), so every answer, errors included, is the
+one that path gives. ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its
+middleware, routing, dependency solving and per-request objects (~100 µs per request on the
+reference machine, docs/performance.md); the FastAPI route of the same path calls the same
 ``evaluate_body`` and exists for the OpenAPI docs. Owns no policy logic (that is
-``PolicyServer.handle``) and no other route.
+``PolicyServer.handle_event``) and no other route.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.contract import WebhookReply, WebhookRequest
 from policy_server.composition import PolicyServer
+from policy_server.contract_event import event_from_contract
+from policy_server.engine import Evaluation
 from policy_server.exceptions import PayloadError, UnknownPolicyError
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,25 @@ def is_json(content_type: str | None) -> bool:
 async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
     """The whole route: the HTTP status and JSON body answering ``raw`` POSTed to ``name``."""
     try:
+        request = WebhookRequest.model_validate_json(raw, strict=True)
+    except ValueError:  # ValidationError, or anything else the parser refuses
+        return await evaluate_checked(server, name, raw)
+    event = event_from_contract(request)
+    if event is None:
+        return await evaluate_checked(server, name, raw)
+    try:
+        evaluation = await server.handle_event(name, event)
+    except UnknownPolicyError:
+        return _unknown(server, name)
+    return _reply(name, evaluation)
+
+
+async def evaluate_checked(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
+    """The checked path (the whole route before the strict pass): orjson, the contract in lax
+    mode, ``parse_event``; each step's 422 names the field. ``evaluate_body`` hands it every
+    body the strict pass refuses, so the few that lax mode and the engine both take (``1`` for
+    a boolean only the contract reads) are still answered."""
+    try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return _detail(422, [{"type": "json_invalid", "loc": ["body", exc.pos],
@@ -79,11 +104,19 @@ async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[in
     try:
         evaluation = await server.handle(name, data)
     except UnknownPolicyError:
-        known = ", ".join(p.name for p in server.registry)
-        return _detail(404, f"no policy named {name!r} (known: {known})")
+        return _unknown(server, name)
     except PayloadError as exc:
         return _detail(422, [{"loc": field_loc(exc.field), "msg": exc.message,
                               "type": "value_error"}])
+    return _reply(name, evaluation)
+
+
+def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
+    known = ", ".join(p.name for p in server.registry)
+    return _detail(404, f"no policy named {name!r} (known: {known})")
+
+
+def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
     try:
         WebhookReply.model_validate(evaluation.reply)
     except ValidationError as exc:

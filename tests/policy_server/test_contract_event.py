@@ -1,0 +1,281 @@
+"""The hot route's one validating pass: the ``Event`` built from the strictly validated contract
+model is exactly the one ``parse_event`` gives, and every answer (errors included) is exactly the
+checked path's (orjson -> lax model -> ``parse_event``), which is what the route did before."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from bridge.contract import WebhookRequest
+from bridge.contract.capabilities import runtime_ref
+from bridge.contract.catalogue import REQUEST_TYPES, EventName
+from bridge.contract.codec import envelope, request_payload, sync_payload
+from bridge.contract.nri_version import nri_version_of
+from bridge.contract.replay import load_cases
+from bridge.simulator.recording import load_wire_log
+from bridge.simulator.scenario import SCENARIO_DIR
+from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.contract_event import event_from_contract
+from policy_server.hot_route import evaluate_body, evaluate_checked
+from policy_server.model import Event, parse_event
+
+ROOT = Path(__file__).parents[2]
+RULES = ROOT / "examples" / "koordinator-rules.yaml"
+CONTRACT_EXAMPLES = ROOT / "schemas" / "webhook" / "examples"
+EXAMPLE_FILES = sorted(CONTRACT_EXAMPLES.glob("*.request.json")) + sorted(
+    (ROOT / "examples" / "requests").glob("*.json"))
+WIRE_LOGS = sorted(SCENARIO_DIR.glob("*-wire*.jsonl"))
+BRIDGE_RECORDING = ROOT / "examples" / "python-policy" / "recording.jsonl"
+POLICY = "koordinator-qos"
+
+
+def wire_log_bodies(path: Path) -> Iterator[dict[str, Any]]:
+    """The webhook body the bridge builds for every event a real runtime sent (simulator logs)."""
+    lines = load_wire_log(path)
+    configure: Any = lines[0].request
+    assert lines[0].rpc == "Configure"
+    nri = nri_version_of(configure.runtime_name, configure.runtime_version, configure.NRI_version)
+    runtime = runtime_ref(configure.runtime_name, configure.runtime_version, nri)
+    for number, line in enumerate(lines):
+        req: Any = line.request
+        if line.rpc == "Synchronize":
+            name, payload = "Synchronize", sync_payload(list(req.pods), list(req.containers))
+        elif line.event is None:
+            continue  # Configure
+        else:
+            name = line.event.rpc_name
+            if line.rpc == "StateChange":  # carried as StateChange: the event's own request
+                typed: Any = REQUEST_TYPES[line.event]()
+                for key in ("pod", "container"):
+                    if key in typed.DESCRIPTOR.fields_by_name and req.HasField(key):
+                        getattr(typed, key).CopyFrom(getattr(req, key))
+                req = typed
+            payload = request_payload(req)
+        yield envelope(name, f"{path.stem}-{number}", runtime, 1900, False, payload)
+
+
+def every_request() -> list[tuple[str, dict[str, Any]]]:
+    out = [(p.name, json.loads(p.read_text())) for p in EXAMPLE_FILES]
+    for path in WIRE_LOGS:
+        out += [(f"{path.name}:{b['uid']}", b) for b in wire_log_bodies(path)]
+    out += [(case.where, case.request) for case in load_cases([BRIDGE_RECORDING], None)]
+    return out
+
+
+REQUESTS = every_request()
+
+
+def _raw(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def strict_event(raw: bytes) -> Event | None:
+    """The fast path's event, or None where the route falls back to the checked path."""
+    try:
+        request = WebhookRequest.model_validate_json(raw, strict=True)
+    except ValidationError:
+        return None
+    return event_from_contract(request)
+
+
+def test_every_example_and_recorded_request_converts_to_parse_events_event() -> None:
+    assert len(EXAMPLE_FILES) >= len(EventName) and len(WIRE_LOGS) >= 8
+    events = set()
+    for where, body in REQUESTS:
+        event = strict_event(_raw(body))
+        assert event is not None, where  # every real request takes the fast path
+        assert event == parse_event(body), where
+        events.add(event.name)
+    assert events == set(EventName)  # every event, ValidateContainerAdjustment with owners too
+
+
+def _resources(n: int) -> dict[str, Any]:
+    return {"cpu": {"shares": n, "quota": n + 1, "period": n + 2, "cpus": f"0-{n}", "mems": "0"},
+            "memory": {"limit": n << 20}, "unified": {"memory.high": str(n)},
+            "rdt_class": f"class-{n}"}
+
+
+def _every_field(value: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """(path, value) of every field of the engine's dataclasses, nested ones walked too."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _every_field(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, tuple) and value and hasattr(value[0], "_fields"):  # mounts
+        yield from ((f"{where}[0].{k}", v) for k, v in value[0]._asdict().items())
+    else:
+        yield where, value
+
+
+def test_every_field_the_engine_reads_is_carried_over() -> None:
+    # The examples leave some fields empty (no pod IPs, no rdt class): here every one is set.
+    pod = {"id": "p1", "name": "web", "uid": "u1", "namespace": "ns", "labels": {"a": "1"},
+           "annotations": {"b": "2"}, "runtime_handler": "kata", "ips": ["10.0.0.7"],
+           "linux": {"cgroup_parent": "/kubepods/p1", "cgroups_path": "/kubepods/p1/s"}}
+    container = {"id": "c1", "pod_sandbox_id": "p1", "name": "app",
+                 "state": "CONTAINER_RUNNING", "labels": {"c": "3"}, "annotations": {"d": "4"},
+                 "args": ["/bin/app", "-v"], "env": ["A=1"], "pid": 4321,
+                 "mounts": [{"destination": "/data", "type": "bind", "source": "/srv",
+                             "options": ["rbind", "ro"]}],
+                 "linux": {"resources": _resources(2), "oom_score_adj": -998}}
+    body = {"api_version": "nri-webhook-bridge/v1", "uid": "u-42", "event": "UpdateContainer",
+            "runtime": {"name": "containerd", "version": "2.3.4", "nri_version": "v0.12.0",
+                        "capabilities": ["env"]},
+            "budget_ms": 1500, "dry_run": True, "pod": pod, "container": container,
+            "linux_resources": _resources(3), "pods": [pod], "containers": [container]}
+    event = strict_event(_raw(body))
+    assert event is not None and event == parse_event(body)
+    unset = [where for where, value in _every_field(event, "event") if not value]
+    assert unset == []  # so a field the conversion forgot cannot hide behind its default
+
+
+# --- the route answers exactly as the checked path does -----------------------------------------
+
+_DELETE = object()
+_REPLACEMENTS: tuple[Any, ...] = (_DELETE, None, "5", 5, 5.0, True, [], {})
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield (*path, key)
+            yield from _paths(item, (*path, key))
+    elif isinstance(value, list) and value:
+        yield (*path, 0)
+        yield from _paths(value[0], (*path, 0))
+
+
+def _mutated(body: dict[str, Any], path: tuple[Any, ...], new: Any) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    parent = out
+    for key in path[:-1]:
+        parent = parent[key]
+    if new is _DELETE:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = new
+    return out
+
+
+def mutations() -> list[bytes]:
+    """Every field of three rich examples deleted, nulled, or given each JSON type."""
+    bodies = [json.loads((CONTRACT_EXAMPLES / f"{name}.request.json").read_text())
+              for name in ("CreateContainer", "Synchronize", "ValidateContainerAdjustment")]
+    return [_raw(_mutated(body, path, new))
+            for body in bodies for path in _paths(body) for new in _REPLACEMENTS]
+
+
+def _create(**changes: Any) -> dict[str, Any]:
+    path = CONTRACT_EXAMPLES / "CreateContainer.request.json"
+    body: dict[str, Any] = json.loads(path.read_text())
+    body.update(changes)
+    return body
+
+
+CREATE = _raw(_create())
+BUDGET = b'"budget_ms":' + str(_create()["budget_ms"]).encode()
+UID = b'"uid":' + json.dumps(_create()["uid"]).encode()
+assert BUDGET in CREATE and UID in CREATE
+_SYNC = json.loads((CONTRACT_EXAMPLES / "Synchronize.request.json").read_text())
+
+# Bytes a dict cannot express, and the cases the fast path hands back on purpose.
+RAW_CASES: dict[str, bytes] = {
+    "not JSON": b"{nope",
+    "empty": b"",
+    "cut short": CREATE[:-40],
+    "trailing garbage": CREATE + b"x",
+    "byte order mark": b"\xef\xbb\xbf" + CREATE,
+    "invalid UTF-8": CREATE.replace(UID, b'"uid":"a\xffb"'),
+    "lone surrogate": CREATE.replace(UID, b'"uid":"a\\ud800b"'),
+    "an array": b"[]",
+    "null": b"null",
+    "duplicate key (the last wins)": CREATE.replace(UID, UID + b',"uid":"second"'),
+    "budget 2**64-1 (orjson: an int)": CREATE.replace(BUDGET, b'"budget_ms":18446744073709551615'),
+    "budget 2**64 (orjson: a float)": CREATE.replace(BUDGET, b'"budget_ms":18446744073709551616'),
+    "budget 10**30": CREATE.replace(BUDGET, b'"budget_ms":' + b"1" + b"0" * 30),
+    "budget 5000 digits": CREATE.replace(BUDGET, b'"budget_ms":' + b"7" * 5000),
+    "budget -0": CREATE.replace(BUDGET, b'"budget_ms":-0'),
+    "budget 5.0": CREATE.replace(BUDGET, b'"budget_ms":5.0'),
+    "budget 1e3": CREATE.replace(BUDGET, b'"budget_ms":1e3'),
+    "budget NaN": CREATE.replace(BUDGET, b'"budget_ms":NaN'),
+    "budget string": _raw(_create(budget_ms="5")),
+    "dry_run 1": _raw(_create(dry_run=1)),
+    "api_version absent": _raw({k: v for k, v in _create().items() if k != "api_version"}),
+    "container state as a number": _raw(_create(container={**_create()["container"],
+                                                           "state": 2})),
+    "synchronize: a state as a number": _raw({**_SYNC, "containers": [
+        *_SYNC["containers"], {**_SYNC["containers"][0], "state": 3}]}),
+    "pod missing": _raw({k: v for k, v in _create().items() if k != "pod"}),
+    "container missing": _raw({k: v for k, v in _create().items() if k != "container"}),
+    "a bool the engine ignores as 1": _raw(_create(container={
+        **_create()["container"], "linux": {"resources": {"memory": {"disable_oom_killer": 1}}}})),
+    "an extra key": _raw(_create(extra=1)),
+}
+
+
+def _requests_metrics(server: PolicyServer) -> list[str]:
+    return [line for line in server.metrics.render().decode().splitlines()
+            if line.startswith("policy_requests_total")]
+
+
+async def test_every_answer_is_the_checked_paths() -> None:
+    fast_server = PolicyServer(ServerOptions(rules_path=RULES))
+    checked_server = PolicyServer(ServerOptions(rules_path=RULES))
+    fast_server.load_rules()
+    checked_server.load_rules()
+    bodies = [CREATE, *RAW_CASES.values(), *mutations()]
+    routes = {"fast": 0, "checked": 0}
+    statuses: set[int] = set()
+    for raw in bodies:
+        for policy in (POLICY, "no-such-policy"):
+            answer = await evaluate_body(fast_server, policy, raw)
+            assert answer == await evaluate_checked(checked_server, policy, raw), raw[:300]
+            statuses.add(answer[0])
+        routes["fast" if strict_event(raw) is not None else "checked"] += 1
+    # Both paths were exercised, with every kind of answer; the counters agree too.
+    assert routes["fast"] > 100 and routes["checked"] > 100, routes
+    assert statuses >= {200, 404, 422}
+    assert _requests_metrics(fast_server) == _requests_metrics(checked_server)
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "loc", "error"),
+    [
+        ("not JSON", 422, ["body", 1], "json_invalid"),
+        ("budget 2**64 (orjson: a float)", 422, ["body", "budget_ms"], "int_parsing_size"),
+        ("budget string", 422, ["body", "budget_ms"], "value_error"),
+        ("api_version absent", 422, ["body", "api_version"], "value_error"),
+        ("container state as a number", 422, ["body", "container", "state"], "value_error"),
+        ("synchronize: a state as a number", 422, ["body", "containers", 1, "state"],
+         "value_error"),
+        ("pod missing", 422, ["body", "pod"], "value_error"),
+        ("container missing", 422, ["body", "container"], "value_error"),
+        ("budget 1e3", 422, ["body", "budget_ms"], "value_error"),
+        ("an extra key", 422, ["body", "extra"], "extra_forbidden"),
+        ("a bool the engine ignores as 1", 200, None, None),  # lax accepts it, as it always did
+        ("budget 2**64-1 (orjson: an int)", 200, None, None),
+        ("duplicate key (the last wins)", 200, None, None),
+    ],
+)
+async def test_what_the_fast_path_hands_back_gets_the_same_answer_as_before(
+        case: str, status: int, loc: list[Any] | None, error: str | None) -> None:
+    raw = RAW_CASES[case]
+    server = PolicyServer(ServerOptions(rules_path=RULES))
+    server.load_rules()
+    code, body = await evaluate_body(server, POLICY, raw)
+    assert code == status, body
+    if loc is not None:
+        [detail] = json.loads(body)["detail"]
+        assert (detail["loc"], detail["type"]) == (loc, error)
+    fast = strict_event(raw)
+    if case.startswith(("budget 2**64-1", "duplicate")):
+        assert fast is not None and fast.uid == json.loads(raw)["uid"]
+    else:
+        assert fast is None  # answered by the checked path
