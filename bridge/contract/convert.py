@@ -47,7 +47,14 @@ class ConversionError(BridgeError):
 
 def is_wrapper(desc: Any) -> bool:
     """NRI's presence wrappers: Optional* messages holding one field named value."""
-    return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
+    known = _wrappers.get(desc)
+    if known is None:  # asked per message of every reply: decided once per type
+        known = _wrappers[desc] = (desc.name.startswith("Optional")
+                                   and list(desc.fields_by_name) == ["value"])
+    return known
+
+
+_wrappers: dict[Any, bool] = {}
 
 
 # -- protobuf -> JSON ---------------------------------------------------------------
