@@ -323,7 +323,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
         )
-        sock, where, uds_path = _listen(args)
+        # From binding on, a stop signal waits (pending) until the code that removes the
+        # socket file is in place: one landing between the bind and the try below used to
+        # exit 0 with the file left behind.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            sock, where, uds_path = _listen(args)
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            raise
     except PolicyServerError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
@@ -331,13 +339,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     metrics_sock = None
     try:
-        if metrics_address is not None:
-            metrics_sock = bind_tcp_socket(*metrics_address)
-            where += f", metrics on http://{args.metrics_address}/metrics"
-        log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
-        # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the loop.
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            if metrics_address is not None:
+                metrics_sock = bind_tcp_socket(*metrics_address)
+                where += f", metrics on http://{args.metrics_address}/metrics"
+            log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
+            # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the
+            # loop. The stop signals are still blocked (see above) until uvicorn has its
+            # handlers.
             uvloop.run(serve(server, sock, args.log_level, metrics_sock))
         finally:
             # Still blocked if serving never reached uvicorn's handlers: a pending signal

@@ -144,6 +144,30 @@ async def test_policy_socket_is_created_0600_or_0660(workdir: Path) -> None:
                               0o660))
 
 
+def test_policy_server_removes_its_socket_on_a_sigterm_right_after_the_bind(
+        workdir: Path) -> None:
+    """A SIGTERM that lands the moment the socket file exists (sent by the process itself,
+    from inside the bind, so the timing is exact): exit 0 and the file removed. Before the
+    stop signals were held from the bind on, this exited 0 and left the file behind."""
+    sock = workdir / "s" / "policy.sock"
+    script = (
+        "import os, signal, sys\n"
+        "import policy_server.main as m\n"
+        "bind = m.bind_unix_socket\n"
+        "def bind_then_stop(path, mode):\n"
+        "    s = bind(path, mode)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return s\n"
+        "m.bind_unix_socket = bind_then_stop\n"
+        "sys.exit(m.main(sys.argv[1:]))\n")
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--uds", str(sock), "--policy-module",
+         str(POLICY_MODULE), "--no-koordinator", "--log-level", "warning"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not sock.exists()
+
+
 def test_policy_server_offers_no_wider_socket_mode(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         policy_main(["--socket-mode", "0666"])
