@@ -116,14 +116,29 @@ def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
     return _detail(404, f"no policy named {name!r} (known: {known})")
 
 
+# Reply bodies already checked against WebhookReply: the same bytes get the same verdict, and
+# most events get one of a few answers ({} above all). The check itself costs ~4 µs in a
+# micro-benchmark but ~18 µs per request under load (pydantic-core's validator is cold).
+_CHECKED: dict[bytes, None] = {}
+MAX_CHECKED = 256
+MAX_CHECKED_BYTES = 4096  # bigger replies (a Synchronize's updates) are checked every time
+
+
 def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
+    body = orjson.dumps(evaluation.reply)
+    if body in _CHECKED:
+        return 200, body
     try:
-        WebhookReply.model_validate(evaluation.reply)
+        WebhookReply.model_validate_json(body)
     except ValidationError as exc:
         log.error("policy=%s produced a reply outside the contract: %s reply=%s",
                   name, exc, evaluation.reply)
         return _detail(500, f"policy {name!r} produced an invalid reply: {exc.errors()[:3]}")
-    return 200, orjson.dumps(evaluation.reply)
+    if len(body) <= MAX_CHECKED_BYTES:
+        if len(_CHECKED) >= MAX_CHECKED:
+            del _CHECKED[next(iter(_CHECKED))]  # the oldest
+        _CHECKED[body] = None
+    return 200, body
 
 
 class HotRoute:

@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from bridge.contract import WebhookReply
-from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
+from policy_server import (
+    ContainerUpdate,
+    Decision,
+    Event,
+    EventName,
+    Policy,
+    ResourcePatch,
+    hot_route,
+)
 from policy_server.app import create_app, field_loc
 from policy_server.cgroups import ExecutorMode
 from policy_server.composition import PolicyServer, ServerOptions
@@ -102,6 +111,23 @@ async def test_a_reply_outside_the_contract_is_a_500(client: httpx.AsyncClient) 
     body = envelope("CreateContainer", pod=pod(), container=container())
     response = await client.post("/v1/policies/broken", json=body)
     assert response.status_code == 500 and "invalid reply" in response.json()["detail"]
+
+
+async def test_checked_replies_are_remembered_by_their_bytes_only(
+        client: httpx.AsyncClient) -> None:
+    body = envelope("CreateContainer", pod=pod(), container=container())
+    for _ in range(2):  # an invalid reply is never remembered: checked and refused each time
+        response = await client.post("/v1/policies/broken", json=body)
+        assert response.status_code == 500 and "invalid reply" in response.json()["detail"]
+    answers = [await client.post("/v1/policies/koordinator-qos", json=body) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].content == answers[1].content
+    assert answers[0].content in hot_route._CHECKED
+    for i in range(hot_route.MAX_CHECKED + 10):  # bounded: the oldest make room
+        status, _ = hot_route._reply("p", SimpleNamespace(reply={"warnings": [f"w{i}"]}))
+        assert status == 200
+    assert len(hot_route._CHECKED) == hot_route.MAX_CHECKED
+    assert b'{"warnings":["w0"]}' not in hot_route._CHECKED
 
 
 async def test_healthz_and_rules(client: httpx.AsyncClient) -> None:
