@@ -84,12 +84,3 @@ def log_subject(req: Message | None) -> dict[str, str]:
         out["container"] = container.name
         out["container_id"] = container.id
     return out
-    fields = req.DESCRIPTOR.fields_by_name
-    if "pod" in fields and req.HasField("pod"):
-        pod = getattr(req, "pod")  # noqa: B009 - any request type with a pod
-        out["pod"] = f"{pod.namespace}/{pod.name}"
-    if "container" in fields and req.HasField("container"):
-        container = getattr(req, "container")  # noqa: B009
-        out["container"] = container.name
-        out["container_id"] = container.id
-    return out
