@@ -187,6 +187,7 @@ class PolicyServer:
             )
         self._reconciled_policy = POLICY_NAME if self.reconciler is not None else None
         self._node_state: dict[str, Any] = {}
+        self._request_metrics: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         # The start-up pass is the catch-up one (run_background); the periodic ones follow.
         self._last_reconcile = time.monotonic()
 
@@ -301,8 +302,13 @@ class PolicyServer:
     def _observe(self, evaluation: Evaluation) -> None:
         m, name, event = self.metrics, evaluation.policy, evaluation.event.name.value
         outcome = "rejected" if evaluation.decision.reject is not None else "ok"
-        m.requests.labels(name, event, outcome).inc()
-        m.decision_seconds.labels(name, event).observe(evaluation.duration_s)
+        key = (name, event, outcome)
+        children = self._request_metrics.get(key)
+        if children is None:  # labels() takes a lock and builds a key: once per combination
+            children = self._request_metrics[key] = (
+                m.requests.labels(name, event, outcome), m.decision_seconds.labels(name, event))
+        children[0].inc()
+        children[1].observe(evaluation.duration_s)
         for handler in evaluation.failed_handlers:
             m.handler_failures.labels(name, handler).inc()
         if evaluation.conflicts:
