@@ -105,25 +105,21 @@ class PolicyClient:
 
     async def post(self, body: bytes, budget_s: float) -> Any:
         """Send `body`; the decoded reply, or WebhookFailure. Never takes longer than budget_s."""
+        return decode_reply(await self.post_raw(body, budget_s))
+
+    async def post_raw(self, body: bytes, budget_s: float) -> bytes:
+        """Send `body`; the reply's bytes (2xx, checked for size and encoding), or
+        WebhookFailure. Never takes longer than budget_s."""
         head = self._head
         if self._token is not None:
             head += f"Authorization: {self._token.header()}\r\n".encode()
         request = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         try:
             async with asyncio.timeout(budget_s):
-                raw = await self._exchange(request)
+                return await self._exchange(request)
         except TimeoutError:
             raise WebhookFailure(FailureKind.TIMEOUT,
                                  f"no reply within {budget_s * 1000:.0f} ms") from None
-        if not raw:
-            return {}
-        try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise WebhookFailure(FailureKind.INVALID_JSON, f"reply is not JSON: {exc}") from None
-        except RecursionError:  # e.g. 100,000 nested lists: the decoder's depth guard
-            raise WebhookFailure(FailureKind.INVALID_JSON,
-                                 "reply is not JSON: nested too deeply") from None
 
     async def _exchange(self, request: bytes) -> bytes:
         async with self._slots:
@@ -170,6 +166,19 @@ class PolicyClient:
                                  f"cannot connect to {self.endpoint.url}: {_short(exc)}") from None
         self._all.add(conn)
         return conn
+
+
+def decode_reply(raw: bytes) -> Any:
+    """A reply body's JSON value ({} for an empty body), or WebhookFailure(INVALID_JSON)."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WebhookFailure(FailureKind.INVALID_JSON, f"reply is not JSON: {exc}") from None
+    except RecursionError:  # e.g. 100,000 nested lists: the decoder's depth guard
+        raise WebhookFailure(FailureKind.INVALID_JSON,
+                             "reply is not JSON: nested too deeply") from None
 
 
 def _short(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bridge.webhooks.breaker import CircuitBreaker
-from bridge.webhooks.client import PolicyClient
+from bridge.webhooks.client import PolicyClient, decode_reply
 from bridge.webhooks.config import FailurePolicy, Mode, WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
@@ -19,6 +19,8 @@ from bridge.webhooks.payload import Payload, envelope
 
 # Below this there is no point in starting an HTTP exchange.
 MIN_CALL_BUDGET_S = 0.002
+MAX_CHECKED = 256  # remembered replies per webhook ...
+MAX_CHECKED_BYTES = 4096  # ... each at most this big
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,11 @@ class Webhook:
         self.client = client or PolicyClient(spec)
         self.breaker = CircuitBreaker(spec.name, spec.breaker.failure_threshold,
                                       spec.breaker.cool_down_s)
+        # Replies already checked, by event and exact bytes: most events get one of a few
+        # answers ({}, the same env or resources for every container), and a checked
+        # Contribution is read-only. Only replies whose check cannot depend on the node's
+        # state are kept: no updates (those name containers the state cache must know).
+        self._checked: dict[tuple[str, bytes], Contribution] = {}
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -58,7 +65,9 @@ class Webhook:
                         call.payload)
         answered = False
         try:
-            data = await self.client.post(body, budget_s)
+            raw = await self.client.post_raw(body, budget_s)
+            known = self._checked.get((call.event, raw))
+            data = decode_reply(raw) if known is None else None
             answered = True
         except WebhookFailure as failure:
             answered = not failure.kind.is_unavailability
@@ -66,4 +75,14 @@ class Webhook:
         finally:
             # Also on cancellation: a call the core had to cancel was too slow.
             self.breaker.record(answered)
-        return parse_reply(data, self.name, call.scope)
+        if known is not None:
+            return known
+        contribution = parse_reply(data, self.name, call.scope)
+        if len(raw) <= MAX_CHECKED_BYTES and not contribution.updates:
+            self._remember((call.event, raw), contribution)
+        return contribution
+
+    def _remember(self, key: tuple[str, bytes], contribution: Contribution) -> None:
+        if len(self._checked) >= MAX_CHECKED:
+            del self._checked[next(iter(self._checked))]  # the oldest
+        self._checked[key] = contribution
