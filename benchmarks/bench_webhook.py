@@ -12,7 +12,9 @@ change (env BENCH=1, cpu.shares 512) unless said otherwise:
 - `selector-miss`: the webhook's selector matches no pod: no HTTP call;
 - `webhook`: a bare FastAPI (`--policy-app fastapi`) or Starlette app as the policy;
 - `policy-server`: the shipped `nri-policy-server` serving a trivial SDK policy
-  (benchmarks/trivial_policy.py);
+  (benchmarks/trivial_policy.py), which answers every event with the same bytes;
+- `policy-server-distinct`: the same, but each reply also annotates the container with its
+  id, so no reply is ever remembered as already checked (by the server or the bridge);
 - `koordinator-lsr`: the shipped server's koordinator-qos policy, the pod an LSR
   pod pinned to cpus 2-3 (the reply pins the container's cpuset).
 
@@ -61,9 +63,10 @@ TARGET_EVENTS_PER_S = 1500.0
 TARGET_KOORD_P50_S = 800e-6
 TARGET_MISS_RATIO = 1.2
 SCENARIOS = ("go-floor", "no-webhook", "selector-miss", "webhook", "policy-server",
-             "koordinator-lsr")
-SHIPPED = {"policy-server": ("bench", ["--no-koordinator", "--policy-module",
-                                       str(REPO / "benchmarks" / "trivial_policy.py")]),
+             "policy-server-distinct", "koordinator-lsr")
+_TRIVIAL = ["--no-koordinator", "--policy-module", str(REPO / "benchmarks" / "trivial_policy.py")]
+SHIPPED = {"policy-server": ("bench", _TRIVIAL),
+           "policy-server-distinct": ("bench-distinct", _TRIVIAL),
            "koordinator-lsr": ("koordinator-qos", [])}
 GOFLOOR_BUILD = REPO / "benchmarks" / "gofloor" / "build.sh"
 LSR_CPUSET = "2-3"
