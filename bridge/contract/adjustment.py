@@ -68,9 +68,14 @@ def _mark(adjust: api.ContainerAdjustment, name: str, key: str) -> None:
 
 
 def _keys(adjust: api.ContainerAdjustment) -> dict[str, list[str]]:
-    """The keys of every removable field (map keys, or the entries' identifying attribute)."""
+    """The keys of every removable field that is set (map keys, or the entries' identifying
+    attribute). Only the fields present are read: a reply's adjustment sets few of them."""
     out: dict[str, list[str]] = {}
+    top = {fd.name for fd, _ in adjust.ListFields()}
+    linux = {fd.name for fd, _ in adjust.linux.ListFields()} if "linux" in top else set()
     for name, rule in REMOVABLE_FIELDS.items():
+        if name not in (top if name in ADJUSTMENT_FIELDS else linux):
+            continue
         field = getattr(_parent(adjust, name), name)
         out[name] = ([str(getattr(e, rule.key)) for e in field] if rule.owner is Owner.ENTRY
                      else list(field))
