@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge.contract.checked import MAX_BYTES, MAX_ENTRIES, CheckedReplies
 from bridge.webhooks.breaker import CircuitBreaker
 from bridge.webhooks.client import PolicyClient, decode_reply
 from bridge.webhooks.config import FailurePolicy, Mode, WebhookSpec
@@ -19,8 +20,8 @@ from bridge.webhooks.payload import Payload, envelope
 
 # Below this there is no point in starting an HTTP exchange.
 MIN_CALL_BUDGET_S = 0.002
-MAX_CHECKED = 256  # remembered replies per webhook ...
-MAX_CHECKED_BYTES = 4096  # ... each at most this big
+# Remembered replies per webhook, each at most this big (bridge.contract.checked).
+MAX_CHECKED, MAX_CHECKED_BYTES = MAX_ENTRIES, MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +45,11 @@ class Webhook:
         self.client = client or PolicyClient(spec)
         self.breaker = CircuitBreaker(spec.name, spec.breaker.failure_threshold,
                                       spec.breaker.cool_down_s)
-        # Replies already checked, by event and exact bytes: most events get one of a few
-        # answers ({}, the same env or resources for every container), and a checked
-        # Contribution is read-only. Only replies whose check cannot depend on the node's
-        # state are kept: no updates (those name containers the state cache must know).
-        self._checked: dict[tuple[str, bytes], Contribution] = {}
+        # Replies already checked, by event and exact bytes (a checked Contribution is
+        # read-only). Only replies whose check cannot depend on the node's state are kept:
+        # no updates (those name containers the state cache must know).
+        self._checked: CheckedReplies[tuple[str, bytes], Contribution] = CheckedReplies(
+            MAX_CHECKED, MAX_CHECKED_BYTES)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -78,11 +79,6 @@ class Webhook:
         if known is not None:
             return known
         contribution = parse_reply(data, self.name, call.scope)
-        if len(raw) <= MAX_CHECKED_BYTES and not contribution.updates:
-            self._remember((call.event, raw), contribution)
+        if not contribution.updates:
+            self._checked.remember((call.event, raw), raw, contribution)
         return contribution
-
-    def _remember(self, key: tuple[str, bytes], contribution: Contribution) -> None:
-        if len(self._checked) >= MAX_CHECKED:
-            del self._checked[next(iter(self._checked))]  # the oldest
-        self._checked[key] = contribution
