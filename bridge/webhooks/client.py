@@ -53,26 +53,29 @@ def _ssl_context(tls: TlsSpec | None) -> ssl.SSLContext:
 
 
 class _Token:
-    """A bearer token read from a file, re-read now and then."""
+    """A bearer token read from a file, re-read now and then; `line()` is its header line."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._value = ""
+        self._line: bytes | None = None  # None: what the file holds cannot go in a header
         self._read_at = -TOKEN_REFRESH_S
 
-    def header(self) -> str:
+    def line(self) -> bytes:
         now = time.monotonic()
         if now - self._read_at >= TOKEN_REFRESH_S:
             try:
-                self._value = Path(self.path).read_text().strip()
+                value = Path(self.path).read_text().strip()
             except OSError as exc:
                 raise WebhookFailure(FailureKind.CONNECT,
                                      f"cannot read bearer_token_file: {exc.strerror}") from None
             self._read_at = now
-        if any(c < " " or c == "\x7f" for c in self._value) or not self._value.isascii():
+            # Checked and encoded once per read, not per event.
+            sendable = value.isascii() and not any(c < " " or c == "\x7f" for c in value)
+            self._line = f"Authorization: Bearer {value}\r\n".encode() if sendable else None
+        if self._line is None:
             raise WebhookFailure(FailureKind.CONNECT, "bearer_token_file holds characters a "
                                  "header cannot carry (control or non-ASCII)")
-        return f"Bearer {self._value}"
+        return self._line
 
 
 def _request_target(path: str) -> str:
@@ -112,7 +115,7 @@ class PolicyClient:
         WebhookFailure. Never takes longer than budget_s."""
         head = self._head
         if self._token is not None:
-            head += f"Authorization: {self._token.header()}\r\n".encode()
+            head += self._token.line()
         request = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
         try:
             async with asyncio.timeout(budget_s):
