@@ -17,6 +17,7 @@ Per-field decisions are computed once per descriptor and cached.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,16 +46,10 @@ class ConversionError(BridgeError):
         self.problem = problem
 
 
+@functools.cache  # asked per message of every reply: decided once per type
 def is_wrapper(desc: Any) -> bool:
     """NRI's presence wrappers: Optional* messages holding one field named value."""
-    known = _wrappers.get(desc)
-    if known is None:  # asked per message of every reply: decided once per type
-        known = _wrappers[desc] = (desc.name.startswith("Optional")
-                                   and list(desc.fields_by_name) == ["value"])
-    return known
-
-
-_wrappers: dict[Any, bool] = {}
+    return desc.name.startswith("Optional") and list(desc.fields_by_name) == ["value"]
 
 
 # -- protobuf -> JSON ---------------------------------------------------------------

@@ -38,7 +38,7 @@ class Http1Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[bytes] | None = None
         self._closed = False
         self._keep_alive = True
-        self.idle_since = 0.0  # loop time the last exchange ended (set by the pool)
+        self.idle_since = 0.0  # time.monotonic() when its last exchange ended (the pool's)
         self._reset()
 
     def _reset(self) -> None:
