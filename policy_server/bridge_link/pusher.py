@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy_server.bridge_client import BridgeControl
+from policy_server.bridge_link.client import BridgeControl
 from policy_server.exceptions import BridgeControlError
 from policy_server.metrics import Metrics
 
