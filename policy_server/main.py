@@ -33,11 +33,11 @@ from policy_server.koordinator.rules_watcher import RULES_POLL_INTERVAL_S
 from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
-from policy_server.node.resctrl import DEFAULT_RESCTRL_ROOT
+from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
+from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app, create_metrics_app
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
-from policy_server.service import PolicyServer, ServerOptions
 
 log = logging.getLogger(__name__)
 

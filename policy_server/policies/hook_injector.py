@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.contract.catalogue import EventName
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
+from policy_server.policies.policy_config import PolicySettings
 from policy_server.sdk import (
     Adjustment,
     Container,

@@ -16,8 +16,8 @@ from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.pod_annotations import AnnotationError
+from policy_server.policies.policy_config import PolicySettings
 from policy_server.sdk import Adjustment, Decision, Event, FailurePolicy, Policy, Rlimit
 
 NAME = "ulimit-adjuster"

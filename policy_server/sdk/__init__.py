@@ -12,7 +12,7 @@ only this face (an import-linter contract): what they need, every author gets.
 
 from bridge.contract.catalogue import EventName
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
-from policy_server.sdk.cpuset import (
+from policy_server.sdk.cpu_list import (
     canonical_cpu_list,
     check_cpu_list,
     format_cpu_list,

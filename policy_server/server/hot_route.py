@@ -30,7 +30,7 @@ from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
 from policy_server.engine.evaluate import Evaluation
 from policy_server.engine.request import event_from_contract
 from policy_server.exceptions import PayloadError, UnknownPolicyError
-from policy_server.service import PolicyServer
+from policy_server.request_service import PolicyServer
 
 log = logging.getLogger(__name__)
 

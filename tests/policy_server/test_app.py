@@ -21,9 +21,9 @@ from policy_server import (
     ResourcePatch,
 )
 from policy_server.node.cgroups import ExecutorMode
+from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server import hot_route
 from policy_server.server.asgi import create_app, field_loc
-from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod
 
 RS = "scheduling.koordinator.sh/resource-status"

@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
-from policy_server.bridge_link.client import BridgeControl
+from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.engine.evaluate import Engine
 from policy_server.exceptions import PolicyLoadError
+from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Registry
-from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, event, pod
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []

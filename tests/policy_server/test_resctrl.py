@@ -23,9 +23,9 @@ from policy_server.koordinator.resctrl_schemata import (
     resctrl_group,
     schemata_lines,
 )
-from policy_server.node.resctrl import ResctrlFS
+from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.decision import ResctrlGroup
-from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod
 
 RESCTRL = "node.koordinator.sh/resctrl"

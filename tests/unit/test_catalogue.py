@@ -16,8 +16,8 @@ from bridge.contract import catalogue as cat
 from bridge.contract import webhook_models
 from bridge.contract.catalogue import CATALOGUE, Event, EventName
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks import config as webhook_config
 from bridge.webhooks import guard, payload
+from bridge.webhooks import specs as webhook_config
 from policy_server.engine import evaluate as engine
 from policy_server.sdk import model
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from bridge.contract.catalogue import EventName
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.cpu_pools.pools import (
     CpuPools,
     Outcome,
@@ -33,6 +32,7 @@ from policy_server.policies.cpu_pools.topology import (
     from_layout,
     from_sysfs,
 )
+from policy_server.policies.policy_config import PolicySettings
 from policy_server.sdk import (
     Adjustment,
     ContainerUpdate,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import EventName
-from policy_server.bridge_link.client import BridgeControl, BridgeState
+from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
@@ -38,7 +38,6 @@ from policy_server.koordinator.rules_watcher import (
     RulesSource,
     watch,
 )
-from policy_server.metrics import Metrics
 from policy_server.node import probe as node_state
 from policy_server.node.cgroups import (
     DEFAULT_CGROUP_ROOT,
@@ -53,11 +52,12 @@ from policy_server.node.reconciler import (
     NodeReconciler,
     synchronize_body,
 )
-from policy_server.node.resctrl import DEFAULT_RESCTRL_ROOT, ResctrlFS
+from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.policies import build_builtin
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.model import Event, parse_event
 from policy_server.sdk.registry import Policy, Registry
+from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 
