@@ -36,7 +36,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bridge.contract.codec import envelope, request_payload  # noqa: E402
+from bridge.contract.request_body import encode, envelope, event_payload  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator.bench import template  # noqa: E402
 from policy_server.request_service import PolicyServer, ServerOptions  # noqa: E402
@@ -87,13 +87,12 @@ def bench_in_process(iterations: int) -> dict[str, dict[str, float]]:
 
 
 def bench_body() -> bytes:
-    """The 4.2 KB CreateContainer body benchmarks/bench_webhook.py sends (the same bytes as the
-    bridge's payload encoder: orjson, envelope keys first)."""
+    """The 4.2 KB CreateContainer body benchmarks/bench_webhook.py sends (the bridge's
+    request encoder, bridge.contract.request_body)."""
     pod, ctr = template()
-    payload = request_payload(api.CreateContainerRequest(pod=pod, container=ctr))
-    runtime = {"name": "containerd", "version": "2.1.9"}
-    body = envelope("CreateContainer", "u-1", runtime, 1900, False, payload)
-    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    payload = event_payload("CreateContainer", api.CreateContainerRequest(pod=pod, container=ctr))
+    runtime = encode({"name": "containerd", "version": "2.1.9"})
+    return envelope("CreateContainer", "u-1", runtime, 1900, False, payload)
 
 
 def bench_route(iterations: int) -> dict[str, dict[str, float]]:

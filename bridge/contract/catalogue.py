@@ -14,7 +14,7 @@ spelled: an RPC name is the member name in CamelCase.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum, auto
 from types import MappingProxyType
@@ -103,44 +103,58 @@ class EventSpec:
     response_type: type[Message]
     payload: tuple[str, ...]  # envelope keys taken from the request message, in field order
     reply_keys: frozenset[str]  # reply keys that mean something; others are a violation
+    # The changes the response message can carry (`adjust`, `update`, `evict`), read from
+    # api.proto: a reply may use exactly these, and the answer is built from them.
+    changes: tuple[str, ...]
+
+    @property
+    def carries_update(self) -> bool:
+        """The response carries ContainerUpdates (for other containers, or this one)."""
+        return "update" in self.changes
 
 
-# Reply parts by what the NRI response messages carry: only CreateContainerResponse has a
-# ContainerAdjustment; Create/Update/Stop container and Synchronize carry ContainerUpdates;
-# Create/Update carry evictions; a rejection can fail only an operation the runtime waits for.
-# Post-events and removals cannot change or fail anything.
+# Reply parts. The changes (`adjust`, `update`, `evict`) are what the NRI response message
+# carries, read from api.proto (only CreateContainerResponse has a ContainerAdjustment;
+# Create/Update/Stop container and Synchronize carry ContainerUpdates; Create/Update carry
+# evictions). The rows add what the bridge answers itself: a rejection can fail only an
+# operation the runtime waits for; warnings are only logged. Post-events and removals cannot
+# change or fail anything.
 _WARN = ("warnings",)
 _WAITED_ON = ("reject", "warnings")
 _POD = ("pod",)
 _CONTAINER = ("pod", "container")
 _ROWS: tuple[tuple[EventName, tuple[str, ...], tuple[str, ...]], ...] = (
-    (EventName.SYNCHRONIZE, ("pods", "containers"), ("update", "warnings")),
+    (EventName.SYNCHRONIZE, ("pods", "containers"), _WARN),
     (EventName.RUN_POD_SANDBOX, _POD, _WAITED_ON),
     (EventName.UPDATE_POD_SANDBOX, ("pod", "overhead_linux_resources", "linux_resources"),
      _WAITED_ON),
     (EventName.POST_UPDATE_POD_SANDBOX, _POD, _WARN),
     (EventName.STOP_POD_SANDBOX, _POD, _WARN),
     (EventName.REMOVE_POD_SANDBOX, _POD, _WARN),
-    (EventName.CREATE_CONTAINER, _CONTAINER, ("adjust", "update", "evict", *_WAITED_ON)),
+    (EventName.CREATE_CONTAINER, _CONTAINER, _WAITED_ON),
     (EventName.POST_CREATE_CONTAINER, _CONTAINER, _WARN),
     (EventName.START_CONTAINER, _CONTAINER, _WAITED_ON),
     (EventName.POST_START_CONTAINER, _CONTAINER, _WARN),
-    (EventName.UPDATE_CONTAINER, ("pod", "container", "linux_resources"),
-     ("update", "evict", *_WAITED_ON)),
+    (EventName.UPDATE_CONTAINER, ("pod", "container", "linux_resources"), _WAITED_ON),
     (EventName.POST_UPDATE_CONTAINER, _CONTAINER, _WARN),
-    (EventName.STOP_CONTAINER, _CONTAINER, ("update", *_WAITED_ON)),
+    (EventName.STOP_CONTAINER, _CONTAINER, _WAITED_ON),
     (EventName.REMOVE_CONTAINER, _CONTAINER, _WARN),
     (EventName.VALIDATE_CONTAINER_ADJUSTMENT,
      ("pod", "container", "adjust", "update", "owners", "plugins"), _WAITED_ON),
 )
 
 
-def _spec(name: EventName, payload: tuple[str, ...], reply: tuple[str, ...]) -> EventSpec:
+_CHANGES = ("adjust", "update", "evict")
+
+
+def _spec(name: EventName, payload: tuple[str, ...], answered: tuple[str, ...]) -> EventSpec:
     # api.proto names every event's messages <RPC name>Request / <RPC name>Response.
     request = getattr(api, f"{name.value}Request")
     response = getattr(api, f"{name.value}Response")
     event = None if name is EventName.SYNCHRONIZE else Event[name.name]
-    return EventSpec(name, event, request, response, payload, frozenset(reply))
+    changes = tuple(f.name for f in response.DESCRIPTOR.fields if f.name in _CHANGES)
+    return EventSpec(name, event, request, response, payload,
+                     frozenset(changes) | frozenset(answered), changes)
 
 
 CATALOGUE: Mapping[EventName, EventSpec] = MappingProxyType(
@@ -176,6 +190,18 @@ REQUIRED_PAYLOAD: Mapping[str, tuple[str, ...]] = MappingProxyType(
 REPLY_KEYS: Mapping[str, frozenset[str]] = MappingProxyType(
     {name.value: spec.reply_keys for name, spec in CATALOGUE.items()}
 )
+# The response types that carry ContainerUpdates the runtime applies.
+RESPONSES_WITH_UPDATES: frozenset[type[Message]] = frozenset(
+    spec.response_type for spec in CATALOGUE.values() if spec.carries_update
+)
+
+
+def updates_in(response: Message | None) -> Sequence[api.ContainerUpdate]:
+    """The ContainerUpdates a response carries; none for a type that carries none."""
+    if response is None or type(response) not in RESPONSES_WITH_UPDATES:
+        return ()
+    updates: Sequence[api.ContainerUpdate] = response.update  # type: ignore[attr-defined]
+    return updates
 POD_EVENTS: frozenset[Event] = frozenset(
     e for e in Event if SPEC_OF[e].payload[0] == "pod" and "container" not in SPEC_OF[e].payload
 )

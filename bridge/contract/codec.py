@@ -1,8 +1,8 @@
 """NRI protobuf <-> contract JSON for whole requests and replies.
 
-`request_payload` turns an event's request message into the payload keys of
-the envelope; `reply_json` turns the response sent to the runtime into the
-reply shape a policy would have produced. Both are pure functions.
+`reply_json` turns the response sent to the runtime into the reply shape a
+policy would have produced; `log_subject` names what a request is about. Pure
+functions. (The request envelope is encoded by bridge.contract.request_body.)
 """
 
 from __future__ import annotations
@@ -13,34 +13,8 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.catalogue import API_VERSION
 from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
-
-
-def request_payload(req: Message) -> dict[str, Any]:
-    """Envelope payload keys (pod, container, linux_resources, ...) of a request."""
-    payload: dict[str, Any] = {}
-    for fd, value in req.ListFields():
-        if fd.name == "adjust":
-            payload["adjust"] = adjustment_to_json(value)
-        elif fd.is_repeated:
-            payload[fd.name] = [to_json(v) for v in value]
-        else:
-            payload[fd.name] = to_json(value)
-    return payload
-
-
-def sync_payload(pods: list[api.PodSandbox] | tuple[api.PodSandbox, ...],
-                 containers: list[api.Container] | tuple[api.Container, ...]) -> dict[str, Any]:
-    return {"pods": [to_json(p) for p in pods], "containers": [to_json(c) for c in containers]}
-
-
-def envelope(event: str, uid: str, runtime: dict[str, Any], budget_ms: int,
-             dry_run: bool, payload: dict[str, Any]) -> dict[str, Any]:
-    """`runtime` is `capabilities.runtime_ref(...)`: name, version, nri_version, capabilities."""
-    return {"api_version": API_VERSION, "uid": uid, "event": event, "runtime": runtime,
-            "budget_ms": budget_ms, "dry_run": dry_run, **payload}
 
 
 def reply_json(response: Message | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import Event, updates_in
 from bridge.contract.codec import request_subjects
 from bridge.proto.nri import api_pb2 as api
 
@@ -28,10 +28,6 @@ _STATE_AFTER: dict[Event, api.ContainerState] = {
     Event.POST_START_CONTAINER: api.CONTAINER_RUNNING,
     Event.STOP_CONTAINER: api.CONTAINER_STOPPED,
 }
-
-
-_RESPONSES_WITH_UPDATES = (api.CreateContainerResponse, api.UpdateContainerResponse,
-                           api.StopContainerResponse)
 
 
 class StateCache:
@@ -95,8 +91,7 @@ class StateCache:
             target = self.containers.get(req.container.id)
             if target is not None:
                 target.linux.resources.CopyFrom(req.linux_resources)
-        if isinstance(response, _RESPONSES_WITH_UPDATES):
-            self.apply_updates(response.update)
+        self.apply_updates(updates_in(response))
 
     def apply_updates(self, updates: Sequence[api.ContainerUpdate]) -> None:
         """Record unsolicited or Synchronize updates the runtime accepted."""

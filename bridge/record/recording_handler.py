@@ -13,7 +13,8 @@ from typing import Any
 
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import Event
-from bridge.contract.codec import envelope, reply_json, request_payload, sync_payload, updates_json
+from bridge.contract.codec import reply_json, updates_json
+from bridge.contract.request_body import Payload, PayloadBuilder, envelope_document
 from bridge.nri.event_call import NO_CHANGE, Answer, EventCall, EventHandler, Layer
 from bridge.nri.layers import CACHE_EVENTS
 from bridge.proto.nri import api_pb2 as api
@@ -24,16 +25,17 @@ class RecordingHandler(Layer):
     def __init__(self, inner: EventHandler, recorder: Recorder) -> None:
         super().__init__(inner)
         self.recorder = recorder
+        self._payloads = PayloadBuilder()  # the webhook handler's encoder, with its own pod cache
 
     def wanted_events(self) -> frozenset[Event]:
         return super().wanted_events() | CACHE_EVENTS
 
-    def _record(self, call: EventCall, payload: dict[str, Any], reply: dict[str, Any],
+    def _record(self, call: EventCall, payload: Payload, reply: dict[str, Any],
                 outcome: str, started: float) -> None:
         loop = asyncio.get_running_loop()
         budget_ms = max(0, int((call.deadline - started) * 1000))
         runtime = runtime_ref(call.runtime.name, call.runtime.version, call.runtime.nri_version)
-        doc = envelope(call.name, call.uid, runtime, budget_ms, False, payload)
+        doc = envelope_document(call.name, call.uid, runtime, budget_ms, False, payload)
         self.recorder.write(doc, reply, outcome, (loop.time() - started) * 1000)
 
     async def handle(self, call: EventCall) -> Answer:
@@ -41,7 +43,7 @@ class RecordingHandler(Layer):
         if call.event is None:
             return await self._synchronize(call, started)
         assert call.request is not None
-        payload = request_payload(call.request)
+        payload = self._payloads.event(call.name, call.request)
         if not self.inner_wants(call):
             self._record(call, payload, {}, "answered", started)
             return NO_CHANGE
@@ -59,7 +61,7 @@ class RecordingHandler(Layer):
         return answer
 
     async def _synchronize(self, call: EventCall, started: float) -> Answer:
-        payload = sync_payload(tuple(call.pods), tuple(call.containers))
+        payload = self._payloads.sync(call.pods, call.containers)
         try:
             answer = await self.inner.handle(call)
         except asyncio.CancelledError:

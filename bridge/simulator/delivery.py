@@ -24,7 +24,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import RESPONSE_TYPES, Event
+from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, Event, updates_in
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_adjustment
 from bridge.simulator.connection import (
@@ -168,17 +168,15 @@ class Dispatcher:
                 return self._failed(event, started, f"plugin {conn.label}: {exc.message}",
                                     responses)
             responses.append((conn.label, response))
-            if isinstance(response, (api.UpdateContainerResponse, api.StopContainerResponse)):
+            if response is not None and SPEC_OF[event].carries_update:
                 try:
-                    updates.add(conn.label, response.update)
+                    updates.add(conn.label, updates_in(response))
                 except MergeError as exc:
                     return self._failed(event, started, str(exc), responses)
         merged = updates.result()
         container = self._container_after(request, pending)
-        if event is Event.UPDATE_CONTAINER:
-            out: Message | None = api.UpdateContainerResponse(update=merged)
-        elif event is Event.STOP_CONTAINER:
-            out = api.StopContainerResponse(update=merged)
+        if SPEC_OF[event].carries_update:  # UpdateContainer, StopContainer
+            out: Message | None = SPEC_OF[event].response_type(update=merged)
         else:
             out = responses[-1][1] if responses else None
         others = tuple(u for u in merged if pending is None or u is not pending)

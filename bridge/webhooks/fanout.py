@@ -33,10 +33,11 @@ from prometheus_client import Counter, Histogram
 
 from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.capabilities import dropped_fields, fields_used, runtime_ref
-from bridge.contract.catalogue import EVENTS_BY_RPC, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
 from bridge.contract.nri_version import Version, format_version
+from bridge.contract.request_body import PayloadBuilder, encode
 from bridge.metrics import Metrics
 from bridge.nri.event_call import (
     NO_CHANGE,
@@ -48,7 +49,7 @@ from bridge.nri.event_call import (
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
-from bridge.webhooks.payload import PayloadBuilder, clip, encode, truncated_json
+from bridge.webhooks.log_text import clip, truncated_json
 from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.specs import WebhookSpec
 from bridge.webhooks.webhook import CallRequest, Webhook
@@ -116,15 +117,15 @@ class WebhookHandler:
             return Answer(reject=exc.reason)
         if merger is None:
             return NO_CHANGE
-        if call.event is Event.CREATE_CONTAINER and (merger.adjust is not None or merger.updates):
-            return Answer(api.CreateContainerResponse(adjust=merger.adjust,
-                                                      update=merger.update_list()))
-        # Pod events, post-events, removals and validation: the reply can only reject.
-        if merger.updates and call.event is Event.UPDATE_CONTAINER:
-            return Answer(api.UpdateContainerResponse(update=merger.update_list()))
-        if merger.updates and call.event is Event.STOP_CONTAINER:
-            return Answer(api.StopContainerResponse(update=merger.update_list()))
-        return NO_CHANGE
+        # The changes the event's response carries (the catalogue, from api.proto); for pod
+        # events, post-events, removals and validation there are none: a reply can only reject.
+        spec = SPEC_OF[call.event]
+        changes: dict[str, Any] = {}
+        if merger.adjust is not None and "adjust" in spec.changes:
+            changes["adjust"] = merger.adjust
+        if merger.updates and spec.carries_update:
+            changes["update"] = merger.update_list()
+        return Answer(spec.response_type(**changes)) if changes else NO_CHANGE
 
     async def aclose(self) -> None:
         for hook in self.webhooks:

@@ -30,7 +30,7 @@ from typing import Any
 
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
-from bridge.contract.codec import envelope
+from bridge.contract.request_body import envelope_document, json_payload
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
@@ -324,13 +324,13 @@ class NodeReconciler:
 def synchronize_body(source: str, pods: list[Any], containers: list[Any]) -> dict[str, Any]:
     """A Synchronize request the server builds itself (``source``: ``resync``, ``reconcile``)."""
     # Not from a runtime: no NRI version, so no capabilities to claim.
-    return envelope(
+    return envelope_document(
         EventName.SYNCHRONIZE.value,
         f"{source}-{uuid.uuid4()}",
         runtime_ref("nri-policy-server", source, None),
         budget_ms=0,
         dry_run=False,
-        payload={"pods": pods, "containers": containers},
+        payload=json_payload({"pods": pods, "containers": containers}),
     )
 
 

@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from bridge.contract import WebhookRequest
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import REQUEST_TYPES, EventName
-from bridge.contract.codec import envelope, request_payload, sync_payload
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.replay import load_cases
+from bridge.contract.request_body import envelope_document, event_payload, sync_payload
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
 from policy_server.engine.request import event_from_contract
@@ -58,8 +58,8 @@ def wire_log_bodies(path: Path) -> Iterator[dict[str, Any]]:
                     if key in typed.DESCRIPTOR.fields_by_name and req.HasField(key):
                         getattr(typed, key).CopyFrom(getattr(req, key))
                 req = typed
-            payload = request_payload(req)
-        yield envelope(name, f"{path.stem}-{number}", runtime, 1900, False, payload)
+            payload = event_payload(name, req)
+        yield envelope_document(name, f"{path.stem}-{number}", runtime, 1900, False, payload)
 
 
 def every_request() -> list[tuple[str, dict[str, Any]]]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import policy_server
 from bridge.contract import catalogue as cat
-from bridge.contract import webhook_models
+from bridge.contract import request_body, webhook_models
 from bridge.contract.catalogue import CATALOGUE, Event, EventName
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks import guard, payload
+from bridge.webhooks import guard
 from bridge.webhooks import specs as webhook_config
 from policy_server.engine import evaluate as engine
 from policy_server.sdk import model
@@ -84,8 +84,8 @@ def test_consumers_use_the_catalogue_objects() -> None:
     assert model.API_VERSION is cat.API_VERSION
     assert engine.REPLY_KEYS is cat.REPLY_KEYS
     assert guard.REPLY_KEYS is cat.REPLY_KEYS
-    assert payload.REQUEST_PAYLOAD is cat.REQUEST_PAYLOAD
-    assert payload.API_VERSION is cat.API_VERSION
+    assert request_body.REQUEST_PAYLOAD is cat.REQUEST_PAYLOAD
+    assert request_body.API_VERSION is cat.API_VERSION
     fields = webhook_models.WebhookRequest.model_fields
     assert typing.get_args(fields["event"].annotation) == cat.EVENT_NAMES
     assert typing.get_args(fields["api_version"].annotation) == (cat.API_VERSION,)
@@ -127,3 +127,20 @@ def test_no_module_keeps_its_own_event_list() -> None:
     assert len(SOURCES) > 100
     copies = {str(p.relative_to(ROOT)): lines for p in SOURCES if (lines := _complete_lists(p))}
     assert copies == {}, "derive event lists from bridge.contract.catalogue"
+
+
+def test_the_changes_a_reply_may_make_are_what_the_response_carries() -> None:
+    """`adjust`, `update` and `evict` are reply keys exactly where api.proto's response message
+    has that field; the webhook handler, the state cache and the simulator ask the catalogue."""
+    for name, spec in cat.CATALOGUE.items():
+        fields = set(spec.response_type.DESCRIPTOR.fields_by_name)
+        for change in ("adjust", "update", "evict"):
+            assert (change in spec.reply_keys) == (change in fields), (name, change)
+        assert spec.carries_update == ("update" in fields)
+    assert {s.name for s in cat.CATALOGUE.values() if s.carries_update} == {
+        cat.EventName.SYNCHRONIZE, cat.EventName.CREATE_CONTAINER,
+        cat.EventName.UPDATE_CONTAINER, cat.EventName.STOP_CONTAINER}
+    update = api.ContainerUpdate(container_id="c1")
+    assert list(cat.updates_in(api.StopContainerResponse(update=[update]))) == [update]
+    assert list(cat.updates_in(api.ValidateContainerAdjustmentResponse(reject=True))) == []
+    assert list(cat.updates_in(None)) == []

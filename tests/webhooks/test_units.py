@@ -120,7 +120,7 @@ def test_merge_claims_and_conflicts() -> None:
 def test_payload_builder_reuses_a_pod_until_it_changes() -> None:
     import json
 
-    from bridge.webhooks.payload import PayloadBuilder, envelope
+    from bridge.contract.request_body import PayloadBuilder, envelope
 
     builder = PayloadBuilder(pod_cache_size=2)
     pod = api.PodSandbox(id="p1", name="a", namespace="ns", labels={"x": "1"})

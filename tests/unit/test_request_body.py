@@ -1,0 +1,115 @@
+"""One webhook envelope: for every event, the bytes the webhook handler POSTs, the pydantic
+model's reading of them, the recording of the same event, and (Synchronize) the body the
+policy server's resync and reconciler build all hold the same JSON.
+
+The hot path is the real one (WebhookHandler -> Webhook -> request_body.envelope) with the
+HTTP exchange replaced by a client that keeps the body; the recording is the real
+RecordingHandler around it, with a recorder that keeps the document."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import pytest
+
+from bridge.contract import WebhookRequest
+from bridge.contract.catalogue import EVENT_NAMES
+from bridge.nri.event_call import EventCall
+from bridge.proto.nri import api_pb2 as api
+from bridge.record.recorder import Recorder
+from bridge.record.recording_handler import RecordingHandler
+from bridge.webhooks.client import PolicyClient
+from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.webhook import Webhook
+from policy_server.node.reconciler import synchronize_body
+from tests.webhooks.helpers import context, request, spec
+
+# Per call; the envelope keys that are per call rather than per event.
+PER_CALL = ("uid", "budget_ms", "runtime")
+
+
+class KeepingClient:
+    """Stands in for the HTTP exchange: keeps each body, answers "no change"."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    async def post_raw(self, body: bytes, budget_s: float) -> bytes:
+        self.bodies.append(body)
+        return b"{}"
+
+    async def aclose(self) -> None:
+        return None
+
+
+class KeepingRecorder(Recorder):
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.documents: list[dict[str, Any]] = []
+
+    def write(self, envelope: dict[str, Any], reply: dict[str, Any], outcome: str,
+              latency_ms: float) -> None:
+        self.documents.append(envelope)
+
+
+def _validate_without_lists() -> api.ValidateContainerAdjustmentRequest:
+    """ValidateContainerAdjustment with no updates and no plugins: the lists are sent empty."""
+    full = request("ValidateContainerAdjustment")
+    assert isinstance(full, api.ValidateContainerAdjustmentRequest)
+    req = api.ValidateContainerAdjustmentRequest()
+    req.CopyFrom(full)
+    del req.update[:]
+    del req.plugins[:]
+    return req
+
+
+CASES = [(name, name) for name in EVENT_NAMES] + [
+    ("ValidateContainerAdjustment", "ValidateContainerAdjustment-empty-lists")]
+
+
+@pytest.mark.parametrize(("event", "case"), CASES, ids=[case for _, case in CASES])
+async def test_every_encoding_of_the_envelope_is_the_same(event: str, case: str,
+                                                          tmp_path: Path) -> None:
+    client = KeepingClient()
+    hook = Webhook(spec(events=[event]), client=cast(PolicyClient, client))
+    recorder = KeepingRecorder(tmp_path / "recording.jsonl")
+    handler = RecordingHandler(WebhookHandler([], webhooks=[hook]), recorder)
+    handler.wanted_events()
+    call: EventCall = context(event)
+    if event == "Synchronize":
+        sync = request("Synchronize")
+        assert isinstance(sync, api.SynchronizeRequest)
+        call = dataclasses.replace(call, pods=list(sync.pods), containers=list(sync.containers))
+    else:
+        req = _validate_without_lists() if case.endswith("empty-lists") else request(event)
+        call = dataclasses.replace(call, request=req)
+    await handler.handle(call)
+
+    [body] = client.bodies
+    sent = orjson.loads(body)
+    assert list(sent)[:6] == ["api_version", "uid", "event", "runtime", "budget_ms", "dry_run"]
+    # The pydantic model reads the bytes back to the same document, key for key.
+    model = WebhookRequest.model_validate_json(body)
+    assert model.model_dump(mode="json", exclude_unset=True) == sent
+    # The recording holds what was sent (the budget is the call's, the recording's the event's).
+    [recorded] = recorder.documents
+    assert _per_event(recorded) == _per_event(sent)
+    assert list(recorded) == list(sent)
+    if case.endswith("empty-lists"):
+        assert sent["update"] == [] and sent["plugins"] == [] and recorded["update"] == []
+    if event == "Synchronize":
+        # resync and the reconciler build their Synchronize from the bridge's state (the same
+        # payload form) through the same encoder.
+        for source in ("resync", "reconcile"):
+            own = synchronize_body(source, sent["pods"], sent["containers"])
+            assert _per_event(own) == _per_event(sent)
+            assert orjson.dumps(own["pods"]) == orjson.dumps(sent["pods"])
+            assert WebhookRequest.model_validate(own).model_dump(
+                mode="json", exclude_unset=True) == own
+
+
+def _per_event(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in PER_CALL}
