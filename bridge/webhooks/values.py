@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import re
 
+from bridge.contract.cpu_list import CpuListError, check_cpu_list
 from bridge.errors import BridgeError
 from bridge.proto.nri import api_pb2 as api
 
-MAX_CPU_ID = 65535
-_MAX_ID_DIGITS = 10
-_CPUSET_RE = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 _UNIFIED_KEY_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_.]+$")
 _SYSCTL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
@@ -28,14 +26,16 @@ class ValueProblem(BridgeError):
 
 
 def check_cpuset(text: str, path: str) -> None:
-    """Linux list format: `0-3,8,10-11`; ids ascending inside a range."""
-    if not _CPUSET_RE.match(text):
-        raise ValueProblem(path, f"invalid cpuset {text[:64]!r} (expected e.g. 0-3,8)")
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        # int() refuses more than 4300 digits (ValueError); any id that long is out of range.
-        if max(len(lo), len(hi)) > _MAX_ID_DIGITS or not int(lo) <= int(hi or lo) <= MAX_CPU_ID:
-            raise ValueProblem(path, f"invalid range {part[:64]!r} in cpuset {text[:64]!r}")
+    """A CPU or memory-node list as the runtime writes it: the contract's grammar
+    (bridge.contract.cpu_list), exactly as sent, no whitespace."""
+    try:
+        check_cpu_list(text)
+    except CpuListError as exc:
+        if exc.element is None:
+            raise ValueProblem(path, f"invalid cpuset {text[:64]!r} (expected e.g. 0-3,8)"
+                               ) from None
+        raise ValueProblem(path, f"invalid range {exc.element[:64]!r} in cpuset "
+                           f"{text[:64]!r}") from None
 
 
 def _range(value: int, lo: int, hi: int, path: str) -> None:
