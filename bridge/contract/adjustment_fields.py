@@ -6,7 +6,8 @@ ownership is counted when several webhooks answer (protocol §7.2), whether NRI'
 can remove it (§7.1), and the first NRI version whose runtimes apply it (§6.3, §6.4: an older
 runtime drops it silently). The allow list (bridge.webhooks.kinds), the merge
 (bridge.webhooks.reply_merge), the removal syntax (bridge.contract.adjustment) and the runtime's
-capabilities (bridge.contract.capabilities) read this table; a new adjustment field is
+capabilities (bridge.contract.capabilities) read this table, and the reply walk
+(bridge.webhooks.reply_walk) walks replies by it; a new adjustment field is
 added here (after `make proto`). A field missing from the table is its own kind (refused until
 someone allows it by name) with a single owner, so it is never silently unguarded.
 
@@ -19,8 +20,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
-
-from google.protobuf.message import Message
 
 from bridge.contract.nri_version import Version
 
@@ -96,7 +95,7 @@ REMOVABLE: Mapping[str, FieldRule] = MappingProxyType({
 
 
 # The sub-message each WALKED field opens, with its table.
-_SUBTABLES: Mapping[str, Mapping[str, FieldRule]] = MappingProxyType({
+SUBTABLES: Mapping[str, Mapping[str, FieldRule]] = MappingProxyType({
     "linux": LINUX_FIELDS, "resources": RESOURCE_FIELDS,
 })
 
@@ -105,7 +104,7 @@ def _paths(table: Mapping[str, FieldRule], prefix: str) -> Iterator[tuple[str, F
     for name, rule in table.items():
         yield prefix + name, rule
         if rule.owner is Owner.WALKED:
-            yield from _paths(_SUBTABLES[name], f"{prefix}{name}.")
+            yield from _paths(SUBTABLES[name], f"{prefix}{name}.")
 
 
 _ALL_PATHS = tuple(_paths(ADJUSTMENT_FIELDS, ""))
@@ -119,32 +118,3 @@ WALKED_PATHS = frozenset(path for path, rule in _ALL_PATHS if rule.owner is Owne
 
 def rule_of(table: Mapping[str, FieldRule], name: str) -> FieldRule:
     return table.get(name) or FieldRule(name, Owner.SINGLE)
-
-
-# (field, key, is_removal); key is "" for single-owner fields.
-Touch = tuple[str, str, bool]
-
-
-def touches(msg: Message, table: Mapping[str, FieldRule]) -> Iterator[Touch]:
-    """What setting `msg`'s fields claims, field by field (sub-messages `linux` and `resources`
-    are walked by the caller with their own tables)."""
-    for fd, value in msg.ListFields():
-        rule = rule_of(table, fd.name)
-        name = fd.name.lower()  # CDI_devices is claimed as cdi_devices
-        if rule.owner is Owner.SINGLE:
-            yield name, "", False
-        elif rule.owner is Owner.MAP:
-            for key in value:
-                yield _keyed(name, key, rule)
-        elif rule.owner is Owner.ENTRY:
-            for entry in value:
-                yield _keyed(name, str(getattr(entry, rule.key)), rule)
-        elif rule.owner is Owner.NESTED:
-            for sub, _ in value.ListFields():
-                yield f"{name}.{sub.name}", "", False
-
-
-def _keyed(name: str, key: str, rule: FieldRule) -> Touch:
-    if rule.removable and key.startswith("-"):
-        return name, key[1:], True
-    return name, key, False

@@ -11,20 +11,18 @@ entry counts as using the field. The first NRI version of each field is a column
 of bridge.contract.adjustment_fields (from the message reference, protocol §6.3, §6.4).
 
 Owns: the questions asked of that column. Must not: log or count
-(the webhook handler does).
+(the webhook handler does), or walk replies (the field paths a reply sets come from the
+reply walk, bridge.webhooks.reply_walk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from google.protobuf.message import Message
-
-from bridge.contract.adjustment_fields import FIELD_PATHS, WALKED_PATHS
+from bridge.contract.adjustment_fields import FIELD_PATHS
 from bridge.contract.nri_version import Version, format_version
-from bridge.proto.nri import api_pb2 as api
 
 # Adjustment field path -> first NRI version whose runtimes apply it (the `since` column of
 # bridge.contract.adjustment_fields, the one list of adjustable fields).
@@ -50,29 +48,8 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
             "capabilities": None if caps is None else list(caps)}
 
 
-def fields_used(adjust: api.ContainerAdjustment | None,
-                updates: Sequence[api.ContainerUpdate] = ()) -> set[str]:
-    """Every field path an adjustment and updates set (present sections count)."""
-    used: set[str] = set()
-    if adjust is not None:
-        _collect(adjust, "", used)
-    for update in updates:
-        if update.HasField("linux"):
-            _collect(update.linux, "linux.", used)
-    return used
-
-
 def dropped_fields(used: set[str], nri: Version | None) -> list[str]:
     """The fields in `used` a runtime with NRI version `nri` would silently drop."""
     if nri is None:
         return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
     return sorted(p for p in used if FIELD_SINCE.get(p, _UNKNOWN) > nri)
-
-
-def _collect(msg: Message, prefix: str, used: set[str]) -> None:
-    for field, value in msg.ListFields():
-        path = prefix + field.name
-        if path in WALKED_PATHS:
-            _collect(value, path + ".", used)
-        else:
-            used.add(path)

@@ -32,7 +32,7 @@ from typing import Any
 from prometheus_client import Counter, Histogram
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.capabilities import dropped_fields, fields_used, runtime_ref
+from bridge.contract.capabilities import dropped_fields, runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
@@ -204,7 +204,7 @@ class WebhookHandler:
         """Warn about and count fields the connected runtime would silently drop."""
         if not c.changes_something:
             return
-        dropped = dropped_fields(fields_used(c.adjust, c.updates), nri)
+        dropped = dropped_fields(c.walked.used, nri)
         if not dropped:
             return
         for path in dropped:

@@ -7,6 +7,9 @@ Order of checks (each failure names the JSON path):
 4. values: cpusets, ranges, names (bridge.webhooks.values);
 5. targets: updates name containers the state cache knows, never the
    container being created (the runtime would fail CreateContainer).
+Kinds and values, and what the merge and the capability check need later (claims, field
+paths), come from one pass over each part (bridge.webhooks.reply_walk), kept in the
+Contribution.
 
 This module is pure: no I/O, no logging, no clock.
 """
@@ -14,7 +17,7 @@ This module is pure: no I/O, no logging, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.contract.adjustment import adjustment_from_json
@@ -22,8 +25,8 @@ from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.convert import ConversionError, from_json
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
-from bridge.webhooks.kinds import adjustment_kinds, update_kinds
-from bridge.webhooks.values import ValueProblem, check_adjustment, check_resources
+from bridge.webhooks.reply_walk import Part, ReplyWalk
+from bridge.webhooks.values import ValueProblem
 
 MAX_WARNINGS = 100
 MAX_WARNING_CHARS = 1024
@@ -41,6 +44,23 @@ class Contribution:
     evictions: tuple[api.ContainerEviction, ...] = ()
     reject: str | None = None
     warnings: tuple[str, ...] = ()
+    # What the reply walk found (claims, double sets, field paths); the guard passes the walk
+    # it checked with. Built from the messages when not given (a Contribution made in code).
+    walk: ReplyWalk | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.walk is None:
+            walk = ReplyWalk()
+            if self.adjust is not None:
+                walk.adjustment(self.adjust)
+            for i, update in enumerate(self.updates):
+                walk.update(update, f"update[{i}]")
+            object.__setattr__(self, "walk", walk)
+
+    @property
+    def walked(self) -> ReplyWalk:
+        assert self.walk is not None  # set in __post_init__
+        return self.walk
 
     @property
     def changes_something(self) -> bool:
@@ -66,9 +86,10 @@ def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
         if key not in allowed:
             raise WebhookFailure(FailureKind.SCHEMA, f"reply.{key}: not allowed for "
                                  f"{scope.event} (allowed: {', '.join(allowed)})")
+    walk = ReplyWalk()
     try:
-        adjust = _adjust(present["adjust"], scope) if "adjust" in present else None
-        updates = (parse_updates(present["update"], scope, "update")
+        adjust = _adjust(present["adjust"], scope, walk) if "adjust" in present else None
+        updates = (parse_updates(present["update"], scope, "update", walk)
                    if "update" in present else ())
         evictions = _evictions(present.get("evict"))
         reject = _reject(present.get("reject"))
@@ -77,17 +98,17 @@ def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
         raise WebhookFailure(FailureKind.SCHEMA, str(exc)) from None
     except ValueProblem as exc:
         raise WebhookFailure(FailureKind.INVALID, str(exc)) from None
-    return Contribution(webhook, adjust, updates, evictions, reject, warnings)
+    return Contribution(webhook, adjust, updates, evictions, reject, warnings, walk)
 
 
-def _adjust(data: Any, scope: Scope) -> api.ContainerAdjustment | None:
+def _adjust(data: Any, scope: Scope, walk: ReplyWalk) -> api.ContainerAdjustment | None:
     adjust = adjustment_from_json(data, "adjust")
-    _check_allowed(adjustment_kinds(adjust), scope.allow, "adjust")
-    check_adjustment(adjust, "adjust")
+    _check_part(walk.adjustment(adjust), scope.allow, "adjust")
     return adjust if adjust.ByteSize() else None
 
 
-def parse_updates(items: Any, scope: Scope, path: str) -> tuple[api.ContainerUpdate, ...]:
+def parse_updates(items: Any, scope: Scope, path: str, walk: ReplyWalk | None = None,
+                  ) -> tuple[api.ContainerUpdate, ...]:
     """Container updates from JSON (also the control API's POST /v1/updates).
 
     Raises ConversionError for shape problems, ValueProblem for values and
@@ -95,6 +116,7 @@ def parse_updates(items: Any, scope: Scope, path: str) -> tuple[api.ContainerUpd
     """
     if not isinstance(items, list):
         raise ConversionError(path, "expected a list")
+    walk = walk if walk is not None else ReplyWalk()
     out: list[api.ContainerUpdate] = []
     for i, item in enumerate(items):
         where = f"{path}[{i}]"
@@ -112,17 +134,20 @@ def parse_updates(items: Any, scope: Scope, path: str) -> tuple[api.ContainerUpd
                                "change it with `adjust` instead")
         if not scope.knows_container(cid):
             raise ValueProblem(f"{where}.container_id", f"unknown container {cid[:80]!r}")
-        _check_allowed(update_kinds(update), scope.allow, where)
-        check_resources(update.linux.resources, f"{where}.linux.resources")
+        _check_part(walk.update(update, where), scope.allow, where)
         out.append(update)
     return tuple(out)
 
 
-def _check_allowed(kinds: set[str], allow: frozenset[str], path: str) -> None:
-    refused = kinds - allow
+def _check_part(part: Part, allow: frozenset[str], path: str) -> None:
+    """The allow list first (a refused kind is named even if its value is bad too), then
+    the first bad value."""
+    refused = part.kinds - allow
     if refused:
         raise WebhookFailure(FailureKind.DISALLOWED, f"{path}: {', '.join(sorted(refused))} "
                              f"not in the webhook's allow list ({', '.join(sorted(allow))})")
+    if part.problem is not None:
+        raise part.problem
 
 
 def _evictions(data: Any) -> tuple[api.ContainerEviction, ...]:

@@ -20,60 +20,12 @@ leaves the merged result untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from bridge.contract.adjustment_fields import (
-    ADJUSTMENT_FIELDS,
-    LINUX_FIELDS,
-    RESOURCE_FIELDS,
-    Touch,
-    touches,
-)
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution
-
-CREATED = ""  # the container an adjustment applies to
-
-# (container id, field, key); key is "" for single-owner fields.
-Claim = tuple[str, str, str]
-
-
-def _resource_touches(res: api.LinuxResources) -> Iterator[Touch]:
-    return touches(res, RESOURCE_FIELDS)
-
-
-def _adjustment_touches(adj: api.ContainerAdjustment) -> Iterator[Touch]:
-    yield from touches(adj, ADJUSTMENT_FIELDS)
-    yield from touches(adj.linux, LINUX_FIELDS)
-    yield from _resource_touches(adj.linux.resources)
-
-
-def claims_of(c: Contribution) -> set[Claim]:
-    """The claims of one reply; refuses a reply that sets the same thing twice."""
-    claims: set[Claim] = set()
-    set_once: set[Claim] = set()
-    touched: list[tuple[str, Touch]] = []
-    if c.adjust is not None:
-        touched += [(CREATED, t) for t in _adjustment_touches(c.adjust)]
-    for update in c.updates:
-        touched += [(update.container_id, t) for t in _resource_touches(update.linux.resources)]
-    for container, (name, key, removal) in touched:
-        claim = (container, name, key)
-        if not removal:
-            if claim in set_once:
-                raise WebhookFailure(FailureKind.INVALID,
-                                     f"reply sets {describe(claim)} more than once")
-            set_once.add(claim)
-        claims.add(claim)
-    return claims
-
-
-def describe(claim: Claim) -> str:
-    container, name, key = claim
-    text = f"{name} {key!r}" if key else name
-    return text if container == CREATED else f"{text} of container {container[:16]}"
+from bridge.webhooks.reply_walk import Claim, describe
 
 
 @dataclass(slots=True)
@@ -85,8 +37,13 @@ class Merger:
     updates: dict[str, api.ContainerUpdate] = field(default_factory=dict)
 
     def check(self, c: Contribution) -> set[Claim]:
-        """Raise WebhookFailure(CONFLICT) naming both webhooks, or return c's claims."""
-        claims = claims_of(c)
+        """Raise WebhookFailure(CONFLICT) naming both webhooks, or return c's claims (found
+        by the reply walk); a reply that sets the same thing twice is INVALID."""
+        walk = c.walked
+        if walk.duplicate is not None:
+            raise WebhookFailure(FailureKind.INVALID,
+                                 f"reply sets {describe(walk.duplicate)} more than once")
+        claims = walk.claims
         for claim in sorted(claims):
             owner = self.owners.get(claim)
             if owner is not None:

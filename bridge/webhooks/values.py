@@ -2,13 +2,17 @@
 
 `from_json` already guarantees types and integer widths; this module refuses
 values the runtime would choke on or that smuggle something past the allow
-list (e.g. a cgroup `unified` key with a path in it). Each check raises
+list (e.g. a cgroup `unified` key with a path in it). One check per adjustable
+field (`CHECKS`), run by the reply walk as it passes that field; each raises
 `ValueProblem(path, problem)`; callers decide what a problem means.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 from bridge.contract.cpu_list import CpuListError, check_cpu_list
 from bridge.errors import BridgeError
@@ -43,53 +47,86 @@ def _range(value: int, lo: int, hi: int, path: str) -> None:
         raise ValueProblem(path, f"{value} out of range [{lo}, {hi}]")
 
 
-def check_resources(res: api.LinuxResources, path: str) -> None:
-    if res.HasField("cpu"):
-        cpu, where = res.cpu, f"{path}.cpu"
-        if cpu.cpus:
-            check_cpuset(cpu.cpus, f"{where}.cpus")
-        if cpu.mems:
-            check_cpuset(cpu.mems, f"{where}.mems")
-        if cpu.HasField("shares"):
-            _range(cpu.shares.value, 2, 262144, f"{where}.shares")
-        if cpu.HasField("period"):
-            _range(cpu.period.value, 1000, 1_000_000, f"{where}.period")
-        if cpu.HasField("quota") and cpu.quota.value != -1:
-            _range(cpu.quota.value, 1000, 2**63 - 1, f"{where}.quota")
-    if res.HasField("memory"):
-        mem, where = res.memory, f"{path}.memory"
-        for name in ("limit", "reservation", "swap"):
-            if mem.HasField(name):
-                _range(getattr(mem, name).value, -1, 2**63 - 1, f"{where}.{name}")
-        if mem.HasField("swappiness"):
-            _range(mem.swappiness.value, 0, 100, f"{where}.swappiness")
-    for key in res.unified:
+def _cpu(cpu: api.LinuxCPU, where: str) -> None:
+    if cpu.cpus:
+        check_cpuset(cpu.cpus, f"{where}.cpus")
+    if cpu.mems:
+        check_cpuset(cpu.mems, f"{where}.mems")
+    if cpu.HasField("shares"):
+        _range(cpu.shares.value, 2, 262144, f"{where}.shares")
+    if cpu.HasField("period"):
+        _range(cpu.period.value, 1000, 1_000_000, f"{where}.period")
+    if cpu.HasField("quota") and cpu.quota.value != -1:
+        _range(cpu.quota.value, 1000, 2**63 - 1, f"{where}.quota")
+
+
+def _memory(mem: api.LinuxMemory, where: str) -> None:
+    for name in ("limit", "reservation", "swap"):
+        if mem.HasField(name):
+            _range(getattr(mem, name).value, -1, 2**63 - 1, f"{where}.{name}")
+    if mem.HasField("swappiness"):
+        _range(mem.swappiness.value, 0, 100, f"{where}.swappiness")
+
+
+def _unified(unified: Mapping[str, str], where: str) -> None:
+    for key in unified:
         if not _UNIFIED_KEY_RE.match(key):
-            raise ValueProblem(f"{path}.unified", f"{key[:64]!r} is not a cgroup v2 file name")
-    for i, limit in enumerate(res.hugepage_limits):
+            raise ValueProblem(where, f"{key[:64]!r} is not a cgroup v2 file name")
+
+
+def _hugepage_limits(limits: Sequence[api.HugepageLimit], where: str) -> None:
+    for i, limit in enumerate(limits):
         if not limit.page_size:
-            raise ValueProblem(f"{path}.hugepage_limits[{i}].page_size", "must not be empty")
+            raise ValueProblem(f"{where}[{i}].page_size", "must not be empty")
 
 
-def check_adjustment(adjust: api.ContainerAdjustment, path: str) -> None:
-    for key in adjust.annotations:
+def _annotations(annotations: Mapping[str, str], where: str) -> None:
+    for key in annotations:
         if not key.lstrip("-"):
-            raise ValueProblem(f"{path}.annotations", "empty annotation key")
-    for i, kv in enumerate(adjust.env):
+            raise ValueProblem(where, "empty annotation key")
+
+
+def _env(env: Sequence[api.KeyValue], where: str) -> None:
+    for i, kv in enumerate(env):
         name = kv.key.removeprefix("-")
         if not name or "=" in name or "\0" in name:
-            raise ValueProblem(f"{path}.env[{i}].key", f"invalid variable name {kv.key[:64]!r}")
-    for i, mount in enumerate(adjust.mounts):
+            raise ValueProblem(f"{where}[{i}].key", f"invalid variable name {kv.key[:64]!r}")
+
+
+def _mounts(mounts: Sequence[api.Mount], where: str) -> None:
+    for i, mount in enumerate(mounts):
         if not mount.destination.removeprefix("-").startswith("/"):
-            raise ValueProblem(f"{path}.mounts[{i}].destination", "must be an absolute path")
-    linux = adjust.linux
-    for i, dev in enumerate(linux.devices):
+            raise ValueProblem(f"{where}[{i}].destination", "must be an absolute path")
+
+
+def _devices(devices: Sequence[api.LinuxDevice], where: str) -> None:
+    for i, dev in enumerate(devices):
         if not dev.path.removeprefix("-").startswith("/"):
-            raise ValueProblem(f"{path}.linux.devices[{i}].path", "must be an absolute path")
-    for key in linux.sysctl:
+            raise ValueProblem(f"{where}[{i}].path", "must be an absolute path")
+
+
+def _sysctl(sysctl: Mapping[str, str], where: str) -> None:
+    for key in sysctl:
         if not _SYSCTL_RE.match(key.removeprefix("-")):
-            raise ValueProblem(f"{path}.linux.sysctl", f"invalid sysctl name {key[:64]!r}")
-    if linux.HasField("oom_score_adj"):
-        _range(linux.oom_score_adj.value, -1000, 1000, f"{path}.linux.oom_score_adj")
-    if linux.HasField("resources"):
-        check_resources(linux.resources, f"{path}.linux.resources")
+            raise ValueProblem(where, f"invalid sysctl name {key[:64]!r}")
+
+
+def _oom_score_adj(value: api.OptionalInt, where: str) -> None:
+    _range(value.value, -1000, 1000, where)
+
+
+# Field path (as in the webhook JSON, below `adjust` or an update) -> its check, called with
+# the field's value and its JSON path in the reply. Fields not named here need none beyond
+# their types. The reply walk (bridge.webhooks.reply_walk) calls these as it passes the field.
+CHECKS: Mapping[str, Callable[[Any, str], None]] = MappingProxyType({
+    "annotations": _annotations,
+    "mounts": _mounts,
+    "env": _env,
+    "linux.devices": _devices,
+    "linux.sysctl": _sysctl,
+    "linux.oom_score_adj": _oom_score_adj,
+    "linux.resources.cpu": _cpu,
+    "linux.resources.memory": _memory,
+    "linux.resources.unified": _unified,
+    "linux.resources.hugepage_limits": _hugepage_limits,
+})

@@ -9,8 +9,9 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitBreaker, CircuitState
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Contribution
-from bridge.webhooks.kinds import ALL_KINDS, adjustment_kinds
+from bridge.webhooks.kinds import ALL_KINDS
 from bridge.webhooks.reply_merge import Merger
+from bridge.webhooks.reply_walk import ReplyWalk
 from bridge.webhooks.selector import Operator, Requirement, Selector
 from bridge.webhooks.values import ValueProblem, check_cpuset
 
@@ -97,7 +98,7 @@ def test_every_adjustment_field_has_a_kind() -> None:
     adj = api.ContainerAdjustment(mounts=[api.Mount(destination="/x")])
     adj.linux.resources.devices.add(allow=True)
     adj.linux.resources.cpu.shares.value = 2
-    assert adjustment_kinds(adj) == {"mounts", "devices", "resources"}
+    assert ReplyWalk().adjustment(adj).kinds == {"mounts", "devices", "resources"}
 
 
 def test_merge_claims_and_conflicts() -> None:
