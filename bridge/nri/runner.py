@@ -15,11 +15,12 @@ import logging
 import random
 from dataclasses import dataclass
 
+from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import BridgeError
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler
 from bridge.nri.service import ServiceOptions
-from bridge.nri.session import Opener, PluginIdentity, PluginSession, SessionState
+from bridge.nri.session import Opener, PluginIdentity, PluginSession
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport import connect
 from bridge.transport.socket_watch import SocketId, socket_identity, wait_for_new_socket
@@ -60,7 +61,7 @@ class PluginRunner:
     def ready(self) -> bool:
         """Registered, configured, synchronized and serving."""
         session = self.session
-        return (session is not None and session.state is SessionState.SERVING
+        return (session is not None and session.state is Phase.SYNCHRONIZED
                 and session.trunk is not None and session.trunk.is_open)
 
     @property

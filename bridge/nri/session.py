@@ -1,8 +1,9 @@
 """One runtime connection from connect to close: register, configure, sync, serve.
 
-The session's progress is an explicit state table. Configure may arrive before
-the RegisterPlugin response (the runtime marks us registered before replying,
-protocol §4.1), so registration completes when both have happened.
+The session's progress follows the plugin lifecycle table the simulated runtime follows too
+(bridge.contract.plugin_lifecycle). Configure may arrive before the RegisterPlugin response
+(the runtime marks us registered before replying, protocol §4.1), so the session counts as
+configured once both have happened.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
+from bridge.contract.plugin_lifecycle import Lifecycle, Phase, Step
 from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler, RuntimeInfo
@@ -48,22 +49,6 @@ class PluginIdentity:
             raise ConfigError("plugin-index", f"{self.index!r} must be two digits 00-99")
 
 
-class SessionState(Enum):
-    CONNECTED = "connected"
-    REGISTERING = "registering"
-    SYNCHRONIZING = "synchronizing"
-    SERVING = "serving"
-    CLOSED = "closed"
-
-
-_TRANSITIONS: dict[SessionState, frozenset[SessionState]] = {
-    SessionState.CONNECTED: frozenset({SessionState.REGISTERING, SessionState.CLOSED}),
-    SessionState.REGISTERING: frozenset({SessionState.SYNCHRONIZING, SessionState.CLOSED}),
-    SessionState.SYNCHRONIZING: frozenset({SessionState.SERVING, SessionState.CLOSED}),
-    SessionState.SERVING: frozenset({SessionState.CLOSED}),
-    SessionState.CLOSED: frozenset(),
-}
-
 Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
 
 
@@ -71,7 +56,7 @@ class PluginSession:
     def __init__(self, identity: PluginIdentity, handler: EventHandler, cache: StateCache,
                  options: ServiceOptions) -> None:
         self.identity = identity
-        self.state = SessionState.CONNECTED
+        self.lifecycle = Lifecycle("session")
         self.trunk: Trunk | None = None
         self.sender: UpdateSender | None = None
         self._configured = asyncio.Event()
@@ -86,11 +71,14 @@ class PluginSession:
     def runtime(self) -> RuntimeInfo | None:
         return self.service.runtime
 
-    def _move(self, new: SessionState) -> None:
-        if new not in _TRANSITIONS[self.state]:
-            raise BridgeError(f"session cannot go from {self.state.value} to {new.value}")
-        log.debug("session %s -> %s", self.state.value, new.value)
-        self.state = new
+    @property
+    def state(self) -> Phase:
+        return self.lifecycle.phase
+
+    def _advance(self, step: Step) -> None:
+        before = self.lifecycle.phase
+        after = self.lifecycle.advance(step)
+        log.debug("session %s -> %s (%s)", before.value, after.value, step.value)
 
     def _defer(self, updates: Sequence[api.ContainerUpdate]) -> None:
         if self.sender is not None:
@@ -107,7 +95,7 @@ class PluginSession:
         sender_task = asyncio.get_running_loop().create_task(self.sender.run(), name="updates")
         try:
             await self._handshake(trunk)
-            self._move(SessionState.SERVING)
+            self._advance(Step.SYNCHRONIZE)
             log.info("registered", extra={
                 "plugin": f"{self.identity.index}-{self.identity.name}",
                 "runtime": self.runtime.name if self.runtime else "",
@@ -116,11 +104,11 @@ class PluginSession:
             return trunk.close_reason
         except (BridgeError, TimeoutError) as exc:
             reason = trunk.close_reason or str(exc) or type(exc).__name__
-            log.warning("session ended during %s: %s", self.state.value, reason)
+            log.warning("session ended (%s): %s", self.state.value, reason)
             return reason
         finally:
-            if self.state is not SessionState.CLOSED:
-                self._move(SessionState.CLOSED)
+            if not self.lifecycle.closed:
+                self._advance(Step.CLOSE)
             trunk.close()
             sender_task.cancel()
             self.service.shutdown()
@@ -129,7 +117,7 @@ class PluginSession:
             await trunk.wait_closed()
 
     async def _handshake(self, trunk: Trunk) -> None:
-        self._move(SessionState.REGISTERING)
+        self._advance(Step.REGISTER_PLUGIN)
         request = api.RegisterPluginRequest(
             plugin_name=self.identity.name, plugin_idx=self.identity.index,
             NRI_version=NRI_API_VERSION,
@@ -146,7 +134,7 @@ class PluginSession:
             runtime_wait = (self.runtime.registration_timeout_s if self.runtime
                             else DEFAULT_REGISTRATION_TIMEOUT_S)
             await self._until(self._configured, closed, runtime_wait + 2.0, "Configure")
-            self._move(SessionState.SYNCHRONIZING)
+            self._advance(Step.CONFIGURE)
             await self._until(self._synchronized, closed, SYNC_WAIT_S, "Synchronize")
         finally:
             closed.cancel()

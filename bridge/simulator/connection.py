@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from enum import Enum
 from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
 from bridge.contract.catalogue import Event
-from bridge.errors import BridgeBug, ConnectionClosed, ProtocolError, RpcError
+from bridge.contract.plugin_lifecycle import Lifecycle, Phase, Step
+from bridge.errors import ConnectionClosed, ProtocolError, RpcError
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux, ttrpc
 from bridge.wire.status import Code
@@ -63,23 +63,6 @@ def decode_message(cls: type[M], payload: bytes,
     return msg
 
 
-class PluginState(Enum):
-    ACCEPTED = "accepted"
-    REGISTERED = "registered"
-    CONFIGURED = "configured"
-    ACTIVE = "active"  # synchronized: receives events
-    CLOSED = "closed"
-
-
-_TRANSITIONS: dict[PluginState, frozenset[PluginState]] = {
-    PluginState.ACCEPTED: frozenset({PluginState.REGISTERED, PluginState.CLOSED}),
-    PluginState.REGISTERED: frozenset({PluginState.CONFIGURED, PluginState.CLOSED}),
-    PluginState.CONFIGURED: frozenset({PluginState.ACTIVE, PluginState.CLOSED}),
-    PluginState.ACTIVE: frozenset({PluginState.CLOSED}),
-    PluginState.CLOSED: frozenset(),
-}
-
-
 class PluginConnection:
     """A plugin as the runtime tracks it: identity, subscription, delivery mode."""
 
@@ -89,7 +72,7 @@ class PluginConnection:
         self.name = ""
         self.index = ""
         self.events = 0  # the accepted ConfigureResponse.events mask
-        self.state = PluginState.ACCEPTED
+        self.lifecycle = Lifecycle(f"connection#{seq}")  # the plugin's, from our side
         # v0.12+: set for good once the plugin answers a dedicated RPC with
         # Unimplemented; the nine fallback events then go through StateChange.
         self.use_state_change = False
@@ -105,23 +88,27 @@ class PluginConnection:
         return f"{self.index}-{self.name}" if self.name else f"connection#{self.seq}"
 
     @property
+    def state(self) -> Phase:
+        return self.lifecycle.phase
+
+    @property
     def is_active(self) -> bool:
-        return (self.state is PluginState.ACTIVE and self.trunk is not None
+        return (self.state is Phase.SYNCHRONIZED and self.trunk is not None
                 and self.trunk.is_open)
 
     def subscribed(self, event: Event) -> bool:
         return bool(self.events & event.bit)
 
-    def move(self, new: PluginState) -> None:
-        if new not in _TRANSITIONS[self.state]:
-            raise BridgeBug(f"plugin {self.label} cannot go from {self.state.value} to {new.value}")
-        self.state = new
+    def advance(self, step: Step) -> None:
+        """The plugin took `step` (LifecycleError if the protocol does not allow it now)."""
+        self.lifecycle.name = f"plugin {self.label}"
+        self.lifecycle.advance(step)
 
     def close(self, reason: str, *, by_runtime: bool = True) -> bool:
         """Close the connection; returns False if it was already closed."""
-        if self.state is PluginState.CLOSED:
+        if self.lifecycle.closed:
             return False
-        self.state = PluginState.CLOSED
+        self.lifecycle.advance(Step.CLOSE)
         self.close_reason = reason
         self.closed_by_runtime = by_runtime
         if not self.registered.done():
@@ -176,6 +163,6 @@ class PluginConnection:
             client.close_stream(sid)
 
     def _open_trunk(self) -> Trunk:
-        if self.trunk is None or not self.trunk.is_open or self.state is PluginState.CLOSED:
+        if self.trunk is None or not self.trunk.is_open or self.lifecycle.closed:
             raise PluginFatal(f"plugin {self.label} is closed ({self.close_reason or 'no trunk'})")
         return self.trunk

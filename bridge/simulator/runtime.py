@@ -31,6 +31,7 @@ from pathlib import Path
 from google.protobuf.message import Message
 
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
+from bridge.contract.plugin_lifecycle import Phase, Step
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import (
@@ -38,7 +39,6 @@ from bridge.simulator.connection import (
     PluginConnection,
     PluginFailed,
     PluginFatal,
-    PluginState,
     decode_message,
 )
 from bridge.simulator.default_validator import DefaultValidator
@@ -161,7 +161,7 @@ class SimulatedRuntime:
         for watcher in watchers:
             watcher.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
-        self.connections = [c for c in self.connections if c.state is not PluginState.CLOSED]
+        self.connections = [c for c in self.connections if not c.lifecycle.closed]
 
     async def wait_plugin(self, timeout_s: float = 10.0) -> PluginConnection:
         """The next plugin that completed register/configure/synchronize."""
@@ -259,11 +259,11 @@ class SimulatedRuntime:
         except HandshakeFailed as exc:
             self._close_plugin(conn, str(exc))
             return
-        conn.move(PluginState.CONFIGURED)
+        conn.advance(Step.CONFIGURE)
         async with self._event_lock():
             synchronized = await self._synchronize(conn)
-        if synchronized and conn.state is PluginState.CONFIGURED:
-            conn.move(PluginState.ACTIVE)
+        if synchronized and conn.state is Phase.CONFIGURED:
+            conn.advance(Step.SYNCHRONIZE)
             log.info("plugin %s active (events 0x%04x)", conn.label, conn.events)
             self._ready.put_nowait(conn)
 
@@ -279,7 +279,7 @@ class SimulatedRuntime:
 
     async def _register_plugin(self, conn: PluginConnection, request: envelope.Request) -> bytes:
         req = decode_message(api.RegisterPluginRequest, request.payload, RpcError)
-        if conn.state is not PluginState.ACCEPTED:
+        if conn.state is not Phase.CONNECTED:
             raise RpcError(Code.FAILED_PRECONDITION, f"plugin {conn.label} already registered")
         problem = identity_problem(self.profile, req.plugin_name, req.plugin_idx)
         if problem is not None:
@@ -288,7 +288,7 @@ class SimulatedRuntime:
                 self._close_plugin, conn, f"invalid plugin registration: {problem}")
             raise RpcError(Code.UNKNOWN, problem)
         conn.name, conn.index = req.plugin_name, req.plugin_idx
-        conn.move(PluginState.REGISTERED)
+        conn.advance(Step.REGISTER_PLUGIN)
         # The runtime marks the plugin registered and starts Configure before it
         # answers RegisterPlugin (protocol §4.1): emulate that order exactly. The
         # task's first step writes the Configure request; sleep(0) lets it run.
@@ -324,7 +324,7 @@ class SimulatedRuntime:
 
     async def _update_containers(self, conn: PluginConnection, request: envelope.Request) -> bytes:
         req = decode_message(api.UpdateContainersRequest, request.payload, RpcError)
-        if conn.state in (PluginState.ACCEPTED, PluginState.CLOSED):
+        if conn.state in (Phase.CONNECTED, Phase.CLOSED):
             raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
         failed: list[api.ContainerUpdate] = []
         async with self._event_lock():

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from bridge.contract.catalogue import Event
+from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import RpcError
 from bridge.nri import lifecycle
 from bridge.nri.handler_api import EventContext, Handler
-from bridge.nri.session import SessionState
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PLUGIN_SERVICE
 from bridge.simulator.synthetic import synthetic_state
@@ -214,7 +214,7 @@ async def test_eof_in_the_middle_of_a_frame_closes_and_reconnects(
         assert plugin_side.close_reason == "connection closed by peer"
         second = await h.runtime.wait_plugin(5)
         assert second is not h.conn and second.label == "10-test"
-        assert first_session is not None and first_session.state is SessionState.CLOSED
+        assert first_session is not None and first_session.state is Phase.CLOSED
         assert h.runner.session is not first_session and h.runner.reconnects == 1
         h.conn = second
         assert (await h.runtime.create_container(*pod_and_container)).ok
