@@ -1,50 +1,62 @@
 """The bridge's view of pods and containers, kept current from Synchronize and events.
 
-Synchronize replaces the whole view; lifecycle events add, update and remove
-entries. The view is bounded so a hostile runtime cannot grow it without limit.
+Synchronize replaces the whole view; lifecycle events add, update and remove entries, by the
+fold the policy server's NodeView uses too (bridge.contract.node_fold, bounded so a hostile
+runtime cannot grow it without limit). On top of it, the cache folds in what the bridge
+answered (our adjustments and updates), so the view shows effective resources.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event, updates_in
+from bridge.contract.catalogue import Event, EventName, updates_in
 from bridge.contract.codec import request_subjects
+from bridge.contract.node_fold import NodeTables
 from bridge.proto.nri import api_pb2 as api
 
-log = logging.getLogger(__name__)
+# Event -> its name as the fold knows it (the envelope's spelling).
+_NAMES: Mapping[Event, EventName] = {event: EventName[event.name] for event in Event}
 
-MAX_OBJECTS = 100_000
-T = TypeVar("T", api.PodSandbox, api.Container)
 
-_STATE_AFTER: dict[Event, api.ContainerState] = {
-    Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
-    Event.POST_CREATE_CONTAINER: api.CONTAINER_CREATED,
-    Event.START_CONTAINER: api.CONTAINER_RUNNING,
-    Event.POST_START_CONTAINER: api.CONTAINER_RUNNING,
-    Event.STOP_CONTAINER: api.CONTAINER_STOPPED,
-}
+def _state_name(container: api.Container) -> str:
+    try:
+        return api.ContainerState.Name(container.state)
+    except ValueError:  # a state newer than our api.proto
+        return str(container.state)
+
+
+def _with_state(container: api.Container, state: str) -> api.Container:
+    copy = api.Container()
+    copy.CopyFrom(container)
+    copy.state = cast(api.ContainerState, api.ContainerState.Value(state))
+    return copy
 
 
 class StateCache:
     def __init__(self) -> None:
-        self.pods: dict[str, api.PodSandbox] = {}
-        self.containers: dict[str, api.Container] = {}
+        self._tables: NodeTables[api.PodSandbox, api.Container] = NodeTables(
+            "state cache", _state_name, _with_state)
+
+    @property
+    def pods(self) -> dict[str, api.PodSandbox]:
+        return self._tables.pods
+
+    @property
+    def containers(self) -> dict[str, api.Container]:
+        return self._tables.containers
 
     def reset(self, pods: list[api.PodSandbox], containers: list[api.Container]) -> None:
-        self.pods = {p.id: p for p in pods[:MAX_OBJECTS]}
-        self.containers = {c.id: c for c in containers[:MAX_OBJECTS]}
+        self._tables.reset(pods, containers)
 
     def clear(self) -> None:
-        self.pods.clear()
-        self.containers.clear()
+        self._tables.clear()
 
     def knows_container(self, container_id: str) -> bool:
-        return container_id in self.containers
+        return container_id in self._tables.containers
 
     def observe_request(self, event: Event, req: Message | None) -> None:
         """Fold one lifecycle event into the view, from its request message."""
@@ -52,25 +64,8 @@ class StateCache:
 
     def observe(self, event: Event, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
-        """Fold one lifecycle event into the view."""
-        if event is Event.REMOVE_POD_SANDBOX and pod is not None:
-            self.pods.pop(pod.id, None)
-            return
-        if event is Event.REMOVE_CONTAINER and container is not None:
-            self.containers.pop(container.id, None)
-            return
-        if pod is not None and pod.id:
-            self._put(self.pods, pod.id, pod)
-        if container is not None and container.id:
-            state = _STATE_AFTER.get(event)
-            if state is not None and container.state != state:
-                # Record the state the event implies without touching the
-                # request object the handler is about to see.
-                incoming = container
-                container = api.Container()
-                container.CopyFrom(incoming)
-                container.state = state
-            self._put(self.containers, container.id, container)
+        """Fold one lifecycle event into the view (bridge.contract.node_fold)."""
+        self._tables.fold(_NAMES[event], pod, container)
 
     def apply_answer(self, event: Event, req: Message | None,
                      response: Message | None) -> None:
@@ -99,11 +94,3 @@ class StateCache:
             current = self.containers.get(update.container_id)
             if current is not None and update.linux.HasField("resources"):
                 current.linux.resources.MergeFrom(update.linux.resources)
-
-    @staticmethod
-    def _put(table: dict[str, T], key: str, value: T) -> None:
-        if key not in table and len(table) >= MAX_OBJECTS:
-            log.warning("state cache full (%d objects); not tracking %s", MAX_OBJECTS, key)
-            return
-        table[key] = value
-

@@ -1,0 +1,76 @@
+"""One pod/container fold (bridge.contract.node_fold): the bridge's state cache (protobuf) and the
+policy server's NodeView (SDK dataclasses, from the envelope the bridge sends) end every
+lifecycle in the same state, and RemovePodSandbox drops the containers still recorded for the
+pod in both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from google.protobuf.message import Message
+
+from bridge.contract.capabilities import runtime_ref
+from bridge.contract.catalogue import EVENTS_BY_RPC, EventName
+from bridge.contract.node_fold import NodeTables
+from bridge.contract.request_body import PayloadBuilder, envelope_document
+from bridge.nri.cache import StateCache
+from bridge.proto.nri import api_pb2 as api
+from policy_server.sdk.model import parse_event
+from policy_server.sdk.node_view import NodeState
+
+P1 = api.PodSandbox(id="p1", name="web", namespace="default", uid="u1")
+P2 = api.PodSandbox(id="p2", name="db", namespace="default", uid="u2")
+
+
+def _c(cid: str, pod: str, state: int = api.CONTAINER_UNKNOWN) -> api.Container:
+    return api.Container(id=cid, pod_sandbox_id=pod, name=cid, state=state)
+
+
+def lifecycle() -> Iterator[tuple[str, Message]]:
+    yield "Synchronize", api.SynchronizeRequest(
+        pods=[P1, P2], containers=[_c("c1", "p1", api.CONTAINER_RUNNING),
+                                   _c("c2", "p2", api.CONTAINER_RUNNING)])
+    yield "RunPodSandbox", api.RunPodSandboxRequest(pod=api.PodSandbox(id="p3", name="new"))
+    yield "CreateContainer", api.CreateContainerRequest(pod=P1, container=_c("c3", "p1"))
+    yield "StartContainer", api.StartContainerRequest(pod=P1, container=_c("c3", "p1"))
+    yield "CreateContainer", api.CreateContainerRequest(pod=P2, container=_c("c4", "p2"))
+    yield "StopContainer", api.StopContainerRequest(
+        pod=P2, container=_c("c2", "p2", api.CONTAINER_RUNNING))
+    yield "RemoveContainer", api.RemoveContainerRequest(
+        pod=P2, container=_c("c2", "p2", api.CONTAINER_STOPPED))
+    # p1's containers were never reported removed (a RemoveContainer the bridge did not see).
+    yield "StopPodSandbox", api.StopPodSandboxRequest(pod=P1)
+    yield "RemovePodSandbox", api.RemovePodSandboxRequest(pod=P1)
+
+
+def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
+    cache, node = StateCache(), NodeState()
+    builder = PayloadBuilder()
+    runtime = runtime_ref("containerd", "2.1.9", (0, 12, 0))
+    for name, req in lifecycle():
+        if isinstance(req, api.SynchronizeRequest):
+            cache.reset(list(req.pods), list(req.containers))
+            payload = builder.sync(req.pods, req.containers)
+        else:
+            cache.observe_request(EVENTS_BY_RPC[name], req)
+            payload = builder.event(name, req)
+        node.apply(parse_event(envelope_document(name, "u", runtime, 100, False, payload)))
+        # After every event, both sides hold the same pods and containers, in the same states.
+        assert sorted(cache.pods) == sorted(node.pods), name
+        assert {cid: api.ContainerState.Name(c.state) for cid, c in cache.containers.items()} \
+            == {cid: c.state for cid, c in node.containers.items()}, name
+    assert sorted(cache.pods) == ["p2", "p3"]
+    assert {cid: c.state for cid, c in node.containers.items()} == {"c4": "CONTAINER_CREATED"}
+    assert not cache.knows_container("c1") and not cache.knows_container("c3")
+
+
+def test_the_tables_are_bounded_and_changed_in_place() -> None:
+    tables: NodeTables[api.PodSandbox, api.Container] = NodeTables(
+        "test", lambda c: str(c.state), lambda c, s: c, max_objects=2)
+    pods = tables.pods
+    tables.reset([api.PodSandbox(id=f"p{i}") for i in range(5)], [])
+    assert tables.pods is pods and sorted(pods) == ["p0", "p1"]
+    tables.fold(EventName.RUN_POD_SANDBOX, api.PodSandbox(id="p9"), None)
+    assert sorted(pods) == ["p0", "p1"]  # full: a new pod is not tracked
+    tables.fold(EventName.RUN_POD_SANDBOX, api.PodSandbox(id="p0", name="again"), None)
+    assert pods["p0"].name == "again"  # a known one is still updated
