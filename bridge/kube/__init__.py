@@ -16,7 +16,13 @@ from bridge.kube.kubelet import translate
 from bridge.kube.manifest import load_pods, parse_documents, pods_of
 from bridge.kube.model import ContainerKind, Pod
 from bridge.kube.node import NodeSpec
-from bridge.kube.runtime_view import container, container_id, pod_sandbox, sandbox_id
+from bridge.kube.runtime_view import (
+    container,
+    container_id,
+    effective,
+    pod_sandbox,
+    sandbox_id,
+)
 
 __all__ = [
     "ContainerKind",
@@ -27,6 +33,7 @@ __all__ = [
     "Pod",
     "container",
     "container_id",
+    "effective",
     "load_pods",
     "parse_documents",
     "pod_sandbox",

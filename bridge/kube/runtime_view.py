@@ -14,7 +14,7 @@ import hashlib
 import uuid
 from typing import Any
 
-from bridge.contract.convert import from_json
+from bridge.contract.convert import from_json, to_json
 from bridge.kube.cri import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.env import NODE_IP, POD_IP
 from bridge.proto.nri import api_pb2 as api
@@ -170,3 +170,14 @@ def _devices(profile: RuntimeProfile) -> dict[str, Any]:
     if profile.defaults.deny_all_devices:
         return {"devices": [{"allow": False, "access": "rwm"}]}
     return {}
+
+
+def effective(state: api.Container) -> dict[str, Any]:
+    """What a container ends with, as `try` reports it (and the kit's ``effective``)."""
+    data = to_json(state)
+    linux = data.get("linux", {})
+    return {"resources": linux.get("resources", {}), "oom_score_adj": linux.get("oom_score_adj"),
+            "env": data.get("env", []), "mounts": data.get("mounts", []),
+            "devices": linux.get("devices", []), "cdi_devices": data.get("CDI_devices", []),
+            "hooks": data.get("hooks", {}), "rlimits": data.get("rlimits", []),
+            "annotations": data.get("annotations", {})}

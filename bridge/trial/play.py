@@ -26,8 +26,7 @@ from typing import Any
 import yaml
 
 from bridge.config import BridgeConfig
-from bridge.contract.convert import to_json
-from bridge.kube import CriPod, container, pod_sandbox
+from bridge.kube import CriPod, container, effective, pod_sandbox
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.cri import CriResult, run_cri
 from bridge.simulator.profiles import RuntimeProfile
@@ -191,7 +190,7 @@ async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
         current = runtime.state.containers.get(ctr.id, ctr)
         result = await run_cri(runtime, "StartContainer", sandbox, current)
         crun.calls.append(result)
-        crun.effective = _effective(runtime.state.containers.get(ctr.id))
+        crun.effective = effective(runtime.state.containers.get(ctr.id, current))
         if not result.ok and spec.kind.value != "container":
             blocked = f"init container {spec.name} did not start"
         elif spec.runs_to_completion:
@@ -201,7 +200,7 @@ async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
     for crun, ctr in created:  # effective values once every container is in place
         state = runtime.state.containers.get(ctr.id)
         if state is not None and state.state == api.CONTAINER_RUNNING:
-            crun.effective = _effective(state)
+            crun.effective = effective(state)
     # Teardown: running containers are stopped (regular ones, then sidecars in reverse),
     # then the sandbox; everything is removed with the pod.
     running = [c for c, _ in created if _running(runtime, c.container_id)]
@@ -229,20 +228,3 @@ def _running(runtime: SimulatedRuntime, cid: str) -> bool:
 def _kind(pod: CriPod, name: str) -> str:
     return next(c.kind.value for c in pod.containers if c.name == name)
 
-
-def _effective(state: api.Container | None) -> dict[str, Any] | None:
-    if state is None:
-        return None
-    data = to_json(state)
-    linux = data.get("linux", {})
-    return {
-        "resources": linux.get("resources", {}),
-        "oom_score_adj": linux.get("oom_score_adj"),
-        "env": data.get("env", []),
-        "mounts": data.get("mounts", []),
-        "devices": linux.get("devices", []),
-        "cdi_devices": data.get("CDI_devices", []),
-        "hooks": data.get("hooks", {}),
-        "rlimits": data.get("rlimits", []),
-        "annotations": data.get("annotations", {}),
-    }
