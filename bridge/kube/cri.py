@@ -60,7 +60,7 @@ class CriPod:
     namespace: str
     uid: str
     qos_class: str
-    hostname: str
+    hostname: str  # empty for host-network pods (the runtime keeps the node's)
     log_directory: str
     cgroup_parent: str
     labels: Pairs
@@ -73,3 +73,4 @@ class CriPod:
     host_ipc: bool = False
     share_process_namespace: bool = False
     source: str = ""  # the manifest document, for messages
+    node_name: str = ""  # the node's hostname, what a host-network container sees

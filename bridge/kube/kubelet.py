@@ -38,7 +38,8 @@ def translate(pod: Pod, node: NodeSpec) -> CriPod:
     limits = resources.pod_totals(pod.containers, limits=True)
     return CriPod(
         name=pod.name, namespace=pod.namespace, uid=pod.uid, qos_class=qos.value,
-        hostname=node.name if pod.host_network else _hostname(pod),
+        # A host-network pod keeps the node's hostname: kubelet sends none.
+        hostname="" if pod.host_network else _hostname(pod), node_name=node.name,
         log_directory=f"{POD_LOG_ROOT}/{pod.namespace}_{pod.name}_{pod.uid}",
         cgroup_parent=resources.cgroup_parent(pod, node),
         labels=tuple(sorted({**dict(pod.labels), **_pod_labels(pod)}.items())),

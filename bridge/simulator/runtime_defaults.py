@@ -40,15 +40,21 @@ class RuntimeDefaults:
     annotation_prefix: str
     cgroup_systemd_prefix: str  # <slice>:<prefix>:<id> with the systemd driver
     netns_dir: str
+    pause_image_annotation: bool  # io.kubernetes.cri.podsandbox.image-name on the pod
+    # io.kubernetes.cri.sandbox-cpu-{period,quota,shares} and sandbox-memory from the pod's
+    # totals (containerd 1.7, checked in tests/e2e)
+    sandbox_resource_annotations: bool
 
 
 _CRI_DIR = "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/{id}"
 _CRI_RUN_DIR = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{id}"
 
 
-def _containerd(pause_image: str) -> RuntimeDefaults:
+def _containerd(pause_image: str, *, image_annotation: bool,
+                resource_annotations: bool) -> RuntimeDefaults:
     return RuntimeDefaults(
-        pause_image=pause_image,
+        pause_image=pause_image, pause_image_annotation=image_annotation,
+        sandbox_resource_annotations=resource_annotations,
         image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",),
         default_mounts=_OCI_DEFAULT_MOUNTS,
         sandbox_files=(("/etc/hostname", f"{_CRI_DIR}/hostname"),
@@ -60,5 +66,7 @@ def _containerd(pause_image: str) -> RuntimeDefaults:
         netns_dir="/var/run/netns")
 
 
-CONTAINERD_1_7 = _containerd("registry.k8s.io/pause:3.8")
-CONTAINERD_2 = _containerd("registry.k8s.io/pause:3.10")
+CONTAINERD_1_7 = _containerd("registry.k8s.io/pause:3.8", image_annotation=False,
+                             resource_annotations=True)
+CONTAINERD_2 = _containerd("registry.k8s.io/pause:3.10", image_annotation=True,
+                           resource_annotations=True)
