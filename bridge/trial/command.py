@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from bridge.config import parse
+from bridge.config_file import parse
 from bridge.errors import ConfigError
 from bridge.kube import ManifestError, NodeSpec, load_pods, quantity, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from bridge.config import BridgeConfig
+from bridge.config_file import BridgeConfig
 from bridge.kube import CriPod, container, effective, pod_sandbox
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.cri import CriResult, run_cri

@@ -19,8 +19,8 @@ from typing import Any
 from bridge.control.serving import ControlServer, wait_started
 from bridge.control.settings import ControlSettings
 from bridge.webhooks.client import PolicyClient
-from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.failures import WebhookFailure
+from bridge.webhooks.specs import WebhookSpec
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
