@@ -16,6 +16,7 @@ import re
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -215,13 +216,8 @@ def _add_token_volume(name: str, namespace: str, volumes: Sequence[Volume],
         if any(m.mount_path == TOKEN_MOUNT_PATH for m in c.mounts):
             out.append(c)
         else:
-            out.append(_replace_mounts(c, (*c.mounts, mount)))
+            out.append(replace(c, mounts=(*c.mounts, mount)))
     return [*volumes, volume], out
-
-
-def _replace_mounts(c: Container, mounts: tuple[VolumeMount, ...]) -> Container:
-    from dataclasses import replace
-    return replace(c, mounts=mounts)
 
 
 def _container(item: Any, where: str, field: str, regular: bool, volumes: set[str]) -> Container:

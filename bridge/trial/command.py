@@ -14,13 +14,14 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from bridge.config_file import parse
 from bridge.errors import ConfigError
-from bridge.kube import ManifestError, NodeSpec, load_pods, quantity, translate
+from bridge.kube import ManifestError, NodeSpec, Pod, load_pods, quantity, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
 from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.trial import report
@@ -123,8 +124,7 @@ def _pairs(text: str, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _with_topology(pod: Any, node: NodeSpec) -> Any:
-    from dataclasses import replace
+def _with_topology(pod: Pod, node: NodeSpec) -> Pod:
     copied = {k: v for k, v in node.labels if k in TOPOLOGY_LABELS}
     if not copied:
         return pod
