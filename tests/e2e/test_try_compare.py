@@ -31,6 +31,8 @@ from .kubelet_cri import Placement, container_config, sandbox_config
 from .policy_proc import PolicyServer, WebhookBridge
 from .runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 
+pytestmark = pytest.mark.e2e
+
 EVENTS = ["RunPodSandbox", "CreateContainer"]
 WAIT_S = 30.0
 # The e2e machine has no CNI: pods use the host network.

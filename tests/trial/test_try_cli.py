@@ -171,3 +171,44 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
     done = run_try(EXAMPLE_PODS[0], "--config", str(config))
     assert done.returncode == 2
     assert "webhooks[0].bogus: unknown key" in done.stderr
+
+
+@pytest.mark.parametrize(("policy", "code"), [("Ignore", 0), ("Fail", 1)])
+def test_unreachable_webhook_follows_its_failure_policy(tmp_path: Path, policy: str,
+                                                        code: int) -> None:
+    config = tmp_path / "bridge.yaml"
+    config.write_text(json.dumps({"webhooks": [{
+        "name": "gone", "url": f"unix://{tmp_path}/nobody.sock/v1/policies/x",
+        "events": ["CreateContainer"], "failure_policy": policy}]}))
+    done = run_try(EXAMPLE_PODS[1], "--config", str(config), "--output", "json")
+    assert done.returncode == code, done.stderr
+    (app,) = json.loads(done.stdout)
+    assert any(w["webhook"] == "gone" and w["event"] == "CreateContainer"
+               and w["message"].startswith("call failed:") for w in app["warnings"])
+    if policy == "Fail":
+        assert app["reject"] is not None and app["reject"]["event"] == "CreateContainer"
+        assert app["effective"] is None
+    else:
+        assert app["reject"] is None and app["effective"]["oom_score_adj"] == -997
+
+
+def test_shadow_mode_reject_is_a_warning(tmp_path: Path, policy_socket: Path) -> None:
+    config = tmp_path / "bridge.yaml"
+    config.write_text(json.dumps({"webhooks": [{
+        "name": "no-latest", "url": f"unix://{policy_socket}/v1/policies/no-latest",
+        "events": ["CreateContainer"], "mode": "shadow"}]}))
+    done = run_try("-", "--config", str(config), "--output", "json", stdin=REJECTED_POD)
+    assert done.returncode == 0, done.stderr
+    setup, app = json.loads(done.stdout)
+    assert setup["reject"] is None and setup["requests"]["CreateContainer"]["dry_run"] is True
+    assert [w["message"] for w in setup["warnings"]] == [
+        "shadow mode: would reject: no_latest: image tools:latest uses :latest"]
+    assert app["effective"] is not None  # kubelet got past the init container
+
+
+def test_no_pods_is_bad_input(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("---\n# nothing\n")
+    done = run_try(str(empty), "--policy-url", "unix:///tmp/x.sock/p")
+    assert done.returncode == 2
+    assert "the manifests describe no pods" in done.stderr
