@@ -68,7 +68,6 @@ class PodRun:
 class TrialResult:
     pods: tuple[PodRun, ...]
     exchanges: tuple[Exchange, ...]
-    bridge_log: str  # the bridge's log (JSON lines), for --verbose / failures
 
 
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
@@ -90,25 +89,26 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
     runtime = SimulatedRuntime(work / "nri.sock", profile, request_timeout_s=REQUEST_TIMEOUT_S)
     log = work / "bridge.log"
     await relay.start()
-    await runtime.start()
-    proc: asyncio.subprocess.Process | None = None
     try:
-        with (work / "bridge.out").open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bridge", "run", "--nri-socket", str(work / "nri.sock"),
-                "--config", str(bridge_config), "--control-socket", "",
-                "--log-format", "json", "--log-file", str(log), "--plugin-name", "try",
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True)
-        await _wait_plugin(runtime, proc, work)
-        runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+        await runtime.start()
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            with (work / "bridge.out").open("wb") as out:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "bridge", "run", "--nri-socket", str(work / "nri.sock"),
+                    "--config", str(bridge_config), "--control-socket", "",
+                    "--log-format", "json", "--log-file", str(log), "--plugin-name", "try",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            await _wait_plugin(runtime, proc, work)
+            runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+        finally:
+            if proc is not None:
+                await _stop(proc)
+            await runtime.stop()
     finally:
-        if proc is not None:
-            await _stop(proc)
-        await runtime.stop()
         await relay.stop()
-    return TrialResult(tuple(runs), tuple(relay.exchanges),
-                       log.read_text(errors="replace") if log.exists() else "")
+    return TrialResult(tuple(runs), tuple(relay.exchanges))
 
 
 def relayed_document(document: dict[str, Any], relay_socket: str) -> dict[str, Any]:
