@@ -26,11 +26,12 @@ from typing import Any
 import yaml
 
 from bridge.config_file import BridgeConfig
+from bridge.errors import BridgeError
 from bridge.kube import CriPod, container, effective, pod_sandbox
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.cri import CriResult, run_cri
 from bridge.simulator.profiles import RuntimeProfile
-from bridge.simulator.runtime import SimulatedRuntime
+from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.relay import Exchange, Relay
 
 # containerd's default NRI request timeout: what the bridge's budgets are derived from.
@@ -77,6 +78,8 @@ async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str
     os.chmod(work, 0o700)
     try:
         return await _run(work, pods, config, document, profile)
+    except (OSError, BridgeError, SimulatorError) as exc:
+        raise TrialError(f"cannot run the trial: {exc}") from exc
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
