@@ -8,7 +8,9 @@ running the declared exec probes with their timeouts.
 
 Must not: read the manifests from anywhere but the rendered objects it is given, or change what
 they declare. The one thing a test decides is where host paths live (``host_paths``): the NRI
-directory of the private containerd, a fake resctrl tree.
+directory of the private containerd, a fake resctrl tree. One machine limit is applied and
+said (``notes``): a capability this machine's own bounding set lacks cannot be granted by any
+runtime here (runc fails "unable to apply caps"), so it is left out of ``add``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from tests.deploy.support import one, quantity
 from tests.e2e.cri import CriClient
+
+from .security_context import CAP_BITS, read_proc
 
 # kubelet's defaults (k8s.io/kubernetes/pkg/securitycontext) for a non-privileged container.
 MASKED_PATHS = ["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
@@ -65,6 +69,19 @@ class Kubelet:
         self.workdir = workdir
         self.cgroup_prefix = cgroup_prefix
         self.host_paths = dict(host_paths)
+        self.notes: list[str] = []
+        self._host_caps = read_proc(os.getpid()).cap_bnd
+
+    def _grantable(self, container: str, caps: list[str]) -> list[str]:
+        out = []
+        for cap in caps:
+            bit = CAP_BITS.get(cap.removeprefix("CAP_"))
+            if bit is not None and not self._host_caps & (1 << bit):
+                self.notes.append(f"{container}: capability {cap} left out: this machine's "
+                                  "bounding set lacks it")
+                continue
+            out.append(cap)
+        return out
 
     # --- volumes ------------------------------------------------------------------------
 
@@ -197,7 +214,8 @@ class Kubelet:
         ctx = c.get("securityContext", {})
         caps = ctx.get("capabilities", {})
         security = pb.LinuxContainerSecurityContext(
-            capabilities=pb.Capability(add_capabilities=caps.get("add", []),
+            capabilities=pb.Capability(add_capabilities=self._grantable(c["name"],
+                                                                        caps.get("add", [])),
                                        drop_capabilities=caps.get("drop", [])),
             privileged=bool(ctx.get("privileged", False)),
             namespace_options=self._namespaces(spec, sandbox=False),

@@ -3,6 +3,7 @@
 #
 #   podman       builds deploy/Dockerfile (as `docker build` would) and runs systemd as PID 1
 #   debootstrap  makes the Python 3.11 base image (no registry is reachable from CI)
+#   containernetworking-plugins  ptp/host-local/loopback: the DaemonSet pod's own network
 #   kubectl      renders the kustomize manifests (tests/deploy/setup/install-kubectl.sh)
 #   containerd 1.7.24 / 2.1.9 and the CRI proto: tests/e2e/setup/install-runtimes.sh
 set -euo pipefail
@@ -12,7 +13,7 @@ REPO=$(cd "$HERE/../../.." && pwd)
 log() { echo "install-shipped-tools: $*" >&2; }
 
 missing=()
-for pkg in podman debootstrap systemd; do
+for pkg in podman debootstrap systemd containernetworking-plugins; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
         missing+=("$pkg")
     fi
