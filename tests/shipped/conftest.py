@@ -98,3 +98,13 @@ def node(request: pytest.FixtureRequest) -> Iterator[Containerd]:
             module = request.module.__name__.rsplit(".", 1)[-1]
             keep_log(instance.dirs.log, f"{module}-containerd-{runtime.version}.log")
             instance.cleanup()
+
+
+@pytest.fixture(scope="session")
+def containers_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """podman run settings for this machine: rootful podman 4.3 cannot raise its default
+    rlimits here ("error setting rlimit type 7"), so runs get explicit ones."""
+    conf = tmp_path_factory.mktemp("podman") / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000", '
+                    '"nproc=32768:32768"]\n')
+    return conf
