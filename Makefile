@@ -54,4 +54,4 @@ clean:
 # (needs root; installs podman, debootstrap, kubectl and both containerds).
 shipped: $(STAMP)
 	bash tests/shipped/setup/install-tools.sh
-	$(BIN)/pytest -q -rxX -s -m shipped tests/shipped -p no:cacheprovider
+	$(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
