@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from bridge.webhooks.config import TlsSpec, WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.http1 import Http1Connection, Unanswered
+from bridge.webhooks.specs import TlsSpec, WebhookSpec
 
 MAX_REPLY_BYTES = 1 << 20
 TOKEN_REFRESH_S = 60.0  # re-read bearer_token_file (projected tokens rotate)
