@@ -18,9 +18,13 @@ for f in /etc/pip.conf /etc/ssl/certs/ca-certificates.crt; do
     [[ -f $f ]] && mounts+=(-v "$f:$f:ro")
 done
 start=$(date +%s.%N)
+old=$(podman image inspect --format "{{.Id}}" "$IMAGE" 2>/dev/null || true)
 podman build --no-cache --pull=never --layers=false \
     -f "$REPO/deploy/Dockerfile" --build-arg "PYTHON_IMAGE=$base" \
     "${mounts[@]}" -t "$IMAGE" "$REPO" >&2
 end=$(date +%s.%N)
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+# The previous build of this tag, now untagged: removed so repeated runs do not pile up.
+[[ -n $old && $old != "$(podman image inspect --format "{{.Id}}" "$IMAGE")" ]] &&
+    podman rmi "$old" >/dev/null 2>&1 || true
 echo "$IMAGE $size $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"

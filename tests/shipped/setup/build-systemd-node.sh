@@ -18,6 +18,10 @@ mounts=()
 for f in /etc/pip.conf /etc/ssl/certs/ca-certificates.crt; do
     [[ -f $f ]] && mounts+=(-v "$f:$f:ro")
 done
+old=$(podman image inspect --format "{{.Id}}" "$IMAGE" 2>/dev/null || true)
 podman build --pull=never --layers=false -f "$HERE/systemd-node.Containerfile" \
     --build-arg "BASE_IMAGE=$base" "${mounts[@]}" -t "$IMAGE" "$ctx" >&2
+# The previous build of this tag, now untagged: removed so repeated runs do not pile up.
+[[ -n $old && $old != "$(podman image inspect --format "{{.Id}}" "$IMAGE")" ]] &&
+    podman rmi "$old" >/dev/null 2>&1 || true
 echo "$IMAGE"
