@@ -50,7 +50,7 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
 
-# The image, the DaemonSet pod and the systemd units run as shipped
+# The image, the DaemonSet pod, the compose pair and the systemd units run as shipped
 # (needs root; installs podman, debootstrap, kubectl and both containerds).
 shipped: $(STAMP)
 	bash tests/shipped/setup/install-tools.sh

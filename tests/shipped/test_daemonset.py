@@ -34,7 +34,8 @@ from .image import BuiltImage, import_as
 from .kubelet import Kubelet, RunningPod
 from .security_context import assert_is, identity, read_proc
 
-pytestmark = pytest.mark.shipped
+# Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
+pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
 
 READY_TIMEOUT_S = 60.0
 QOS_LABEL = "koordinator.sh/qosClass"

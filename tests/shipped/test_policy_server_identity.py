@@ -25,7 +25,8 @@ from .conftest import CGROUP_V1_ROOT
 from .policy_server_proc import ShippedPolicyServer
 from .security_context import Identity, assert_is
 
-pytestmark = pytest.mark.shipped
+# Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
+pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
 
 QOS_LABEL = "koordinator.sh/qosClass"
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"

@@ -22,7 +22,8 @@ from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 
 from .systemd_node import UNITS, SystemdNode, build
 
-pytestmark = pytest.mark.shipped
+# Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
+pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
 
 QOS_LABEL = "koordinator.sh/qosClass"
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
