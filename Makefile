@@ -37,9 +37,12 @@ test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 
 # Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).
+# e2e and shipped share the nri-e2e cgroup prefix and clean it up: one run at a time per machine.
+NODE_LOCK := /run/nri-webhook-bridge-node-tests.lock
+
 e2e: $(STAMP)
 	bash tests/e2e/setup/install-runtimes.sh
-	$(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
+	flock $(NODE_LOCK) $(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
@@ -54,4 +57,4 @@ clean:
 # (needs root; installs podman, debootstrap, kubectl and both containerds).
 shipped: $(STAMP)
 	bash tests/shipped/setup/install-tools.sh
-	$(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
+	flock $(NODE_LOCK) $(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
