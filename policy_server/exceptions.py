@@ -26,6 +26,21 @@ class PayloadError(PolicyServerError):
         self.message = message
 
 
+class RequestError(PolicyServerError):
+    """A webhook request the server refuses: ``detail`` is the 422's ``detail`` list, each entry's
+    ``loc`` naming the field (``["body", "container", "state"]``), as FastAPI gives them.
+
+    ``event`` is the request's event when the contract took the body but the SDK refused a
+    field it reads (such requests are counted as ``invalid`` in the metrics), else ``None``.
+    """
+
+    def __init__(self, detail: list[dict[str, object]], event: str | None = None) -> None:
+        first = detail[0] if detail else {}
+        super().__init__(f"{first.get('loc')}: {first.get('msg')}")
+        self.detail = detail
+        self.event = event
+
+
 class RulesError(PolicyServerError):
     """A rules file is invalid; ``key`` is the dotted path of the offending key."""
 
