@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup tools demo test lint typecheck proto e2e bench clean
+.PHONY: setup tools demo test lint typecheck proto e2e shipped bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -49,3 +49,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+# The image, the DaemonSet pod, the compose pair and the systemd units run as shipped
+# (needs root; installs podman, debootstrap, kubectl and both containerds).
+shipped: $(STAMP)
+	bash tests/shipped/setup/install-tools.sh
+	$(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
