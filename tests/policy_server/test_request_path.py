@@ -24,7 +24,7 @@ from bridge.contract.nri_version import nri_version_of
 from bridge.contract.replay import load_cases
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
-from policy_server.engine.request import field_loc, parse_request
+from policy_server.engine.request import field_loc, parse_request, synchronize_event
 from policy_server.exceptions import PayloadError, RequestError, UnknownPolicyError
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.model import Event
@@ -328,3 +328,33 @@ async def test_what_the_fast_path_hands_back_gets_the_same_answer_as_before(
         assert fast is not None and fast.uid == json.loads(raw)["uid"]
     else:
         assert fast is None  # refused by the strict parse: explained (or taken) by lax mode
+
+
+# --- the Synchronize the server builds itself (resync, reconciler) ------------------------------
+
+
+def test_synchronize_event_is_the_request_paths_for_the_same_state() -> None:
+    body = json.loads((CONTRACT_EXAMPLES / "Synchronize.request.json").read_text())
+    event = synchronize_event("resync", body["pods"], body["containers"])
+    sent = parse_request(_raw(body))
+    assert (event.pods, event.containers) == (sent.pods, sent.containers)
+    assert event.name is EventName.SYNCHRONIZE and event.uid.startswith("resync-")
+    assert (event.runtime_name, event.runtime_version, event.budget_ms) == (
+        "nri-policy-server", "resync", 0)
+
+
+@pytest.mark.parametrize(
+    ("pods", "containers", "field"),
+    [
+        ([{"id": "p", "labels": {"a": 1}}], [], "pods[0].labels.a"),
+        ([], [{"id": "c", "state": 2}], "containers[0].state"),
+        ([], [{"id": "c", "linux": {"resources": {"cpu": {"shares": "x"}}}}],
+         "containers[0].linux.resources.cpu.shares"),
+        ([], [{"id": "c", "surprise": True}], "containers[0].surprise"),
+    ],
+)
+def test_a_bad_bridge_state_is_refused_naming_the_entry(
+        pods: list[Any], containers: list[Any], field: str) -> None:
+    with pytest.raises(PayloadError) as info:
+        synchronize_event("reconcile", pods, containers)
+    assert info.value.field == field
