@@ -2,9 +2,10 @@
 
 Owns: the one encoder of the request envelope — its keys and their order, and how each payload
 key of the catalogue (`REQUEST_PAYLOAD`) is taken from the event's request message. Everything
-that produces an envelope uses it: the webhook calls (bytes), recordings, and the policy
-server's own Synchronize bodies (resync, reconciler) as a document decoded from those bytes;
-tests/contract/test_request_body.py pins the bytes to the pydantic model for every event.
+that produces an envelope uses it: the webhook calls (bytes) and recordings (the document
+decoded from those bytes); tests/unit/test_request_body.py pins the bytes, for every event, to
+the pydantic model, the recording and (Synchronize) the Event the policy server builds itself
+for resync and the reconciler.
 Must not: do I/O, or know how the body travels.
 
 Payload rule: a message-valued key (`pod`, `container`, `linux_resources`, `adjust`, `owners`)
@@ -82,11 +83,6 @@ def sync_payload(pods: Sequence[api.PodSandbox], containers: Sequence[api.Contai
             "containers": encode([to_json(c) for c in containers])}
 
 
-def json_payload(values: Mapping[str, Any]) -> Payload:
-    """A payload from values already in JSON form (the bridge's `GET /v1/state`)."""
-    return {key: encode(value) for key, value in values.items()}
-
-
 class PayloadBuilder:
     """Encodes event payloads as `event_payload` does, with a pod cache (one per handler)."""
 
@@ -132,7 +128,7 @@ def envelope(event: str, uid: str, runtime: bytes, budget_ms: int, dry_run: bool
 
 def envelope_document(event: str, uid: str, runtime: Mapping[str, Any], budget_ms: int,
                       dry_run: bool, payload: Payload) -> dict[str, Any]:
-    """The same body as a JSON document (recordings, the policy server's own Synchronize)."""
+    """The same body as a JSON document (recordings)."""
     doc: dict[str, Any] = orjson.loads(envelope(event, uid, encode(runtime), budget_ms,
                                                 dry_run, payload))
     return doc

@@ -12,10 +12,10 @@ from google.protobuf.message import Message
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, EventName
 from bridge.contract.node_fold import NodeTables
-from bridge.contract.request_body import PayloadBuilder, envelope_document
+from bridge.contract.request_body import PayloadBuilder, encode, envelope
 from bridge.nri.cache import StateCache
 from bridge.proto.nri import api_pb2 as api
-from policy_server.sdk.model import parse_event
+from policy_server.engine.request import parse_request
 from policy_server.sdk.node_view import NodeState
 
 P1 = api.PodSandbox(id="p1", name="web", namespace="default", uid="u1")
@@ -46,7 +46,7 @@ def lifecycle() -> Iterator[tuple[str, Message]]:
 def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
     cache, node = StateCache(), NodeState()
     builder = PayloadBuilder()
-    runtime = runtime_ref("containerd", "2.1.9", (0, 12, 0))
+    runtime = encode(runtime_ref("containerd", "2.1.9", (0, 12, 0)))
     for name, req in lifecycle():
         if isinstance(req, api.SynchronizeRequest):
             cache.reset(list(req.pods), list(req.containers))
@@ -54,7 +54,7 @@ def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
         else:
             cache.observe_request(EVENTS_BY_RPC[name], req)
             payload = builder.event(name, req)
-        node.apply(parse_event(envelope_document(name, "u", runtime, 100, False, payload)))
+        node.apply(parse_request(envelope(name, "u", runtime, 100, False, payload)))
         # After every event, both sides hold the same pods and containers, in the same states.
         assert sorted(cache.pods) == sorted(node.pods), name
         assert {cid: api.ContainerState.Name(c.state) for cid, c in cache.containers.items()} \

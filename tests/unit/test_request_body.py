@@ -1,6 +1,7 @@
 """One webhook envelope: for every event, the bytes the webhook handler POSTs, the pydantic
-model's reading of them, the recording of the same event, and (Synchronize) the body the
-policy server's resync and reconciler build all hold the same JSON.
+model's reading of them and the recording of the same event hold the same JSON, and the policy
+server reads them into the same Event it builds itself for resync and the reconciler
+(Synchronize, from the bridge's state in the same payload form).
 
 The hot path is the real one (WebhookHandler -> Webhook -> request_body.envelope) with the
 HTTP exchange replaced by a client that keeps the body; the recording is the real
@@ -24,7 +25,7 @@ from bridge.record.recording_handler import RecordingHandler
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.webhook import Webhook
-from policy_server.node.reconciler import synchronize_body
+from policy_server.engine.request import parse_request, synchronize_event
 from tests.webhooks.helpers import context, request, spec
 
 # Per call; the envelope keys that are per call rather than per event.
@@ -100,15 +101,16 @@ async def test_every_encoding_of_the_envelope_is_the_same(event: str, case: str,
     assert list(recorded) == list(sent)
     if case.endswith("empty-lists"):
         assert sent["update"] == [] and sent["plugins"] == [] and recorded["update"] == []
+    # The policy server's one request path reads the bytes.
+    received = parse_request(body)
+    assert received.name.value == event and received.uid == sent["uid"]
     if event == "Synchronize":
-        # resync and the reconciler build their Synchronize from the bridge's state (the same
-        # payload form) through the same encoder.
+        # resync and the reconciler build their Synchronize from the bridge's state (GET
+        # /v1/state: the same payload form) through the same models and conversion.
         for source in ("resync", "reconcile"):
-            own = synchronize_body(source, sent["pods"], sent["containers"])
-            assert _per_event(own) == _per_event(sent)
-            assert orjson.dumps(own["pods"]) == orjson.dumps(sent["pods"])
-            assert WebhookRequest.model_validate(own).model_dump(
-                mode="json", exclude_unset=True) == own
+            own = synchronize_event(source, sent["pods"], sent["containers"])
+            assert own.pods == received.pods and own.containers == received.containers
+            assert own.name is received.name and own.uid.startswith(f"{source}-")
 
 
 def _per_event(doc: dict[str, Any]) -> dict[str, Any]:
