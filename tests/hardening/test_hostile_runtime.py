@@ -165,12 +165,17 @@ async def test_data_frames_on_a_call_in_flight_are_ignored(
         for flags in (ttrpc.FLAG_REMOTE_CLOSED, 0, ttrpc.FLAG_NO_DATA):
             runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, ttrpc.HEADER.pack(
                 3, sid, ttrpc.MessageType.DATA, flags) + b"abc"))
-        await asyncio.sleep(0.05)
-        assert replies == [] and not event.done()
+        # A barrier instead of a sleep: a request sent after the Data frames is answered
+        # (Unimplemented) only once the plugin has read, and ignored, everything before it.
+        barrier = await h.conn.call_raw(_request("Barrier"), TIMEOUT_S)
+        assert barrier.code == Code.UNIMPLEMENTED
+        assert [f.stream_id for f in replies if f.stream_id == sid] == [] and not event.done()
         handler.gate.set()
         result = await event
         assert result.ok and result.container is not None and "GATE=open" in result.container.env
-        assert [f.stream_id for f in replies] == [sid]  # exactly one answer, the real one
+        # Exactly one answer on the call's stream, the real one (plus the barrier's).
+        assert [f.stream_id for f in replies if f.stream_id == sid] == [sid]
+        assert len(replies) == 2
         assert h.runtime.closed_plugins == []
 
 
@@ -183,7 +188,9 @@ async def test_a_cut_off_message_waits_for_the_rest_with_the_socket_open(
         frame = ttrpc.HEADER.pack(len(body), 101, ttrpc.MessageType.REQUEST, 0) + body
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[:7]))
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[7:40]))
-        await asyncio.sleep(0.3)  # no ttrpc-level timeout: the plugin keeps buffering
+        # The property is about time passing (there is no ttrpc-level timeout): a sleep, not
+        # an event, and a load that stretches it only makes the check stronger.
+        await asyncio.sleep(0.3)
         assert replies == [] and plugin_side.is_open and plugin_side.pending_bytes == 40
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[40:]))
         await wait_until(lambda: bool(replies), TIMEOUT_S)
