@@ -1,9 +1,10 @@
 """The policy server's exception tree.
 
-Three kinds are kept apart (style rule 5): faults in what a peer sent us (``PayloadError``,
-``RulesError``), expected policy outcomes (``PolicyError``: a handler could not decide, e.g. a bad
-pod annotation), and failures talking to the bridge (``BridgeControlError``). Anything else that
-escapes a handler is our bug and is logged with its traceback at the engine boundary.
+Three kinds are kept apart, as in the bridge (docs/architecture.md#errors): faults in what a
+peer sent us (``PayloadError``, ``RulesError``), expected policy outcomes (``PolicyError``: a
+handler could not decide, e.g. a bad pod annotation), and failures talking to the bridge
+(``BridgeControlError``). Anything else that escapes a handler is our bug and is logged with its
+traceback at the engine boundary.
 """
 
 from __future__ import annotations

@@ -130,8 +130,9 @@ def create_app(server: PolicyServer) -> HotRoute:
         status, reply = await evaluate_body(server, name, await request.body())
         return Response(reply, status_code=status, media_type="application/json")
 
-    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) costs ~7% of the
-    # server's CPU per webhook call (py-spy, docs/performance.md); HotRoute answers for itself.
+    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) is a visible
+    # share of the server's CPU per webhook call (docs/performance.md#numbers-behind-the-code);
+    # HotRoute answers for itself.
     return HotRoute(app, server)
 
 

@@ -9,8 +9,8 @@ differently (``contract_event`` says which), takes the checked path instead: orj
 contract in pydantic's lax mode (a 422 names the field exactly as FastAPI would), then the
 engine's ``parse_event`` (a 422 naming the field), so every answer, errors included, is the
 one that path gives. ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its
-middleware, routing, dependency solving and per-request objects (~100 µs per request on the
-reference machine, docs/performance.md); the FastAPI route of the same path calls the same
+middleware, routing, dependency solving and per-request objects cost more CPU than the policy
+(docs/performance.md#numbers-behind-the-code); the FastAPI route of the same path calls the same
 ``evaluate_body`` and exists for the OpenAPI docs. Owns no policy logic (that is
 ``PolicyServer.handle_event``) and no other route.
 """
@@ -131,8 +131,9 @@ def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
     return _detail(404, f"no policy named {name!r} (known: {known})")
 
 
-# Reply bodies already checked against WebhookReply (bridge.contract.checked): the check
-# costs ~4 µs in a micro-benchmark but ~18 µs per request under load (its validator is cold).
+# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
+# check costs several times its micro-benchmark figure, its validator being cold
+# (docs/performance.md#numbers-behind-the-code).
 MAX_CHECKED = MAX_ENTRIES
 _CHECKED: CheckedReplies[bytes, bool] = CheckedReplies(MAX_CHECKED)
 

@@ -1,5 +1,5 @@
 """Huge Synchronize against the bridge, with the bridge's own allocations measured (protocol
-§4.4, §2.7).
+docs/protocol.md#synchronize, docs/protocol.md#size-limits).
 
 10,000 containers (about 21 MiB of state) reach the bridge the way containerd 2.1.9 sends them,
 split into `more` chunks of at most 4 MiB; then 6,000 containers (about 12.5 MiB) arrive the way

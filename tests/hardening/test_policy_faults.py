@@ -1,4 +1,5 @@
-"""The policy server dies or hangs mid-stream (design §4): real bridge and policy processes.
+"""The policy server dies or hangs mid-stream (docs/operations.md#the-promise): real bridge and
+policy processes.
 
 One bridge, two webhooks on the same nri-policy-server: `lenient`
 (failure_policy Ignore, namespace default) and `strict` (Fail, namespace

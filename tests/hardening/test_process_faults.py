@@ -1,4 +1,5 @@
-"""Faults around the bridge process (design §4, protocol §3.1): real `python -m bridge` processes.
+"""Faults around the bridge process (docs/operations.md#the-promise,
+docs/protocol.md#external-plugins): real `python -m bridge` processes.
 
 - the runtime restarts five times: the bridge reconnects, re-registers and
   re-synchronizes every time, never exits, and holds no more fds than before;

@@ -1,4 +1,5 @@
-"""What the runtime does to misbehaving plugins (protocol §5), and the plugin core's answers."""
+"""What the runtime does to misbehaving plugins (docs/protocol.md#when-the-runtime-drops-a-plugin),
+and the plugin core's answers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Runtime restarts and hostile frames from the runtime side (protocol §3.1, §10)."""
+"""Runtime restarts and hostile frames from the runtime side (docs/protocol.md#external-plugins,
+docs/protocol.md#hostile-input)."""
 
 from __future__ import annotations
 

@@ -84,7 +84,8 @@ async def test_deferred_updates_from_an_event_handler(
 @pytest.mark.timeout(10)
 async def test_awaiting_update_containers_inside_an_event_deadlocks_until_closed(
         sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
-    """containerd holds one lock over events and UpdateContainers (protocol §4.7)."""
+    """containerd holds one lock over events and UpdateContainers
+    (docs/protocol.md#updatecontainers-and-the-runtimes-lock)."""
     pod, container = pod_and_container
     plugin: RawPlugin
 
