@@ -108,7 +108,7 @@ async def test_silent_plugin_is_closed_and_operation_fails_open(
         assert runtime.closed_plugins == [("05-raw", "CreateContainer: no response within 300 ms")]
         assert not conn.is_active and runtime.plugins == []
         assert plugin.trunk is not None
-        await asyncio.wait_for(plugin.trunk.wait_closed(), 2)
+        await asyncio.wait_for(plugin.trunk.wait_closed(), 5)  # a hang bound
 
 
 @pytest.mark.timeout(10)
@@ -148,7 +148,7 @@ async def test_no_registration_within_timeout_closes(sock_path: Path) -> None:
     await runtime.start()
     try:
         trunk = await plugin.connect()
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         assert runtime.closed_plugins == [
             ("connection#1", "plugin registration timed out (200 ms)")]
     finally:
@@ -173,7 +173,7 @@ async def test_invalid_identity_gets_error_status_and_close(
         with pytest.raises(RpcError) as refused:
             await plugin.register(name, index)
         assert (refused.value.code, refused.value.message) == (Code.UNKNOWN, problem)
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         assert [reason for _, reason in runtime.closed_plugins] == [
             f"invalid plugin registration: {problem}"]
         assert plugin.called("Configure") == []
@@ -204,7 +204,7 @@ async def test_mask_with_unknown_bits_closes_plugin(sock_path: Path, profile: st
     try:
         trunk = await plugin.connect()
         await plugin.register()
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         [(name, reason)] = runtime.closed_plugins
         assert name == "05-raw" and reason.startswith(f"invalid event mask 0x{events:x}")
         assert plugin.called("Synchronize") == []
@@ -240,7 +240,7 @@ async def test_configure_arrives_before_register_response(sock_path: Path) -> No
         await trunk.client.call(RUNTIME_SERVICE, "RegisterPlugin", request.SerializeToString(),
                                 timeout_s=2)
         order.append("RegisterPlugin response")
-        await runtime.wait_plugin(2)
+        await runtime.wait_plugin(5)  # a hang bound
         assert order == ["Configure", "RegisterPlugin response"]
     finally:
         await plugin.close()
