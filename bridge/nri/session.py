@@ -2,7 +2,7 @@
 
 The session's progress is an explicit state table. Configure may arrive before
 the RegisterPlugin response (the runtime marks us registered before replying,
-protocol §4.1), so registration completes when both have happened.
+docs/protocol.md#registration), so registration completes when both have happened.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 NRI_API_VERSION = "v0.12.2"  # the API revision schemas/nri/api.proto follows
 SYNC_WAIT_S = 300.0  # how long we wait for the runtime to synchronize us
 # v0.6.x runtimes never split a large Synchronize; accept their oversized
-# frames up to 16 MiB instead of dropping the sync (protocol §10).
+# frames up to 16 MiB instead of dropping the sync (docs/protocol.md#hostile-input).
 MAX_REQUEST_BYTES = 16 << 20
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
