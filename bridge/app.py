@@ -129,8 +129,9 @@ async def run(options: RunOptions) -> int:
             log.error("cannot start the metrics listener (--metrics-address): %s", exc)
             return 1
     # Everything built so far (modules, the control app, the handler) lives as long as the
-    # process: out of the collector's sight, a full collection no longer walks it (a 25 ms
-    # pause every few thousand events before, docs/performance.md).
+    # process: out of the collector's sight, a full collection no longer walks it (before, a
+    # pause of tens of milliseconds every few thousand events:
+    # docs/performance.md#numbers-behind-the-code).
     gc.collect()
     gc.freeze()
     log.info("starting", extra={

@@ -159,8 +159,9 @@ def _run(args: argparse.Namespace) -> int:
     options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
                              record=record, config_from_file=bool(args.config))
     try:
-        # uvloop: the event loop in C (libuv); ~10% less CPU per webhook event
-        # (docs/performance.md). The simulator and tools keep the stdlib loop.
+        # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
+        # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
+        # loop.
         return uvloop.run(app.run(options))
     except KeyboardInterrupt:
         return EXIT_OK

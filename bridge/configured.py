@@ -2,7 +2,7 @@
 
 A plugin the runtime launches from its plugin directory gets no arguments; its
 configuration is the runtime's `<conf.d>/NN-name.conf` (else `name.conf`), which
-arrives as the string ConfigureRequest.config (protocol §3.2; external plugins
+arrives as the string ConfigureRequest.config (docs/protocol.md#launched-plugins; external plugins
 always get ""). So the handler can only be built once Configure is here.
 
 Precedence: a `--config` file wins (a config string from the runtime is then

@@ -1,6 +1,6 @@
 """The bridge's exception tree.
 
-Three families are kept apart (style rule 5):
+Three families are kept apart (docs/architecture.md#errors):
 - local faults: our own bug or misuse (`BridgeBug`);
 - remote faults: the peer broke the protocol or went away (`ProtocolError`,
   `ConnectionClosed`, `RpcError` carrying the peer's status);

@@ -1,10 +1,11 @@
 """The policy server's exception tree.
 
-Three kinds are kept apart (style rule 5): faults in what a peer sent us (``RequestError``, the
-422 of the one request path, and ``PayloadError``, a field it names; ``RulesError``), expected
-policy outcomes (``PolicyError``: a handler could not decide, e.g. a bad pod annotation), and
-failures talking to the bridge (``BridgeControlError``). Anything else that
-escapes a handler is our bug and is logged with its traceback at the engine boundary.
+Three kinds are kept apart, as in the bridge (docs/architecture.md#errors): faults in what a
+peer sent us (``RequestError``, the 422 of the one request path, and ``PayloadError``, a field it
+names; ``RulesError``), expected policy outcomes (``PolicyError``: a handler could not decide,
+e.g. a bad pod annotation), and failures talking to the bridge (``BridgeControlError``).
+Anything else that escapes a handler is our bug and is logged with its traceback at the engine
+boundary.
 """
 
 from __future__ import annotations

@@ -280,8 +280,8 @@ async def serve(
     )
     config.load()  # imports and builds the app now, so that the freeze below covers it
     # The app, the policies and every module live as long as the process: out of the
-    # collector's sight, a full collection no longer walks them (a 45-60 ms pause every few
-    # thousand requests before, docs/performance.md).
+    # collector's sight, a full collection no longer walks them (before, a pause of tens of
+    # milliseconds every few thousand requests: docs/performance.md#numbers-behind-the-code).
     gc.collect()
     gc.freeze()
     main = _MainServer(config)

@@ -1,6 +1,6 @@
 """ContainerAdjustment in webhook JSON: explicit removals instead of `-` key prefixes.
 
-NRI marks a removal by prefixing the key with "-" (protocol §7.1). Policy
+NRI marks a removal by prefixing the key with "-" (docs/protocol.md#removals). Policy
 authors never see that: they write
 
     "adjust": {"env": [...], "remove": {"env": ["HTTP_PROXY"], "mounts": ["/data"]}}

@@ -2,8 +2,9 @@
 
 For every field of ContainerAdjustment, LinuxContainerAdjustment and LinuxResources (the parts
 a policy may set in `adjust` and `update`): the allow-list kind an operator must grant, how
-ownership is counted when several webhooks answer (protocol §7.2), whether NRI's "-" marker
-can remove it (§7.1), and the first NRI version whose runtimes apply it (§6.3, §6.4: an older
+ownership is counted when several webhooks answer (docs/protocol.md#ownership-and-conflicts),
+whether NRI's "-" marker can remove it (docs/protocol.md#removals), and the first NRI version whose
+runtimes apply it (docs/protocol.md#messages, docs/protocol.md#what-each-nri-version-added: an older
 runtime drops it silently). The allow list (bridge.webhooks.kinds), the merge
 (bridge.webhooks.reply_merge), the removal syntax (bridge.contract.adjustment) and the runtime's
 capabilities (bridge.contract.capabilities) read this table, and the reply walk

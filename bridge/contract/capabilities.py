@@ -1,14 +1,15 @@
 """Which adjustment fields a runtime applies, by the NRI version it embeds.
 
 A runtime ignores fields its NRI version does not know: an adjustment that uses
-them is silently dropped, with no error (protocol §6.4). So the envelope tells a
-policy what the connected runtime applies (`runtime.capabilities`), and the
+them is silently dropped, with no error (docs/protocol.md#what-each-nri-version-added). So the
+envelope tells a policy what the connected runtime applies (`runtime.capabilities`), and the
 bridge warns and counts when a policy sets a field that runtime would drop.
 
 Fields are named by their path in ContainerAdjustment / ContainerUpdate, as in
 the webhook JSON (`linux.resources.pids`, `CDI_devices`, `args`); a removal of an
 entry counts as using the field. The first NRI version of each field is a column
-of bridge.contract.adjustment_fields (from the message reference, protocol §6.3, §6.4).
+of bridge.contract.adjustment_fields (from the message reference, docs/protocol.md#messages,
+docs/protocol.md#what-each-nri-version-added).
 
 Owns: the questions asked of that column. Must not: log or count
 (the webhook handler does), or walk replies (the field paths a reply sets come from the

@@ -2,9 +2,10 @@
 
 Owns, per event: its wire name (the RPC name, also the webhook envelope's ``event``), its number
 and subscription bit, its request and response message types, the payload keys the envelope
-carries and the reply keys a policy may use (protocol §4.3, §4.5). Every other event list in the
-bridge and the policy server is computed from ``CATALOGUE`` below; tests/unit/test_catalogue.py
-proves it. Must not do I/O, import pydantic, or know about webhooks, handlers or HTTP.
+carries and the reply keys a policy may use (docs/protocol.md#configure-and-the-event-mask,
+docs/protocol.md#how-events-are-delivered). Every other event list in the bridge and the policy
+server is computed from ``CATALOGUE`` below; tests/unit/test_catalogue.py proves it. Must not do
+I/O, import pydantic, or know about webhooks, handlers or HTTP.
 
 Two enums name the events because their members must be visible to the type checker: ``Event``
 (the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the numbers are
@@ -55,7 +56,8 @@ class Event(IntEnum):
 
     @property
     def bit(self) -> int:
-        """Event value e sets bit 1 << (e - 1) in ConfigureResponse.events (protocol §4.3)."""
+        """Event value e sets bit 1 << (e - 1) in ConfigureResponse.events
+        (docs/protocol.md#configure-and-the-event-mask)."""
         return 1 << (self.value - 1)
 
     @property

@@ -2,9 +2,9 @@
 
 Runtimes from NRI v0.12.0 send NRI_version in Configure (recorded: containerd
 2.3.4 sends "v0.12.0"); that wins. Older ones do not, so it is inferred from the
-runtime name and version with the table below (protocol §4.3, checked against
-the recordings of containerd 1.7.24, 2.1.9, 2.2.7, 2.3.4 and CRI-O 1.36.3 in
-shared/fixtures). containerd reports its version with a "v" ("v2.2.7"), CRI-O
+runtime name and version with the table below (docs/protocol.md#configure-and-the-event-mask,
+checked against the recordings of containerd 1.7.24, 2.1.9, 2.2.7, 2.3.4 and CRI-O 1.36.3 in
+bridge/simulator/scenarios). containerd reports its version with a "v" ("v2.2.7"), CRI-O
 without ("1.36.3", name "cri-o"); containerd 2.x may report its name as "v2"
 (the last element of its Go package path), though every recording says
 "containerd", so both are accepted.

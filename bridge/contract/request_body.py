@@ -37,9 +37,10 @@ from bridge.proto.nri import api_pb2 as api
 # key -> that key's value, already JSON-encoded
 Payload = dict[str, bytes]
 
-# orjson: much faster than the stdlib encoder on a container's JSON tree (docs/performance.md);
-# UTF-8 out, nothing escaped beyond what JSON requires. Integer map keys (FieldOwners.simple)
-# become strings, as the stdlib encoder and proto3 JSON make them.
+# orjson: an order of magnitude faster than the stdlib encoder on a container's JSON tree
+# (docs/performance.md#numbers-behind-the-code); UTF-8 out, nothing escaped beyond what JSON
+# requires. Integer map keys (FieldOwners.simple) become strings, as the stdlib encoder and proto3
+# JSON make them.
 
 
 def encode(value: Any) -> bytes:

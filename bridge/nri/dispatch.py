@@ -5,7 +5,8 @@ decodes the payload once, hands the typed message on and encodes the reply. Even
 StateChange become one EventCall each for the handler chain; the Answer becomes the event's
 response, or the error that fails the operation.
 
-Rules this module enforces (protocol §4, §8, §9):
+Rules this module enforces (docs/protocol.md#registration, docs/protocol.md#what-the-go-stub-does,
+docs/protocol.md#how-events-are-delivered):
 - every one of the 18 Plugin methods answers; events the handler does not want get an empty
   success, never Unimplemented (a v0.12 runtime would switch us to StateChange permanently);
 - StateChange is dispatched on its `event` (building the event's dedicated request type, so a

@@ -55,7 +55,8 @@ class EventCall:
     runtime: RuntimeInfo
     via_state_change: bool
     # Updates for *other* containers go here, never to UpdateContainers directly: the runtime
-    # holds its lock while it waits for our answer (protocol §4.7).
+    # holds its lock while it waits for our answer
+    # (docs/protocol.md#updatecontainers-and-the-runtimes-lock).
     defer_updates: Callable[[Sequence[api.ContainerUpdate]], None]
     request: Message | None = None
     pods: Sequence[api.PodSandbox] = ()

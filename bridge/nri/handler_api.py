@@ -10,7 +10,8 @@ core builds the dedicated request type, so a handler never sees how an event was
 and return the event's response message, or None for "no change". Raising `EventRejected`
 fails the operation with that reason. Any other exception is a bug: the core logs it and
 answers "no change". A handler must not await UpdateContainers itself (the runtime holds its
-lock while it waits for our answer, protocol §4.7); it hands updates to `ctx.defer_updates`.
+lock while it waits for our answer, docs/protocol.md#updatecontainers-and-the-runtimes-lock); it
+hands updates to `ctx.defer_updates`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""The plugin's lifecycle methods on conn 1: Configure, Synchronize, Shutdown (protocol §4).
+"""The plugin's lifecycle methods on conn 1: Configure, Synchronize, Shutdown
+(docs/protocol.md#registration).
 
 Rules this module enforces:
 - the event mask is computed from what the handler chain wants and what the runtime's NRI
-  version knows: never 0, never an unknown bit (§4.3);
+  version knows: never 0, never an unknown bit (docs/protocol.md#configure-and-the-event-mask);
 - Synchronize chunks with `more=true` are buffered (bounded) and answered `more=true` with no
   updates; the final chunk gets all updates. One budget covers all chunks; if the handler needs
   longer, the runtime is answered in time and the late updates go out through
-  UpdateContainers afterwards (§4.4);
+  UpdateContainers afterwards (docs/protocol.md#synchronize);
 - every deadline is the request's own or Configure's request timeout, minus a safety margin;
 - a configuration the handler chain refuses at Configure (ConfigError: a launched plugin's
   Configure.config that does not parse) fails Configure with InvalidArgument, so the runtime
@@ -150,7 +151,8 @@ class Lifecycle:
                         ", ".join(sorted(e.rpc_name for e in dropped)))
         if mask == 0:
             # 0 would subscribe us to everything, validation included; fall back
-            # to a harmless post-event so the runtime keeps us (protocol §4.3).
+            # to a harmless post-event so the runtime keeps us
+            # (docs/protocol.md#configure-and-the-event-mask).
             mask = Event.REMOVE_CONTAINER.bit
         self.subscribed = events_of(mask)
         self.runtime = runtime

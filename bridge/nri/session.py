@@ -2,8 +2,8 @@
 
 The session's progress follows the plugin lifecycle table the simulated runtime follows too
 (bridge.contract.plugin_lifecycle). Configure may arrive before the RegisterPlugin response
-(the runtime marks us registered before replying, protocol §4.1), so the session counts as
-configured once both have happened.
+(the runtime marks us registered before replying, docs/protocol.md#registration), so the
+session counts as configured once both have happened.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 NRI_API_VERSION = "v0.12.2"  # the API revision schemas/nri/api.proto follows
 SYNC_WAIT_S = 300.0  # how long we wait for the runtime to synchronize us
 # v0.6.x runtimes never split a large Synchronize; accept their oversized
-# frames up to 16 MiB instead of dropping the sync (protocol §10).
+# frames up to 16 MiB instead of dropping the sync (docs/protocol.md#hostile-input).
 MAX_REQUEST_BYTES = 16 << 20
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")

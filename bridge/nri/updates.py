@@ -2,8 +2,8 @@
 
 containerd handles events, Synchronize and UpdateContainers under one lock, so
 awaiting UpdateContainers from inside a handler deadlocks until the runtime's
-timeout drops us (protocol §4.7). Handlers therefore only *defer* updates; this
-sender delivers them from its own task after the answer has been written.
+timeout drops us (docs/protocol.md#updatecontainers-and-the-runtimes-lock). Handlers therefore only
+*defer* updates; this sender delivers them from its own task after the answer has been written.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 The simulator has no OCI spec, so the `Container` message stands in for it.
 Applying a merged `ContainerAdjustment` follows how containerd's generator uses
-it (protocol §7.1-§7.2): annotation, mount, namespace, sysctl and net-device
-removals are honoured (removals first, then additions, so "-k" + "k" means
-replace); env and device removal markers are ignored, so pre-existing entries
+it (docs/protocol.md#removals, docs/protocol.md#ownership-and-conflicts): annotation, mount,
+namespace, sysctl and net-device removals are honoured (removals first, then additions, so "-k" +
+"k" means replace); env and device removal markers are ignored, so pre-existing entries
 survive; hooks, CDI devices and device cgroup rules are appended; everything
 else replaces. Sans-IO.
 """
@@ -33,7 +33,9 @@ def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) 
                 None if removed else mount)
     for kv in adjust.env:
         if kv.key.startswith("-"):
-            continue  # not forwarded by the adaptation; never deletes (protocol §7.2)
+            # Not forwarded by the adaptation; never deletes
+            # (docs/protocol.md#ownership-and-conflicts).
+            continue
         set_env(out.env, kv.key, kv.value)
     if adjust.HasField("hooks"):
         for kind in HOOK_KINDS:

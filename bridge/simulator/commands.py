@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sync-annotation-bytes", type=int, default=0, metavar="B",
                         help="padding per synthetic container (make sync exceed 4 MiB)")
     parser.add_argument("--hostile", action="store_true",
-                        help="send hostile frames to the plugin first (protocol §10)")
+                        help="send hostile frames to the plugin first "
+                             "(docs/protocol.md#hostile-input)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--hold", action="store_true",
                         help="after the report, stay connected until standard input closes "

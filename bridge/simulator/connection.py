@@ -4,7 +4,8 @@ The runtime is the ttrpc *client* on mux conn 1 (Plugin service) and the
 *server* on conn 2 (Runtime service), so its `Trunk` uses server_conn=2,
 client_conn=1.
 
-Call outcomes follow the adaptation's `isFatalError` (protocol §5):
+Call outcomes follow the adaptation's `isFatalError`
+(docs/protocol.md#when-the-runtime-drops-a-plugin):
 - `PluginFatal`: a local deadline, a closed connection or a protocol error;
   the runtime closes the plugin and carries on without it (fail-open);
 - `PluginFailed`: the plugin answered an error status (including a status 4
@@ -140,7 +141,7 @@ class PluginConnection:
         """Send a pre-encoded ttrpc Request body (any size, any stream id) on conn 1.
 
         For what the normal client refuses to send: the oversized Synchronize
-        of a v0.6 runtime (up to 16 MiB, protocol §2.7) and hostile frames.
+        of a v0.6 runtime (up to 16 MiB, docs/protocol.md#size-limits) and hostile frames.
         `wire` turns the ttrpc frame into the bytes written (default: the Go
         mux pattern). Returns the Response envelope whatever its status.
         """

@@ -1,7 +1,7 @@
 """CRI calls as a runtime turns them into NRI events.
 
 One CRI call becomes one to three NRI events, in this order (recorded from
-containerd 1.7.24-2.3.4 and CRI-O 1.36.3, shared/fixtures): CreateContainer ->
+containerd 1.7.24-2.3.4 and CRI-O 1.36.3, bridge/simulator/scenarios): CreateContainer ->
 CreateContainer (+ validation, v0.10+) then PostCreateContainer; StartContainer
 -> StartContainer then PostStartContainer; UpdateContainerResources ->
 UpdateContainer then PostUpdateContainer; UpdatePodSandboxResources ->

@@ -1,7 +1,7 @@
 """The runtime's built-in default validator (NRI v0.10+), as far as fail-closed needs it.
 
 containerd >= 2.2 and CRI-O >= 1.34 can load a validator of their own, plugin
-`00-default-validator` (protocol §7.5; recorded runtimes name it so). This
+`00-default-validator` (docs/protocol.md#validation; recorded runtimes name it so). This
 simulates its required-plugins check: CreateContainer is rejected unless every
 required plugin (bare name or `NN-name`) is connected, or the pod tolerates
 their absence through the configured annotation, looked up on the pod's

@@ -1,6 +1,7 @@
 """Delivering one lifecycle event to the plugins and combining their answers.
 
-This is the adaptation's per-event logic (protocol §4.5, §5, §7):
+This is the adaptation's per-event logic (docs/protocol.md#how-events-are-delivered,
+docs/protocol.md#when-the-runtime-drops-a-plugin, docs/protocol.md#ownership-and-conflicts):
 - only subscribed plugins are called, in ascending index order, each with the
   full request timeout;
 - delivery: older runtimes send nine events as `StateChange`; a v0.12+

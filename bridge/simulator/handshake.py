@@ -3,7 +3,9 @@
 Pure decisions (`identity_problem`, `configure_request`, `accepted_mask`) plus
 `synchronize`, which drives one (possibly split) Synchronize over a
 connection. Failures raise `HandshakeFailed` with the reason the runtime logs
-when it closes the plugin (protocol §4.2-§4.4, §5).
+when it closes the plugin (docs/protocol.md#registration,
+docs/protocol.md#configure-and-the-event-mask, docs/protocol.md#synchronize,
+docs/protocol.md#when-the-runtime-drops-a-plugin).
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ def accepted_mask(profile: RuntimeProfile, events: int) -> int:
     valid = profile.valid_mask
     mask = events & 0xFFFFFFFF
     if mask == 0:
-        return valid  # 0 subscribes to every event the runtime knows (protocol §4.3)
+        # 0 subscribes to every event the runtime knows
+        # (docs/protocol.md#configure-and-the-event-mask).
+        return valid
     if mask & ~valid:
         raise HandshakeFailed(f"invalid event mask 0x{mask:x}: bits 0x{mask & ~valid:x} "
                               f"are not events of this runtime (valid 0x{valid:x})")
@@ -74,7 +78,7 @@ async def synchronize(conn: PluginConnection, profile: RuntimeProfile,
     loop = asyncio.get_running_loop()
     splitter = SyncSplitter(pods, containers)
     limit = profile.max_send_bytes
-    deadline = loop.time() + timeout_s  # one budget for all chunks (protocol §4.4)
+    deadline = loop.time() + timeout_s  # one budget for all chunks (docs/protocol.md#synchronize)
     while True:
         request = splitter.request()
         payload = request.SerializeToString()

@@ -1,4 +1,5 @@
-"""Hostile input from the runtime side: frames a plugin must survive (protocol §10).
+"""Hostile input from the runtime side: frames a plugin must survive
+(docs/protocol.md#hostile-input).
 
 `probe_plugin` sends, to one connected plugin, a sequence of malformed or
 unexpected frames and records how the plugin answered each. None of them
@@ -51,7 +52,7 @@ class ProbeOutcome:
     probe: str
     code: int | None  # the status the plugin answered, None if no answer is expected
     message: str
-    ok: bool  # the plugin behaved as protocol §10 says it should
+    ok: bool  # the plugin behaved as docs/protocol.md#hostile-input says it should
 
 
 def _frame(msg_type: int, stream_id: int, data: bytes, flags: int = 0) -> bytes:
@@ -118,7 +119,8 @@ async def probe_plugin(conn: PluginConnection, timeout_s: float = 2.0) -> list[P
 
 
 def _fragmented(frame: bytes) -> bytes:
-    """A ttrpc frame cut into three mux frames, another conn's frame in between (§2.5)."""
+    """A ttrpc frame cut into three mux frames, another conn's frame in between
+    (docs/protocol.md#the-connection-multiplexer)."""
     cut1, cut2 = 3, len(frame) // 2
     return (_mux(mux.PLUGIN_SERVICE_CONN, frame[:cut1]) + _mux(9, b"interleaved")
             + _mux(mux.PLUGIN_SERVICE_CONN, frame[cut1:cut2])

@@ -1,4 +1,5 @@
-"""Per-event field ownership, as NRI's adaptation tracks it (protocol §7.2).
+"""Per-event field ownership, as NRI's adaptation tracks it
+(docs/protocol.md#ownership-and-conflicts).
 
 Every field a plugin sets is claimed for (container id, Field[, key]) with the
 owner string "NN-name". A second claim is a conflict, even by the same plugin

@@ -1,8 +1,10 @@
 """Runtime profiles: what a given runtime build does on the NRI wire.
 
 A profile is an immutable value. Everything the simulator varies per runtime
-is derived from the NRI module version the runtime embeds (protocol §4.3-§4.5,
-§6.4), so the flags cannot drift apart:
+is derived from the NRI module version the runtime embeds
+(docs/protocol.md#configure-and-the-event-mask, docs/protocol.md#synchronize,
+docs/protocol.md#how-events-are-delivered, docs/protocol.md#what-each-nri-version-added), so the
+flags cannot drift apart:
 
 | NRI       | timeouts | NRI_version | mask   | split sync | non-CRUD events delivered via    |
 |-----------|----------|-------------|--------|------------|----------------------------------|
@@ -12,7 +14,7 @@ is derived from the NRI module version the runtime embeds (protocol §4.3-§4.5,
 | >= v0.12  | yes      | yes         | 0x3FFF | > 4 MiB    | dedicated RPCs, SC fallback      |
 
 Two facts are not a function of the NRI version but of the runtime around it,
-so a profile states them (recorded in shared/fixtures, 2026-11-24): whether a
+so a profile states them (recorded 2026-11-24, bridge/simulator/scenarios): whether a
 CRI UpdatePodSandboxResources reaches NRI at all (containerd 2.2.x leaves the
 CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
 1.36 never sends it).
@@ -27,9 +29,10 @@ from bridge.contract.nri_version import Version, supported_mask
 from bridge.simulator.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
-# what makes a v0.7+ runtime split Synchronize (protocol §1.8, §4.4).
+# what makes a v0.7+ runtime split Synchronize (docs/protocol.md#what-a-go-ttrpc-peer-answers,
+# docs/protocol.md#synchronize).
 TTRPC_MAX_MESSAGE_BYTES = 4 << 20
-# v0.2-v0.6 mux writes fail above 16 MiB (EMSGSIZE, protocol §2.7).
+# v0.2-v0.6 mux writes fail above 16 MiB (EMSGSIZE, docs/protocol.md#size-limits).
 OLD_MUX_MAX_WRITE_BYTES = 16 << 20
 
 
@@ -102,7 +105,7 @@ class RuntimeProfile:
 PROFILES: dict[str, RuntimeProfile] = {
     p.key: p
     for p in (
-        # Recorded in /work/shared/fixtures: Debian trixie containerd (NRI v0.6.1).
+        # Recorded (bridge/simulator/scenarios): Debian trixie containerd (NRI v0.6.1).
         RuntimeProfile("containerd-1.7.24", "containerd", "1.7.24~ds1", (0, 6, 1),
                        defaults=CONTAINERD_1_7),
         # Recorded: Debian sid containerd 2.1.9 (NRI v0.8.0); it reports "containerd".

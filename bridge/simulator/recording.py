@@ -1,6 +1,6 @@
 """Wire logs recorded from real runtimes: each line back into the bytes that were sent.
 
-A wire log (`*-wire.jsonl`, see shared/fixtures/README.md) has one line per
+A wire log (`*-wire.jsonl`, see bridge/simulator/scenarios/README.md) has one line per
 RPC a recording plugin received: `rpc`, `request` and `response` in canonical
 protobuf JSON, and, for a plugin built on an older NRI schema,
 `unknown_fields` — fields of the request that schema did not know (e.g.

@@ -1,12 +1,12 @@
 """LinuxResources field tables and the two ways resources combine.
 
 - `merge_resources`: one plugin's resources into the event's result, every
-  set field claimed through a callback (ownership, protocol §7.2);
+  set field claimed through a callback (ownership, docs/protocol.md#ownership-and-conflicts);
 - `overlay_resources`: the runtime applying a result to its container (set
   fields replace, unset fields leave the current value alone).
 
 `Optional*` wrappers mean "set" by presence; `cpus`/`mems` by being non-empty
-(protocol §6.3). Sans-IO.
+(docs/protocol.md#messages). Sans-IO.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def merge_resources(
         for target in targets:
             target.pids.CopyFrom(src.pids)
     if append_devices:
-        # Device cgroup rules are appended without ownership (protocol §7.2).
+        # Device cgroup rules are appended without ownership
+        # (docs/protocol.md#ownership-and-conflicts).
         for target in targets:
             target.devices.extend(src.devices)
 

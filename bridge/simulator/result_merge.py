@@ -3,10 +3,11 @@
 `CreateResult` folds CreateContainerResponses (plugins in index order) into
 one merged `ContainerAdjustment` plus per-container updates, and mutates the
 request's container in place so each plugin sees the earlier plugins' changes
-(protocol §7.2). `UpdateResult` folds the `update` lists of UpdateContainer /
-StopContainer / CreateContainer responses.
+(docs/protocol.md#ownership-and-conflicts). `UpdateResult` folds the `update` lists of
+UpdateContainer / StopContainer / CreateContainer responses.
 
-Rules (protocol §7.1-§7.3):
+Rules (docs/protocol.md#removals, docs/protocol.md#ownership-and-conflicts,
+docs/protocol.md#updates):
 - a `-` prefix on the key removes: annotations, mounts, env, devices,
   namespaces, sysctl, net devices; removal + re-add in one response overrides
   another plugin's entry; env and device removals only hide the entry from
@@ -275,7 +276,8 @@ class CreateResult:
             self.owners.claim(self.id, F.Env, plugin, kv.key)
             self.adjust.env.add().CopyFrom(kv)
             set_env(view, kv.key, kv.value)
-        # Env removals are not forwarded: a pre-existing variable stays (protocol §7.2).
+        # Env removals are not forwarded: a pre-existing variable stays
+        # (docs/protocol.md#ownership-and-conflicts).
 
     def _devices(self, plugin: str, devices: Iterable[api.LinuxDevice]) -> None:
         removed, added = _split(devices, lambda d: d.path)

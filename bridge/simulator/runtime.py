@@ -1,6 +1,6 @@
 """`SimulatedRuntime`: containerd's side of NRI over a real Unix socket.
 
-Lifecycle of the socket (protocol §3.1): `start()` deletes a stale socket,
+Lifecycle of the socket (docs/protocol.md#external-plugins): `start()` deletes a stale socket,
 creates the parent directory with mode 0700 and listens; `stop()` closes every
 plugin and the listener and removes the socket, after which `start()` may be
 called again (runtime restart).
@@ -8,12 +8,12 @@ called again (runtime restart).
 Plugins are taken one at a time, like the runtime does: accept -> wait for
 RegisterPlugin (registration timeout) -> Configure (request timeout; the
 Configure request goes out *before* the RegisterPlugin response, protocol
-§4.1) -> validate the event mask -> Synchronize (split into `more` chunks per
-profile) -> active. Only then is the next connection accepted.
+docs/protocol.md#registration) -> validate the event mask -> Synchronize (split into `more` chunks
+per profile) -> active. Only then is the next connection accepted.
 
 Events, Synchronize and UpdateContainers share one lock, as in containerd
-(protocol §4.7), so a plugin that awaits UpdateContainers inside an event
-handler deadlocks until the request timeout closes it, as it would for real.
+(docs/protocol.md#updatecontainers-and-the-runtimes-lock), so a plugin that awaits UpdateContainers
+inside an event handler deadlocks until the request timeout closes it, as it would for real.
 """
 
 from __future__ import annotations
@@ -200,7 +200,8 @@ class SimulatedRuntime:
                     sock.close()  # never handed to a transport
 
     def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
-        """Start a pre-registered plugin the way the runtime does (protocol §3.2).
+        """Start a pre-registered plugin the way the runtime does
+        (docs/protocol.md#launched-plugins).
 
         The plugin's end of a socketpair becomes its fd 3; its environment is
         exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3; stdin,
@@ -290,7 +291,7 @@ class SimulatedRuntime:
         conn.name, conn.index = req.plugin_name, req.plugin_idx
         conn.advance(Step.REGISTER_PLUGIN)
         # The runtime marks the plugin registered and starts Configure before it
-        # answers RegisterPlugin (protocol §4.1): emulate that order exactly. The
+        # answers RegisterPlugin (docs/protocol.md#registration): emulate that order exactly. The
         # task's first step writes the Configure request; sleep(0) lets it run.
         conn.configure_task = asyncio.get_running_loop().create_task(
             self._configure(conn), name=f"sim:configure#{conn.seq}")

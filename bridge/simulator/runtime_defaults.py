@@ -1,7 +1,7 @@
 """What a runtime adds to kubelet's CRI configs before NRI sees them.
 
 Owns: per runtime, the values that are the runtime's and not kubelet's, as recorded from
-containerd 1.7.24 and 2.1.9 (shared/fixtures, 2026-11-24): the OCI default mounts and the
+containerd 1.7.24 and 2.1.9 (bridge/simulator/scenarios, 2026-11-24): the OCI default mounts and the
 sandbox files it bind-mounts, the device cgroup rule, the pause container's CPU shares and
 image, the environment an image contributes (an image's own ENV is not known without the
 image: containerd's default PATH stands in), and the labels/annotations it stamps.

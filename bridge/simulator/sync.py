@@ -4,7 +4,7 @@ The runtime first tries one message with everything. Only when its own ttrpc
 refuses to *send* a message (marshalled request > 4 MiB) does it shrink the
 number of objects per message by `min(0.9, limit / rejected length)`, slicing
 pods and containers independently, never below 4 + 4 objects, and retrying
-from the same position (protocol §4.4). Every chunk but the last has
+from the same position (docs/protocol.md#synchronize). Every chunk but the last has
 `more=true`; the plugin must answer those with `more=true` and no updates.
 
 Sans-IO: `SyncSplitter` produces requests and is told what happened to them.

@@ -2,7 +2,7 @@
 
 External mode dials the runtime's NRI socket (default /var/run/nri/nri.sock).
 Pre-registered mode (launched by the runtime) wraps the fd named by
-NRI_PLUGIN_SOCKET, normally 3 (protocol §3.2).
+NRI_PLUGIN_SOCKET, normally 3 (docs/protocol.md#launched-plugins).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Noticing that the runtime's NRI socket is back, instead of waiting out a backoff.
 
 When the runtime restarts it deletes its socket and creates a new one (protocol
-§3.1). A plugin that only retries on an exponential backoff can sit out up to its
-maximum delay (30 s) after the runtime is back, and every pod created in that time
+docs/protocol.md#external-plugins). A plugin that only retries on an exponential backoff can sit out
+up to its maximum delay (30 s) after the runtime is back, and every pod created in that time
 gets no policy. So while disconnected the runner waits on the socket path: the
 wait ends at once when a socket appears there that is not the one the last
 attempt used (a different device/inode/ctime), and otherwise after the backoff

@@ -5,7 +5,7 @@ mux and ttrpc decoders, hands frames to the ttrpc server (bound to one conn id)
 and the ttrpc client (bound to the other), and writes outgoing messages in the
 Go mux pattern. Writes happen synchronously inside the event loop, so stream-id
 allocation and the write of the frame are one atomic step and ids are strictly
-increasing on the wire (protocol §1.3) without an explicit lock.
+increasing on the wire (docs/protocol.md#stream-ids) without an explicit lock.
 
 The same class serves the plugin (server on conn 1, client on conn 2) and the
 runtime simulator (server on conn 2, client on conn 1).

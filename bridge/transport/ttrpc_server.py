@@ -1,10 +1,10 @@
 """ttrpc server for one logical connection: dispatch table service/method -> handler.
 
 Each request runs in its own task (the reader is never blocked by a handler,
-and calls are served concurrently). Outcomes follow Go ttrpc (protocol §1.8):
-unknown service or method -> Unimplemented; undecodable envelope ->
-InvalidArgument; stream-id violations -> InvalidArgument on that id; oversized
-request -> ResourceExhausted; Data frames and unknown types are ignored.
+and calls are served concurrently). Outcomes follow Go ttrpc
+(docs/protocol.md#what-a-go-ttrpc-peer-answers): unknown service or method -> Unimplemented;
+undecodable envelope -> InvalidArgument; stream-id violations -> InvalidArgument on that id;
+oversized request -> ResourceExhausted; Data frames and unknown types are ignored.
 """
 
 from __future__ import annotations

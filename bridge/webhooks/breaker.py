@@ -1,6 +1,6 @@
 """Per-webhook circuit breaker: a dead policy must not cost every pod its timeout.
 
-State table (style rule 4):
+State table (`_TRANSITIONS` below is the same table, in code):
 
 | state     | admit()                                   | success  | failure                       |
 |-----------|-------------------------------------------|----------|-------------------------------|

@@ -2,9 +2,9 @@
 
 Per webhook a small pool of kept-alive HTTP/1.1 connections (`http1.Http1Connection`: asyncio
 transports, replies parsed by httptools) to a Unix socket, or over TCP with TLS and a bearer
-token. Why not a client library: on the 2-core reference machine aiohttp's client spent
-~100 µs of CPU per 4 KB POST to a Unix socket, httpx's default transport several times more,
-and this pool with httptools ~33 µs (benchmarks/bench_http_client.py, docs/performance.md);
+token. Why not a client library: per 4 KB POST to a Unix socket, aiohttp's client spends
+about three times the CPU of this pool with httptools, httpx's default transport far more
+(benchmarks/bench_http_client.py, docs/performance.md#numbers-behind-the-code);
 the webhook path pays it once per NRI event while the runtime waits.
 
 Every connection and OS error is mapped here, once, into `WebhookFailure` with a kind and a
@@ -35,7 +35,8 @@ TOKEN_REFRESH_S = 60.0  # re-read bearer_token_file (projected tokens rotate)
 MAX_CONNECTIONS = 64
 # A kept-alive connection idle this long is closed instead of reused: servers close idle
 # connections after a few seconds (uvicorn: 5 s), and a request written just as the close
-# arrives would be lost. Opening a new connection costs ~0.1 ms on a Unix socket.
+# arrives would be lost. A new connection on a Unix socket is cheap
+# (docs/performance.md#numbers-behind-the-code).
 MAX_IDLE_S = 4.0
 _FIXED_HEADERS = (b"Content-Type: application/json\r\nAccept: application/json\r\n"
                   b"User-Agent: nri-webhook-bridge\r\n")

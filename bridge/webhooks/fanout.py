@@ -14,8 +14,8 @@ Outcomes (decisions documented in docs/webhooks.md):
   (it is the policy's explicit decision);
 - shadow mode: call with dry_run, log the would-be change or failure, apply nothing;
 - a contribution that sets a field the connected runtime's NRI version does not
-  apply (it would be dropped silently, protocol §6.4) is still merged and
-  answered in time, with a warning and `dropped_fields_total` per field.
+  apply (it would be dropped silently, docs/protocol.md#what-each-nri-version-added) is still merged
+  and answered in time, with a warning and `dropped_fields_total` per field.
 
 Synchronize is different: a webhook gets its own `sync_timeout`, not the
 runtime's budget; if that runs past the runtime's deadline, the core answers
@@ -66,8 +66,8 @@ _POLICY_TEXT = ("reason", "warnings", "would_adjust", "would_update", "would_rej
 
 
 def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
-    """`extra` with the policy's text cut to share LOG_POLICY_BYTES (design §5: nothing
-    from a reply may flood the log)."""
+    """`extra` with the policy's text cut to share LOG_POLICY_BYTES (nothing
+    from a reply may flood the log: docs/operations.md#hostile-policy-replies-and-security)."""
     present = [key for key in _POLICY_TEXT if key in extra]
     if present:
         share = min(LOG_VALUE_CHARS, LOG_POLICY_BYTES // len(present))
@@ -90,7 +90,8 @@ class WebhookHandler:
         self._runtime: tuple[RuntimeInfo, bytes] | None = None  # encoded once per connection
         self._routes: dict[str, tuple[Webhook, ...]] = {}
         # Labelled metric children, looked up once: labels() takes a lock and builds a key
-        # on every call (~1 µs each, four per event). Bounded: events x webhooks x outcomes.
+        # on every call, four calls per event (docs/performance.md#numbers-behind-the-code).
+        # Bounded: events x webhooks x outcomes.
         self._event_metrics: dict[str, tuple[Counter, Histogram]] = {}
         self._call_metrics: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
         for hook in self.webhooks:

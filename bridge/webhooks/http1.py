@@ -5,8 +5,9 @@ uses on the server side): status line, headers, Content-Length and chunked frami
 This module is only the glue between that parser and an asyncio transport, plus the limits the
 webhook path needs while the reply streams in: a body cap, identity encoding only, and just
 enough of a non-2xx page for a log line. Why not a general client library: aiohttp's client
-spent ~100 µs of CPU per 4 KB POST on a Unix socket where this glue spends ~33 µs, and the
-webhook path pays that once per NRI event while the runtime waits (docs/performance.md).
+spends about three times the CPU of this glue per 4 KB POST on a Unix socket, and the webhook
+path pays that once per NRI event while the runtime waits
+(docs/performance.md#numbers-behind-the-code).
 
 Owns: writing one request, parsing its reply, and saying whether the connection can carry the
 next one. Must not: open connections, know budgets or JSON (client.py), retry anything.

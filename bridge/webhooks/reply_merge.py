@@ -1,7 +1,7 @@
 """Merge the contributions of several webhooks into one NRI answer, refusing conflicts.
 
-Ownership follows NRI's own rules (protocol §7.2) at the granularity of one
-field of one container: a map key (annotations, sysctl, unified, net devices),
+Ownership follows NRI's own rules (docs/protocol.md#ownership-and-conflicts) at the granularity of
+one field of one container: a map key (annotations, sysctl, unified, net devices),
 a list entry's identity (env name, mount destination, device path, namespace
 type, rlimit type, CDI name, hugepage size) or a single-owner field (each
 cpu/memory sub-field, classes, oom score, cgroups path, args, ...). Hooks and

@@ -3,7 +3,7 @@
 Decoding never lets a protobuf exception escape: malformed envelopes raise
 ProtocolError. On success a Response carries the payload with `status` absent,
 as the Go server does; on error it carries the status and no payload
-(protocol §1.4).
+(docs/protocol.md#request-and-response).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ concatenate into that conn's byte stream.
 
 Writing follows the Go writer's pattern exactly, because the runtime reads each
 conn through a 4096-byte buffered reader and a frame that *starts* a ttrpc
-message must fit in it (protocol §2.6): a message of ≤ 4096 bytes goes out as
+message must fit in it (docs/protocol.md#the-4096-byte-rule): a message of ≤ 4096 bytes goes out as
 one frame, a larger one as two frames (the first 4096 bytes, then the rest).
 Two messages never share a frame and zero-length frames are never sent.
 """
@@ -28,7 +28,7 @@ KNOWN_CONNS = frozenset((PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN))
 # The runtime's per-conn read buffer (Go bufio default); see module docstring.
 GO_READ_BUFFER_BYTES = 4096
 # Old (v0.6.x) runtimes do not split writes and can emit a continuation frame of
-# up to 16 MiB; anything above 16 MiB + 8 is treated as hostile (protocol §2.7).
+# up to 16 MiB; anything above 16 MiB + 8 is treated as hostile (docs/protocol.md#size-limits).
 MAX_MUX_PAYLOAD_BYTES = (16 << 20) + 8
 
 

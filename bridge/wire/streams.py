@@ -1,4 +1,4 @@
-"""Stream-id rules of a ttrpc connection (protocol §1.3).
+"""Stream-id rules of a ttrpc connection (docs/protocol.md#stream-ids).
 
 Client side: ids start at 1 and grow by 2, strictly increasing in wire order.
 Server side: an even id, or one not above the last id seen, is answered with

@@ -4,7 +4,8 @@
 (the concatenated mux payloads of that conn). A frame whose announced length
 exceeds the limit is not buffered: its bytes are consumed and discarded as they
 arrive, and an `OversizedFrame` event is produced so the server can answer
-ResourceExhausted on that stream id, as Go ttrpc does (protocol §1.8).
+ResourceExhausted on that stream id, as Go ttrpc does
+(docs/protocol.md#what-a-go-ttrpc-peer-answers).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 Owns one queue and the one task that drains it, in order: a policy that first shrinks and then
 grows a cpuset must have the runtime see them in that order. Delivery happens after the reply
 has left, never inside the request: the bridge is then still in the event, the runtime holds its
-lock until the event is answered, and UpdateContainers would wait for it (nri-protocol §4.7).
-A bridge that cannot be reached is retried a few times with back-off; updates the runtime
-reports as failed are logged. Must not evaluate policies.
+lock until the event is answered, and UpdateContainers would wait for it
+(docs/protocol.md#updatecontainers-and-the-runtimes-lock). A bridge that cannot be reached is
+retried a few times with back-off; updates the runtime reports as failed are logged. Must not
+evaluate policies.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""koordinator's koordlet QoS runtime hooks as a policy (spec: shared/docs/koordinator-qos.md).
+"""koordinator's koordlet QoS runtime hooks as a policy (docs/koordinator.md).
 
 ``build_policy(rules_provider)`` returns the ``koordinator-qos`` policy; ``Rules`` and
 ``rules_from_yaml`` describe its configuration. Pure decision logic: the rules file, its reload

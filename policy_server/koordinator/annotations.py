@@ -1,4 +1,5 @@
-"""Typed parsing of the pod annotations koordinator's hooks read (spec §4, §5).
+"""Typed parsing of the pod annotations koordinator's hooks read (docs/koordinator.md#the-hooks,
+docs/koordinator.md#rules).
 
 Each function returns ``None`` when the annotation is absent and raises ``AnnotationError``
 (a ``PolicyError``) naming the annotation and the key path inside it when it is present but

@@ -1,4 +1,5 @@
-"""Koordinator's shared resource formulas (spec §3), as pure integer functions."""
+"""Koordinator's shared resource formulas (docs/koordinator.md#formulas), as pure integer
+functions."""
 
 from __future__ import annotations
 

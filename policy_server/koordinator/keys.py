@@ -1,6 +1,6 @@
 """Koordinator's label/annotation keys, resource names, feature-gate names and constants.
 
-Carried over exactly from the spec (koordinator-qos.md); nothing here is computed. Must not
+Carried over exactly from koordinator (docs/koordinator.md); nothing here is computed. Must not
 import anything from the rest of the package.
 """
 
@@ -65,7 +65,8 @@ BVT_MAX = 2
 OOM_SCORE_ADJ_MIN = -1000
 OOM_SCORE_ADJ_MAX = 1000
 
-# Feature gates: name -> koordlet default (spec §1.2 and §5).
+# Feature gates: name -> koordlet default (docs/koordinator.md#what-runs-where,
+# docs/koordinator.md#rules).
 FEATURE_DEFAULTS: dict[str, bool] = {
     "BatchResource": True,
     "CPUNormalization": False,
@@ -78,7 +79,8 @@ FEATURE_DEFAULTS: dict[str, bool] = {
     "HamiCoreVGPUMonitor": False,
     "CoreSched": False,
 }
-# Gates koordlet has but this port does not implement (spec §9 item 10): accepted only as false.
+# Gates koordlet has but this port does not implement (docs/koordinator.md#what-runs-where):
+# accepted only as false.
 UNSUPPORTED_FEATURES = ("RDMADeviceInject", "TCNetworkQoS", "TerwayQoS")
 
 # Core scheduling labels (apis/slo/v1alpha1/pod.go).

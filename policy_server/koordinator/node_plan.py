@@ -1,9 +1,10 @@
 """What koordlet's reconciler keeps on a node besides cgroup values: a pure plan.
 
 Owns three decisions the node reconciler carries out: the OOM score each container's processes
-should have (``OOMScoreAdj``, spec §4.9), the core-scheduling group of each container
-(``CoreSched``, spec §4.8), and the kernel switches group identity and core scheduling need
-(``kernel.sched_group_identity_enabled``, ``kernel.sched_core``). Pure: no file is read here.
+should have (``OOMScoreAdj``, docs/koordinator.md#oomscoreadj), the core-scheduling group of each
+container (``CoreSched``, docs/koordinator.md#coresched), and the kernel switches group identity and
+core scheduling need (``kernel.sched_group_identity_enabled``, ``kernel.sched_core``). Pure: no file
+is read here.
 """
 
 from __future__ import annotations

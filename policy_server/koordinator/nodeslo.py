@@ -1,4 +1,5 @@
-"""The NodeSLO spec as the koordinator hooks read it: koordlet's defaults and merge (spec §5).
+"""The NodeSLO spec as the koordinator hooks read it: koordlet's defaults and merge
+(docs/koordinator.md#rules).
 
 Owns ``NODE_SLO_DEFAULTS`` (sloconfig), the JSON overlay of a user's spec onto them with type
 checks naming the key, and koordlet's replacement of a disabled class's payload by the "none"

@@ -1,4 +1,5 @@
-"""QoS classification (spec §2): koordinator class from a label, kube class from cgroup parent."""
+"""QoS classification (docs/koordinator.md#classification): koordinator class from a label, kube
+class from cgroup parent."""
 
 from __future__ import annotations
 

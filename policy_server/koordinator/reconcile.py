@@ -1,4 +1,5 @@
-"""Existing containers (spec §6): what koordlet's reconciler does, as NRI container updates.
+"""Existing containers (docs/koordinator.md#existing-containers-the-reconciler): what koordlet's
+reconciler does, as NRI container updates.
 
 For Synchronize (and the synthetic Synchronize the server runs after a rule change) every
 container hook runs in reconcile mode for every listed container; the merged desired resources

@@ -1,4 +1,5 @@
-"""Resctrl requests and schemata (spec §4.7): the pod annotation -> group -> schemata lines.
+"""Resctrl requests and schemata (docs/koordinator.md#resctrl): the pod annotation -> group ->
+schemata lines.
 
 Owns parsing ``node.koordinator.sh/resctrl`` into a ``ResctrlGroup`` effect and koordlet's
 arithmetic for the group's ``schemata`` file: the L3 cache bit mask for a ``[start%, end%)``

@@ -1,9 +1,9 @@
 """The koordinator rules: NodeSLO spec, topology pools, normalization ratio, feature switches.
 
 Owns the typed, immutable ``Rules`` value and its construction from a YAML document, validated
-by pydantic models. Missing keys take koordlet's defaults (spec §5); every invalid value raises
-``RulesError`` naming the dotted key. Reading the file and reloading it live in
-``policy_server.koordinator.rules_watcher``; this module only parses text it is given.
+by pydantic models. Missing keys take koordlet's defaults (docs/koordinator.md#rules); every
+invalid value raises ``RulesError`` naming the dotted key. Reading the file and reloading it
+live in ``policy_server.koordinator.rules_watcher``; this module only parses text it is given.
 
 File layout (all keys optional)::
 

@@ -1,7 +1,8 @@
 """The node-effect executor: pod-level writes and host changes NRI cannot carry.
 
-koordlet writes some results straight into the pod cgroup at RunPodSandbox (spec §1.3): batch
-sums, ``cpu.cfs_quota_us = -1`` for pinned pods, ``cpu.bvt_warp_ns``. Policies return them as
+koordlet writes some results straight into the pod cgroup at RunPodSandbox
+(docs/koordinator.md#node-effects): batch sums, ``cpu.cfs_quota_us = -1`` for pinned pods,
+``cpu.bvt_warp_ns``. Policies return them as
 ``CgroupWrite`` effects; this module applies them under a cgroup root, for cgroup v1
 (``<root>/<controller>/<parent>/<file>``) or v2 (``<root>/<parent>/<v2 file>``, values
 converted), and reads them back for the reconciler (``drift``). It also (re)creates host
@@ -349,7 +350,7 @@ class CgroupExecutor:
             return
         try:
             # koordlet empties the directory first: a new container never sees a previous one's
-            # cache file (spec §4.5).
+            # cache file (docs/koordinator.md#gpuenvinject).
             if os.path.isdir(effect.path) and not os.path.islink(effect.path):
                 shutil.rmtree(effect.path)
             os.makedirs(effect.path, exist_ok=True)

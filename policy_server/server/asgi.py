@@ -130,8 +130,9 @@ def create_app(server: PolicyServer) -> HotRoute:
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) costs ~7% of the
-    # server's CPU per webhook call (py-spy, docs/performance.md); HotRoute answers for itself.
+    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) is a visible
+    # share of the server's CPU per webhook call (docs/performance.md#numbers-behind-the-code);
+    # HotRoute answers for itself.
     return HotRoute(app, server)
 
 

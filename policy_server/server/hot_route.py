@@ -7,8 +7,8 @@ OpenAPI document only). The body becomes the SDK's ``Event`` by the one request 
 evaluated, and the reply is checked against ``WebhookReply`` and encoded once (orjson).
 ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware, routing,
 dependency solving and per-request objects cost more than the route itself
-(docs/performance.md). Owns no policy logic (that is ``PolicyServer.handle``) and no other
-route.
+(docs/performance.md#numbers-behind-the-code). Owns no policy logic (that is
+``PolicyServer.handle``) and no other route.
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
     return _detail(404, f"no policy named {name!r} (known: {known})")
 
 
-# Reply bodies already checked against WebhookReply (bridge.contract.checked): the check
-# costs ~4 µs in a micro-benchmark but ~18 µs per request under load (its validator is cold).
+# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
+# check costs several times its micro-benchmark figure, its validator being cold
+# (docs/performance.md#numbers-behind-the-code).
 MAX_CHECKED = MAX_ENTRIES
 _CHECKED: CheckedReplies[bytes, bool] = CheckedReplies(MAX_CHECKED)
 

@@ -2,8 +2,8 @@
 
 uvicorn writes the status line and headers when the app sends ``http.response.start`` and the
 body when it sends ``http.response.body``: two ``write`` calls on the socket, so the bridge
-wakes up for the headers and again for the body (py-spy: the header write alone was 11 % of
-the policy server's samples under the webhook benchmark, docs/performance.md). Here every
+wakes up for the headers and again for the body (the header write alone was a visible share of
+the server's profile: docs/performance.md#numbers-behind-the-code). Here every
 write of a loop step is held and sent together at the end of that step: an app that sends
 both messages without waiting in between (the hot route) answers with one ``write``, and a
 streaming app still gets each chunk out within the same loop iteration. uvicorn is handed the

@@ -32,7 +32,8 @@ class Runtime:
     version: str
     bin_dir: Path  # holds containerd, ctr and containerd-shim-runc-v2
     config_version: int
-    nri_version: str  # the NRI module version vendored in this build (protocol doc §4.3)
+    # The NRI module version vendored in this build (docs/protocol.md#configure-and-the-event-mask).
+    nri_version: str
 
     @property
     def containerd(self) -> Path:

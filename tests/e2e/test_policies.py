@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 MIB = 1024 * 1024
 RULE_CHANGE_TIMEOUT_S = 15.0
 
-# --- koordinator formulas (spec koordinator-qos.md §3), written out independently of the
+# --- koordinator formulas (docs/koordinator.md#formulas), written out independently of the
 # policy server so the test checks the bundle against the spec, not against itself.
 CFS_BASE_PERIOD = 100000
 CFS_QUOTA_MIN = 1000

@@ -61,7 +61,8 @@ def plugin_trunk(max_request_bytes: int) -> tuple[Trunk, MemoryTransport, Plugin
 
 
 def decode_write(data: bytes, conn_id: int) -> ttrpc.Frame:
-    """One write of the plugin: exactly one ttrpc frame in the Go mux pattern (§2.6)."""
+    """One write of the plugin: exactly one ttrpc frame in the Go mux pattern
+    (docs/protocol.md#the-4096-byte-rule)."""
     decoder = mux.MuxDecoder()
     pieces = decoder.feed(data)
     assert decoder.pending_bytes == 0, "a write ends inside a mux frame"

@@ -1,5 +1,5 @@
 """Huge Synchronize against the bridge, with the bridge's own allocations measured (protocol
-§4.4, §2.7).
+docs/protocol.md#synchronize, docs/protocol.md#size-limits).
 
 10,000 containers (about 21 MiB of state) reach the bridge the way containerd 2.1.9 sends them,
 split into `more` chunks of at most 4 MiB; then 6,000 containers (about 12.5 MiB) arrive the way
@@ -122,7 +122,10 @@ async def test_huge_syncs_are_served_and_resyncs_replace_state(workdir: Path,
                           socket_path=str(sock), backoff=Backoff(0.05, 2.0, 0.2))
     task = asyncio.create_task(runner.run(), name="hardening:runner")
     try:
-        await asyncio.sleep(0.2)  # up and retrying: no runtime yet
+        # Up and retrying (its counter, not a sleep): no runtime yet.
+        async with asyncio.timeout(30):
+            while runner.reconnects < 1:  # noqa: ASYNC110 - a counter, no event to wait on
+                await asyncio.sleep(0.01)
         baseline = held_bytes()
         after_first, first = await sync_once(runner, sock, "containerd-2.1.9", PODS, CONTAINERS)
         chunks = first["plugin"]["sync_chunks"]

@@ -1,9 +1,10 @@
-"""The policy server dies or hangs mid-stream (design §4): real bridge and policy processes.
+"""The policy server dies or hangs mid-stream (docs/operations.md#the-promise): real bridge and
+policy processes.
 
 One bridge, two webhooks on the same nri-policy-server: `lenient`
 (failure_policy Ignore, namespace default) and `strict` (Fail, namespace
 strict), each with a circuit breaker that opens after 3 failures and cools
-down for 1 s. While the policy is gone, Ignore answers the runtime in time with
+down for 4 s. While the policy is gone, Ignore answers the runtime in time with
 no change and Fail fails the operation with a reason naming the webhook; once
 the circuit is open, calls are skipped and answers come fast; after the policy
 is back and the cool-down is over, the next call closes the circuit again.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,9 @@ MODULE = Path(__file__).with_name("env_policy.py")
 REQUEST_TIMEOUT_S = 2.0
 WEBHOOK_TIMEOUT_S = 0.5
 THRESHOLD = 3
-COOL_DOWN_S = 1.0
+# Long enough that, however slow the machine, every call meant to meet an open circuit is made
+# before the cool-down ends (in the hang test, half a second of timeouts comes first).
+COOL_DOWN_S = 4.0
 
 
 def webhooks(policy_sock: Path) -> dict[str, Any]:
@@ -54,13 +56,11 @@ class Stack:
     workdir: Path
     serial: int = 0
 
-    async def create(self, namespace: str) -> tuple[EventResult, float]:
-        """One CreateContainer in `namespace`; returns the result and how long it took."""
+    async def create(self, namespace: str) -> EventResult:
+        """One CreateContainer in `namespace`."""
         self.serial += 1
         pod, container = pod_and_container(f"c{self.serial}", namespace)
-        started = time.monotonic()
-        result = await self.runtime.create_container(pod, container)
-        return result, time.monotonic() - started
+        return await self.runtime.create_container(pod, container)
 
 
 @contextlib.asynccontextmanager
@@ -88,9 +88,9 @@ def _decided(result: EventResult) -> bool:
 
 async def _recovers(s: Stack) -> None:
     """After the cool-down the next call is the probe; it succeeds and closes the circuit."""
-    await asyncio.sleep(COOL_DOWN_S + 0.1)
+    await asyncio.sleep(COOL_DOWN_S + 0.1)  # the property is a period of time: let it pass
     for namespace in ("default", "strict"):
-        result, _ = await s.create(namespace)
+        result = await s.create(namespace)
         assert _decided(result), namespace
     metrics = await s.bridge.metrics()
     for hook in ("lenient", "strict"):
@@ -99,17 +99,20 @@ async def _recovers(s: Stack) -> None:
 
 async def test_policy_killed_then_restarted(workdir: Path) -> None:
     async with stack(workdir) as s:
-        assert _decided((await s.create("default"))[0])
-        assert _decided((await s.create("strict"))[0])
+        assert _decided(await s.create("default"))
+        assert _decided(await s.create("strict"))
         await s.policy.kill()  # SIGKILL: no goodbye, the socket file stays behind
 
+        # No clocks: the outcome labels below say whether a call was refused (connect_error)
+        # or skipped (circuit_open), and the runtime, which closes a plugin that misses its
+        # deadline, kept the bridge.
         for i in range(THRESHOLD + 2):
-            result, took = await s.create("default")
-            assert not _decided(result) and took < WEBHOOK_TIMEOUT_S  # refused fast, Ignore
-            result, took = await s.create("strict")
+            assert not _decided(await s.create("default"))  # Ignore: no change
+            result = await s.create("strict")
             kind = "connect_error" if i < THRESHOLD else "circuit_open"
-            assert result.error is not None and took < WEBHOOK_TIMEOUT_S
+            assert result.error is not None
             assert f'webhook "strict" failed ({kind})' in result.error, result.error
+        assert s.runtime.closed_plugins == []
         metrics = await s.bridge.metrics()
         for hook in ("lenient", "strict"):
             requests = "nri_webhook_bridge_webhook_requests_total{event=CreateContainer,outcome="
@@ -127,24 +130,26 @@ async def test_policy_killed_then_restarted(workdir: Path) -> None:
 
 async def test_policy_hung_then_resumed(workdir: Path) -> None:
     async with stack(workdir) as s:
-        assert _decided((await s.create("default"))[0])
+        assert _decided(await s.create("default"))
         s.policy.signal(signal.SIGSTOP)  # accepts connections, never answers
         try:
             for i in range(THRESHOLD + 1):
                 tripped = i >= THRESHOLD
-                result, took = await s.create("default")
-                assert not _decided(result)
-                # Answered in time: the webhook's timeout, far inside the runtime's 2 s;
-                # once the circuit is open, without waiting at all.
-                assert took < (0.1 if tripped else WEBHOOK_TIMEOUT_S + 0.2), took
-                result, took = await s.create("strict")
+                assert not _decided(await s.create("default"))
+                result = await s.create("strict")
                 kind = "circuit_open" if tripped else "timeout"
-                assert result.error is not None and took < WEBHOOK_TIMEOUT_S + 0.2
+                assert result.error is not None
                 assert f'webhook "strict" failed ({kind})' in result.error, result.error
+            # Answered in time, judged without a clock: each call ended by the webhook's
+            # timeout (far inside the runtime's 2 s) or skipped by the open circuit; no
+            # deadline missed, and the runtime, which closes late plugins, kept the bridge.
             metrics = await s.bridge.metrics()
+            requests = "nri_webhook_bridge_webhook_requests_total{event=CreateContainer,outcome="
             assert metrics["nri_webhook_bridge_webhook_timeouts_total{event=CreateContainer,"
                            "webhook=lenient}"] == THRESHOLD
+            assert metrics[f"{requests}circuit_open,webhook=lenient}}"] == 1
             assert metrics["nri_webhook_bridge_deadline_misses_total"] == 0
+            assert s.runtime.closed_plugins == []
         finally:
             s.policy.signal(signal.SIGCONT)
         await _recovers(s)

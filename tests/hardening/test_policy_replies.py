@@ -1,4 +1,5 @@
-"""Hostile policy replies, end to end over real sockets (design §4-5, issue 6 part 2).
+"""Hostile policy replies, end to end over real sockets
+(docs/operations.md#hostile-policy-replies-and-security, issue 6 part 2).
 
 Runtime simulator -> bridge (PluginRunner + WebhookHandler, in process) -> a raw
 HTTP policy server that answers each case with exactly the bytes it names. For

@@ -1,4 +1,5 @@
-"""Faults around the bridge process (design §4, protocol §3.1): real `python -m bridge` processes.
+"""Faults around the bridge process (docs/operations.md#the-promise,
+docs/protocol.md#external-plugins): real `python -m bridge` processes.
 
 - the runtime restarts five times: the bridge reconnects, re-registers and
   re-synchronizes every time, never exits, and holds no more fds than before;
@@ -17,7 +18,6 @@ import asyncio
 import shutil
 import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from tests.integration.harness import pod_and_container
 
-from .processes import bridge_process, open_fds, policy_process
+from .processes import BridgeProcess, bridge_process, open_fds, policy_process
 
 pytestmark = pytest.mark.timeout(60)
 MODULE = Path(__file__).with_name("env_policy.py")
@@ -99,11 +99,11 @@ async def test_socket_removed_and_recreated(workdir: Path) -> None:
             stale.close()
 
             fresh = SimulatedRuntime(sock)  # a new runtime replaces the stale socket
-            started = time.monotonic()
             await fresh.start()
             try:
+                # The new socket ends the bridge's back-off wait at once (socket watch); the
+                # 15 s bound is not a measurement, it only catches a bridge that never comes.
                 conn = await fresh.wait_plugin(15)
-                reconnect_s = time.monotonic() - started
                 assert conn.label == "40-hardening"
                 assert (await fresh.create_container(pod, container)).ok
             finally:
@@ -115,8 +115,6 @@ async def test_socket_removed_and_recreated(workdir: Path) -> None:
         await runtime.stop()
     assert any("No such file or directory" in r for r in reasons)
     assert any("Connection refused" in r for r in reasons)
-    # Back-off is capped: with the socket gone for ~2 s the next try is a few seconds away.
-    assert reconnect_s < 8, reconnect_s
 
 
 # (webhook timeout, runtime request timeout in seconds)
@@ -144,15 +142,17 @@ async def test_sigterm_with_an_event_in_flight(workdir: Path, case: str) -> None
             policy.signal(signal.SIGSTOP)  # the policy takes as long as the bridge lets it
             try:
                 event = asyncio.create_task(runtime.create_container(*pod_and_container()))
-                await asyncio.sleep(0.3)
+                await wait_until_in_flight(bridge, 1)  # the bridge holds the event
                 assert not event.done()
-                code, exit_s = await bridge.terminate()
+                code, _ = await bridge.terminate()
                 result = await asyncio.wait_for(event, 5)
             finally:
                 policy.signal(signal.SIGCONT)
-            await asyncio.wait_for(conn.trunk.wait_closed(), 2)
+            await asyncio.wait_for(conn.trunk.wait_closed(), 10)  # a hang bound
             close_reason = conn.trunk.close_reason
             leftover = conn.trunk.pending_bytes
+            grace_ran_out = [line for line in bridge.json_lines()
+                             if line.get("msg") == "closing with 1 events still in flight"]
     finally:
         await runtime.stop()
     assert code == 0
@@ -162,15 +162,25 @@ async def test_sigterm_with_an_event_in_flight(workdir: Path, case: str) -> None
         assert result.container is not None and "HARDENED=1" not in result.container.env
         assert runtime.closed_plugins == []
         assert close_reason == "connection closed by peer"
-        assert exit_s < 2.0  # the event's budget, not the full grace period
+        # Exited once the event was answered, not when the grace period ran out.
+        assert not grace_ran_out
     else:
         # The runtime saw the connection close under a pending call: a fatal
         # error that closes the plugin, never a protocol error.
         [(name, reason)] = runtime.closed_plugins
         assert name == "40-hardening"
         assert reason == "CreateContainer: connection closed (connection closed by peer)"
-        assert exit_s < 3.5  # the 2 s shutdown grace, then a clean close
+        # The 2 s shutdown grace ran out, then a clean close (terminate() bounds the exit).
+        assert grace_ran_out
     assert "protocol" not in close_reason
+
+
+async def wait_until_in_flight(bridge: BridgeProcess, events: int) -> None:
+    """Until the bridge's own gauge shows `events` runtime requests being handled."""
+    async with asyncio.timeout(10):  # only a hang takes this long
+        gauge = "nri_webhook_bridge_in_flight_events"
+        while (await bridge.metrics())[gauge] != events:  # noqa: ASYNC110 - another process
+            await asyncio.sleep(0.02)
 
 
 async def test_recording_to_a_full_disk_keeps_serving(workdir: Path) -> None:

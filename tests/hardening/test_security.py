@@ -1,8 +1,9 @@
-"""Security properties of design §5, from real processes and real sockets (issue 6 part 5).
+"""Security properties (docs/operations.md#hostile-policy-replies-and-security), from real processes
+and real sockets (issue 6 part 5).
 
 - Sockets: `nri-policy-server --uds` and the bridge's control socket are created
   0600/0660, owned by the user and primary group of the process that made them
-  (docs/deployment.md §6), and are removed on SIGTERM; a path that is not a
+  (docs/deployment.md#6-security-notes), and are removed on SIGTERM; a path that is not a
   socket (a file, a symlink) is never replaced.
 - The allow list holds against policy `update`s (resources only), `remove`s (a
   removal needs its kind like an addition) and `POST /v1/updates`.

@@ -1,4 +1,6 @@
-"""Fuzzing the wire decoders and the trunk with hostile runtime input (protocol §1.8, §2, §10).
+"""Fuzzing the wire decoders and the trunk with hostile runtime input
+(docs/protocol.md#what-a-go-ttrpc-peer-answers, docs/protocol.md#the-connection-multiplexer,
+docs/protocol.md#hostile-input).
 
 Properties, each checked against random input:
 - the mux and ttrpc decoders give the same frames however the bytes are cut,
@@ -148,7 +150,8 @@ async def _serve(stream: HostileStream) -> None:
             [method] = {a.method for a in wanted}
             OUTPUT_TYPES[method]().ParseFromString(response.payload)
         else:
-            assert response.payload == b""  # an error carries no payload (§1.4)
+            # An error carries no payload (docs/protocol.md#request-and-response).
+            assert response.payload == b""
     transport.close()  # EOF: partial data is dropped, every task ends
     await trunk.wait_closed()
     service.shutdown()
@@ -216,7 +219,8 @@ async def _call_and_answer(replies: list[tuple[int, int, bytes]], sizes: list[in
         if kind == -1:
             assert isinstance(outcome, RpcError) and outcome.code == Code.RESOURCE_EXHAUSTED
         elif kind != ttrpc.MessageType.RESPONSE:
-            assert isinstance(outcome, ProtocolError)  # ErrProtocol on a unary stream (§1.8)
+            # ErrProtocol on a unary stream (docs/protocol.md#what-a-go-ttrpc-peer-answers).
+            assert isinstance(outcome, ProtocolError)
         else:
             try:
                 response = envelope.decode_response(body)
@@ -244,7 +248,8 @@ def test_client_settles_each_call_by_the_first_frame_on_its_stream(
 
 @pytest.mark.parametrize("tail", ["", "partial-header", "partial-payload"])
 def test_eof_mid_frame_closes_and_ends_every_task(tail: str) -> None:
-    """Truncation at EOF (§10): partial data is discarded, pending calls fail, tasks end."""
+    """Truncation at EOF (docs/protocol.md#hostile-input): partial data is discarded, pending calls
+    fail, tasks end."""
     async def scenario() -> None:
         trunk, _, _ = plugin_trunk(FUZZ_REQUEST_LIMIT)
         call = asyncio.create_task(trunk.client.call("nri.pkg.api.v1alpha1.Runtime",

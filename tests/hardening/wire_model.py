@@ -7,12 +7,13 @@ unknown frame types; envelopes that are valid, truncated or random; unknown
 services and methods; payloads that are or are not the method's protobuf;
 frames larger than the plugin accepts. Every frame may be cut over several
 mux frames, with frames for conn 2, unknown conns and zero-length frames in
-between (protocol §2.5), and the whole stream is cut into random reads.
+between (docs/protocol.md#the-connection-multiplexer), and the whole stream is cut into random
+reads.
 
-`expected_answers()` is the reference: protocol §1.3 and §1.8 applied to the
-frames in order, written independently of the bridge's server (the oracle for
-"is this the method's input type" is the Plugin service descriptor of
-api.proto). It says which Response each stream id must get and with which
+`expected_answers()` is the reference: docs/protocol.md#stream-ids,
+docs/protocol.md#what-a-go-ttrpc-peer-answers applied to the frames in order, written independently
+of the bridge's server (the oracle for "is this the method's input type" is the Plugin service
+descriptor of api.proto). It says which Response each stream id must get and with which
 status; frames that must be ignored get none.
 """
 
@@ -38,7 +39,8 @@ _PLUGIN = api.DESCRIPTOR.services_by_name["Plugin"]
 INPUT_TYPES = {m.name: GetMessageClass(m.input_type) for m in _PLUGIN.methods}
 OUTPUT_TYPES = {m.name: GetMessageClass(m.output_type) for m in _PLUGIN.methods}
 METHODS = tuple(sorted(INPUT_TYPES))
-# Names a careless runtime could send instead of the bare method name (protocol §1.5).
+# Names a careless runtime could send instead of the bare method name
+# (docs/protocol.md#service-and-method-names).
 WRONG_METHODS = ("configure", "/nri.pkg.api.v1alpha1.Plugin/Configure", "Bogus", "", "Log")
 # The plugin's request limit in the in-memory trunk tests: small, so oversized
 # frames are cheap to send in full.
@@ -125,13 +127,14 @@ def expected_answers(frames: tuple[SentFrame, ...], limit: int) -> list[tuple[in
     out: list[tuple[int, Answer]] = []
     for frame in frames:
         if len(frame.body) > limit:
-            # Read and discarded whatever its type; only a Request is answered (§1.8).
+            # Read and discarded whatever its type; only a Request is answered
+            # (docs/protocol.md#what-a-go-ttrpc-peer-answers).
             if frame.msg_type == ttrpc.MessageType.REQUEST:
                 out.append((frame.stream_id, Answer(Code.RESOURCE_EXHAUSTED,
                                                     oversize_message(len(frame.body), limit))))
             continue
         if frame.msg_type != ttrpc.MessageType.REQUEST:
-            continue  # Response, Data and unknown types are ignored (§10)
+            continue  # Response, Data, unknown types: ignored (docs/protocol.md#hostile-input)
         if frame.stream_id % 2 == 0:
             out.append((frame.stream_id, Answer(Code.INVALID_ARGUMENT, ODD_MESSAGE)))
             continue

@@ -1,6 +1,6 @@
 """Replay what containerd 2.2.7 / 2.3.4 and CRI-O 1.36.3 sent, byte for byte, to the bridge.
 
-Each recording (bridge/simulator/scenarios, copied from shared/fixtures) holds
+Each recording (bridge/simulator/scenarios, see its README) holds
 every request the runtime sent to a plugin that added one env var and cpu
 shares 512 and otherwise changed nothing, and that plugin's answers. The bridge,
 with a real uvicorn policy making the same decision and subscribed to every

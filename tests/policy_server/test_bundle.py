@@ -1,4 +1,5 @@
-"""The koordinator-qos policy end to end through the engine: hook order, gates, §10 quirks."""
+"""The koordinator-qos policy end to end through the engine: hook order, gates,
+docs/koordinator.md#decisions-on-koordlets-quirks quirks."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_create_container_for_a_be_pod_with_batch_resources() -> None:
 
 
 def test_be_pod_with_cpuset_ends_with_quota_minus_one_and_a_conflict() -> None:
-    # §10: CPUSetAllocator runs after BatchResource, so its quota -1 wins; we report it.
+    # docs/koordinator.md#decisions-on-koordlets-quirks: CPUSetAllocator runs after BatchResource,
+    # so its quota -1 wins; we report it.
     p = pod(qos="BE", cgroup_parent=BE_PARENT,
             annotations={**batch_spec({"app": BATCH}), RS: {"cpuset": "5"}})
     out = reply(rules(), "CreateContainer", pod=p, container=container())

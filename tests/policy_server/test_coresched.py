@@ -1,5 +1,5 @@
-"""Core scheduling (spec §4.8): koordlet's group rules, cookie assignment against an injected
-prctl that behaves like the kernel, and the real probe on this machine.
+"""Core scheduling (docs/koordinator.md#coresched): koordlet's group rules, cookie assignment
+against an injected prctl that behaves like the kernel, and the real probe on this machine.
 
 This VM's kernel is built without CONFIG_SCHED_CORE, so the real prctl cannot be exercised
 beyond the probe; the assignment logic runs against ``FakeKernel``.

@@ -1,4 +1,5 @@
-"""Spec §3: shared formulas and the examples the spec asserts, literally."""
+"""docs/koordinator.md#formulas: the shared formulas and the worked examples listed there,
+literally."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""BatchResource (spec §4.2): BE container and pod formulas, cfsQuota suppress, ratio."""
+"""BatchResource (docs/koordinator.md#batchresource): BE container and pod formulas, cfsQuota
+suppress, ratio."""
 
 from __future__ import annotations
 

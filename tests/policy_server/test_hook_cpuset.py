@@ -1,4 +1,5 @@
-"""CPUSetAllocator (spec §4.1): the eight-step cpuset decision, quota -1, pod-level write."""
+"""CPUSetAllocator (docs/koordinator.md#cpusetallocator): the eight-step cpuset decision, quota -1,
+pod-level write."""
 
 from __future__ import annotations
 

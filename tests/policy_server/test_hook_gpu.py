@@ -1,4 +1,4 @@
-"""GPUEnvInject (spec §4.5): NVIDIA_VISIBLE_DEVICES and HAMi-core."""
+"""GPUEnvInject (docs/koordinator.md#gpuenvinject): NVIDIA_VISIBLE_DEVICES and HAMi-core."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""GroupIdentity (spec §4.3): bvt per class, kube-QoS fallback, LS override, kernel support."""
+"""GroupIdentity (docs/koordinator.md#groupidentity): bvt per class, kube-QoS fallback, LS override,
+kernel support."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CPUNormalization (spec §4.4)."""
+"""CPUNormalization (docs/koordinator.md#cpunormalization)."""
 
 from __future__ import annotations
 

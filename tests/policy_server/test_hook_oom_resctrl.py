@@ -1,4 +1,4 @@
-"""OOMScoreAdj (spec §4.9) and Resctrl (spec §4.7)."""
+"""OOMScoreAdj (docs/koordinator.md#oomscoreadj) and Resctrl (docs/koordinator.md#resctrl)."""
 
 from __future__ import annotations
 

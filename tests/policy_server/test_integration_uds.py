@@ -52,8 +52,12 @@ async def test_policy_server_over_a_unix_socket(tmp_path: Path) -> None:
             "cpu": {"shares": 2, "quota": 200000}, "memory": {"limit": -1}}}}}
         WebhookReply.model_validate(reply.json())
 
-        # The startup resync found nothing to change; now the LS pool changes on disk.
-        await asyncio.sleep(0.2)
+        # The startup resync has run (its counter says so) and found nothing to change;
+        # now the LS pool changes on disk. The bound only catches a hang.
+        async with asyncio.timeout(10):
+            while 'policy_resyncs_total{result="ok"} 1.0' not in (  # noqa: ASYNC110 - a counter
+                    await client.get("/metrics")).text:
+                await asyncio.sleep(0.02)
         assert fake.pushed == []
         rules.write_text(f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
         st = rules.stat()

@@ -1,4 +1,4 @@
-"""Spec §2: QoS classification."""
+"""docs/koordinator.md#classification: QoS classification."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Existing containers (spec §6): Synchronize returns updates for what the rules change."""
+"""Existing containers (docs/koordinator.md#existing-containers-the-reconciler): Synchronize returns
+updates for what the rules change."""
 
 from __future__ import annotations
 

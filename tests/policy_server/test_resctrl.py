@@ -1,4 +1,5 @@
-"""Resctrl (spec §4.7): schemata arithmetic, the group lifecycle on a fake resctrl tree, and
+"""Resctrl (docs/koordinator.md#resctrl): schemata arithmetic, the group lifecycle on a fake resctrl
+tree, and
 ``rdt_class`` handed out only for a group that exists.
 
 This VM has no RDT hardware, so the tree is a directory laid out like ``/sys/fs/resctrl``

@@ -20,7 +20,7 @@ def test_empty_file_gives_koordlet_defaults() -> None:
     rules = rules_from_yaml("")
     assert rules == Rules()
     f = rules.features
-    # Feature gates default as koordlet's (spec §1.2).
+    # Feature gates default as koordlet's (docs/koordinator.md#what-runs-where).
     assert (f.BatchResource, f.CPUSetAllocator, f.GroupIdentity) == (True, True, True)
     assert not any([f.CPUNormalization, f.Resctrl, f.GPUEnvInject, f.OOMScoreAdj,
                     f.BECPUManager, f.HamiCoreVGPUMonitor])

@@ -99,15 +99,17 @@ async def test_watch_reports_each_poll_and_stops(tmp_path: Path) -> None:
     src.load()
     results: list[ReloadResult] = []
     stop = asyncio.Event()
+    polled = asyncio.Event()  # the watcher has looked at the file at least once
 
     async def on_result(result: ReloadResult) -> None:
         results.append(result)
+        polled.set()
         if result is ReloadResult.APPLIED:
             stop.set()
 
     task = asyncio.create_task(watch(src, on_result, stop, interval_s=0.01))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(polled.wait(), 10)
     rewrite(path, "group_identity_kernel_support: true\n")
-    await asyncio.wait_for(task, 2)
+    await asyncio.wait_for(task, 10)
     assert results[-1] is ReloadResult.APPLIED and ReloadResult.UNCHANGED in results
     assert src.current.group_identity_kernel_support is True

@@ -1,4 +1,5 @@
-"""StateChange delivery and the v0.12 fallback after an Unimplemented answer (protocol §4.5)."""
+"""StateChange delivery and the v0.12 fallback after an Unimplemented answer
+(docs/protocol.md#how-events-are-delivered)."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ PLUGIN_METHODS = ("Configure", "Synchronize", "Shutdown", "RunPodSandbox", "Upda
 @pytest.mark.timeout(10)
 async def test_plugin_core_answers_every_method_and_state_change(sock_path: Path) -> None:
     """Our plugin must never answer Unimplemented: a v0.12 runtime would switch it to
-    StateChange for good (protocol §4.5, §9 item 14)."""
+    StateChange for good (docs/protocol.md#how-events-are-delivered)."""
     async with connected(sock_path, Handler(), "nri-v0.12") as h:
         for method in PLUGIN_METHODS:
             if method in ("Configure", "Synchronize"):

@@ -1,5 +1,5 @@
-"""A plugin launched by the runtime (pre-registered mode, protocol §3.2): socket on fd 3,
-identity from the environment, a bare environment and no stdio; it exits when the runtime
+"""A plugin launched by the runtime (pre-registered mode, docs/protocol.md#launched-plugins): socket
+on fd 3, identity from the environment, a bare environment and no stdio; it exits when the runtime
 goes away, because a launched plugin cannot reconnect."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A launched bridge takes its configuration from Configure.config (the runtime's
-conf.d/NN-name.conf, protocol §3.2); a bad one is refused at Configure; --config wins."""
+conf.d/NN-name.conf, docs/protocol.md#launched-plugins); a bad one is refused at Configure; --config
+wins."""
 
 from __future__ import annotations
 

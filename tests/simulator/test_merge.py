@@ -1,4 +1,5 @@
-"""Merge rules of protocol §7 (sans-IO): CreateResult, UpdateResult, apply_adjustment."""
+"""Merge rules of docs/protocol.md#ownership-and-conflicts (sans-IO): CreateResult, UpdateResult,
+apply_adjustment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What the runtime does to misbehaving plugins (protocol §5), and the plugin core's answers."""
+"""What the runtime does to misbehaving plugins (docs/protocol.md#when-the-runtime-drops-a-plugin),
+and the plugin core's answers."""
 
 from __future__ import annotations
 
@@ -33,11 +34,14 @@ class Slow(Handler):
 
 
 class SlowSync(Handler):
-    """Needs longer than the request timeout to compute its Synchronize updates."""
+    """Computes its Synchronize updates only once the test lets it (`release`)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
 
     async def synchronize(self, ctx: EventContext, pods: Sequence[api.PodSandbox],
                           containers: Sequence[api.Container]) -> list[api.ContainerUpdate]:
-        await asyncio.sleep(0.8)
+        await self.release.wait()
         update = api.ContainerUpdate(container_id=containers[0].id)
         update.linux.resources.cpu.shares.value = 4242
         return [update]
@@ -57,12 +61,11 @@ async def test_slow_handler_answers_in_time_and_plugin_stays(
     # 1.7.24 does not send request_timeout in Configure: the plugin must go by timeout_nano.
     pod, container = pod_and_container
     async with connected(sock_path, Slow(), profile, request_timeout_s=0.5) as h:
-        started = time.monotonic()
         result = await h.runtime.create_container(pod, container)
-        elapsed = time.monotonic() - started
         assert result.ok and result.container is not None
-        assert elapsed < 0.5  # the core answered before the runtime's deadline
         assert "TOO=late" not in result.container.env  # ... without the late change
+        # The runtime's own timer is the judge: had the answer come after its deadline, it
+        # would have closed the plugin (see test_silent_plugin_is_closed_and_operation_fails_open).
         assert h.runtime.closed_plugins == [] and h.conn.is_active
         assert (await h.runtime.run_event("StartContainer", pod, container)).ok
 
@@ -72,11 +75,13 @@ async def test_slow_sync_answers_in_time_and_delivers_updates_later(sock_path: P
     def seed(runtime: SimulatedRuntime) -> None:
         runtime.state.seed(*synthetic_state(1, 2))
 
-    started = time.monotonic()
-    async with connected(sock_path, SlowSync(), request_timeout_s=0.5, seed=seed) as h:
-        assert time.monotonic() - started < 0.8  # synchronized before the handler finished
+    handler = SlowSync()
+    async with connected(sock_path, handler, request_timeout_s=0.5, seed=seed) as h:
+        # Registered and synchronized while the handler is still held: answered in time.
+        assert not handler.release.is_set()
         assert h.runtime.closed_plugins == [] and h.runtime.sync_updates == []
-        [late] = await h.runtime.wait_updates(1, timeout_s=3)  # via UpdateContainers
+        handler.release.set()
+        [late] = await h.runtime.wait_updates(1, timeout_s=10)  # via UpdateContainers
         assert h.runtime.state.containers[late.container_id].linux.resources.cpu.shares.value \
             == 4242
 
@@ -95,13 +100,15 @@ async def test_silent_plugin_is_closed_and_operation_fails_open(
                              request_timeout_s=0.3) as (runtime, conn):
         started = time.monotonic()
         result = await runtime.create_container(pod, container)
-        assert 0.3 <= time.monotonic() - started < 1.0
+        # Not before the runtime's 300 ms (a lower bound no load can break); no upper bound:
+        # the close reason below says its timer, not something else, ended the call.
+        assert time.monotonic() - started >= 0.3
         assert result.ok  # fail-open: the container is created without the plugin
         assert result.container is not None and result.container.id == container.id
         assert runtime.closed_plugins == [("05-raw", "CreateContainer: no response within 300 ms")]
         assert not conn.is_active and runtime.plugins == []
         assert plugin.trunk is not None
-        await asyncio.wait_for(plugin.trunk.wait_closed(), 2)
+        await asyncio.wait_for(plugin.trunk.wait_closed(), 5)  # a hang bound
 
 
 @pytest.mark.timeout(10)
@@ -141,7 +148,7 @@ async def test_no_registration_within_timeout_closes(sock_path: Path) -> None:
     await runtime.start()
     try:
         trunk = await plugin.connect()
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         assert runtime.closed_plugins == [
             ("connection#1", "plugin registration timed out (200 ms)")]
     finally:
@@ -166,7 +173,7 @@ async def test_invalid_identity_gets_error_status_and_close(
         with pytest.raises(RpcError) as refused:
             await plugin.register(name, index)
         assert (refused.value.code, refused.value.message) == (Code.UNKNOWN, problem)
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         assert [reason for _, reason in runtime.closed_plugins] == [
             f"invalid plugin registration: {problem}"]
         assert plugin.called("Configure") == []
@@ -197,7 +204,7 @@ async def test_mask_with_unknown_bits_closes_plugin(sock_path: Path, profile: st
     try:
         trunk = await plugin.connect()
         await plugin.register()
-        await asyncio.wait_for(trunk.wait_closed(), 2)
+        await asyncio.wait_for(trunk.wait_closed(), 5)  # a hang bound
         [(name, reason)] = runtime.closed_plugins
         assert name == "05-raw" and reason.startswith(f"invalid event mask 0x{events:x}")
         assert plugin.called("Synchronize") == []
@@ -233,7 +240,7 @@ async def test_configure_arrives_before_register_response(sock_path: Path) -> No
         await trunk.client.call(RUNTIME_SERVICE, "RegisterPlugin", request.SerializeToString(),
                                 timeout_s=2)
         order.append("RegisterPlugin response")
-        await runtime.wait_plugin(2)
+        await runtime.wait_plugin(5)  # a hang bound
         assert order == ["Configure", "RegisterPlugin response"]
     finally:
         await plugin.close()

@@ -1,6 +1,6 @@
 """The simulator profiles of containerd 2.2.7 / 2.3.4 and CRI-O 1.36.3 against their recordings.
 
-The wire logs in bridge/simulator/scenarios (copied from shared/fixtures) are
+The wire logs in bridge/simulator/scenarios (recorded from real runtimes, see its README) are
 the specification of those runtimes: a plugin subscribed to every event (and
 validating) went through one pod lifecycle and one pod resize, and a v0.6-era
 plugin through the same. A fixed CRI script run on the simulator must put the

@@ -22,7 +22,7 @@ def test_generated_code_is_not_stale(tmp_path: Path) -> None:
             f"{committed.name} is stale: run `make proto`")
 
 
-# Spot checks of field numbers against the upstream API (protocol doc §6.3).
+# Spot checks of field numbers against the upstream API (docs/protocol.md#messages).
 @pytest.mark.parametrize(("message", "field", "number"), [
     ("ConfigureResponse", "events", 2),
     ("ConfigureRequest", "request_timeout", 5),

@@ -1,4 +1,5 @@
-"""NRI version inference and event-mask computation (protocol §4.3)."""
+"""NRI version inference and event-mask computation
+(docs/protocol.md#configure-and-the-event-mask)."""
 
 from __future__ import annotations
 

@@ -149,11 +149,19 @@ async def test_a_second_unasked_reply_drops_the_connection(tmp_path: Path) -> No
     assert server.connections == 2
 
 
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Poll state the other side of the socket changes; the bound only catches a hang."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - protocol callbacks set no event
+            await asyncio.sleep(0.005)
+
+
 async def test_server_closing_an_idle_connection(tmp_path: Path) -> None:
     # A kept-alive reply, then the server closes the connection while it is idle.
     async with serving(tmp_path, lambda _: ok(), hang_up=True) as (server, client):
         assert await client.post(b"{}", 1.0) == {"warnings": ["ok"]}
-        await asyncio.sleep(0.05)  # the close reaches the client
+        # The close has reached the client: no pooled connection is reusable any more.
+        await until(lambda: not any(c.reusable for c in client._idle))
         assert await client.post(b"{}", 1.0) == {"warnings": ["ok"]}
     assert server.connections == 2
 
@@ -164,7 +172,7 @@ async def test_long_idle_connection_is_replaced(tmp_path: Path,
     async with serving(tmp_path, lambda _: ok()) as (server, client):
         await client.post(b"{}", 1.0)
         await client.post(b"{}", 1.0)
-        await asyncio.sleep(0.05)
+        await until(lambda: server.eofs >= 1)  # the replaced connection's close arrives
     assert server.connections == 2 and server.eofs >= 1  # the old one was closed, not leaked
 
 

@@ -1,4 +1,5 @@
-"""BatchResource (spec §4.2): BE containers' shares/quota/memory from batch resources.
+"""BatchResource (docs/koordinator.md#batchresource): BE containers' shares/quota/memory from batch
+resources.
 
 Only pods labelled exactly ``BE``. Container values come from this container's entry in
 ``node.koordinator.sh/extended-resource-spec``; pod values (RunPodSandbox, a pod-cgroup write)

@@ -1,4 +1,5 @@
-"""CPUSetAllocator (spec §4.1): container cpuset from resource-status or share pools; quota -1.
+"""CPUSetAllocator (docs/koordinator.md#cpusetallocator): container cpuset from resource-status or
+share pools; quota -1.
 
 Pinned pods (resource-status ``cpuset``) also get CFS quota -1 unless ``disable_unset_cpu_quota``;
 at RunPodSandbox that is a pod-cgroup write (an effect), at Create/Update an NRI field.
@@ -31,7 +32,7 @@ def _on_nodes(pools: tuple[CPUSharedPool, ...], status: ResourceStatus) -> str:
 def decide_cpuset(target: PodTarget, status: ResourceStatus | None, rules: Rules) -> str | None:
     """The container cpuset; ``None`` = leave alone, ``""`` = koordlet's "clear" (a no-op in NRI).
 
-    First match wins, in koordlet's order (spec §4.1 steps 1-8).
+    First match wins, in koordlet's order (docs/koordinator.md#cpusetallocator steps 1-8).
     """
     if status is not None and status.cpuset:
         return status.cpuset

@@ -1,4 +1,5 @@
-"""GPUEnvInject (spec §4.5): NVIDIA_VISIBLE_DEVICES from the device allocation, plus HAMi-core.
+"""GPUEnvInject (docs/koordinator.md#gpuenvinject): NVIDIA_VISIBLE_DEVICES from the device
+allocation, plus HAMi-core.
 
 A HAMi-core error after NVIDIA_VISIBLE_DEVICES was decided keeps that env and reports the error
 (koordlet's partial output under the ``Ignore`` failure policy).

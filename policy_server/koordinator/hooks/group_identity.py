@@ -1,4 +1,4 @@
-"""GroupIdentity (spec §4.3): the ``cpu.bvt_warp_ns`` value per pod.
+"""GroupIdentity (docs/koordinator.md#groupidentity): the ``cpu.bvt_warp_ns`` value per pod.
 
 koordlet writes it into the pod cgroup at RunPodSandbox; here that is a pod-cgroup effect the
 node executor writes when the kernel has the file (it skips it quietly otherwise; the server

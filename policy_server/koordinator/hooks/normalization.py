@@ -1,4 +1,5 @@
-"""CPUNormalization (spec §4.4): scale LS/unlabeled containers' CFS quota by the node ratio.
+"""CPUNormalization (docs/koordinator.md#cpunormalization): scale LS/unlabeled containers' CFS quota
+by the node ratio.
 
 The base is the container's own quota (CreateContainer), the requested quota (UpdateContainer,
 where koordlet would read the current one), or the unscaled quota remembered from those events

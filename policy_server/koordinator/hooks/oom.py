@@ -1,4 +1,5 @@
-"""OOMScoreAdj (spec §4.9): ``oom_score_adj`` from pod annotations, at CreateContainer only.
+"""OOMScoreAdj (docs/koordinator.md#oomscoreadj): ``oom_score_adj`` from pod annotations, at
+CreateContainer only.
 
 koordlet's reconciler rewrites /proc/<pid>/oom_score_adj; NRI can only set it for a new
 container. An out-of-range or unparsable value is skipped with a warning, as koordlet skips it.

@@ -1,4 +1,5 @@
-"""Resctrl (spec §4.7): the per-pod resctrl group ``koordlet-<podUID>`` and its ``rdt_class``.
+"""Resctrl (docs/koordinator.md#resctrl): the per-pod resctrl group ``koordlet-<podUID>`` and its
+``rdt_class``.
 
 RunPodSandbox asks for the group with its schemata (a ``ResctrlGroup`` effect the node executor
 creates); CreateContainer sets ``rdt_class`` and asks for the same group again, so the server can
