@@ -19,6 +19,7 @@ from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyError
 from policy_server.sdk.decision import Conflict, Decision, merge
 from policy_server.sdk.model import Event, parse_event
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeState
 from policy_server.sdk.registry import FailurePolicy, Policy, Registry
 
@@ -55,9 +56,9 @@ def describe(event: Event) -> str:
 class Engine:
     """Runs policies from a ``Registry``; holds the node view, and the policies their state."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, facts: NodeFacts = UNKNOWN_NODE) -> None:
         self.registry = registry
-        self.node = NodeState()
+        self.node = NodeState(facts)
 
     def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
         """Parse a request body (``PayloadError`` if malformed) and evaluate it."""

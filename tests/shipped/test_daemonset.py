@@ -154,6 +154,16 @@ def test_policy_server_can_write_pod_cgroups(daemonset: DaemonSetPod) -> None:
     assert "pod cgroup writes cannot take effect" not in policy, policy
 
 
+def test_policy_server_says_once_that_containers_get_no_unified_keys_on_v1(
+    daemonset: DaemonSetPod,
+) -> None:
+    # This VM is cgroup v1: whatever the rules say (production: group_identity_kernel_support),
+    # koordinator-qos never gives a container unified["cpu.bvt_warp_ns"] (runc refuses it).
+    policy = daemonset.kubelet.container_log(daemonset.pod, "policy-server")
+    assert not (CGROUP_V1_ROOT / "cgroup.controllers").exists()
+    assert policy.count("group identity on containers is off: cgroup v1") == 1, policy
+
+
 def kubelet_pod_cgroup() -> str:
     """A pod uid whose cpu cgroup exists with a CFS quota before the sandbox runs, as kubelet
     creates pod cgroups (so -1 afterwards can only be the policy server's write)."""
@@ -184,23 +194,11 @@ def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
     ds.cri.remove_pod(pod.id)
 
 
-def workloads_on_this_node(ds: DaemonSetPod) -> None:
-    """The production overlay's rules declare group_identity_kernel_support (Anolis kernels on
-    cgroup v2, its rules file says): every LSR/LS/BE container then carries
-    unified["cpu.bvt_warp_ns"], which runc refuses on this cgroup v1 VM ("cannot use unified
-    on cgroup v1"). Its pod, identity, probes and registration are checked above; workload
-    pods only with the base rules, which are for any kernel."""
-    if ds.overlay != BASE and not (CGROUP_V1_ROOT / "cgroup.controllers").exists():
-        pytest.xfail("production rules are for cgroup v2 Anolis kernels; this VM is cgroup v1")
-
-
 def test_lsr_pod_is_pinned_with_pod_quota_minus_one(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     lsr_pod_is_pinned(daemonset, "lsr")
 
 
 def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     batch = {
         "requests": {"kubernetes.io/batch-cpu": "300", "kubernetes.io/batch-memory": "128Mi"},
         "limits": {"kubernetes.io/batch-cpu": "600", "kubernetes.io/batch-memory": "128Mi"},
@@ -221,7 +219,6 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
 
 
 def test_containerd_restart_bridge_reconnects_and_polices(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     containerd = daemonset.containerd
     bridge_pid = daemonset.cri.container_pid(daemonset.pod.containers["bridge"])
     offset = containerd.log_size()
