@@ -3,7 +3,8 @@
 Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
 exception is a bug that is logged with its traceback; neither ever escapes. Owns the node view
 too: every request is folded into it before the policy's observers and handlers run. Also drops
-reply parts the event cannot carry (an ``adjust`` outside CreateContainer) with a warning. Must
+reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot
+(``unified`` keys on cgroup v1, which runc refuses) with a warning. Must
 not import web frameworks or do I/O; effects are returned, not executed.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -106,6 +108,7 @@ class Engine:
                 outputs.append((spec.name, decision))
         merged = merge(outputs)
         decision = _apply_failure_policy(policy, context, merged.decision, errors)
+        decision = _fit_to_node(decision, self.node.facts)
         decision = _fit_to_event(decision, event)
         return Evaluation(
             policy=policy.name,
@@ -116,6 +119,35 @@ class Engine:
             failed_handlers=tuple(failures),
             duration_s=time.perf_counter() - started,
         )
+
+
+def _fit_to_node(decision: Decision, facts: NodeFacts) -> Decision:
+    """Drop ``unified`` keys on a cgroup v1 node, saying so in a warning: runc refuses them
+    there, which would fail the container's creation or the whole update."""
+    if facts.unified_allowed:
+        return decision
+    adjust, notes = decision.adjust, []
+    if adjust is not None and adjust.resources.unified:
+        notes.append(_unified_dropped(adjust.resources.unified, "adjust"))
+        adjust = replace(adjust, resources=replace(adjust.resources, unified={}))
+    updates = []
+    for update in decision.update:
+        if update.resources.unified:
+            notes.append(_unified_dropped(update.resources.unified, update.container_id))
+            update = replace(update, resources=replace(update.resources, unified={}))
+            if update.resources.is_empty():
+                continue
+        updates.append(update)
+    if not notes:
+        return decision
+    return replace(
+        decision, adjust=adjust, update=tuple(updates), warnings=decision.warnings + tuple(notes)
+    )
+
+
+def _unified_dropped(keys: Mapping[str, str], where: str) -> str:
+    names = ", ".join(sorted(keys))
+    return f"unified {names} dropped ({where}): cgroup v1 node, runc refuses unified keys there"
 
 
 def _fit_to_event(decision: Decision, event: Event) -> Decision:

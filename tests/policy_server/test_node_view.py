@@ -246,3 +246,33 @@ def test_every_policy_sees_the_node_facts_the_server_found(tmp_path: Any) -> Non
     assert PolicyRunner(policy).send(create).json == {
         "adjust": {"linux": {"resources": {"unified": {"cpu.idle": "1"}}}}}
     assert seen == [NodeFacts(1), NodeFacts(1), NodeFacts()]
+
+
+def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() -> None:
+    # A policy that does not look at node.facts: the engine keeps its other values and says
+    # what it dropped (runc would refuse the container, or the whole update).
+    policy = Policy("careless")
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def adjust(event: Event) -> Decision:
+        patch = ResourcePatch(cpu_shares=512, unified={"cpu.idle": "1", "memory.high": "max"})
+        return Decision(adjust=Adjustment(resources=patch), update=(
+            ContainerUpdate("other", ResourcePatch(unified={"cpu.idle": "1"})),
+            ContainerUpdate("third", ResourcePatch(cpu_shares=2, unified={"cpu.idle": "0"})),
+        ))
+
+    create = envelope("CreateContainer", pod=pod(), container=container())
+    reply = PolicyRunner(policy, facts=NodeFacts(cgroup_version=1)).send(create).json
+    assert reply == {
+        "adjust": {"linux": {"resources": {"cpu": {"shares": 512}}}},
+        "update": [{"container_id": "third", "linux": {"resources": {"cpu": {"shares": 2}}}}],
+        "warnings": [
+            "unified cpu.idle, memory.high dropped (adjust): cgroup v1 node, runc refuses "
+            "unified keys there",
+            "unified cpu.idle dropped (other): cgroup v1 node, runc refuses unified keys there",
+            "unified cpu.idle dropped (third): cgroup v1 node, runc refuses unified keys there",
+        ],
+    }
+    v2 = PolicyRunner(policy, facts=NodeFacts(cgroup_version=2)).send(create).json
+    assert v2["adjust"]["linux"]["resources"]["unified"] == {"cpu.idle": "1", "memory.high": "max"}
+    assert "warnings" not in v2
