@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from policy_server.koordinator import Rules, rules_from_yaml
 from tests.deploy.support import BASE, OVERLAYS, render
 from tests.e2e.containerd import CGROUP_PREFIX, Containerd
 from tests.e2e.cri import CriClient
@@ -43,6 +44,7 @@ RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 MIB = 1024 * 1024
 PLUGIN_ID = "50-webhook-bridge"
+RULES_CONFIGMAP = "nri-policy-server-rules"
 
 
 @dataclass
@@ -53,6 +55,13 @@ class DaemonSetPod:
     kubelet: Kubelet
     pod: RunningPod
     spec: dict[str, Any]
+    docs: list[dict[str, Any]]
+
+    def rules(self) -> Rules:
+        """koordinator-qos's rules as the rendered ConfigMap gives them to the policy server."""
+        cm = next(d for d in self.docs
+                  if d["kind"] == "ConfigMap" and d["metadata"]["name"] == RULES_CONFIGMAP)
+        return rules_from_yaml(cm["data"]["rules.yaml"])
 
     def logs(self) -> str:
         return "\n".join(
@@ -98,7 +107,7 @@ def daemonset(
         for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE, *(c["image"] for c in spec["containers"])):
             cri.wait_image(ref)
         pod = kubelet.run(docs)
-        ds_pod = DaemonSetPod(request.param, node, cri, kubelet, pod, spec)
+        ds_pod = DaemonSetPod(request.param, node, cri, kubelet, pod, spec, docs)
         runs = ds_pod.wait_ready()
         print(
             f"\ncontainerd {node.runtime.version}, {request.param.name}: DaemonSet pod ready "
@@ -209,9 +218,11 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
         annotations={EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"app": batch}})},
     )
     cid = daemonset.cri.run_container(pod, name="app")
-    # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits.
+    # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits
+    # (no BE quota where the rules suppress BE CPU by cfsQuota: the production overlay's).
+    quota = -1 if daemonset.rules().cfs_quota_disabled else 60000
     assert pod_int("cpu", pod.uid, "cpu.shares") == 307, daemonset.logs()
-    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us") == 60000
+    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us") == quota, daemonset.logs()
     assert pod_int("memory", pod.uid, "memory.limit_in_bytes") == 128 * MIB
     assert cgroup_values(daemonset.cri.container_pid(cid)).cpu_shares == 307
     daemonset.cri.stop_pod(pod.id)
