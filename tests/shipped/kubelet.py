@@ -305,7 +305,7 @@ class Kubelet:
                 except grpc.RpcError as exc:  # the container exited: say why, with its log
                     extra = logs() if logs is not None else ""
                     raise PodFailed(f"{c['name']}: readiness probe could not run: "
-                                    f"{exc.details()}\n{extra}") from None  # type: ignore[attr-defined]
+                                    f"{exc.details()}\n{extra}") from None
                 if code == 0:
                     break
                 self.cri.container_pid(cid)  # still running, or say why not
