@@ -19,7 +19,7 @@ from typing import Any
 from bridge.contract.catalogue import REPLY_KEYS
 from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyError
-from policy_server.sdk.decision import Conflict, Decision, merge
+from policy_server.sdk.decision import Conflict, ContainerUpdate, Decision, merge
 from policy_server.sdk.model import Event, parse_event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeState
@@ -123,26 +123,34 @@ class Engine:
 
 def _fit_to_node(decision: Decision, facts: NodeFacts) -> Decision:
     """Drop ``unified`` keys on a cgroup v1 node, saying so in a warning: runc refuses them
-    there, which would fail the container's creation or the whole update."""
+    there, which would fail the container's creation or the whole update (replied or pushed)."""
     if facts.unified_allowed:
         return decision
     adjust, notes = decision.adjust, []
     if adjust is not None and adjust.resources.unified:
         notes.append(_unified_dropped(adjust.resources.unified, "adjust"))
         adjust = replace(adjust, resources=replace(adjust.resources, unified={}))
-    updates = []
-    for update in decision.update:
+    update = _without_unified(decision.update, notes)
+    push = _without_unified(decision.push, notes)
+    if not notes:
+        return decision
+    warnings = decision.warnings + tuple(notes)
+    return replace(decision, adjust=adjust, update=update, push=push, warnings=warnings)
+
+
+def _without_unified(
+    updates: tuple[ContainerUpdate, ...], notes: list[str]
+) -> tuple[ContainerUpdate, ...]:
+    """``updates`` minus their ``unified`` keys (an update left with nothing goes)."""
+    out = []
+    for update in updates:
         if update.resources.unified:
             notes.append(_unified_dropped(update.resources.unified, update.container_id))
             update = replace(update, resources=replace(update.resources, unified={}))
             if update.resources.is_empty():
                 continue
-        updates.append(update)
-    if not notes:
-        return decision
-    return replace(
-        decision, adjust=adjust, update=tuple(updates), warnings=decision.warnings + tuple(notes)
-    )
+        out.append(update)
+    return tuple(out)
 
 
 def _unified_dropped(keys: Mapping[str, str], where: str) -> str:

@@ -248,6 +248,9 @@ def test_every_policy_sees_the_node_facts_the_server_found(tmp_path: Any) -> Non
     assert seen == [NodeFacts(1), NodeFacts(1), NodeFacts()]
 
 
+IDLE = {"cpu.idle": "1"}
+
+
 def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() -> None:
     # A policy that does not look at node.facts: the engine keeps its other values and says
     # what it dropped (runc would refuse the container, or the whole update).
@@ -259,10 +262,14 @@ def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() ->
         return Decision(adjust=Adjustment(resources=patch), update=(
             ContainerUpdate("other", ResourcePatch(unified={"cpu.idle": "1"})),
             ContainerUpdate("third", ResourcePatch(cpu_shares=2, unified={"cpu.idle": "0"})),
-        ))
+        ), push=(ContainerUpdate("pushed", ResourcePatch(cpu_shares=4, unified=IDLE)),))
 
     create = envelope("CreateContainer", pod=pod(), container=container())
-    reply = PolicyRunner(policy, facts=NodeFacts(cgroup_version=1)).send(create).json
+    sent = PolicyRunner(policy, facts=NodeFacts(cgroup_version=1)).send(create)
+    # Pushed updates go through the bridge to UpdateContainers: the same rule.
+    pushed = sent.evaluation.decision.push
+    assert pushed == (ContainerUpdate("pushed", ResourcePatch(cpu_shares=4)),)
+    reply = sent.json
     assert reply == {
         "adjust": {"linux": {"resources": {"cpu": {"shares": 512}}}},
         "update": [{"container_id": "third", "linux": {"resources": {"cpu": {"shares": 2}}}}],
@@ -271,6 +278,7 @@ def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() ->
             "unified keys there",
             "unified cpu.idle dropped (other): cgroup v1 node, runc refuses unified keys there",
             "unified cpu.idle dropped (third): cgroup v1 node, runc refuses unified keys there",
+            "unified cpu.idle dropped (pushed): cgroup v1 node, runc refuses unified keys there",
         ],
     }
     v2 = PolicyRunner(policy, facts=NodeFacts(cgroup_version=2)).send(create).json
