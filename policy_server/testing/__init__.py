@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract import WebhookReply
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.replay import Case, Outcome, compare, load_cases
 from bridge.kube import NodeSpec
@@ -32,7 +32,7 @@ from bridge.simulator.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import update_to_json
-from policy_server.exceptions import PolicyServerError
+from policy_server.exceptions import PolicyServerError, RequestError
 from policy_server.policies import build_builtin
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
@@ -179,11 +179,11 @@ class PolicyRunner:
     def send(self, request: Mapping[str, Any] | str | Path, policy: str | None = None) -> Reply:
         """Evaluate one request (a body, or the path of a JSON file) and check the reply."""
         body = load_request(request) if isinstance(request, str | Path) else dict(request)
-        try:
-            WebhookRequest.model_validate(body)
-        except ValidationError as exc:
-            raise InvalidRequest(f"not a webhook request: {exc}") from None
-        evaluation = self.engine.evaluate_json(self._policy(policy), body)
+        name = self._policy(policy)
+        try:  # the server's one request path: the same 422s, as exceptions
+            evaluation = self.engine.evaluate_json(name, body)
+        except RequestError as exc:
+            raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
         try:
             WebhookReply.model_validate(evaluation.reply)
         except ValidationError as exc:
@@ -229,6 +229,16 @@ class PolicyRunner:
         """The recorded requests, in order (to send them one by one and assert yourself)."""
         for case in load_cases([Path(p) for p in recordings], None):
             yield case.request
+
+
+def _problems(error: RequestError) -> str:
+    """``container.linux.resources.cpu.shares: Input should be ...; ...`` from a 422's detail."""
+    out = []
+    for entry in error.detail:
+        loc = entry.get("loc")
+        where = ".".join(str(p) for p in loc[1:]) if isinstance(loc, list) else ""
+        out.append(f"{where}: {entry.get('msg')}")
+    return "; ".join(out)
 
 
 def load_request(path: str | Path) -> dict[str, Any]:
