@@ -2,7 +2,8 @@
 
 Owns ``NodeState`` (the engine folds every request into it: Synchronize replaces the whole view,
 lifecycle events add, change and remove entries) and ``NodeView``, the read-only face handlers
-and observers get, so a stateful policy does not have to track pods and containers itself.
+and observers get, so a stateful policy does not have to track pods and containers itself. The
+view also carries the server's ``NodeFacts`` about the host (its cgroup version).
 
 The view is only as complete as the events the bridge sends to this server: a webhook that wants
 it current subscribes to Synchronize and to the create/stop/remove events. It shows what the
@@ -20,6 +21,7 @@ from typing import TypeVar
 
 from bridge.contract.catalogue import EventName
 from policy_server.sdk.model import Container, Event, Pod
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,11 @@ class NodeView:
         return self._state.containers_view
 
     @property
+    def facts(self) -> NodeFacts:
+        """What the server found out about the host at start-up (e.g. its cgroup version)."""
+        return self._state.facts
+
+    @property
     def synced(self) -> bool:
         """True once a Synchronize has been seen: before that the view may miss containers."""
         return self._state.synced
@@ -83,7 +90,8 @@ class NodeView:
 class NodeState:
     """The mutable store behind ``NodeView``; only the engine calls ``apply``."""
 
-    def __init__(self) -> None:
+    def __init__(self, facts: NodeFacts = UNKNOWN_NODE) -> None:
+        self.facts = facts
         self.pods: dict[str, Pod] = {}
         self.containers: dict[str, Container] = {}
         self.pods_view: Mapping[str, Pod] = MappingProxyType(self.pods)
