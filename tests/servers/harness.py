@@ -12,7 +12,7 @@ from a seeded generator: the intervals straddle the server's idle timeout, so so
 reuse a connection the server still keeps, some find it closed, and some race its close.
 
 Owns: process start/stop by PID, the listening sockets, the driver. Must not: know any one
-server's settings (python_policy.py, node_policy.js, gopolicy/, nginx.py).
+server's settings (python_policy.py, node_policy.js, gopolicy/, nginx_front.py).
 """
 
 from __future__ import annotations

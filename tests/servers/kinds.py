@@ -7,7 +7,7 @@ descriptor, the idle timeout to set (None: the server's default) and whether to 
 connection alive at all.
 
 nginx is a front: it proxies (HTTP/1.1, upstream keep-alive) to the Python policy on a Unix
-socket of its own, and listens on addresses it binds itself (nginx.py).
+socket of its own, and listens on addresses it binds itself (nginx_front.py).
 
 Owns: the table of kinds. Must not: drive events (harness.py).
 """
@@ -32,7 +32,7 @@ class Kind:
     default_idle_s: float | None  # the server's own keep-alive idle timeout; None: never
     short_idle_s: float  # the shortest it is run with (gunicorn: whole seconds)
     interim: bool = False  # can send 1xx before a reply
-    argv: Argv | None = None  # None: nginx (nginx.py starts it)
+    argv: Argv | None = None  # None: nginx (nginx_front.py starts it)
 
     def __str__(self) -> str:
         return self.name

@@ -17,7 +17,7 @@ import pytest
 
 from tests.servers.harness import Run, appears, drive, listener, ready, running
 from tests.servers.kinds import KINDS, Kind
-from tests.servers.nginx import nginx
+from tests.servers.nginx_front import nginx
 
 pytestmark = pytest.mark.timeout(300)
 
