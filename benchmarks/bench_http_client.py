@@ -36,8 +36,8 @@ from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator.bench import LatencyStats  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
 from bridge.webhooks.client import PolicyClient  # noqa: E402
-from bridge.webhooks.config import parse_webhooks  # noqa: E402
 from bridge.webhooks.payload import PayloadBuilder, envelope  # noqa: E402
+from bridge.webhooks.specs import parse_webhooks  # noqa: E402
 from tests.hardening.processes import wait_listening  # noqa: E402
 
 

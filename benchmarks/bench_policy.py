@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 from bridge.contract.codec import envelope, request_payload  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator.bench import template  # noqa: E402
-from policy_server.composition import PolicyServer, ServerOptions  # noqa: E402
-from policy_server.hot_route import evaluate_body, evaluate_checked  # noqa: E402
+from policy_server.request_service import PolicyServer, ServerOptions  # noqa: E402
+from policy_server.server.hot_route import evaluate_body, evaluate_checked  # noqa: E402
 
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
 REQUESTS = {

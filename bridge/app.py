@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.config import BridgeConfig
+from bridge.config_file import BridgeConfig
 from bridge.configured import ConfiguredHandler, handler_kind
 from bridge.control.api import ControlDeps, create_app, create_metrics_app
 from bridge.control.serving import ControlServer

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import uvloop
 
 from bridge import __version__, logs
-from bridge.config import BridgeConfig, load_file, load_text, parse
+from bridge.config_file import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
@@ -112,7 +112,7 @@ def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig
     """Command-line overrides on top of the file: --policy-url, --control-*, --metrics-*."""
     from dataclasses import replace
 
-    from bridge.webhooks.config import webhook_from_url
+    from bridge.webhooks.specs import webhook_from_url
 
     if args.policy_url:
         config = replace(config, webhooks=(webhook_from_url(args.policy_url),))

@@ -14,7 +14,7 @@ logs it and drops the plugin instead of running it half-configured.
 
 Owns: choosing and building the handler, and passing every EventCall to it (it
 sits on the event path like any other EventHandler). Must not: parse anything
-itself (bridge.config does) or know the wire.
+itself (bridge.config_file does) or know the wire.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bridge.config import BridgeConfig, load_text
+from bridge.config_file import BridgeConfig, load_text
 from bridge.contract.catalogue import Event
 from bridge.errors import ConfigError
 from bridge.metrics import Metrics

@@ -1,38 +1,9 @@
 """nri-policy-server: policies as HTTP endpoints for nri-webhook-bridge, and the SDK to write them.
 
 A policy is a ``Policy`` whose handlers are plain functions registered by decorator per NRI
-event (event in, decision out, no I/O). The names below are the SDK's public surface.
+event (event in, decision out, no I/O). This package's names are exactly the SDK's
+(``policy_server.sdk``); docs/architecture.md shows the sub-packages behind it.
 """
 
-from bridge.contract.catalogue import EventName
-from policy_server.decision import (
-    Adjustment,
-    CgroupWrite,
-    ContainerUpdate,
-    Decision,
-    Eviction,
-    ResourcePatch,
-)
-from policy_server.exceptions import PolicyError
-from policy_server.model import Container, Event, Mount, Pod, Resources
-from policy_server.node import NodeView
-from policy_server.registry import FailurePolicy, Policy
-
-__all__ = [
-    "Adjustment",
-    "CgroupWrite",
-    "Container",
-    "ContainerUpdate",
-    "Decision",
-    "Event",
-    "EventName",
-    "Eviction",
-    "FailurePolicy",
-    "Mount",
-    "NodeView",
-    "Pod",
-    "Policy",
-    "PolicyError",
-    "ResourcePatch",
-    "Resources",
-]
+from policy_server.sdk import *  # noqa: F403 (the SDK is this package's public face)
+from policy_server.sdk import __all__ as __all__

@@ -27,17 +27,17 @@ import uvloop
 
 from bridge.contract.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
-from policy_server.app import create_app, create_metrics_app
-from policy_server.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
-from policy_server.composition import PolicyServer, ServerOptions
 from policy_server.exceptions import PolicyServerError, RulesError
-from policy_server.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
+from policy_server.koordinator.rules_watcher import RULES_POLL_INTERVAL_S
+from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
+from policy_server.node.procfs import DEFAULT_PROC_ROOT
+from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
+from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
-from policy_server.procfs import DEFAULT_PROC_ROOT
-from policy_server.reconciler import DEFAULT_RECONCILE_INTERVAL_S
-from policy_server.resctrl import DEFAULT_RESCTRL_ROOT
-from policy_server.rules_watcher import RULES_POLL_INTERVAL_S
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.server.asgi import create_app, create_metrics_app
+from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +268,15 @@ async def serve(
     # proxy_headers=False: no X-Forwarded-* rewriting, a middleware layer less per request
     # (the bridge connects directly); no Server and Date headers either, which nobody reads.
     config = uvicorn.Config(
-        create_app(server), log_level=log_level, access_log=False, lifespan="on",
-        log_config=None, http=CoalescingHttpToolsProtocol, proxy_headers=False,
-        server_header=False, date_header=False,
+        create_app(server),
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        log_config=None,
+        http=CoalescingHttpToolsProtocol,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
     )
     config.load()  # imports and builds the app now, so that the freeze below covers it
     # The app, the policies and every module live as long as the process: out of the

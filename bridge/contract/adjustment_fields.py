@@ -5,7 +5,7 @@ a policy may set in `adjust` and `update`): the allow-list kind an operator must
 ownership is counted when several webhooks answer (protocol §7.2), whether NRI's "-" marker
 can remove it (§7.1), and the first NRI version whose runtimes apply it (§6.3, §6.4: an older
 runtime drops it silently). The allow list (bridge.webhooks.kinds), the merge
-(bridge.webhooks.merge), the removal syntax (bridge.contract.adjustment) and the runtime's
+(bridge.webhooks.reply_merge), the removal syntax (bridge.contract.adjustment) and the runtime's
 capabilities (bridge.contract.capabilities) read this table; a new adjustment field is
 added here (after `make proto`). A field missing from the table is its own kind (refused until
 someone allows it by name) with a single owner, so it is never silently unguarded.

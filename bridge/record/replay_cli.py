@@ -9,8 +9,8 @@ from pathlib import Path
 from bridge.contract.replay import Outcome, ReplayInputError, compare, load_cases, replay_body
 from bridge.errors import ConfigError
 from bridge.webhooks.client import PolicyClient
-from bridge.webhooks.config import parse_duration, webhook_from_url
 from bridge.webhooks.failures import WebhookFailure
+from bridge.webhooks.specs import parse_duration, webhook_from_url
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
 

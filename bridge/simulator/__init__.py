@@ -10,7 +10,7 @@ Tests, the demo and the benchmarks drive plugins through it.
 """
 
 from bridge.simulator.bench import BenchResult, run_bench
-from bridge.simulator.dispatch import EventResult
+from bridge.simulator.delivery import EventResult
 from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.simulator.scenario import Scenario, ScenarioError, load_scenario, run_scenario

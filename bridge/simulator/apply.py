@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.merge import HOOK_KINDS, set_env
 from bridge.simulator.resources import merge_resources, overlay_resources
+from bridge.simulator.result_merge import HOOK_KINDS, set_env
 
 
 def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) -> api.Container:

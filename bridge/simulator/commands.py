@@ -18,7 +18,7 @@ from typing import Any
 
 from bridge.simulator.bench import BenchResult, run_bench
 from bridge.simulator.connection import PluginConnection
-from bridge.simulator.dispatch import EventResult
+from bridge.simulator.delivery import EventResult
 from bridge.simulator.hostile import ProbeOutcome, probe_plugin
 from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.simulator.report import format_result, result_to_dict

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.dispatch import EventResult
+from bridge.simulator.delivery import EventResult
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 
 CRI_EVENTS: dict[str, tuple[Event, ...]] = {

@@ -8,7 +8,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.dispatch import EventResult
+from bridge.simulator.delivery import EventResult
 from bridge.simulator.resources import CPU_STRING_FIELDS, CPU_WRAPPED_FIELDS, MEMORY_FIELDS
 
 

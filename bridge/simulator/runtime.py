@@ -42,7 +42,7 @@ from bridge.simulator.connection import (
     decode_message,
 )
 from bridge.simulator.default_validator import DefaultValidator
-from bridge.simulator.dispatch import Dispatcher, EventResult
+from bridge.simulator.delivery import Dispatcher, EventResult
 from bridge.simulator.handshake import (
     HandshakeFailed,
     accepted_mask,

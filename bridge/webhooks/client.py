@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from bridge.webhooks.config import TlsSpec, WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.http1 import Http1Connection, Unanswered
+from bridge.webhooks.specs import TlsSpec, WebhookSpec
 
 log = logging.getLogger(__name__)
 

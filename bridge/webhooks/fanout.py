@@ -6,7 +6,7 @@ after another. Each call gets `min(time left before ctx.deadline - margin,
 webhook timeout)`; a later webhook gets what the earlier ones left.
 
 Outcomes (decisions documented in docs/webhooks.md):
-- success: the contribution is merged (bridge.webhooks.merge);
+- success: the contribution is merged (bridge.webhooks.reply_merge);
 - failure (transport, reply, allow list, values, conflict, open circuit):
   Ignore → that webhook's contribution is dropped, logged and counted;
   Fail → EventRejected naming the webhook and the reason;
@@ -46,11 +46,11 @@ from bridge.nri.event_call import (
     RuntimeInfo,
 )
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.config import WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
-from bridge.webhooks.merge import Merger
 from bridge.webhooks.payload import PayloadBuilder, clip, encode, truncated_json
+from bridge.webhooks.reply_merge import Merger
+from bridge.webhooks.specs import WebhookSpec
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)

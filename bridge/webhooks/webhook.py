@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from bridge.contract.checked import MAX_BYTES, MAX_ENTRIES, CheckedReplies
 from bridge.webhooks.breaker import CircuitBreaker
 from bridge.webhooks.client import PolicyClient, decode_reply
-from bridge.webhooks.config import FailurePolicy, Mode, WebhookSpec
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
 from bridge.webhooks.payload import Payload, envelope
+from bridge.webhooks.specs import FailurePolicy, Mode, WebhookSpec
 
 # Below this there is no point in starting an HTTP exchange.
 MIN_CALL_BUDGET_S = 0.002

@@ -14,10 +14,9 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.cpuset import check_cpu_list
-from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.quantity import quantity_value
+from policy_server.sdk import PolicyError, check_cpu_list
 
 # Parsed annotations are cached by their raw text: every container of a pod, and every
 # Synchronize / resync, reads the same strings. Values are immutable, errors are not cached.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from bridge.contract.catalogue import EventName
-from policy_server.model import Event
+from policy_server.sdk import Event
 
 MAX_CONTAINERS = 65_536
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from bridge.contract.catalogue import EventName
-from policy_server.decision import Adjustment, ContainerUpdate, Decision
 from policy_server.koordinator.baselines import QuotaBaselines
 from policy_server.koordinator.hooks import (
     batch,
@@ -31,8 +30,15 @@ from policy_server.koordinator.target import (
     PodTarget,
     Stage,
 )
-from policy_server.model import Event, Pod
-from policy_server.registry import FailurePolicy, Policy
+from policy_server.sdk import (
+    Adjustment,
+    ContainerUpdate,
+    Decision,
+    Event,
+    FailurePolicy,
+    Pod,
+    Policy,
+)
 
 POLICY_NAME = "koordinator-qos"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from policy_server.decision import CgroupWrite
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import AnnotationError, oom_score_adj
 from policy_server.koordinator.hooks.group_identity import BVT_FILE, class_values
@@ -19,6 +18,7 @@ from policy_server.koordinator.nodeslo import CPUQOS
 from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import PodTarget
+from policy_server.sdk import CgroupWrite
 
 SYSCTL_GROUP_IDENTITY = "sched_group_identity_enabled"
 SYSCTL_SCHED_CORE = "sched_core"

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.exceptions import RulesError
 from policy_server.koordinator import keys
+from policy_server.sdk import RulesError
 
 # --- NodeSLO defaults (sloconfig) ------------------------------------------------------------
 

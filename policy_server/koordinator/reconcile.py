@@ -11,18 +11,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from policy_server.cpuset import parse_cpu_list
-from policy_server.decision import (
+from policy_server.koordinator.rules import Rules
+from policy_server.koordinator.target import ContainerTarget, HookSpec, PodTarget, Stage
+from policy_server.sdk import (
+    Container,
     ContainerUpdate,
     Decision,
     Effect,
+    Event,
+    PolicyError,
     ResourcePatch,
+    Resources,
     merge,
+    parse_cpu_list,
 )
-from policy_server.exceptions import PolicyError
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookSpec, PodTarget, Stage
-from policy_server.model import Container, Event, Resources
 
 # Containers in this state cannot be updated any more.
 _SKIPPED_STATES = frozenset({"CONTAINER_STOPPED"})

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policy_server.decision import ResctrlGroup
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import AnnotationError
+from policy_server.sdk import ResctrlGroup
 
 INTEL_VENDOR_ID = "GenuineIntel"
 AMD_VENDOR_ID = "AuthenticAMD"

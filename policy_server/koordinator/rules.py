@@ -2,8 +2,8 @@
 
 Owns the typed, immutable ``Rules`` value and its construction from a YAML document. Missing keys
 take koordlet's defaults (spec §5); every invalid value raises ``RulesError`` naming the dotted
-key. Reading the file and reloading it live in ``policy_server.rules_watcher``; this module only
-parses text it is given.
+key. Reading the file and reloading it live in ``policy_server.koordinator.rules_watcher``;
+this module only parses text it is given.
 
 File layout (all keys optional)::
 
@@ -32,8 +32,6 @@ from typing import Any
 
 import yaml
 
-from policy_server.cpuset import check_cpu_list
-from policy_server.exceptions import RulesError
 from policy_server.koordinator import keys
 from policy_server.koordinator.nodeslo import (
     CPUQOS,
@@ -42,7 +40,7 @@ from policy_server.koordinator.nodeslo import (
     node_slo_from_doc,
     type_name,
 )
-from policy_server.registry import FailurePolicy
+from policy_server.sdk import FailurePolicy, RulesError, check_cpu_list
 
 __all__ = ["CPUQOS", "NodeSLO", "Rules", "rules_from_doc", "rules_from_yaml", "stabilize"]
 

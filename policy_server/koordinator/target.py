@@ -11,10 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from policy_server.decision import NO_RESOURCES, Effect, ResourcePatch
 from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos, qos_class
 from policy_server.koordinator.rules import Features, Rules
-from policy_server.model import Mount, Pod, no_strings
+from policy_server.sdk import NO_RESOURCES, Effect, Mount, Pod, ResourcePatch, no_strings
 
 
 class Stage(StrEnum):

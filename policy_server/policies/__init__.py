@@ -22,9 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, cast
 
-from policy_server.exceptions import PolicyLoadError
-from policy_server.policies.config import PolicyConfigError, PolicySettings, load_settings
-from policy_server.registry import Policy
+from policy_server.policies.policy_config import PolicyConfigError, PolicySettings, load_settings
+from policy_server.sdk import Policy, PolicyLoadError
 
 __all__ = [
     "CATALOGUE",

@@ -35,12 +35,9 @@ from typing import Any
 import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
-from policy_server.decision import Adjustment, Decision
-from policy_server.model import Event, Mount
-from policy_server.oci import Device
-from policy_server.policies.config import PolicySettings, describe_value
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.registry import FailurePolicy, Policy
+from policy_server.policies.policy_config import PolicySettings, describe_value
+from policy_server.sdk import Adjustment, Decision, Device, Event, FailurePolicy, Mount, Policy
 
 NAME = "device-injector"
 DESCRIPTION = "devices, mounts and CDI devices from pod annotations, within allow lists"

@@ -23,12 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.contract.catalogue import EventName
-from policy_server.decision import Adjustment, Decision
-from policy_server.model import Container, Event
-from policy_server.oci import StagedHook
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
-from policy_server.registry import FailurePolicy, Policy
+from policy_server.policies.policy_config import PolicySettings
+from policy_server.sdk import (
+    Adjustment,
+    Container,
+    Decision,
+    Event,
+    FailurePolicy,
+    Policy,
+    StagedHook,
+)
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policy_server.oci import Hook, HookStage
+from policy_server.sdk import Hook, HookStage
 
 VERSION = "1.0.0"
 # OCI spelling -> NRI's Hooks field.

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from policy_server.model import Event
-from policy_server.policies.config import describe_value
+from policy_server.policies.policy_config import describe_value
+from policy_server.sdk import Event
 
 # An annotation value is bounded by Kubernetes (256 KiB for all of a pod's annotations);
 # refusing more here keeps a hostile value from costing YAML parse time.

@@ -16,12 +16,9 @@ from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
-from policy_server.decision import Adjustment, Decision
-from policy_server.model import Event
-from policy_server.oci import Rlimit
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.registry import FailurePolicy, Policy
+from policy_server.policies.policy_config import PolicySettings
+from policy_server.sdk import Adjustment, Decision, Event, FailurePolicy, Policy, Rlimit
 
 NAME = "ulimit-adjuster"
 DESCRIPTION = "rlimits (ulimits) for containers from pod annotations"

@@ -26,13 +26,13 @@ from pydantic import ValidationError
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.replay import Case, Outcome, compare, load_cases
-from policy_server.engine import Engine, Evaluation
+from policy_server.engine.evaluate import Engine, Evaluation
+from policy_server.engine.loader import load_policies
+from policy_server.engine.reply import update_to_json
 from policy_server.exceptions import PolicyServerError
-from policy_server.loader import load_policies
-from policy_server.node import NodeView
 from policy_server.policies import build_builtin
-from policy_server.registry import Policy, Registry
-from policy_server.reply import update_to_json
+from policy_server.sdk.node_view import NodeView
+from policy_server.sdk.registry import Policy, Registry
 
 __all__ = [
     "InvalidReply",

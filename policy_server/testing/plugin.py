@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from policy_server.registry import Policy
+from policy_server.sdk.registry import Policy
 from policy_server.testing import PolicyRunner
 
 RunnerFactory = Callable[..., PolicyRunner]

@@ -424,7 +424,7 @@ def copy_sources(instruction: Instruction) -> tuple[dict[str, str], list[str], s
 
 def bridge_webhooks(text: str, source: str) -> tuple[Any, ...]:
     """Load a bridge config as ``--config`` does and return its webhook specs."""
-    from bridge.config import load_text
+    from bridge.config_file import load_text
 
     return load_text(text, source).webhooks
 

@@ -20,7 +20,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from bridge.metrics import Metrics as BridgeMetrics
 from bridge.webhooks.failures import FailureKind
-from policy_server.metrics import Metrics as PolicyMetrics
+from policy_server.telemetry import Metrics as PolicyMetrics
 from tests.deploy import dashboard as g
 from tests.deploy import support as s
 from tests.deploy.test_deployments_run import Samples, kubernetes, root, serving

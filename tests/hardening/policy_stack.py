@@ -27,7 +27,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC
 from bridge.logs import JsonFormatter
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import EventResult, SimulatedRuntime
-from bridge.webhooks.config import WebhookSpec, parse_webhooks
+from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 from tests.hardening.policy_http import Behaviour, RawPolicy
 from tests.integration.harness import Bridge, pod_and_container, running_bridge
 

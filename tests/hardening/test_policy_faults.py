@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from bridge.simulator import SimulatedRuntime
-from bridge.simulator.dispatch import EventResult
+from bridge.simulator.delivery import EventResult
 from tests.integration.harness import pod_and_container
 
 from .processes import BridgeProcess, Process, bridge_process, policy_process

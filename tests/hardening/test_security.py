@@ -35,9 +35,9 @@ from bridge.cli import main as bridge_main
 from bridge.control.serving import unix_listener
 from bridge.errors import BridgeError, ConfigError
 from bridge.simulator.synthetic import synthetic_state
-from bridge.webhooks.config import parse_webhooks, webhook_from_url
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
+from bridge.webhooks.specs import parse_webhooks, webhook_from_url
 from policy_server.main import StartupError, bind_unix_socket
 from policy_server.main import main as policy_main
 from tests.hardening.policy_http import Behaviour, HttpRequest, RawPolicy, json_reply, reply

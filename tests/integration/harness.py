@@ -21,8 +21,8 @@ from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
-from bridge.webhooks.config import WebhookSpec, parse_webhooks
 from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
 
 @contextlib.contextmanager

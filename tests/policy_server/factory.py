@@ -7,7 +7,7 @@ from typing import Any
 
 from policy_server.koordinator.rules import Rules, rules_from_doc
 from policy_server.koordinator.target import ContainerTarget, PodTarget
-from policy_server.model import Event, parse_event, parse_pod
+from policy_server.sdk.model import Event, parse_event, parse_pod
 
 API = "nri-webhook-bridge/v1"
 

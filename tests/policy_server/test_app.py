@@ -19,11 +19,11 @@ from policy_server import (
     EventName,
     Policy,
     ResourcePatch,
-    hot_route,
 )
-from policy_server.app import create_app, field_loc
-from policy_server.cgroups import ExecutorMode
-from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.node.cgroups import ExecutorMode
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.server import hot_route
+from policy_server.server.asgi import create_app, field_loc
 from tests.policy_server.factory import container, envelope, pod
 
 RS = "scheduling.koordinator.sh/resource-status"

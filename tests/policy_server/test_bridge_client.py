@@ -6,7 +6,7 @@ import httpx
 import pytest
 import respx
 
-from policy_server.bridge_client import BridgeControl
+from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.exceptions import BridgeControlError
 
 URL = "http://127.0.0.1:9999"

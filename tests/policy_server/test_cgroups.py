@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policy_server.cgroups import (
+from policy_server.node.cgroups import (
     CgroupExecutor,
     CgroupVersion,
     ContainerFiles,
@@ -15,7 +15,7 @@ from policy_server.cgroups import (
     cgroup_dir,
     container_dir,
 )
-from policy_server.decision import CgroupWrite, HostDirectory
+from policy_server.sdk.decision import CgroupWrite, HostDirectory
 
 V1_PARENT = "/kubepods/besteffort/pod1"
 V2_PARENT = "kubepods-besteffort-pod1.slice"

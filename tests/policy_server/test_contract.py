@@ -17,9 +17,9 @@ import pytest
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
-from policy_server import engine
-from policy_server.app import create_app
-from policy_server.composition import PolicyServer, ServerOptions
+from policy_server.engine import evaluate as engine
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.server.asgi import create_app
 
 ROOT = Path(__file__).parents[2]
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"

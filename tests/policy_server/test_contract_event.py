@@ -22,10 +22,10 @@ from bridge.contract.nri_version import nri_version_of
 from bridge.contract.replay import load_cases
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.contract_event import event_from_contract
-from policy_server.hot_route import evaluate_body, evaluate_checked
-from policy_server.model import Event, parse_event
+from policy_server.engine.request import event_from_contract
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.sdk.model import Event, parse_event
+from policy_server.server.hot_route import evaluate_body, evaluate_checked
 
 ROOT = Path(__file__).parents[2]
 RULES = ROOT / "examples" / "koordinator-rules.yaml"

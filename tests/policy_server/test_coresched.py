@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from policy_server import coresched
 from policy_server.koordinator.node_plan import (
     core_sched_group,
     core_sched_rule,
@@ -22,6 +21,7 @@ from policy_server.koordinator.node_plan import (
     kube_qos_writes,
     manages_core_sched,
 )
+from policy_server.node import coresched
 from tests.policy_server.factory import pod_target, rules
 
 

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from bridge.contract import WebhookReply
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.engine import Engine
+from policy_server.engine.evaluate import Engine
+from policy_server.engine.loader import load_policies
 from policy_server.exceptions import PolicyLoadError
-from policy_server.loader import load_policies
-from policy_server.registry import Registry
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.sdk.registry import Registry
 
 ROOT = Path(__file__).parents[2]
 REQUESTS = ROOT / "examples" / "requests"

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy_server.cgroups import shares_to_weight, weight_to_shares
 from policy_server.koordinator.formulas import (
     memory_limit,
     milli_cpu_to_quota,
@@ -14,6 +13,7 @@ from policy_server.koordinator.formulas import (
     scale_quota,
 )
 from policy_server.koordinator.quantity import quantity_value
+from policy_server.node.cgroups import shares_to_weight, weight_to_shares
 
 GI = 1024**3
 

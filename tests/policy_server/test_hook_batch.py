@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator.hooks import batch
 from policy_server.koordinator.target import Stage
+from policy_server.sdk.decision import CgroupWrite, ResourcePatch
 from tests.policy_server.factory import batch_spec, container_target, pod_target, rules
 
 GI = 1024**3

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from policy_server.decision import CgroupWrite
 from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.hooks import group_identity
 from policy_server.koordinator.target import Stage
+from policy_server.sdk.decision import CgroupWrite
 from tests.policy_server.factory import container_target, pod_target, rules
 
 G, B, BE = "/kubepods/pod1", "/kubepods/burstable/pod1", "/kubepods/besteffort/pod1"

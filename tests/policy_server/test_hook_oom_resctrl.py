@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from policy_server.decision import ResctrlGroup, ResctrlGroupRemoval
 from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.hooks import oom, resctrl
 from policy_server.koordinator.target import Stage
+from policy_server.sdk.decision import ResctrlGroup, ResctrlGroupRemoval
 from tests.policy_server.factory import container_target, pod_target, rules
 
 POD_DEFAULT = "koordinator.sh/oom-score-adj"

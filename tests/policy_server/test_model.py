@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bridge.contract.catalogue import EventName
 from policy_server.exceptions import PayloadError
-from policy_server.model import parse_event
+from policy_server.sdk.model import parse_event
 from tests.policy_server.factory import container, envelope, pod
 
 EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"

@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
-from policy_server.bridge_client import BridgeControl
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.engine import Engine
+from policy_server.bridge_link.control_client import BridgeControl
+from policy_server.engine.evaluate import Engine
 from policy_server.exceptions import PolicyLoadError
-from policy_server.node import NodeView
-from policy_server.registry import Registry
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.sdk.node_view import NodeView
+from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import container, envelope, event, pod
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []
@@ -179,7 +179,7 @@ async def test_push_without_bridge_or_in_dry_run_is_reported_not_sent() -> None:
 async def test_push_to_a_failing_bridge_is_retried_then_given_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("policy_server.pusher.PUSH_RETRY_S", 0.0)
+    monkeypatch.setattr("policy_server.bridge_link.pusher.PUSH_RETRY_S", 0.0)
     bridge = Bridge(status=503)
     server = server_with(bridge)
     await server.handle("pusher", REMOVE)

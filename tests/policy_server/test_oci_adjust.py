@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from bridge.contract import WebhookReply
 from policy_server import Adjustment, Decision
-from policy_server.decision import merge
-from policy_server.oci import Device, Hook, HookStage, Rlimit, StagedHook
-from policy_server.reply import decision_to_reply
+from policy_server.engine.reply import decision_to_reply
+from policy_server.sdk.decision import merge
+from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
 
 NULL = Device("/dev/null", "c", 1, 3)
 PRESTART = StagedHook(HookStage.PRESTART, Hook("/bin/a", ("a", "-x"), ("K=V",), 5))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy_server.decision import ResourcePatch
-from policy_server.engine import Engine
+from policy_server.engine.evaluate import Engine
 from policy_server.koordinator import build_policy
 from policy_server.koordinator.baselines import QuotaBaselines
 from policy_server.koordinator.reconcile import diff
 from policy_server.koordinator.rules import Rules
-from policy_server.model import CPU, Memory, Resources, parse_event
-from policy_server.registry import Registry
+from policy_server.sdk.decision import ResourcePatch
+from policy_server.sdk.model import CPU, Memory, Resources, parse_event
+from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import batch_spec, container, envelope, pod, rules, topology
 
 RS = "scheduling.koordinator.sh/resource-status"

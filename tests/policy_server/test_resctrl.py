@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.decision import ResctrlGroup
 from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.resctrl_schemata import (
     AMD_VENDOR_ID,
@@ -25,7 +23,9 @@ from policy_server.koordinator.resctrl_schemata import (
     resctrl_group,
     schemata_lines,
 )
-from policy_server.resctrl import ResctrlFS
+from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.sdk.decision import ResctrlGroup
 from tests.policy_server.factory import container, envelope, pod
 
 RESCTRL = "node.koordinator.sh/resctrl"
@@ -131,7 +131,7 @@ def test_probe_without_rdt_hardware(tmp_path: Path) -> None:
 def _server(tmp_path: Path, resctrl_root: Path) -> PolicyServer:
     rules = tmp_path / "rules.yaml"
     rules.write_text("features: {Resctrl: true}\n")
-    from policy_server.cgroups import ExecutorMode
+    from policy_server.node.cgroups import ExecutorMode
 
     server = PolicyServer(ServerOptions(
         rules_path=rules, executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cgroup",

@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from policy_server.bridge_client import BridgeControl
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.rules_watcher import ReloadResult
+from policy_server.bridge_link.control_client import BridgeControl
+from policy_server.koordinator.rules_watcher import ReloadResult
+from policy_server.request_service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 
 POOLS = "node.koordinator.sh/cpu-shared-pools"

@@ -13,7 +13,7 @@ from policy_server.koordinator.rules import (
     rules_summary,
     stabilize,
 )
-from policy_server.registry import FailurePolicy
+from policy_server.sdk.registry import FailurePolicy
 
 
 def test_empty_file_gives_koordlet_defaults() -> None:

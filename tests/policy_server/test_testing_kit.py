@@ -19,9 +19,9 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
-from policy_server.app import create_app
-from policy_server.composition import PolicyServer, ServerOptions
-from policy_server.oci import Rlimit
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.sdk.oci import Rlimit
+from policy_server.server.asgi import create_app
 from policy_server.testing import (
     InvalidReply,
     InvalidRequest,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.config import parse
+from bridge.config_file import parse
 from bridge.configured import ConfiguredHandler
 from bridge.metrics import Metrics
 from bridge.nri.handler_api import RuntimeInfo

@@ -11,7 +11,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, Event
 from bridge.nri.handler_api import EventContext, Handler, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import load_scenario, run_scenario
-from bridge.simulator.dispatch import FALLBACK_EVENTS
+from bridge.simulator.delivery import FALLBACK_EVENTS
 
 from .harness import connected
 

@@ -6,8 +6,8 @@ import pytest
 
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_adjustment
-from bridge.simulator.merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.ownership import Ownership
+from bridge.simulator.result_merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.sync import SyncSplitter, SyncTooLarge
 
 

@@ -16,9 +16,10 @@ from bridge.contract import catalogue as cat
 from bridge.contract import webhook_models
 from bridge.contract.catalogue import CATALOGUE, Event, EventName
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks import config as webhook_config
 from bridge.webhooks import guard, payload
-from policy_server import engine, model
+from bridge.webhooks import specs as webhook_config
+from policy_server.engine import evaluate as engine
+from policy_server.sdk import model
 
 ROOT = Path(__file__).resolve().parents[2]
 

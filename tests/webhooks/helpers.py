@@ -14,7 +14,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_PAYLOAD
 from bridge.contract.convert import fill
 from bridge.nri.handler_api import EventContext, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.config import WebhookSpec, parse_webhooks
+from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "schemas" / "webhook" / "examples"

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from bridge.webhooks import webhook as webhook_module
-from bridge.webhooks.config import DEFAULT_ALLOW
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
+from bridge.webhooks.specs import DEFAULT_ALLOW
 from bridge.webhooks.webhook import CallRequest, Webhook
 from tests.webhooks.helpers import spec
 from tests.webhooks.policy_double import Reply, Seen, policy_double

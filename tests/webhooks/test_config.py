@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from bridge.cli import main
-from bridge.config import load_text
+from bridge.config_file import load_text
 from bridge.control.settings import parse_control
 from bridge.errors import ConfigError
-from bridge.webhooks.config import (
+from bridge.webhooks.kinds import DEFAULT_ALLOW
+from bridge.webhooks.specs import (
     DEFAULT_EVENTS,
     FailurePolicy,
     Mode,
@@ -19,7 +20,6 @@ from bridge.webhooks.config import (
     parse_webhooks,
     webhook_from_url,
 )
-from bridge.webhooks.kinds import DEFAULT_ALLOW
 
 REPO = Path(__file__).resolve().parents[2]
 

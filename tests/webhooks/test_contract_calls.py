@@ -166,7 +166,7 @@ async def test_bearer_token_and_tls_settings_reach_the_request(tmp_path: Any) ->
 
 
 async def test_tcp_url_posts_to_its_path() -> None:
-    from bridge.webhooks.config import parse_webhooks
+    from bridge.webhooks.specs import parse_webhooks
     async with policy_double(tcp=True) as double:
         route = double.route("/hooks/qos?v=1", Reply(json={}))
         hook = parse_webhooks([{"name": "tcp",

@@ -16,8 +16,8 @@ import pytest
 from bridge.metrics import Metrics
 from bridge.webhooks import client as client_module
 from bridge.webhooks.client import PolicyClient
-from bridge.webhooks.config import parse_webhooks
 from bridge.webhooks.failures import FailureKind, WebhookFailure
+from bridge.webhooks.specs import parse_webhooks
 
 BODY = b'{"warnings":["ok"]}'
 

@@ -10,7 +10,7 @@ from bridge.webhooks.breaker import CircuitBreaker, CircuitState
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.guard import Contribution
 from bridge.webhooks.kinds import ALL_KINDS, adjustment_kinds
-from bridge.webhooks.merge import Merger
+from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.selector import Operator, Requirement, Selector
 from bridge.webhooks.values import ValueProblem, check_cpuset
 

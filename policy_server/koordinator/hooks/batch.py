@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import (
     AnnotationError,
@@ -26,6 +25,7 @@ from policy_server.koordinator.formulas import (
 from policy_server.koordinator.qos import QOSClass
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.sdk import CgroupWrite, ResourcePatch
 
 
 def _quota(milli_cpu: int, rules: Rules) -> int:

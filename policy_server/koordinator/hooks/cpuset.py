@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policy_server.cpuset import canonical_cpu_list
-from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import ResourceStatus, resource_status
 from policy_server.koordinator.qos import KubeQOS, QOSClass
 from policy_server.koordinator.rules import CPUSharedPool, Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.sdk import CgroupWrite, ResourcePatch, canonical_cpu_list
 
 
 def _join(pools: Iterable[CPUSharedPool]) -> str:

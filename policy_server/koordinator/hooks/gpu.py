@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import posixpath
 
-from policy_server.decision import HostDirectory
-from policy_server.exceptions import PolicyError
 from policy_server.koordinator import keys
 from policy_server.koordinator.annotations import Device, device_allocations, device_quantity
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, Stage
-from policy_server.model import Mount
+from policy_server.sdk import HostDirectory, Mount, PolicyError
 
 
 def _bind(source: str, destination: str) -> Mount:

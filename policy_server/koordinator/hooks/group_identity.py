@@ -10,11 +10,11 @@ file; runc rejects ``unified`` keys on cgroup v1).
 
 from __future__ import annotations
 
-from policy_server.decision import CgroupWrite, ResourcePatch
 from policy_server.koordinator.annotations import cpu_qos_override
 from policy_server.koordinator.qos import KubeQOS, QOSClass
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.sdk import CgroupWrite, ResourcePatch
 
 BVT_FILE = "cpu.bvt_warp_ns"
 

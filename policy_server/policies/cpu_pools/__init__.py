@@ -18,11 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from bridge.contract.catalogue import EventName
-from policy_server.cpuset import format_cpu_list, parse_cpu_list
-from policy_server.decision import Adjustment, ContainerUpdate, Decision, ResourcePatch
-from policy_server.model import Event
-from policy_server.node import NodeView
-from policy_server.policies.config import PolicySettings
 from policy_server.policies.cpu_pools.pools import (
     CpuPools,
     Outcome,
@@ -37,7 +32,18 @@ from policy_server.policies.cpu_pools.topology import (
     from_layout,
     from_sysfs,
 )
-from policy_server.registry import Policy
+from policy_server.policies.policy_config import PolicySettings
+from policy_server.sdk import (
+    Adjustment,
+    ContainerUpdate,
+    Decision,
+    Event,
+    NodeView,
+    Policy,
+    ResourcePatch,
+    format_cpu_list,
+    parse_cpu_list,
+)
 
 NAME = "cpu-pools"
 DESCRIPTION = "exclusive CPUs for Guaranteed containers with whole CPUs, a shared pool for the rest"

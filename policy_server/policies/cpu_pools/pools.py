@@ -15,11 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from policy_server.cpuset import format_cpu_list, parse_cpu_list
-from policy_server.model import Container, Pod
-from policy_server.node import NodeView
 from policy_server.policies.cpu_pools.allocator import take
 from policy_server.policies.cpu_pools.topology import Topology
+from policy_server.sdk import Container, NodeView, Pod, format_cpu_list, parse_cpu_list
 
 # kubelet writes cpu.shares = request milliCPU * 1024 / 1000 (MilliCPUToShares), so a
 # Guaranteed container with N whole CPUs has shares N*1024 and quota N*period.

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.cpuset import parse_cpu_list
+from policy_server.sdk import parse_cpu_list
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 _NODE_LINK = re.compile(r"^node(\d+)$")

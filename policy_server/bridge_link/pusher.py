@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy_server.bridge_client import BridgeControl
+from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.exceptions import BridgeControlError
-from policy_server.metrics import Metrics
+from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 

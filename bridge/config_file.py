@@ -2,7 +2,7 @@
 
 Loading never raises anything but ConfigError, whose key names the offending
 setting (`webhooks[0].timeout: ...`); the CLI turns it into exit code 2.
-The webhook section is validated by bridge.webhooks.config, the control
+The webhook section is validated by bridge.webhooks.specs, the control
 section by bridge.control.settings.
 """
 
@@ -17,7 +17,7 @@ import yaml
 from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
-from bridge.webhooks.config import WebhookSpec, parse_webhooks
+from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
 TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control"})
 

@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from policy_server.exceptions import RulesError
+from policy_server.sdk import RulesError
 
 log = logging.getLogger(__name__)
 

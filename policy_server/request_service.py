@@ -24,35 +24,40 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import EventName
-from policy_server import node_state
-from policy_server.bridge_client import BridgeControl, BridgeState
-from policy_server.cgroups import (
+from policy_server.bridge_link.control_client import BridgeControl, BridgeState
+from policy_server.bridge_link.pusher import Pusher, PushJob
+from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
+from policy_server.engine.loader import load_policies
+from policy_server.engine.reply import update_to_json
+from policy_server.exceptions import BridgeControlError, PayloadError
+from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
+from policy_server.koordinator.rules import stabilize
+from policy_server.koordinator.rules_watcher import (
+    RULES_POLL_INTERVAL_S,
+    ReloadResult,
+    RulesSource,
+    watch,
+)
+from policy_server.node import probe as node_state
+from policy_server.node.cgroups import (
     DEFAULT_CGROUP_ROOT,
     CgroupExecutor,
     CgroupVersion,
     ExecutionReport,
     ExecutorMode,
 )
-from policy_server.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
-from policy_server.engine import MAX_WARNINGS, Engine, Evaluation, describe
-from policy_server.exceptions import BridgeControlError, PayloadError
-from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
-from policy_server.koordinator.rules import stabilize
-from policy_server.loader import load_policies
-from policy_server.metrics import Metrics
-from policy_server.model import Event, parse_event
-from policy_server.policies import build_builtin
-from policy_server.procfs import DEFAULT_PROC_ROOT, Procfs
-from policy_server.pusher import Pusher, PushJob
-from policy_server.reconciler import (
+from policy_server.node.procfs import DEFAULT_PROC_ROOT, Procfs
+from policy_server.node.reconciler import (
     DEFAULT_RECONCILE_INTERVAL_S,
     NodeReconciler,
     synchronize_body,
 )
-from policy_server.registry import Policy, Registry
-from policy_server.reply import update_to_json
-from policy_server.resctrl import DEFAULT_RESCTRL_ROOT, ResctrlFS
-from policy_server.rules_watcher import RULES_POLL_INTERVAL_S, ReloadResult, RulesSource, watch
+from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
+from policy_server.policies import build_builtin
+from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
+from policy_server.sdk.model import Event, parse_event
+from policy_server.sdk.registry import Policy, Registry
+from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +311,9 @@ class PolicyServer:
         children = self._request_metrics.get(key)
         if children is None:  # labels() takes a lock and builds a key: once per combination
             children = self._request_metrics[key] = (
-                m.requests.labels(name, event, outcome), m.decision_seconds.labels(name, event))
+                m.requests.labels(name, event, outcome),
+                m.decision_seconds.labels(name, event),
+            )
         children[0].inc()
         children[1].observe(evaluation.duration_s)
         for handler in evaluation.failed_handlers:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from policy_server import coresched
-from policy_server.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
 from policy_server.koordinator.rules import Rules
-from policy_server.procfs import Procfs
-from policy_server.reconciler import NodeReconciler
+from policy_server.node import coresched
+from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
+from policy_server.node.procfs import Procfs
+from policy_server.node.reconciler import NodeReconciler
 
 log = logging.getLogger(__name__)
 

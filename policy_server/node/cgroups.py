@@ -5,7 +5,7 @@ sums, ``cpu.cfs_quota_us = -1`` for pinned pods, ``cpu.bvt_warp_ns``. Policies r
 ``CgroupWrite`` effects; this module applies them under a cgroup root, for cgroup v1
 (``<root>/<controller>/<parent>/<file>``) or v2 (``<root>/<parent>/<v2 file>``, values
 converted), and reads them back for the reconciler (``drift``). It also (re)creates host
-directories (HAMi-core) and hands resctrl groups to ``policy_server.resctrl``. Mode ``on``
+directories (HAMi-core) and hands resctrl groups to ``policy_server.node.resctrl_fs``. Mode ``on``
 writes, ``dry-run`` only logs, ``off`` is the explicit "report only" choice.
 
 ``probe`` finds out once whether the cgroup tree can be written; when it cannot, cgroup writes
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
-from policy_server.decision import (
+from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.sdk.decision import (
     CgroupWrite,
     Effect,
     HostDirectory,
     ResctrlGroup,
     ResctrlGroupRemoval,
 )
-from policy_server.resctrl import ResctrlFS
 
 log = logging.getLogger(__name__)
 

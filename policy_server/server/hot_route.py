@@ -27,10 +27,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
-from policy_server.composition import PolicyServer
-from policy_server.contract_event import event_from_contract
-from policy_server.engine import Evaluation
+from policy_server.engine.evaluate import Evaluation
+from policy_server.engine.request import event_from_contract
 from policy_server.exceptions import PayloadError, UnknownPolicyError
+from policy_server.request_service import PolicyServer
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ def is_json(content_type: str | None) -> bool:
         return True
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json"))
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
@@ -95,20 +96,33 @@ async def evaluate_checked(server: PolicyServer, name: str, raw: bytes) -> tuple
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _detail(422, [{"type": "json_invalid", "loc": ["body", exc.pos],
-                              "msg": "JSON decode error", "input": {}, "ctx": {"error": exc.msg}}])
+        return _detail(
+            422,
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ["body", exc.pos],
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            ],
+        )
     try:
         WebhookRequest.model_validate(data)
     except ValidationError as exc:
-        return _detail(422, [{**error, "loc": ["body", *error["loc"]]}
-                             for error in exc.errors(include_url=False)])
+        return _detail(
+            422,
+            [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors(include_url=False)],
+        )
     try:
         evaluation = await server.handle(name, data)
     except UnknownPolicyError:
         return _unknown(server, name)
     except PayloadError as exc:
-        return _detail(422, [{"loc": field_loc(exc.field), "msg": exc.message,
-                              "type": "value_error"}])
+        return _detail(
+            422, [{"loc": field_loc(exc.field), "msg": exc.message, "type": "value_error"}]
+        )
     return _reply(name, evaluation)
 
 
@@ -130,8 +144,12 @@ def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
     try:
         WebhookReply.model_validate_json(body)
     except ValidationError as exc:
-        log.error("policy=%s produced a reply outside the contract: %s reply=%s",
-                  name, exc, evaluation.reply)
+        log.error(
+            "policy=%s produced a reply outside the contract: %s reply=%s",
+            name,
+            exc,
+            evaluation.reply,
+        )
         return _detail(500, f"policy {name!r} produced an invalid reply: {exc.errors()[:3]}")
     _CHECKED.remember(body, body, True)
     return 200, body
@@ -146,7 +164,7 @@ class HotRoute:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        name = path[len(PREFIX):] if scope["type"] == "http" and path.startswith(PREFIX) else ""
+        name = path[len(PREFIX) :] if scope["type"] == "http" and path.startswith(PREFIX) else ""
         if not name or "/" in name or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -155,16 +173,21 @@ class HotRoute:
             if key == b"content-type":
                 content_type = value.decode("latin-1")
         if not is_json(content_type):
-            status, body = _detail(415, f"expected content-type application/json, "
-                                        f"got {content_type!r}")
+            status, body = _detail(
+                415, f"expected content-type application/json, got {content_type!r}"
+            )
         else:
             raw = await _read(receive)
             if raw is None:
                 return  # the client went away mid-body: nobody to answer
             status, body = await evaluate_body(self.server, name, raw)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", _JSON),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", _JSON), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bridge.contract.catalogue import REPLY_KEYS
-from policy_server.decision import Conflict, Decision, merge
+from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyError
-from policy_server.model import Event, parse_event
-from policy_server.node import NodeState
-from policy_server.registry import FailurePolicy, Policy, Registry
-from policy_server.reply import decision_to_reply
+from policy_server.sdk.decision import Conflict, Decision, merge
+from policy_server.sdk.model import Event, parse_event
+from policy_server.sdk.node_view import NodeState
+from policy_server.sdk.registry import FailurePolicy, Policy, Registry
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
-from policy_server.composition import PolicyServer
-from policy_server.hot_route import HotRoute, evaluate_body, field_loc
 from policy_server.koordinator.rules import rules_summary
-from policy_server.metrics import CONTENT_TYPE
+from policy_server.request_service import PolicyServer
+from policy_server.server.hot_route import HotRoute, evaluate_body, field_loc
+from policy_server.telemetry import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 

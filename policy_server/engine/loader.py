@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from policy_server.exceptions import PolicyLoadError
-from policy_server.registry import Policy
+from policy_server.sdk.registry import Policy
 
 
 def _import_file(path: Path) -> ModuleType:

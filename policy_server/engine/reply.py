@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from policy_server.decision import Adjustment, ContainerUpdate, Decision
-from policy_server.model import Mount
-from policy_server.oci import hooks_to_json
+from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision
+from policy_server.sdk.model import Mount
+from policy_server.sdk.oci import hooks_to_json
 
 
 def _mount_json(mount: Mount) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 Owns the decision value types (frozen dataclasses) and the merge with conflict detection (two
 handlers setting the same field: the later one in handler order wins and the conflict is
-reported); ``policy_server.reply`` turns a merged decision into the reply body. Must not do I/O
-or import web frameworks; policies may import it (it sits below the engine).
+reported); ``policy_server.engine.reply`` turns a merged decision into the reply body. Must not
+do I/O or import web frameworks; policies may import it (it sits below the engine).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.model import Mount, no_strings
-from policy_server.oci import Device, Rlimit, StagedHook
+from policy_server.sdk.model import Mount, no_strings
+from policy_server.sdk.oci import Device, Rlimit, StagedHook
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ class Adjustment:
     remove_env: tuple[str, ...] = ()
     remove_annotations: tuple[str, ...] = ()
     remove_mounts: tuple[str, ...] = ()
-    # The privileged kinds (see policy_server.oci): the webhook must allow them.
+    # The privileged kinds (see policy_server.sdk.oci): the webhook must allow them.
     devices: tuple[Device, ...] = ()
     cdi_devices: tuple[str, ...] = ()
     hooks: tuple[StagedHook, ...] = ()

@@ -379,8 +379,11 @@ def parse_event(body: object) -> Event:
         runtime_name=_str(runtime, "name", "runtime"),
         runtime_version=_str(runtime, "version", "runtime"),
         runtime_nri_version=_str(runtime, "nri_version", "runtime"),
-        runtime_capabilities=(frozenset(_str_list(runtime, "capabilities", "runtime"))
-                              if runtime.get("capabilities") is not None else None),
+        runtime_capabilities=(
+            frozenset(_str_list(runtime, "capabilities", "runtime"))
+            if runtime.get("capabilities") is not None
+            else None
+        ),
         budget_ms=budget,
         dry_run=dry_run,
         pod=pod,

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from policy_server.exceptions import PolicyLoadError
+from policy_server.sdk import PolicyLoadError
 
 _NO_DOC: Mapping[str, Any] = MappingProxyType({})
 

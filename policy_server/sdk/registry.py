@@ -27,10 +27,10 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar, overload
 
 from bridge.contract.catalogue import EventName
-from policy_server.decision import Decision
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
-from policy_server.model import Event
-from policy_server.node import NodeState, NodeView
+from policy_server.sdk.decision import Decision
+from policy_server.sdk.model import Event
+from policy_server.sdk.node_view import NodeState, NodeView
 
 C = TypeVar("C")
 H = TypeVar("H", bound=Callable[..., Decision | None])

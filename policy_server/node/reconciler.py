@@ -31,25 +31,25 @@ from typing import Any
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EventName
 from bridge.contract.codec import envelope
-from policy_server import coresched
-from policy_server.bridge_client import BridgeControl, BridgeState
-from policy_server.cgroups import (
+from policy_server.bridge_link.control_client import BridgeControl, BridgeState
+from policy_server.bridge_link.pusher import PUSH_BATCH
+from policy_server.engine.evaluate import Engine, Evaluation
+from policy_server.exceptions import PayloadError
+from policy_server.koordinator import node_plan
+from policy_server.koordinator.rules import Rules
+from policy_server.koordinator.target import PodTarget
+from policy_server.node import coresched
+from policy_server.node.cgroups import (
     CgroupExecutor,
     CgroupVersion,
     ContainerFiles,
     ExecutorMode,
     shares_to_weight,
 )
-from policy_server.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
-from policy_server.engine import Engine, Evaluation
-from policy_server.exceptions import PayloadError
-from policy_server.koordinator import node_plan
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import PodTarget
-from policy_server.metrics import Metrics
-from policy_server.model import parse_pod
-from policy_server.procfs import Procfs
-from policy_server.pusher import PUSH_BATCH
+from policy_server.node.procfs import Procfs
+from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
+from policy_server.sdk.model import parse_pod
+from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
-from policy_server.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
+from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
 
 if TYPE_CHECKING:
     from bridge.contract.webhook_models import WebhookRequest
@@ -49,7 +49,8 @@ def event_from_contract(request: WebhookRequest) -> Event | None:
         return None
     name = _EVENTS[request.event]
     if (request.pod is None and name is not EventName.SYNCHRONIZE) or (
-            request.container is None and name in CONTAINER_EVENTS):
+        request.container is None and name in CONTAINER_EVENTS
+    ):
         return None
     try:
         container = _container(request.container) if request.container is not None else None
@@ -70,8 +71,9 @@ def event_from_contract(request: WebhookRequest) -> Event | None:
         dry_run=request.dry_run,
         pod=_pod(request.pod) if request.pod is not None else None,
         container=container,
-        linux_resources=(_resources(request.linux_resources)
-                         if request.linux_resources is not None else None),
+        linux_resources=(
+            _resources(request.linux_resources) if request.linux_resources is not None else None
+        ),
         pods=tuple(_pod(p) for p in request.pods or ()),
         containers=containers,
     )
@@ -79,6 +81,7 @@ def event_from_contract(request: WebhookRequest) -> Event | None:
 
 # The NRI models are built from the proto descriptors at import time (bridge.contract
 # .nri_models), so the type checker sees them as Any.
+
 
 def _pod(p: Any) -> Pod:
     linux = p.linux
@@ -117,9 +120,19 @@ def _container(c: Any) -> Container:
         annotations=_EMPTY if annotations is None else annotations,
         args=tuple(args) if args is not None else (),
         env=tuple(env) if env is not None else (),
-        mounts=tuple([Mount(m.destination or "", m.type or "", m.source or "",
-                            tuple(m.options) if m.options else ()) for m in mounts])
-        if mounts is not None else (),
+        mounts=tuple(
+            [
+                Mount(
+                    m.destination or "",
+                    m.type or "",
+                    m.source or "",
+                    tuple(m.options) if m.options else (),
+                )
+                for m in mounts
+            ]
+        )
+        if mounts is not None
+        else (),
         resources=resources,
         oom_score_adj=oom,
         pid=c.pid or 0,
@@ -129,7 +142,8 @@ def _container(c: Any) -> Container:
 def _resources(r: Any) -> Resources:
     cpu, memory, unified = r.cpu, r.memory, r.unified
     return Resources(
-        cpu=CPU(cpu.shares, cpu.quota, cpu.period, cpu.cpus, cpu.mems) if cpu is not None
+        cpu=CPU(cpu.shares, cpu.quota, cpu.period, cpu.cpus, cpu.mems)
+        if cpu is not None
         else CPU(),
         memory=Memory(memory.limit) if memory is not None else Memory(),
         unified=_EMPTY if unified is None else unified,

@@ -19,9 +19,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from policy_server.decision import ResctrlGroup
 from policy_server.koordinator import keys
 from policy_server.koordinator.resctrl_schemata import schemata_lines
+from policy_server.sdk.decision import ResctrlGroup
 
 log = logging.getLogger(__name__)
 

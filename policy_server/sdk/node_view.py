@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from bridge.contract.catalogue import EventName
-from policy_server.model import Container, Event, Pod
+from policy_server.sdk.model import Container, Event, Pod
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,22 @@
+"""The engine: one event against one policy, from the request to the reply body.
+
+Owns the request parse into the SDK's ``Event`` (``request``), the evaluation with the failure
+policy and the node view fold (``evaluate``), the reply body of a merged decision (``reply``) and
+loading third-party policy modules (``loader``).
+
+Must not: import web frameworks, do host I/O, or know any particular policy.
+"""
+
+from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
+from policy_server.engine.loader import load_policies
+from policy_server.engine.reply import decision_to_reply, update_to_json
+
+__all__ = [
+    "MAX_WARNINGS",
+    "Engine",
+    "Evaluation",
+    "decision_to_reply",
+    "describe",
+    "load_policies",
+    "update_to_json",
+]
