@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.webhooks.client import PolicyClient
-from bridge.webhooks.config import parse_webhooks
 from bridge.webhooks.failures import WebhookFailure
+from bridge.webhooks.specs import parse_webhooks
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = (ROOT / "examples" / "requests" / "label-env-create.json").read_bytes()
