@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -151,6 +152,7 @@ class NodeReconciler:
         """One pass over ``snapshot`` (fetched if not given); raises ``BridgeControlError`` /
         ``PayloadError`` if the bridge fails."""
         report = PassReport()
+        started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
         containers = snapshot.containers
@@ -171,6 +173,7 @@ class NodeReconciler:
             self.metrics.drift_fixed.labels(level).inc(count)
         if report.found:
             log.info("reconcile: drift found %s, fixed %s", dict(report.found), dict(report.fixed))
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         self.last = report
         return report
 
