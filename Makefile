@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_policy.py
 	$(BIN)/python benchmarks/bench_http_client.py
 	$(BIN)/python benchmarks/bench_webhook.py
+	$(BIN)/python benchmarks/bench_node_scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
