@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup tools demo test lint typecheck proto e2e bench clean
+.PHONY: setup tools demo test lint typecheck proto e2e shipped bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -41,9 +41,12 @@ test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 
 # Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).
+# e2e and shipped share the nri-e2e cgroup prefix and clean it up: one run at a time per machine.
+NODE_LOCK := /run/nri-webhook-bridge-node-tests.lock
+
 e2e: $(STAMP)
 	bash tests/e2e/setup/install-runtimes.sh
-	$(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
+	flock $(NODE_LOCK) $(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
@@ -54,3 +57,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+# The image, the DaemonSet pod, the compose pair and the systemd units run as shipped
+# (needs root; installs podman, debootstrap, kubectl and both containerds).
+shipped: $(STAMP)
+	bash tests/shipped/setup/install-tools.sh
+	flock $(NODE_LOCK) $(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider

@@ -26,7 +26,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
-SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay")
+SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay", "try")
 
 
 def _add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -92,6 +92,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in (None, "replay"):
         from bridge.record import replay_cli
         replay_cli.add_arguments(replay)
+    trial = sub.add_parser(
+        "try", help="play Kubernetes manifests through the bridge and a simulated runtime; "
+                    "print what each webhook changed, rejected or warned, per container "
+                    "(exit 1 on a reject, 2 on bad input)")
+    if command in (None, "try"):
+        from bridge.trial import command as try_cli
+        try_cli.add_arguments(trial)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
     return parser
@@ -183,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replay_cli.main(args)
     if args.command == "validate-config":
         return _validate(args)
+    if args.command == "try":
+        from bridge.trial import command as try_cli
+        logs.setup("warning", "text")
+        return try_cli.main(args)
     if args.command == "simulate":
         from bridge.simulator import commands as simulator_cli
         logs.setup(getattr(args, "log_level", "warning") or "warning", "text")

@@ -11,6 +11,8 @@ Exceptions are translated once, at the I/O edge (bridge.transport), into these.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BridgeError(Exception):
     """Base of every error the bridge raises on purpose."""
@@ -44,3 +46,23 @@ class ConfigError(BridgeError):
         super().__init__(f"{key}: {problem}")
         self.key = key
         self.problem = problem
+
+    @classmethod
+    def first_of(cls, errors: list[Any], prefix: str) -> ConfigError:
+        """The first of a pydantic `ValidationError`'s `errors()`, its key path as an operator
+        writes it (`webhooks[1].timeout`, under `prefix`): every config section is validated by
+        a pydantic model and reported through here."""
+        first = errors[0]
+        key = prefix
+        for part in first["loc"]:
+            # Literal unions and validator functions report the failing member: not a key.
+            if isinstance(part, str) and part.startswith(("literal[", "function-")):
+                continue
+            key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else part
+        if first["type"] == "extra_forbidden":
+            problem = "unknown key"
+        elif first["type"] == "missing":
+            problem = "required"
+        else:
+            problem = str(first["msg"]).removeprefix("Value error, ")
+        return cls(key, problem)

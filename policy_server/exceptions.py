@@ -1,8 +1,9 @@
 """The policy server's exception tree.
 
-Three kinds are kept apart (style rule 5): faults in what a peer sent us (``PayloadError``,
-``RulesError``), expected policy outcomes (``PolicyError``: a handler could not decide, e.g. a bad
-pod annotation), and failures talking to the bridge (``BridgeControlError``). Anything else that
+Three kinds are kept apart (style rule 5): faults in what a peer sent us (``RequestError``, the
+422 of the one request path, and ``PayloadError``, a field it names; ``RulesError``), expected
+policy outcomes (``PolicyError``: a handler could not decide, e.g. a bad pod annotation), and
+failures talking to the bridge (``BridgeControlError``). Anything else that
 escapes a handler is our bug and is logged with its traceback at the engine boundary.
 """
 
@@ -24,6 +25,21 @@ class PayloadError(PolicyServerError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class RequestError(PolicyServerError):
+    """A webhook request the server refuses: ``detail`` is the 422's ``detail`` list, each entry's
+    ``loc`` naming the field (``["body", "container", "state"]``), as FastAPI gives them.
+
+    ``event`` is the request's event when the contract took the body but the SDK refused a
+    field it reads (such requests are counted as ``invalid`` in the metrics), else ``None``.
+    """
+
+    def __init__(self, detail: list[dict[str, object]], event: str | None = None) -> None:
+        first = detail[0] if detail else {}
+        super().__init__(f"{first.get('loc')}: {first.get('msg')}")
+        self.detail = detail
+        self.event = event
 
 
 class RulesError(PolicyServerError):

@@ -9,8 +9,9 @@ bridge) at startup and after a rule change: every policy that handles Synchroniz
 synthetic one built from the bridge's state, so a restarted server rebuilds its node view and
 its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
 ``--reconcile-interval`` seconds. It says once, at start-up and in ``node_state``
-(``GET /v1/state``), which node effects cannot take effect here and why. ``app.py`` maps HTTP
-onto ``PolicyServer.handle``.
+(``GET /v1/state``), which node effects cannot take effect here and why. ``server.hot_route``
+maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the resync and the reconciler
+evaluate comes from ``engine.request``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
-from policy_server.engine.reply import update_to_json
-from policy_server.exceptions import BridgeControlError, PayloadError
+from policy_server.engine.reply import update_to_json, updates_to_json
+from policy_server.engine.request import synchronize_event
+from policy_server.exceptions import BridgeControlError, PayloadError, RequestError
 from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.koordinator.rules_watcher import (
@@ -47,15 +49,11 @@ from policy_server.node.cgroups import (
     ExecutorMode,
 )
 from policy_server.node.procfs import DEFAULT_PROC_ROOT, Procfs
-from policy_server.node.reconciler import (
-    DEFAULT_RECONCILE_INTERVAL_S,
-    NodeReconciler,
-    synchronize_body,
-)
+from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.policies import build_builtin
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
-from policy_server.sdk.model import Event, parse_event
+from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy, Registry
 from policy_server.telemetry import Metrics
 
@@ -278,19 +276,14 @@ class PolicyServer:
 
     # --- evaluation ------------------------------------------------------------------------
 
-    async def handle(self, policy_name: str, body: object) -> Evaluation:
-        """Evaluate one request body; raises ``PayloadError`` / ``UnknownPolicyError``."""
-        try:
-            event = parse_event(body)
-        except PayloadError:
-            name = body.get("event") if isinstance(body, dict) else None
-            self.metrics.requests.labels(policy_name, str(name), "invalid").inc()
-            raise
-        return await self.handle_event(policy_name, event)
+    def refused(self, policy_name: str, error: RequestError) -> None:
+        """Count a request refused for a field the SDK reads (the contract took it)."""
+        if error.event is not None:
+            self.metrics.requests.labels(policy_name, error.event, "invalid").inc()
 
-    async def handle_event(self, policy_name: str, event: Event) -> Evaluation:
-        """Evaluate one request already converted to an ``Event`` (the hot route builds it from
-        the validated contract model); raises ``UnknownPolicyError``."""
+    async def handle(self, policy_name: str, event: Event) -> Evaluation:
+        """Evaluate one request (``engine.request.parse_request`` made its ``Event``); raises
+        ``UnknownPolicyError``."""
         evaluation = self.engine.evaluate(policy_name, event)
         self._observe(evaluation)
         notes, missing_groups = await self._apply_effects(evaluation)
@@ -423,21 +416,21 @@ class PolicyServer:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        body = synchronize_body("resync", snapshot.pods, snapshot.containers)
+        event = synchronize_event("resync", snapshot.pods, snapshot.containers)
         # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
         names = [n for n in self.resync_policies if n != self._reconciled_policy]
         # Every policy first, with no await in between: their state is rebuilt from one view.
-        evaluations = [self.engine.evaluate_json(name, body) for name in names]
+        evaluations = [self.engine.evaluate(name, event) for name in names]
         pusher = self.pusher
         assert pusher is not None  # there is a bridge
         for evaluation in evaluations:
             name = evaluation.policy
             self._observe(evaluation)
             await self._apply_effects(evaluation)
-            for warning in evaluation.reply.get("warnings", []):
+            for warning in evaluation.decision.warnings:
                 log.warning("resync policy=%s: %s", name, warning)
             updates = (
-                *evaluation.reply.get("update", []),
+                *updates_to_json(evaluation.decision),
                 *(update_to_json(u) for u in evaluation.decision.push),
             )
             log.info(

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from bridge.errors import ConfigError
 
@@ -33,63 +35,98 @@ class ControlSettings:
         return self.socket_path is not None or self.address is not None
 
 
-def parse_listen_address(text: str, key: str) -> tuple[str, int]:
-    """`HOST:PORT`, IPv6 hosts in brackets (`[::]:9464`)."""
+def _host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
     return host, int(port)
 
 
-def parse_address(text: str, key: str) -> tuple[str, int]:
-    """A loopback `HOST:PORT` for the control API."""
-    host, port = parse_listen_address(text, key)
+def _loopback(text: str) -> tuple[str, int]:
+    host, port = _host_port(text)
     if host != "localhost":
         try:
             loopback = ipaddress.ip_address(host).is_loopback
         except ValueError:
             loopback = False
         if not loopback:
-            raise ConfigError(key, f"{host} is not a loopback address (the control API "
-                              "accepts container updates; keep it local)")
+            raise ValueError(f"{host} is not a loopback address (the control API "
+                             "accepts container updates; keep it local)")
     return host, port
 
 
+def parse_listen_address(text: str, key: str) -> tuple[str, int]:
+    """`HOST:PORT`, IPv6 hosts in brackets (`[::]:9464`)."""
+    try:
+        return _host_port(text)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
+def parse_address(text: str, key: str) -> tuple[str, int]:
+    """A loopback `HOST:PORT` for the control API."""
+    try:
+        return _loopback(text)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
+
+
+def _address(parse: Any) -> Any:
+    def check(value: object) -> tuple[str, int] | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError("expected HOST:PORT")
+        return parse(value) if value else None
+
+    return BeforeValidator(check)
+
+
+def _socket(value: object) -> object:
+    if value is not None and (not isinstance(value, str) or not value.startswith("/")):
+        raise ValueError("must be an absolute path, or null for none")
+    return value
+
+
+def _mode(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value, 8)
+        except ValueError:
+            raise ValueError("expected an octal mode like 0660") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0o777:
+        raise ValueError("expected an octal mode like 0660")
+    if value & 0o007:
+        raise ValueError(f"{value:04o} lets every local user change containers through the "
+                         "socket; use 0660 or 0600")
+    return value
+
+
+class _Control(BaseModel):
+    """The `control:` section as written (unknown keys refused)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    socket: Annotated[str | None, BeforeValidator(_socket)] = DEFAULT_SOCKET
+    address: Annotated[tuple[str, int] | None, _address(_loopback)] = None
+    socket_mode: Annotated[int, BeforeValidator(_mode)] = DEFAULT_SOCKET_MODE
+    metrics_address: Annotated[tuple[str, int] | None, _address(_host_port)] = None
+
+
 def parse_control(section: Any, key: str = "control") -> ControlSettings:
+    """Validate the `control:` section; raises ConfigError naming the first bad key."""
     if section is None:
         return ControlSettings()
     if not isinstance(section, dict):
         raise ConfigError(key, "must be a mapping")
-    unknown = set(section) - {"socket", "address", "socket_mode", "metrics_address"}
-    if unknown:
-        raise ConfigError(f"{key}.{sorted(unknown)[0]}", "unknown key")
-    socket_path = section.get("socket", DEFAULT_SOCKET)
-    if socket_path is not None and (not isinstance(socket_path, str)
-                                    or not socket_path.startswith("/")):
-        raise ConfigError(f"{key}.socket", "must be an absolute path, or null for none")
-    address = section.get("address")
-    if address is not None and not isinstance(address, str):
-        raise ConfigError(f"{key}.address", "expected HOST:PORT")
-    metrics = section.get("metrics_address")
-    if metrics is not None and not isinstance(metrics, str):
-        raise ConfigError(f"{key}.metrics_address", "expected HOST:PORT")
-    mode = section.get("socket_mode", DEFAULT_SOCKET_MODE)
-    if isinstance(mode, str):
-        try:
-            mode = int(mode, 8)
-        except ValueError:
-            raise ConfigError(f"{key}.socket_mode", "expected an octal mode like 0660") from None
-    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
-        raise ConfigError(f"{key}.socket_mode", "expected an octal mode like 0660")
-    if mode & 0o007:
-        raise ConfigError(f"{key}.socket_mode", f"{mode:04o} lets every local user change "
-                          "containers through the socket; use 0660 or 0600")
+    try:
+        model = _Control.model_validate(section)
+    except ValidationError as exc:
+        raise ConfigError.first_of(exc.errors(), key) from None
     return ControlSettings(
-        socket_path=socket_path,
-        address=parse_address(address, f"{key}.address") if address else None,
-        socket_mode=mode,
-        explicit_socket="socket" in section and socket_path is not None,
-        metrics_address=(parse_listen_address(metrics, f"{key}.metrics_address") if metrics
-                         else None),
+        socket_path=model.socket,
+        address=model.address,
+        socket_mode=model.socket_mode,
+        explicit_socket="socket" in model.model_fields_set and model.socket is not None,
+        metrics_address=model.metrics_address,
     )

@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from bridge.contract.catalogue import Event
 from bridge.contract.codec import log_subject
@@ -26,6 +28,22 @@ from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
 
+def _delay_ms(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError("must be a non-negative number")
+    return float(value)
+
+
+class _Static(BaseModel):
+    """The `static:` section as written. `adjust` / `update` are NRI messages in JSON, converted
+    by the contract (whose errors name the path inside them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    adjust: Any = None
+    update: Any = None
+    delay_ms: Annotated[float, BeforeValidator(_delay_ms)] = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class StaticSettings:
     adjust: api.ContainerAdjustment | None = None
@@ -34,24 +52,23 @@ class StaticSettings:
 
     @classmethod
     def parse(cls, section: Any, key: str = "static") -> StaticSettings:
+        """Validate the `static:` section; raises ConfigError naming the first bad key."""
         if section is None:
             return cls()
         if not isinstance(section, dict):
             raise ConfigError(key, "must be a mapping")
-        unknown = set(section) - {"adjust", "update", "delay_ms"}
-        if unknown:
-            raise ConfigError(f"{key}.{sorted(unknown)[0]}", "unknown key")
         try:
-            adjust = (from_json(section["adjust"], api.ContainerAdjustment, f"{key}.adjust")
-                      if section.get("adjust") is not None else None)
-            update = (from_json(section["update"], api.ContainerUpdate, f"{key}.update")
-                      if section.get("update") is not None else None)
+            model = _Static.model_validate(section)
+        except ValidationError as exc:
+            raise ConfigError.first_of(exc.errors(), key) from None
+        try:
+            adjust = (from_json(model.adjust, api.ContainerAdjustment, f"{key}.adjust")
+                      if model.adjust is not None else None)
+            update = (from_json(model.update, api.ContainerUpdate, f"{key}.update")
+                      if model.update is not None else None)
         except ConversionError as exc:
             raise ConfigError(exc.path, exc.problem) from None
-        delay = section.get("delay_ms", 0)
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
-            raise ConfigError(f"{key}.delay_ms", "must be a non-negative number")
-        return cls(adjust=adjust, update=update, delay_s=float(delay) / 1000.0)
+        return cls(adjust=adjust, update=update, delay_s=model.delay_ms / 1000.0)
 
 
 class StaticHandler:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
 from bridge.contract.nri_version import Version, supported_mask
+from bridge.simulator.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
 # what makes a v0.7+ runtime split Synchronize (protocol §1.8, §4.4).
@@ -43,6 +44,8 @@ class RuntimeProfile:
     nri_version_string: str = ""
     resizes_pods: bool = True  # CRI UpdatePodSandboxResources -> NRI UpdatePodSandbox
     post_resize_event: bool = True  # ... followed by PostUpdatePodSandbox
+    # What the runtime adds to kubelet's configs (mounts, env, devices; `try` uses it).
+    defaults: RuntimeDefaults = CONTAINERD_2
 
     @property
     def sends_timeouts(self) -> bool:
@@ -100,7 +103,8 @@ PROFILES: dict[str, RuntimeProfile] = {
     p.key: p
     for p in (
         # Recorded in /work/shared/fixtures: Debian trixie containerd (NRI v0.6.1).
-        RuntimeProfile("containerd-1.7.24", "containerd", "1.7.24~ds1", (0, 6, 1)),
+        RuntimeProfile("containerd-1.7.24", "containerd", "1.7.24~ds1", (0, 6, 1),
+                       defaults=CONTAINERD_1_7),
         # Recorded: Debian sid containerd 2.1.9 (NRI v0.8.0); it reports "containerd".
         RuntimeProfile("containerd-2.1.9", "containerd", "2.1.9+unknown", (0, 8, 0)),
         # Recorded: upstream containerd 2.2.7 (NRI v0.11.0). Most events still arrive as

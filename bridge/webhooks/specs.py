@@ -19,7 +19,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -177,22 +176,6 @@ class _Webhook(_Strict):
 _WEBHOOKS = TypeAdapter(list[_Webhook])
 
 
-def _key(prefix: str, loc: Sequence[int | str]) -> str:
-    out = prefix
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def _problem(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    if error["type"] == "missing":
-        return "required"
-    message = str(error["msg"])
-    return message.removeprefix("Value error, ")
-
-
 def parse_webhooks(raw: Any, key: str = "webhooks") -> tuple[WebhookSpec, ...]:
     """Validate the `webhooks:` list; raises ConfigError naming the first bad key."""
     if raw is None:
@@ -200,11 +183,7 @@ def parse_webhooks(raw: Any, key: str = "webhooks") -> tuple[WebhookSpec, ...]:
     try:
         models = _WEBHOOKS.validate_python(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        # Literal unions report the failing member in loc; drop pydantic's tags.
-        loc = [p for p in first["loc"] if not (isinstance(p, str) and p.startswith(("literal[",
-                                                                                   "function-")))]
-        raise ConfigError(_key(key, loc), _problem(first)) from None
+        raise ConfigError.first_of(exc.errors(), key) from None
     specs: list[WebhookSpec] = []
     seen: set[str] = set()
     for i, model in enumerate(models):

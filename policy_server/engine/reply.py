@@ -74,6 +74,11 @@ def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
     return out
 
 
+def updates_to_json(decision: Decision) -> list[dict[str, Any]]:
+    """The reply's ``update`` list (updates that change nothing are left out)."""
+    return [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
+
+
 def decision_to_reply(decision: Decision) -> dict[str, Any]:
     """The reply body for a (merged) decision; ``{}`` means no change.
 
@@ -83,7 +88,7 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if decision.adjust is not None and not decision.adjust.is_empty():
         out["adjust"] = adjustment_to_json(decision.adjust)
-    updates = [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
+    updates = updates_to_json(decision)
     if updates:
         out["update"] = updates
     if decision.evict:

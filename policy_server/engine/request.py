@@ -1,66 +1,344 @@
-"""The engine's ``Event`` from a request pydantic already validated strictly as ``WebhookRequest``.
+"""The one request path: webhook request bytes -> the SDK's ``Event``, or the 422 that says why not.
 
-The hot route validates a body once, with ``WebhookRequest.model_validate_json(raw,
-strict=True)``, and builds the engine's frozen ``Event`` from that model here instead of
-decoding the JSON again for ``model.parse_event``. Strict mode is what makes the two agree: it
-takes exactly the JSON types ``parse_event`` takes for every field the engine reads (no ``"5"``
-for an integer, no ``1`` for a boolean), so converting is attribute reads, no checks.
+``parse_request`` is the only way a request becomes an ``Event``. pydantic parses the bytes
+straight into the contract's ``WebhookRequest`` in strict mode (JSON types exactly: no ``"5"``
+for an integer, no ``1`` for a boolean) and the frozen ``Event`` is built from that model by
+attribute reads, no second decode and no second check. Four things the strict model holds are
+still refused, each with a ``PayloadError`` naming the field: ``api_version`` absent (the model
+fills in its default), a container ``state`` given as its enum number, and a missing ``pod`` /
+``container`` for the event.
 
-The few requests a strict model still holds that ``parse_event`` would refuse or read
-differently get ``None``, and the caller falls back to the checked path (orjson, lax model,
-``parse_event``) so their answer, a 422 naming the field, stays exactly what it was:
-``api_version`` absent (the model fills in the default, ``parse_event`` refuses ""), a
-``budget_ms`` of 2**64 or more (orjson decodes it as a float), a container state given as
-its enum number, and a missing ``pod`` / ``container`` for the event (``parse_event`` names
-the field). tests/policy_server/test_contract_event.py proves the ``Event`` equal to
-``parse_event``'s for every example and recorded request.
+A body strict mode refuses is not parsed again for its answer, only explained: it is decoded
+with orjson and checked against the contract in pydantic's lax mode, whose errors (or orjson's)
+are the 422 detail, exactly as FastAPI would give them. A body lax mode takes is refused only if
+strict mode's complaint is about a field the SDK reads (``1`` for ``dry_run``: "expected a
+boolean, got a number"), else it is answered (``1`` for a boolean only the contract reads, as
+it always was): its ``Event`` is built by the same conversion from the lax model. A
+``budget_ms`` of 2**64 or more is explained too (orjson decodes it as a float, which the
+contract refuses), as it always was. tests/policy_server/test_request_path.py proves every
+answer equal to the server's answer before the request path was unified.
 
-Owns only this conversion. Must not import web frameworks, do I/O, or check types itself
-(the contract model did; a check added here would be a second validating pass).
+``synchronize_event`` builds the Synchronize the server sends itself (resync, the node
+reconciler) from the bridge's state, through the same strict models and conversion.
+
+Owns the request's shape: which bodies are refused, with which error. Must not import web
+frameworks, do I/O, or evaluate anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
 
-from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bridge.contract import WebhookRequest
+from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
+from bridge.contract.webhook_models import Container as ContainerModel
+from bridge.contract.webhook_models import PodSandbox as PodModel
+from policy_server.exceptions import PayloadError, RequestError
 from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
-
-if TYPE_CHECKING:
-    from bridge.contract.webhook_models import WebhookRequest
 
 _EMPTY = no_strings()
 _EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
-# orjson decodes an integer outside [-2**63, 2**64) as a float, which parse_event refuses;
-# pydantic keeps it an int. Only budget_ms is an unbounded integer in the envelope (every NRI
-# integer is range-checked by the contract).
+# orjson decodes an integer outside [-2**63, 2**64) as a float, which the contract refuses;
+# pydantic's own JSON parser keeps it an int. Only budget_ms is an unbounded integer in the
+# envelope (every NRI integer is range-checked by the contract).
 _ORJSON_INT_END = 2**64
 
 
-class _NotExact(Exception):
-    """The model holds something the engine's parser reads differently: use the checked path."""
-
-
-def event_from_contract(request: WebhookRequest) -> Event | None:
-    """The ``Event`` ``parse_event`` would give for this request, or ``None`` if only the checked
-    path can answer it exactly (see the module docstring)."""
-    if "api_version" not in request.model_fields_set or request.budget_ms >= _ORJSON_INT_END:
-        return None
-    name = _EVENTS[request.event]
-    if (request.pod is None and name is not EventName.SYNCHRONIZE) or (
-        request.container is None and name in CONTAINER_EVENTS
-    ):
-        return None
+def parse_request(raw: bytes) -> Event:
+    """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail)."""
     try:
-        container = _container(request.container) if request.container is not None else None
-        containers = tuple(_container(c) for c in request.containers or ())
-    except _NotExact:
-        return None
+        request = WebhookRequest.model_validate_json(raw, strict=True)
+    except ValueError as exc:  # ValidationError, or anything else the parser refuses
+        return _explained(raw, exc)
+    if request.budget_ms >= _ORJSON_INT_END:
+        return _explained(raw, None)
+    problems = _problems(request)
+    if problems:
+        raise _refused(request.event, min(problems, key=_first)[1])
+    return _event(request)
+
+
+def synchronize_event(
+    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
+) -> Event:
+    """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
+    bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
+    first entry the contract refuses."""
+    try:
+        state = _State.model_validate_json(
+            orjson.dumps({"pods": pods, "containers": containers}), strict=True
+        )
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise PayloadError(_field(error["loc"]), error["msg"]) from None
+    problems = [
+        problem
+        for i, container in enumerate(state.containers)
+        for problem in _state_problems(container, ("containers", i))
+    ]
+    if problems:
+        raise min(problems, key=_first)[1]
+    # Not from a runtime: no NRI version, so no capabilities to claim.
+    return Event(
+        name=EventName.SYNCHRONIZE,
+        uid=f"{source}-{uuid.uuid4()}",
+        runtime_name="nri-policy-server",
+        runtime_version=source,
+        budget_ms=0,
+        pods=tuple(_pod(p) for p in state.pods),
+        containers=tuple(_container(c) for c in state.containers),
+    )
+
+
+class _State(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pods: list[PodModel]
+    containers: list[ContainerModel]
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+def _refused(event: str, error: PayloadError) -> RequestError:
+    return RequestError(
+        [{"loc": field_loc(error.field), "msg": error.message, "type": "value_error"}], event
+    )
+
+
+def _explained(raw: bytes, strict: ValueError | None) -> Event:
+    """The answer for a body strict mode refused: orjson's or lax mode's errors, a field the SDK
+    reads refused, or (lax mode took it, the SDK reads none of what strict mode refused) the
+    ``Event``."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ["body", exc.pos],
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            ]
+        ) from None
+    try:
+        request = WebhookRequest.model_validate(data)
+    except ValidationError as exc:
+        raise RequestError(
+            [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors(include_url=False)]
+        ) from None
+    problems = _problems(request)
+    if isinstance(strict, ValidationError):
+        problems += _read_by_the_sdk(strict)
+    if problems:
+        raise _refused(request.event, min(problems, key=_first)[1])
+    return _event(request)
+
+
+_Problem = tuple[tuple[int, ...], PayloadError]
+
+
+def _first(problem: _Problem) -> tuple[int, ...]:
+    return problem[0]
+
+
+def _problems(request: WebhookRequest) -> list[_Problem]:
+    """What the strict model holds but the SDK refuses, each with its place in reading order."""
+    out: list[_Problem] = []
+    if "api_version" not in request.model_fields_set:
+        out.append(((_TOP["api_version"],), PayloadError("api_version", _wrong_version(""))))
+    name = _EVENTS[request.event]
+    if request.pod is None and name is not EventName.SYNCHRONIZE:
+        out.append(((_REQUIRED, 0), PayloadError("pod", f"required for {name}")))
+    if request.container is None and name in CONTAINER_EVENTS:
+        out.append(((_REQUIRED, 1), PayloadError("container", f"required for {name}")))
+    if request.container is not None:
+        out += _state_problems(request.container, ("container",))
+    for i, container in enumerate(request.containers or ()):
+        out += _state_problems(container, ("containers", i))
+    return out
+
+
+def _wrong_version(got: str) -> str:
+    return f"expected {API_VERSION!r}, got {got!r}"
+
+
+def _state_problems(container: Any, loc: tuple[str | int, ...]) -> list[_Problem]:
+    if container.state is None or type(container.state) is str:
+        return []
+    at = (*loc, "state")
+    return [(_rank(at) or (), PayloadError(_field(at), "expected a string, got a number"))]
+
+
+# The SDK's view of the request: the fields it reads, in the order it reads them (a body with
+# several faults is refused for the first). A dict is an object's keys; a list holds its items'
+# schema; ``_MAP`` is a string map; a string names the JSON type the field must have.
+_MAP = "map"
+_RESOURCES = {
+    "cpu": {
+        "shares": "an integer",
+        "quota": "an integer",
+        "period": "an integer",
+        "cpus": "a string",
+        "mems": "a string",
+    },
+    "memory": {"limit": "an integer"},
+    "unified": _MAP,
+    "rdt_class": "a string",
+}
+_POD = {
+    "id": "a string",
+    "name": "a string",
+    "uid": "a string",
+    "namespace": "a string",
+    "runtime_handler": "a string",
+    "linux": {"cgroup_parent": "a string", "cgroups_path": "a string"},
+    "labels": _MAP,
+    "annotations": _MAP,
+    "ips": ["a string"],
+}
+_CONTAINER = {
+    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer"},
+    "pid": "an integer",
+    "id": "a string",
+    "pod_sandbox_id": "a string",
+    "name": "a string",
+    "state": "a string",
+    "labels": _MAP,
+    "annotations": _MAP,
+    "args": ["a string"],
+    "env": ["a string"],
+    "mounts": [
+        {
+            "destination": "a string",
+            "type": "a string",
+            "source": "a string",
+            "options": ["a string"],
+        }
+    ],
+}
+_SCHEMA: dict[str, Any] = {
+    "api_version": "a string",
+    "event": "a string",
+    "dry_run": "a boolean",
+    "budget_ms": "an integer",
+    "pod": _POD,
+    "container": _CONTAINER,
+    "(required)": None,
+    "linux_resources": _RESOURCES,
+    "uid": "a string",
+    "runtime": {
+        "name": "a string",
+        "version": "a string",
+        "nri_version": "a string",
+        "capabilities": ["a string"],
+    },
+    "pods": [_POD],
+    "containers": [_CONTAINER],
+}
+_TOP = {key: i for i, key in enumerate(_SCHEMA)}
+_REQUIRED = _TOP["(required)"]
+
+
+@cache
+def _order(keys: tuple[str, ...]) -> Mapping[str, int]:
+    return {key: i for i, key in enumerate(keys)}
+
+
+def _walk(loc: Iterable[str | int]) -> tuple[tuple[int, ...], Any] | None:
+    """(the place in reading order, the expected type) of a field the SDK reads, else None."""
+    node: Any = _SCHEMA
+    rank: list[int] = []
+    for part in loc:
+        if isinstance(node, dict):
+            index = _order(tuple(node)).get(part) if isinstance(part, str) else None
+            if index is None:
+                return None
+            rank.append(index)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int):
+            rank.append(part)
+            node = node[0]
+        elif node == _MAP and isinstance(part, str):
+            rank.append(0)  # a map's values in the order the body has them
+            node = "a string"
+        else:
+            return None
+    return tuple(rank), node
+
+
+def _rank(loc: Iterable[str | int]) -> tuple[int, ...] | None:
+    walked = _walk(loc)
+    return walked[0] if walked is not None else None
+
+
+def _read_by_the_sdk(strict: ValidationError) -> list[_Problem]:
+    """Strict mode's complaints about fields the SDK reads (lax mode took the body)."""
+    out: list[_Problem] = []
+    for error in strict.errors(include_url=False):
+        walked = _walk(error["loc"])
+        if walked is None or not isinstance(walked[1], str) or walked[1] == _MAP:
+            continue
+        rank, expected = walked
+        message = f"expected {expected}, got {_kind(error['input'])}"
+        out.append((rank, PayloadError(_field(error["loc"]), message)))
+    return out
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _field(loc: Iterable[str | int]) -> str:
+    """``("containers", 3, "linux")`` -> ``containers[3].linux``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def field_loc(field: str) -> list[str | int]:
+    """``containers[3].linux.resources`` -> ``["body", "containers", 3, "linux", "resources"]``."""
+    loc: list[str | int] = ["body"]
+    for part in field.split("."):
+        name, _, rest = part.partition("[")
+        loc.append(name)
+        for index in rest.split("[") if rest else ():
+            loc.append(int(index.rstrip("]")))
+    return loc
+
+
+# --- the conversion ----------------------------------------------------------------------------
+# The NRI models are built from the proto descriptors at import time (bridge.contract
+# .nri_models), so the type checker sees them as Any.
+
+
+def _event(request: WebhookRequest) -> Event:
     runtime = request.runtime
     capabilities = runtime.capabilities
     return Event(
-        name=name,
+        name=_EVENTS[request.event],
         uid=request.uid,
         api_version=request.api_version,
         runtime_name=runtime.name,
@@ -70,17 +348,13 @@ def event_from_contract(request: WebhookRequest) -> Event | None:
         budget_ms=request.budget_ms,
         dry_run=request.dry_run,
         pod=_pod(request.pod) if request.pod is not None else None,
-        container=container,
+        container=_container(request.container) if request.container is not None else None,
         linux_resources=(
             _resources(request.linux_resources) if request.linux_resources is not None else None
         ),
         pods=tuple(_pod(p) for p in request.pods or ()),
-        containers=containers,
+        containers=tuple(_container(c) for c in request.containers or ()),
     )
-
-
-# The NRI models are built from the proto descriptors at import time (bridge.contract
-# .nri_models), so the type checker sees them as Any.
 
 
 def _pod(p: Any) -> Pod:
@@ -101,9 +375,6 @@ def _pod(p: Any) -> Pod:
 
 
 def _container(c: Any) -> Container:
-    state = c.state
-    if state is not None and type(state) is not str:
-        raise _NotExact  # the contract also takes the enum's number; parse_event names states
     linux = c.linux
     resources = oom = None
     if linux is not None:
@@ -115,7 +386,7 @@ def _container(c: Any) -> Container:
         id=c.id or "",
         pod_sandbox_id=c.pod_sandbox_id or "",
         name=c.name or "",
-        state=state or "",
+        state=c.state or "",
         labels=_EMPTY if labels is None else labels,
         annotations=_EMPTY if annotations is None else annotations,
         args=tuple(args) if args is not None else (),

@@ -1,8 +1,11 @@
 """Typed parsing of the pod annotations koordinator's hooks read (spec §4, §5).
 
 Each function returns ``None`` when the annotation is absent and raises ``AnnotationError``
-(a ``PolicyError``) naming the annotation when it is present but unusable; the hook decides
-whether that is a hook error or only a warning, as koordlet does. Pure: no I/O.
+(a ``PolicyError``) naming the annotation and the key path inside it when it is present but
+unusable; the hook decides whether that is a hook error or only a warning, as koordlet does. The
+JSON objects are checked by pydantic models (keys koordinator adds that we do not read are
+ignored) whose field types carry the messages; quantities and ranges are read after. Pure: no
+I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
 from policy_server.koordinator import keys
 from policy_server.koordinator.quantity import quantity_value
@@ -43,6 +48,85 @@ def _decode(raw: str, key: str) -> Any:
         raise AnnotationError(key, f"not valid JSON ({exc})") from None
     except RecursionError:
         raise AnnotationError(key, "JSON nested too deeply") from None
+
+
+def _object(value: object) -> object:
+    if not isinstance(value, dict):
+        raise ValueError("expected an object")
+    return value
+
+
+def _object_or_none(value: object) -> object:
+    return None if value is None else _object(value)
+
+
+def _object_or_empty(value: object) -> object:
+    return _object(value or {})
+
+
+def _list_or_empty(value: object) -> object:
+    value = value or []
+    if not isinstance(value, list):
+        raise ValueError("expected a list")
+    return value
+
+
+def _list_or_none(value: object) -> object:
+    if value is not None and not isinstance(value, list):
+        raise ValueError("expected a list")
+    return value
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("expected an integer")
+    return value
+
+
+def _optional_integer(value: object) -> int | None:
+    return None if value is None else _integer(value)
+
+
+def _optional_bool(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _string_or_empty(value: object) -> str:
+    value = value or ""
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+class _Shape(BaseModel):
+    """An annotation's JSON object, or an object inside it: keys we do not read are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, arbitrary_types_allowed=True)
+
+
+Object = Annotated[dict[str, Any], BeforeValidator(_object_or_empty)]
+Integer = Annotated[int, BeforeValidator(_integer)]
+T = TypeVar("T")
+
+
+def _shape(adapter: TypeAdapter[T], doc: object, key: str) -> T:
+    """``doc`` (a decoded annotation) checked by ``adapter``; the first problem as an
+    ``AnnotationError`` naming the key path inside the annotation."""
+    if not isinstance(doc, dict):
+        raise AnnotationError(key, "expected a JSON object")
+    try:
+        return adapter.validate_python(doc)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+    where = ""
+    for part in first["loc"]:
+        if isinstance(part, str) and part.startswith("function-"):
+            continue
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    raise AnnotationError(key, f"{where}: {message}" if where else message) from None
 
 
 def _quantity(value: object, key: str, where: str) -> int:
@@ -80,43 +164,43 @@ def resource_status(annotations: Mapping[str, str]) -> ResourceStatus | None:
     return None if raw is None else _resource_status(raw)
 
 
+def _cpuset(value: object) -> str:
+    cpuset = _string_or_empty(value)
+    # koordlet passes the string through; we refuse a malformed list instead of letting the
+    # runtime fail the container creation with it.
+    return check_cpu_list(cpuset) if cpuset.strip() else cpuset
+
+
+class _NUMANodeShape(_Shape):
+    node: Integer = 0
+    resources: Object = {}
+
+
+class _ResourceStatusShape(_Shape):
+    cpuset: Annotated[str, BeforeValidator(_cpuset)] = ""
+    numaNodeResources: Annotated[
+        tuple[Annotated[_NUMANodeShape, BeforeValidator(_object)], ...],
+        BeforeValidator(_list_or_empty),
+    ] = ()
+
+
+_RESOURCE_STATUS = TypeAdapter(_ResourceStatusShape)
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _resource_status(raw: str) -> ResourceStatus:
     key = keys.ANNOTATION_RESOURCE_STATUS
-    doc = _decode(raw, key)
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object")
-    cpuset = doc.get("cpuset") or ""
-    if not isinstance(cpuset, str):
-        raise AnnotationError(key, "cpuset: expected a string")
-    if cpuset.strip():
-        # koordlet passes the string through; we refuse a malformed list instead of letting the
-        # runtime fail the container creation with it.
-        try:
-            cpuset = check_cpu_list(cpuset)
-        except ValueError as exc:
-            raise AnnotationError(key, f"cpuset: {exc}") from None
-    nodes = doc.get("numaNodeResources") or []
-    if not isinstance(nodes, list):
-        raise AnnotationError(key, "numaNodeResources: expected a list")
+    doc = _shape(_RESOURCE_STATUS, _decode(raw, key), key)
     numa = []
-    for i, entry in enumerate(nodes):
+    for i, entry in enumerate(doc.numaNodeResources):
         where = f"numaNodeResources[{i}]"
-        if not isinstance(entry, dict):
-            raise AnnotationError(key, f"{where}: expected an object")
-        node = entry.get("node", 0)
-        if isinstance(node, bool) or not isinstance(node, int):
-            raise AnnotationError(key, f"{where}.node: expected an integer")
-        resources = entry.get("resources") or {}
-        if not isinstance(resources, dict):
-            raise AnnotationError(key, f"{where}.resources: expected an object")
-        cpu = resources.get(keys.RESOURCE_CPU)
-        batch = resources.get(keys.RESOURCE_BATCH_CPU)
+        cpu = entry.resources.get(keys.RESOURCE_CPU)
+        batch = entry.resources.get(keys.RESOURCE_BATCH_CPU)
         has_cpu = (cpu is not None and _quantity(cpu, key, f"{where}.resources.cpu") != 0) or (
             batch is not None and _quantity(batch, key, f"{where}.resources.batch-cpu") > 0
         )
-        numa.append(NUMANodeResource(node=node, has_cpu=has_cpu))
-    return ResourceStatus(cpuset=cpuset.strip(), numa_nodes=tuple(numa))
+        numa.append(NUMANodeResource(node=entry.node, has_cpu=has_cpu))
+    return ResourceStatus(cpuset=doc.cpuset.strip(), numa_nodes=tuple(numa))
 
 
 # --- node.koordinator.sh/extended-resource-spec ----------------------------------------------
@@ -138,17 +222,33 @@ class ContainerBatchSpec:
     limits: BatchResources
 
 
-def _batch(doc: object, key: str, where: str) -> BatchResources:
+def _batch(doc: Mapping[str, Any] | None, key: str, where: str) -> BatchResources:
     if doc is None:
         return BatchResources()
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, f"{where}: expected an object")
     cpu = doc.get(keys.RESOURCE_BATCH_CPU)
     mem = doc.get(keys.RESOURCE_BATCH_MEMORY)
     return BatchResources(
         batch_cpu=None if cpu is None else _quantity(cpu, key, f"{where}.batch-cpu"),
         batch_memory=None if mem is None else _quantity(mem, key, f"{where}.batch-memory"),
     )
+
+
+_OptionalObject = Annotated[dict[str, Any] | None, BeforeValidator(_object_or_none)]
+
+
+class _ContainerBatchShape(_Shape):
+    requests: _OptionalObject = None
+    limits: _OptionalObject = None
+
+
+class _ExtendedResourceSpecShape(_Shape):
+    containers: Annotated[
+        dict[str, Annotated[_ContainerBatchShape, BeforeValidator(_object)]] | None,
+        BeforeValidator(_object_or_none),
+    ] = None
+
+
+_EXTENDED_RESOURCE_SPEC = TypeAdapter(_ExtendedResourceSpecShape)
 
 
 def extended_resource_spec(
@@ -162,22 +262,15 @@ def extended_resource_spec(
 @lru_cache(maxsize=_CACHE_SIZE)
 def _extended_resource_spec(raw: str) -> Mapping[str, ContainerBatchSpec] | None:
     key = keys.ANNOTATION_EXTENDED_RESOURCE_SPEC
-    doc = _decode(raw, key)
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object")
-    containers = doc.get("containers")
-    if containers is None:
+    doc = _shape(_EXTENDED_RESOURCE_SPEC, _decode(raw, key), key)
+    if doc.containers is None:
         return None
-    if not isinstance(containers, dict):
-        raise AnnotationError(key, "containers: expected an object")
     out = {}
-    for name, spec in containers.items():
+    for name, spec in doc.containers.items():
         where = f"containers.{name}"
-        if not isinstance(spec, dict):
-            raise AnnotationError(key, f"{where}: expected an object")
         out[name] = ContainerBatchSpec(
-            requests=_batch(spec.get("requests"), key, f"{where}.requests"),
-            limits=_batch(spec.get("limits"), key, f"{where}.limits"),
+            requests=_batch(spec.requests, key, f"{where}.requests"),
+            limits=_batch(spec.limits, key, f"{where}.limits"),
         )
     return MappingProxyType(out)
 
@@ -202,37 +295,38 @@ def device_allocations(
     return None if raw is None else _device_allocations(raw)
 
 
+def _id(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+class _DeviceShape(_Shape):
+    minor: Integer = 0
+    resources: Object = {}
+    id: Annotated[str, BeforeValidator(_id)] = ""
+
+
+_DEVICE_ALLOCATIONS = TypeAdapter(
+    dict[
+        str,
+        Annotated[
+            tuple[Annotated[_DeviceShape, BeforeValidator(_object)], ...] | None,
+            BeforeValidator(_list_or_none),
+        ],
+    ]
+)
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _device_allocations(raw: str) -> Mapping[str, tuple[Device, ...]]:
     key = keys.ANNOTATION_DEVICE_ALLOCATED
-    doc = _decode(raw, key)
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object")
-    out: dict[str, tuple[Device, ...]] = {}
-    for dev_type, entries in doc.items():
-        if entries is None:
-            continue
-        if not isinstance(entries, list):
-            raise AnnotationError(key, f"{dev_type}: expected a list")
-        devices = []
-        for i, entry in enumerate(entries):
-            where = f"{dev_type}[{i}]"
-            if not isinstance(entry, dict):
-                raise AnnotationError(key, f"{where}: expected an object")
-            minor = entry.get("minor", 0)
-            if isinstance(minor, bool) or not isinstance(minor, int):
-                raise AnnotationError(key, f"{where}.minor: expected an integer")
-            resources = entry.get("resources") or {}
-            if not isinstance(resources, dict):
-                raise AnnotationError(key, f"{where}.resources: expected an object")
-            dev_id = entry.get("id", "")
-            devices.append(
-                Device(
-                    minor, MappingProxyType(resources), dev_id if isinstance(dev_id, str) else ""
-                )
-            )
-        out[dev_type] = tuple(devices)
-    return MappingProxyType(out)
+    doc = _shape(_DEVICE_ALLOCATIONS, _decode(raw, key), key)
+    return MappingProxyType(
+        {
+            dev_type: tuple(Device(d.minor, MappingProxyType(d.resources), d.id) for d in entries)
+            for dev_type, entries in doc.items()
+            if entries is not None
+        }
+    )
 
 
 def device_quantity(device: Device, resource: str) -> int | None:
@@ -259,24 +353,24 @@ def cpu_qos_override(annotations: Mapping[str, str]) -> CPUQOSOverride | None:
     return None if raw is None else _cpu_qos_override(raw)
 
 
+class _CPUQOSShape(_Shape):
+    enable: Annotated[bool | None, BeforeValidator(_optional_bool)] = None
+    groupIdentity: Annotated[int | None, BeforeValidator(_optional_integer)] = None
+
+
+_CPU_QOS = TypeAdapter(_CPUQOSShape)
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _cpu_qos_override(raw: str) -> CPUQOSOverride:
     key = keys.ANNOTATION_CPU_QOS
-    doc = _decode(raw, key)
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object")
-    enable = doc.get("enable")
-    if enable is not None and not isinstance(enable, bool):
-        raise AnnotationError(key, "enable: expected true or false")
-    gi = doc.get("groupIdentity")
-    if gi is not None:
-        if isinstance(gi, bool) or not isinstance(gi, int):
-            raise AnnotationError(key, "groupIdentity: expected an integer")
-        if not keys.BVT_MIN <= gi <= keys.BVT_MAX:
-            raise AnnotationError(
-                key, f"groupIdentity must be in [{keys.BVT_MIN}, {keys.BVT_MAX}] (got {gi})"
-            )
-    return CPUQOSOverride(enable=enable, group_identity=gi)
+    doc = _shape(_CPU_QOS, _decode(raw, key), key)
+    gi = doc.groupIdentity
+    if gi is not None and not keys.BVT_MIN <= gi <= keys.BVT_MAX:
+        raise AnnotationError(
+            key, f"groupIdentity must be in [{keys.BVT_MIN}, {keys.BVT_MAX}] (got {gi})"
+        )
+    return CPUQOSOverride(enable=doc.enable, group_identity=gi)
 
 
 # --- node.koordinator.sh/resctrl -------------------------------------------------------------
@@ -288,15 +382,19 @@ def resctrl_config(annotations: Mapping[str, str]) -> Mapping[str, Any] | None:
     return None if raw is None else _resctrl_config(raw)
 
 
+class _ResctrlShape(_Shape):
+    llc: _OptionalObject = None
+    mb: _OptionalObject = None
+
+
+_RESCTRL = TypeAdapter(_ResctrlShape)
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _resctrl_config(raw: str) -> Mapping[str, Any]:
     key = keys.ANNOTATION_RESCTRL
     doc = _decode(raw, key)
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object")
-    for part in ("llc", "mb"):
-        if doc.get(part) is not None and not isinstance(doc[part], dict):
-            raise AnnotationError(key, f"{part}: expected an object")
+    _shape(_RESCTRL, doc, key)
     return MappingProxyType(doc)
 
 

@@ -1,9 +1,9 @@
 """The koordinator rules: NodeSLO spec, topology pools, normalization ratio, feature switches.
 
-Owns the typed, immutable ``Rules`` value and its construction from a YAML document. Missing keys
-take koordlet's defaults (spec §5); every invalid value raises ``RulesError`` naming the dotted
-key. Reading the file and reloading it live in ``policy_server.koordinator.rules_watcher``;
-this module only parses text it is given.
+Owns the typed, immutable ``Rules`` value and its construction from a YAML document, validated
+by pydantic models. Missing keys take koordlet's defaults (spec §5); every invalid value raises
+``RulesError`` naming the dotted key. Reading the file and reloading it live in
+``policy_server.koordinator.rules_watcher``; this module only parses text it is given.
 
 File layout (all keys optional)::
 
@@ -26,11 +26,21 @@ File layout (all keys optional)::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
+from pydantic.fields import FieldInfo
 
 from policy_server.koordinator import keys
 from policy_server.koordinator.nodeslo import (
@@ -118,119 +128,217 @@ class Rules:
 
 
 # --- parsing ---------------------------------------------------------------------------------
+# The document is validated by pydantic models (unknown keys refused); the field types carry the
+# messages users see, and ``_error`` turns pydantic's first error into a ``RulesError`` naming
+# the dotted key.
 
 
-def _json_or_yaml(value: object, where: str) -> object:
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {type_name(value)}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type_name(value)}")
+    return value
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {type_name(value)}")
+    return value
+
+
+def _cpuset(value: str) -> str:
+    return check_cpu_list(value) if value.strip() else ""
+
+
+def _json_or_yaml(value: object) -> object:
     """Topology values may be the annotation's JSON string or the same structure in YAML."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            value = json.loads(value)
         except ValueError as exc:
-            raise RulesError(where, f"not valid JSON: {exc}") from None
+            raise ValueError(f"not valid JSON: {exc}") from None
     return value
 
 
-def _int(d: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
-    value = d.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RulesError(join_key(where, key), f"expected an integer, got {type_name(value)}")
-    return value
+def _json_mapping(value: object) -> object:
+    decoded = _json_or_yaml(value)
+    if decoded is None and value is not None:  # "null": not the absent section it looks like
+        raise ValueError("expected a mapping, got null")
+    return decoded
 
 
-def _string(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value = d.get(key, default)
-    if not isinstance(value, str):
-        raise RulesError(join_key(where, key), f"expected a string, got {type_name(value)}")
-    return value
-
-
-def _bool(d: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    value = d.get(key, default)
-    if not isinstance(value, bool):
-        raise RulesError(join_key(where, key), f"expected true or false, got {type_name(value)}")
-    return value
-
-
-def _cpuset(value: str, where: str, *, allow_empty: bool) -> str:
-    if allow_empty and not value.strip():
-        return ""
-    try:
-        return check_cpu_list(value)
-    except ValueError as exc:
-        raise RulesError(where, str(exc)) from None
-
-
-def _pools(value: object, where: str) -> tuple[CPUSharedPool, ...]:
-    value = _json_or_yaml(value, where)
+def _pools(value: object) -> object:
+    value = _json_or_yaml(value) if value else []
     if not isinstance(value, list):
-        raise RulesError(where, f"expected a list of pools, got {type_name(value)}")
-    pools = []
-    for i, item in enumerate(value):
-        w = f"{where}[{i}]"
-        if not isinstance(item, dict):
-            raise RulesError(w, f"expected a mapping, got {type_name(item)}")
-        for key in item:
-            if key not in ("socket", "node", "cpuset"):
-                raise RulesError(join_key(w, str(key)), "unknown key (known: socket, node, cpuset)")
-        pools.append(
-            CPUSharedPool(
-                socket=_int(item, "socket", w, 0),
-                node=_int(item, "node", w, 0),
-                cpuset=_cpuset(_string(item, "cpuset", w, ""), f"{w}.cpuset", allow_empty=True),
-            )
-        )
-    return tuple(pools)
-
-
-def _mapping(value: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise RulesError(where, f"expected a mapping, got {type_name(value)}")
+        raise ValueError(f"expected a list of pools, got {type_name(value)}")
     return value
 
 
-def _topology(doc: object) -> Topology | None:
-    if doc is None:
-        return None
-    d = _mapping(doc, "topology")
-    known = (
-        keys.ANNOTATION_CPU_SHARED_POOLS,
-        keys.ANNOTATION_BE_CPU_SHARED_POOLS,
-        keys.ANNOTATION_SYSTEM_QOS_RESOURCE,
-        keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
+def _options(value: object) -> object:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"expected a mapping, got {type_name(value)}")
+    return value
+
+
+def _unsupported(value: object) -> None:
+    if value is not False:
+        raise ValueError("not supported by this policy server (only false)")
+
+
+Int = Annotated[int, BeforeValidator(_int)]
+Str = Annotated[str, BeforeValidator(_str)]
+Bool = Annotated[bool, BeforeValidator(_bool)]
+CpuSet = Annotated[str, BeforeValidator(_str), AfterValidator(_cpuset)]
+
+
+def _key_of(name: str, info: FieldInfo) -> str:
+    """A field's key in the file (the annotation name for the topology's fields)."""
+    alias = info.validation_alias
+    return alias if isinstance(alias, str) else name
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def unknown(cls) -> str:
+        known = ", ".join(_key_of(name, f) for name, f in cls.model_fields.items())
+        return f"unknown key (known: {known})"
+
+
+class _Pool(_Section):
+    socket: Int = 0
+    node: Int = 0
+    cpuset: CpuSet = ""
+
+
+class _SystemQOS(_Section):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    cpuset: CpuSet = ""
+    cpusetExclusive: Bool = True
+
+
+class _Kubelet(_Section):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    policy: Str = ""
+    reservedCPUs: Str = ""
+    options: Annotated[dict[str, Any] | None, BeforeValidator(_options)] = None
+
+
+_Pools = Annotated[tuple[_Pool, ...], BeforeValidator(_pools)]
+
+
+class _Topology(_Section):
+    cpu_shared_pools: _Pools = Field((), validation_alias=keys.ANNOTATION_CPU_SHARED_POOLS)
+    be_cpu_shared_pools: _Pools = Field((), validation_alias=keys.ANNOTATION_BE_CPU_SHARED_POOLS)
+    system_qos: Annotated[_SystemQOS | None, BeforeValidator(_json_mapping)] = Field(
+        None, validation_alias=keys.ANNOTATION_SYSTEM_QOS_RESOURCE
     )
-    for key in d:
-        if key not in known:
-            raise RulesError(f"topology.{key}", f"unknown key (known: {', '.join(known)})")
-    system: Mapping[str, Any] = {}
-    kubelet: Mapping[str, Any] = {}
-    if d.get(keys.ANNOTATION_SYSTEM_QOS_RESOURCE) is not None:
-        where = f"topology.{keys.ANNOTATION_SYSTEM_QOS_RESOURCE}"
-        system = _mapping(_json_or_yaml(d[keys.ANNOTATION_SYSTEM_QOS_RESOURCE], where), where)
-    if d.get(keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY) is not None:
-        where = f"topology.{keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY}"
-        kubelet = _mapping(
-            _json_or_yaml(d[keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY], where), where
-        )
-        if kubelet.get("options") is not None:
-            _mapping(kubelet["options"], f"{where}.options")
-    sys_where = f"topology.{keys.ANNOTATION_SYSTEM_QOS_RESOURCE}"
-    kube_where = f"topology.{keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY}"
-    return Topology(
-        cpu_shared_pools=_pools(
-            d.get(keys.ANNOTATION_CPU_SHARED_POOLS) or [],
-            f"topology.{keys.ANNOTATION_CPU_SHARED_POOLS}",
-        ),
-        be_cpu_shared_pools=_pools(
-            d.get(keys.ANNOTATION_BE_CPU_SHARED_POOLS) or [],
-            f"topology.{keys.ANNOTATION_BE_CPU_SHARED_POOLS}",
-        ),
-        system_qos_cpuset=_cpuset(
-            _string(system, "cpuset", sys_where, ""), f"{sys_where}.cpuset", allow_empty=True
-        ),
-        system_qos_exclusive=_bool(system, "cpusetExclusive", sys_where, True),
-        kubelet_cpu_manager_policy=_string(kubelet, "policy", kube_where, ""),
-        kubelet_reserved_cpus=_string(kubelet, "reservedCPUs", kube_where, ""),
+    kubelet: Annotated[_Kubelet | None, BeforeValidator(_json_mapping)] = Field(
+        None, validation_alias=keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY
     )
+
+    def value(self) -> Topology:
+        system, kubelet = self.system_qos or _SystemQOS(), self.kubelet or _Kubelet()
+        return Topology(
+            cpu_shared_pools=tuple(CPUSharedPool(p.socket, p.node, p.cpuset)
+                                   for p in self.cpu_shared_pools),
+            be_cpu_shared_pools=tuple(CPUSharedPool(p.socket, p.node, p.cpuset)
+                                      for p in self.be_cpu_shared_pools),
+            system_qos_cpuset=system.cpuset,
+            system_qos_exclusive=system.cpusetExclusive,
+            kubelet_cpu_manager_policy=kubelet.policy,
+            kubelet_reserved_cpus=kubelet.reservedCPUs,
+        )  # fmt: skip
+
+
+_Unsupported = Annotated[None, BeforeValidator(_unsupported)]
+_FEATURES = {f.name: (Bool, f.default) for f in fields(Features)}
+_UNSUPPORTED = {name: (_Unsupported, None) for name in keys.UNSUPPORTED_FEATURES}
+
+
+class _FeatureBase(_Section):
+    @classmethod
+    def unknown(cls) -> str:
+        return f"unknown feature (known: {', '.join(sorted(_FEATURES))})"
+
+
+# One boolean per feature switch of ``Features``, and the unsupported ones (false only).
+if TYPE_CHECKING:
+    _Features = _FeatureBase
+else:
+    _Features = create_model("_Features", __base__=_FeatureBase, **_FEATURES, **_UNSUPPORTED)
+
+
+def _failure_policy(value: str) -> str:
+    if value not in (FailurePolicy.IGNORE.value, FailurePolicy.FAIL.value):
+        raise ValueError(f"must be Ignore or Fail (got {value!r})")
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path (got {value!r})")
+    return value
+
+
+class _Document(_Section):
+    """A rules file, top level."""
+
+    node_slo: Any = None  # nodeslo.node_slo_from_doc checks it, naming the key
+    topology: _Topology | None = None
+    # Checked on its own: a bad ratio is ignored, not an invalid file (``_ratio``).
+    cpu_normalization_ratio: Any = None
+    features: _Features | None = None
+    disable_unset_cpu_quota: Bool = False
+    group_identity_kernel_support: Bool = False
+    hami_core_library_path: Annotated[Str, AfterValidator(_absolute)] = (
+        keys.DEFAULT_HAMI_CORE_LIBRARY_PATH
+    )
+    failure_policy: Annotated[Str, AfterValidator(_failure_policy)] = FailurePolicy.IGNORE.value
+
+
+def _section_at(loc: tuple[int | str, ...]) -> Any:
+    """The model that holds the key at ``loc`` (for "unknown key (known: ...)")."""
+    tp: Any = _Document
+    for part in loc:
+        tp = _core(tp)
+        if isinstance(part, int):
+            tp = get_args(tp)[0]
+        else:
+            by_key = {_key_of(name, f): f for name, f in tp.model_fields.items()}
+            tp = by_key[part].annotation
+    return _core(tp)
+
+
+def _core(tp: Any) -> Any:
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (Union, UnionType):
+            tp = next(arg for arg in get_args(tp) if arg is not type(None))
+        else:
+            return tp
+
+
+def _error(exc: ValidationError) -> RulesError:
+    errors = exc.errors(include_url=False)
+    # Unknown keys first, as a reader checks a section's keys before their values.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(first["loc"])
+    key = ""
+    for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else join_key(key, str(part))[len(key):]
+    if first["type"] == "extra_forbidden":
+        return RulesError(key, _section_at(loc[:-1]).unknown())
+    if first["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        return RulesError(key, f"expected a mapping, got {type_name(first['input'])}")
+    return RulesError(key, str(first["msg"]).removeprefix("Value error, "))
 
 
 def _ratio(value: object) -> float | None:
@@ -252,68 +360,39 @@ def _ratio(value: object) -> float | None:
     return ratio
 
 
-def _features(doc: object) -> Features:
-    if doc is None:
-        return Features()
-    d = _mapping(doc, "features")
-    values: dict[str, bool] = {}
-    names = {f.name for f in fields(Features)}
-    for key, value in d.items():
-        where = f"features.{key}"
-        if key in keys.UNSUPPORTED_FEATURES:
-            if value is not False:
-                raise RulesError(where, "not supported by this policy server (only false)")
-            continue
-        if key not in names:
-            raise RulesError(where, f"unknown feature (known: {', '.join(sorted(names))})")
-        if not isinstance(value, bool):
-            raise RulesError(where, f"expected true or false, got {type_name(value)}")
-        values[key] = value
-    return Features(**values)
-
-
-_TOP_KEYS = (
-    "node_slo",
-    "topology",
-    "cpu_normalization_ratio",
-    "features",
-    "disable_unset_cpu_quota",
-    "group_identity_kernel_support",
-    "hami_core_library_path",
-    "failure_policy",
-)
-
-
 def rules_from_doc(doc: object) -> Rules:
     """Build ``Rules`` from a parsed YAML document (``None`` = empty file = all defaults)."""
     if doc is None:
         doc = {}
-    d = _mapping(doc, "(top level)")
-    for key in d:
-        if key not in _TOP_KEYS:
-            raise RulesError(str(key), f"unknown key (known: {', '.join(_TOP_KEYS)})")
-    failure = _string(d, "failure_policy", "", FailurePolicy.IGNORE.value)
-    if failure not in (FailurePolicy.IGNORE.value, FailurePolicy.FAIL.value):
-        raise RulesError("failure_policy", f"must be Ignore or Fail (got {failure!r})")
-    library = _string(d, "hami_core_library_path", "", keys.DEFAULT_HAMI_CORE_LIBRARY_PATH)
-    if not library.startswith("/"):
-        raise RulesError("hami_core_library_path", f"must be an absolute path (got {library!r})")
+    if not isinstance(doc, dict):
+        raise RulesError("(top level)", f"expected a mapping, got {type_name(doc)}")
+    try:
+        d = _Document.model_validate(
+            {k: v for k, v in doc.items() if not (k in _NULL_IS_ABSENT and v is None)}
+        )
+    except ValidationError as exc:
+        raise _error(exc) from None
     ratio_error = None
     try:
-        ratio = _ratio(d.get("cpu_normalization_ratio"))
+        ratio = _ratio(d.cpu_normalization_ratio)
     except RulesError as exc:
         ratio, ratio_error = None, str(exc)
+    features = d.features.model_dump(include=set(_FEATURES)) if d.features else {}
     return Rules(
-        node_slo=node_slo_from_doc({} if d.get("node_slo") is None else d["node_slo"]),
-        topology=_topology(d.get("topology")),
+        node_slo=node_slo_from_doc({} if d.node_slo is None else d.node_slo),
+        topology=d.topology.value() if d.topology is not None else None,
         cpu_normalization_ratio=ratio,
         cpu_normalization_ratio_error=ratio_error,
-        features=_features(d.get("features")),
-        disable_unset_cpu_quota=_bool(d, "disable_unset_cpu_quota", "", False),
-        group_identity_kernel_support=_bool(d, "group_identity_kernel_support", "", False),
-        hami_core_library_path=library,
-        failure_policy=FailurePolicy(failure),
+        features=Features(**features),
+        disable_unset_cpu_quota=d.disable_unset_cpu_quota,
+        group_identity_kernel_support=d.group_identity_kernel_support,
+        hami_core_library_path=d.hami_core_library_path,
+        failure_policy=FailurePolicy(d.failure_policy),
     )
+
+
+# A null section is an absent one (the rest are checked: null is not a boolean or a string).
+_NULL_IS_ABSENT = frozenset({"topology", "features"})
 
 
 def rules_from_yaml(text: str) -> Rules:

@@ -8,7 +8,8 @@ converted), and reads them back for the reconciler (``drift``). It also (re)crea
 directories (HAMi-core) and hands resctrl groups to ``policy_server.node.resctrl_fs``. Mode ``on``
 writes, ``dry-run`` only logs, ``off`` is the explicit "report only" choice.
 
-``probe`` finds out once whether the cgroup tree can be written; when it cannot, cgroup writes
+``probe`` finds out once whether the cgroup files pod-level writes open can be written (the files,
+not the hierarchy's read-only directory: see ``_unwritable``); when they cannot, cgroup writes
 are skipped without a word per event (the server says so once at start-up and in /v1/state).
 It never creates cgroups (a missing pod directory is skipped), never writes outside the root,
 and never raises: every failure is logged and counted.
@@ -83,6 +84,46 @@ def _v2_value(file: str, value: int) -> str:
     return str(value)
 
 
+# What the probe checks: the files pod-level writes really open (v1: per controller hierarchy),
+# looked up where kubelet keeps pod cgroups first, then at the hierarchy's root.
+_PROBE_FILES_V1: dict[str, tuple[str, ...]] = {
+    "cpu": ("cpu.cfs_quota_us", "cpu.shares"),
+    "memory": ("memory.limit_in_bytes",),
+}
+_PROBE_FILES_V2: tuple[str, ...] = ("cpu.max", "cpu.weight", "memory.max")
+_KUBEPODS = ("kubepods.slice", "kubepods")
+
+
+def _unwritable(hierarchy: Path, files: Sequence[str]) -> str:
+    """Why pod cgroup files under ``hierarchy`` cannot be written ("" if they can).
+
+    Not the hierarchy's directory: cgroupfs makes it 0555, and a pod-level write never creates
+    anything there. What a write needs is the file itself (root-owned 0644 on cgroupfs, so UID 0
+    with every capability dropped may write it as its owner) on a read-write mount.
+    ``os.access`` checks with the caller's real UID and permitted capabilities, as the write will.
+    """
+    if not hierarchy.is_dir():
+        return f"no cgroup hierarchy at {hierarchy}"
+    try:
+        if os.statvfs(hierarchy).f_flag & os.ST_RDONLY:
+            return f"{hierarchy} is mounted read-only"
+    except OSError as exc:
+        return f"{hierarchy}: {exc.strerror}"
+    places = [hierarchy / k for k in _KUBEPODS if (hierarchy / k).is_dir()] + [hierarchy]
+    for place in places:
+        for name in files:
+            sample = place / name
+            if sample.is_file():
+                if os.access(sample, os.W_OK):
+                    return ""
+                return (
+                    f"{sample} is not writable by uid {os.getuid()} (pod cgroup files are "
+                    "root-owned: run as UID 0)"
+                )
+    # No such file yet (e.g. cgroup v2 before kubelet made kubepods): the first write says why.
+    return ""
+
+
 def cgroup_dir(parent: str) -> PurePosixPath:
     """The pod's directory relative to a hierarchy root, for both cgroup drivers.
 
@@ -151,15 +192,13 @@ class CgroupExecutor:
             self.cgroups = ProbeResult(False, f"--pod-cgroup-writes {self.mode.value}")
             return self.cgroups
         if self.version is CgroupVersion.V2:
-            dirs = [self.root]
+            hierarchies = [(self.root, _PROBE_FILES_V2)]
         else:
-            dirs = [self.root / "cpu", self.root / "memory"]
-        for d in dirs:
-            if not d.is_dir():
-                self.cgroups = ProbeResult(False, f"no cgroup hierarchy at {d}")
-                break
-            if not os.access(d, os.W_OK):
-                self.cgroups = ProbeResult(False, f"{d} is not writable (read-only mount?)")
+            hierarchies = [(self.root / c, files) for c, files in _PROBE_FILES_V1.items()]
+        for hierarchy, files in hierarchies:
+            why = _unwritable(hierarchy, files)
+            if why:
+                self.cgroups = ProbeResult(False, why)
                 break
         else:
             self.cgroups = ProbeResult(True)

@@ -23,19 +23,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bridge.contract.capabilities import runtime_ref
-from bridge.contract.catalogue import EventName
-from bridge.contract.codec import envelope
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
-from policy_server.exceptions import PayloadError
+from policy_server.engine.reply import updates_to_json
+from policy_server.engine.request import synchronize_event
 from policy_server.koordinator import node_plan
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import PodTarget
@@ -49,7 +46,7 @@ from policy_server.node.cgroups import (
 )
 from policy_server.node.procfs import Procfs
 from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
-from policy_server.sdk.model import parse_pod
+from policy_server.sdk.model import Container, Event, Memory, Resources
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
@@ -67,40 +64,35 @@ class PassReport:
     errors: list[str] = field(default_factory=list)
 
 
-def _with_file_values(containers: list[dict[str, Any]], files: ContainerFiles) -> list[Any]:
-    """The containers with their CPU/memory values as the cgroup files hold them now."""
-    out: list[Any] = []
-    for c in containers:
-        linux = c.get("linux") if isinstance(c.get("linux"), dict) else None
-        path = linux.get("cgroups_path") if linux else None
+def _with_file_values(
+    event: Event, containers: Sequence[Mapping[str, Any]], files: ContainerFiles
+) -> Event:
+    """``event`` (built from ``containers``, in order) with each container's CPU/memory values
+    as its cgroup files hold them now."""
+    out: list[Container] = []
+    for container, raw in zip(event.containers, containers, strict=True):
+        linux = raw.get("linux")
+        path = linux.get("cgroups_path") if isinstance(linux, dict) else None
         values = files.values(path) if isinstance(path, str) and path else None
-        if linux is None or values is None:
-            out.append(c)
-            continue
-        try:
-            out.append({**c, "linux": {**linux, "resources": _merged(linux, values)}})
-        except (TypeError, ValueError):
-            out.append(c)  # a malformed entry: the evaluation names it, as it names any other
-    return out
+        out.append(container if values is None else _merged(container, values))
+    return replace(event, containers=tuple(out))
 
 
-def _merged(linux: dict[str, Any], values: dict[str, int | str]) -> dict[str, Any]:
-    resources = dict(linux.get("resources") or {})
-    cpu = dict(resources.get("cpu") or {})
-    memory = dict(resources.get("memory") or {})
+def _merged(container: Container, values: Mapping[str, int | str]) -> Container:
+    resources = container.resources or Resources()
+    cpu, memory = resources.cpu, resources.memory
     if "shares" in values:
-        cpu["shares"] = values["shares"]
-    elif "weight" in values and shares_to_weight(int(cpu.get("shares") or 0)) != values["weight"]:
+        cpu = replace(cpu, shares=int(values["shares"]))
+    elif "weight" in values and shares_to_weight(cpu.shares or 0) != values["weight"]:
         # v2 keeps only the weight: a different weight means different shares.
-        cpu["shares"] = -1
+        cpu = replace(cpu, shares=-1)
     if "quota" in values:
-        cpu["quota"] = values["quota"]
+        cpu = replace(cpu, quota=int(values["quota"]))
     if "cpus" in values:
-        cpu["cpus"] = values["cpus"]
+        cpu = replace(cpu, cpus=str(values["cpus"]))
     if "memory" in values:
-        memory["limit"] = values["memory"]
-    resources.update(cpu=cpu, memory=memory)
-    return resources
+        memory = Memory(int(values["memory"]))
+    return replace(container, resources=replace(resources, cpu=cpu, memory=memory))
 
 
 class NodeReconciler:
@@ -155,18 +147,22 @@ class NodeReconciler:
         started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
-        containers = snapshot.containers
+        event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
             # what NRI last reported).
-            containers = await asyncio.to_thread(_with_file_values, containers, self.files)
-        evaluation = self.engine.evaluate_json(self.policy, self._body(snapshot, containers))
+            event = await asyncio.to_thread(
+                _with_file_values, event, snapshot.containers, self.files
+            )
+        evaluation = self.engine.evaluate(self.policy, event)
         self.observe(evaluation)
-        for warning in evaluation.reply.get("warnings", []):
+        for warning in evaluation.decision.warnings:
             log.warning("reconcile policy=%s: %s", self.policy, warning)
-        await self._push(evaluation.reply.get("update", []), report)
+        await self._push(updates_to_json(evaluation.decision), report)
         rules = self.rules()
-        await asyncio.to_thread(self._node, evaluation.decision.effects, snapshot, rules, report)
+        await asyncio.to_thread(
+            self._node, evaluation.decision.effects, event, snapshot, rules, report
+        )
         for level, count in report.found.items():
             self.metrics.drift_found.labels(level).inc(count)
         for level, count in report.fixed.items():
@@ -176,9 +172,6 @@ class NodeReconciler:
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         self.last = report
         return report
-
-    def _body(self, snapshot: BridgeState, containers: list[Any]) -> dict[str, Any]:
-        return synchronize_body("reconcile", snapshot.pods, containers)
 
     async def _push(self, updates: list[dict[str, Any]], report: PassReport) -> None:
         if not updates:
@@ -197,13 +190,18 @@ class NodeReconciler:
     # --- node-level parts (in a worker thread: file I/O) -----------------------------------
 
     def _node(
-        self, effects: Sequence[Effect], snapshot: BridgeState, rules: Rules, report: PassReport
+        self,
+        effects: Sequence[Effect],
+        event: Event,
+        snapshot: BridgeState,
+        rules: Rules,
+        report: PassReport,
     ) -> None:
         if self.executor.mode is not ExecutorMode.ON:
             return
         self._pod_effects(effects, report)
         self._resctrl_gc(effects, rules, report)
-        pods = self._pods(snapshot)
+        pods = self._pods(event)
         parents = [p.pod.cgroup_parent for p in pods.values() if p.pod.cgroup_parent]
         self._pod_effects(node_plan.kube_qos_writes(parents, rules), report, level="qos")
         core_sched = rules.features.CoreSched and self.core_sched[0] and self.prctl is not None
@@ -246,15 +244,8 @@ class NodeReconciler:
             report.fixed["resctrl"] += len(done.written)
             report.errors.extend(done.failed)
 
-    def _pods(self, snapshot: BridgeState) -> dict[str, PodTarget]:
-        pods: dict[str, PodTarget] = {}
-        for i, raw in enumerate(snapshot.pods):
-            try:
-                pod = parse_pod(raw, f"pods[{i}]")
-            except PayloadError:
-                continue
-            pods[pod.id] = PodTarget.of(pod)
-        return pods
+    def _pods(self, event: Event) -> dict[str, PodTarget]:
+        return {pod.id: PodTarget.of(pod) for pod in event.pods}
 
     def _containers(
         self, snapshot: BridgeState, pods: dict[str, PodTarget]
@@ -322,19 +313,6 @@ class NodeReconciler:
                 log.info("kernel.%s set to %d", name, value)
             else:
                 report.errors.append(error)
-
-
-def synchronize_body(source: str, pods: list[Any], containers: list[Any]) -> dict[str, Any]:
-    """A Synchronize request the server builds itself (``source``: ``resync``, ``reconcile``)."""
-    # Not from a runtime: no NRI version, so no capabilities to claim.
-    return envelope(
-        EventName.SYNCHRONIZE.value,
-        f"{source}-{uuid.uuid4()}",
-        runtime_ref("nri-policy-server", source, None),
-        budget_ms=0,
-        dry_run=False,
-        payload={"pods": pods, "containers": containers},
-    )
 
 
 def cgroup_version_name(version: CgroupVersion) -> str:

@@ -4,9 +4,11 @@ Owns the catalogue (policy name -> the module that builds it) and building a pol
 configuration file. Each policy lives in its own module here and exports two names:
 
 - ``DESCRIPTION``: one line for ``--list-policies``;
-- ``build(settings: PolicySettings) -> Policy``: the policy, configured from
-  ``settings.doc`` (its YAML file, ``{}`` without one). Bad configuration raises
-  ``settings.error(key, message)``, which the CLI prints before exiting with status 2.
+- ``build(settings: PolicySettings) -> Policy``: the policy, configured from its YAML file
+  (``{}`` without one) validated by the policy's own pydantic model
+  (``settings.parse(Model)``, a ``PolicyConfig``); bad configuration raises
+  ``PolicyConfigError`` naming the file and the key path (``settings.error(key, message)`` for
+  checks across keys), which the CLI prints before exiting with status 2.
 
 Adding a policy: write ``policy_server/policies/<module>.py``, add one line to ``CATALOGUE``,
 and a page ``docs/policies/<name>.md``. Modules are imported only when their policy is enabled.

@@ -36,7 +36,13 @@ import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.policies.policy_config import PolicySettings, describe_value
+from policy_server.policies.policy_config import (
+    NonEmptyString,
+    PolicyConfig,
+    PolicySettings,
+    Strings,
+    describe_value,
+)
 from policy_server.sdk import Adjustment, Decision, Device, Event, FailurePolicy, Mount, Policy
 
 NAME = "device-injector"
@@ -246,16 +252,21 @@ def _check_runtime_carries_cdi(event: Event) -> None:
         )
 
 
+class _Config(PolicyConfig):
+    allowed_devices: Strings = None
+    allowed_mount_sources: Strings = None
+    allowed_mount_types: Strings = None
+    allowed_cdi_devices: Strings = None
+    host_root: NonEmptyString = "/"
+
+
 def _rules_from(settings: PolicySettings) -> Rules:
-    settings.check_keys(frozenset({
-        "allowed_devices", "allowed_mount_sources", "allowed_mount_types",
-        "allowed_cdi_devices", "host_root",
-    }))  # fmt: skip
-    devices = settings.strings("allowed_devices")
+    config = settings.parse(_Config)
+    devices = config.allowed_devices or ()
     for i, pattern in enumerate(devices):
         if not pattern.startswith("/dev/"):
             raise settings.error(f"allowed_devices[{i}]", f"expected a /dev/ path, got {pattern!r}")
-    sources = settings.strings("allowed_mount_sources")
+    sources = config.allowed_mount_sources or ()
     for i, source in enumerate(sources):
         if not source.startswith("/") or source == "/" or ".." in source.split("/"):
             raise settings.error(
@@ -265,9 +276,9 @@ def _rules_from(settings: PolicySettings) -> Rules:
     return Rules(
         allowed_devices=devices,
         allowed_mount_sources=tuple(posixpath.normpath(s) for s in sources),
-        allowed_mount_types=frozenset(settings.strings("allowed_mount_types")),
-        allowed_cdi_devices=settings.strings("allowed_cdi_devices"),
-        host=HostView(Path(settings.string("host_root", "/"))),
+        allowed_mount_types=frozenset(config.allowed_mount_types or ()),
+        allowed_cdi_devices=config.allowed_cdi_devices or (),
+        host=HostView(Path(config.host_root)),
     )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bridge.contract.catalogue import EventName
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
-from policy_server.policies.policy_config import PolicySettings
+from policy_server.policies.policy_config import Paths, PolicyConfig, PolicySettings
 from policy_server.sdk import (
     Adjustment,
     Container,
@@ -138,9 +138,14 @@ def hooks_for(hooks: HookSet, event: Event) -> tuple[StagedHook, ...]:
     )
 
 
+class _Config(PolicyConfig):
+    hooks_dirs: Paths = None
+
+
 def build(settings: PolicySettings) -> Policy[HookSet]:
-    settings.check_keys(frozenset({"hooks_dirs"}))
-    library = HookLibrary(settings.paths("hooks_dirs", DEFAULT_DIRS))
+    config = settings.parse(_Config)
+    dirs = config.hooks_dirs  # [] is no directory; absent or null, the defaults
+    library = HookLibrary(dirs if dirs is not None else tuple(Path(d) for d in DEFAULT_DIRS))
     library.current()  # load now: problems show in the log at startup
     # A bug in here must not start the container without what it asked for.
     policy = Policy(

@@ -1,9 +1,12 @@
 """The configuration of one built-in policy: the YAML file given with ``--policy NAME=FILE``.
 
-Owns reading that file (YAML; JSON is YAML too) into ``PolicySettings`` and small typed
-accessors whose errors name the file and the key (``hook-injector.yaml: hooks_dirs[1]: expected
-a string``), so a policy's ``build`` reads its settings in a few lines and refuses unknown keys.
-Must not know about any particular policy.
+Owns reading that file (YAML; JSON is YAML too) into ``PolicySettings``, and validating it
+against the policy's pydantic model (``PolicySettings.parse``) with errors that name the file
+and the key path (``hook-injector.yaml: hooks_dirs[1]: expected a non-empty string, got the
+number 5``); the field types every policy shares (``Strings``, ``Paths``, ``NonEmptyString``,
+``StringMap``) carry their own messages, so a policy's ``build`` declares its settings in a few
+lines and unknown keys are refused naming the known ones. Must not know about any particular
+policy.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from policy_server.sdk import PolicyLoadError
 
@@ -42,51 +46,78 @@ class PolicySettings:
         where = f"{key}: " if key else ""
         return PolicyConfigError(f"policy {self.name} ({self.source}): {where}{message}")
 
-    def check_keys(self, known: frozenset[str]) -> None:
-        unknown = sorted(set(self.doc) - known)
+    def parse(self, model: type[M]) -> M:
+        """The document validated by ``model`` (a ``PolicyConfig``); raises
+        ``PolicyConfigError`` naming the key path of the first problem (an unknown key first)."""
+        try:
+            return model.model_validate(dict(self.doc), context={"base_dir": self.base_dir})
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+        unknown = sorted(
+            (str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"), key=str
+        )
         if unknown:
-            raise self.error(unknown[0], f"unknown key (known: {', '.join(sorted(known))})")
+            known = ", ".join(sorted(model.model_fields))
+            raise self.error(unknown[0], f"unknown key (known: {known})") from None
+        first = errors[0]
+        key = ""
+        for part in first["loc"]:
+            key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
+        raise self.error(key, str(first["msg"]).removeprefix("Value error, ")) from None
 
-    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
-        """A list of strings (a single string is not accepted: say ``[x]``)."""
-        value = self.doc.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, list):
-            raise self.error(key, f"expected a list of strings, got {describe_value(value)}")
-        for i, item in enumerate(value):
-            if not isinstance(item, str) or not item:
-                got = describe_value(item)
-                raise self.error(f"{key}[{i}]", f"expected a non-empty string, got {got}")
-            if "\0" in item:
-                raise self.error(f"{key}[{i}]", "contains a NUL byte")
-        return tuple(value)
 
-    def string(self, key: str, default: str) -> str:
-        value = self.doc.get(key, default)
-        if not isinstance(value, str) or not value:
-            raise self.error(key, f"expected a non-empty string, got {describe_value(value)}")
-        return value
+class PolicyConfig(BaseModel):
+    """Base of a built-in policy's configuration model: unknown keys refused, frozen."""
 
-    def paths(self, key: str, default: tuple[str, ...] = ()) -> tuple[Path, ...]:
-        """A list of paths; relative ones are taken relative to the configuration file."""
-        out = []
-        for i, text in enumerate(self.strings(key, default)):
-            path = Path(text)
-            if not path.is_absolute():
-                if self.base_dir is None:
-                    raise self.error(f"{key}[{i}]", f"expected an absolute path, got {text!r}")
-                path = self.base_dir / path
-            out.append(path)
-        return tuple(out)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    def mapping(self, key: str) -> Mapping[str, Any]:
-        value = self.doc.get(key)
-        if value is None:
-            return _NO_DOC
-        if not isinstance(value, dict):
-            raise self.error(key, f"expected a mapping, got {describe_value(value)}")
-        return value
+
+M = TypeVar("M", bound=PolicyConfig)
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {describe_value(value)}")
+    if "\0" in value:
+        raise ValueError("contains a NUL byte")
+    return value
+
+
+def _list(value: object) -> object:
+    if value is not None and not isinstance(value, list):
+        raise ValueError(f"expected a list of strings, got {describe_value(value)}")
+    return value
+
+
+def _path(value: object, info: ValidationInfo) -> Path:
+    text = _string(value)
+    path = Path(text)
+    if not path.is_absolute():
+        base_dir = (info.context or {}).get("base_dir")
+        if base_dir is None:
+            raise ValueError(f"expected an absolute path, got {text!r}")
+        path = base_dir / path
+    return path
+
+
+def mapping_value(value: object) -> object:
+    """``value`` if it is a mapping (None: an empty one), else a ValueError saying what it is."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping, got {describe_value(value)}")
+    return value
+
+
+# Field types shared by the built-in policies' models. A list of strings takes no single string
+# (say ``[x]``) and is None when absent or null (the policy's default); relative paths are
+# relative to the configuration file; a null mapping is an empty one.
+NonEmptyString = Annotated[str, BeforeValidator(_string)]
+Strings = Annotated[tuple[NonEmptyString, ...] | None, BeforeValidator(_list)]
+Paths = Annotated[
+    tuple[Annotated[Path, BeforeValidator(_path)], ...] | None, BeforeValidator(_list)
+]
+AnyMapping = Annotated[dict[Any, Any], BeforeValidator(mapping_value)]
 
 
 def describe_value(value: object) -> str:

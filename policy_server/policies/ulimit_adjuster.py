@@ -17,7 +17,7 @@ from types import MappingProxyType
 import policy_server.policies.pod_annotations as notes
 from bridge.contract.catalogue import EventName
 from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.policies.policy_config import PolicySettings
+from policy_server.policies.policy_config import AnyMapping, PolicyConfig, PolicySettings
 from policy_server.sdk import Adjustment, Decision, Event, FailurePolicy, Policy, Rlimit
 
 NAME = "ulimit-adjuster"
@@ -94,10 +94,13 @@ def parse_rlimits(request: notes.Request, limits: Limits) -> tuple[Rlimit, ...]:
     return tuple(out.values())
 
 
+class _Config(PolicyConfig):
+    max: AnyMapping = {}
+
+
 def _limits_from(settings: PolicySettings) -> Limits:
-    settings.check_keys(frozenset({"max"}))
     caps: dict[str, int] = {}
-    for name, value in settings.mapping("max").items():
+    for name, value in settings.parse(_Config).max.items():
         kind = rlimit_type(name)
         if kind is None:
             raise settings.error(f"max.{name}", "unknown rlimit type")

@@ -1,8 +1,9 @@
 """The FastAPI application: HTTP routes onto ``PolicyServer``; no policy logic here.
 
 Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the contract's
-``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves; served by
-``hot_route.HotRoute`` in front of the whole FastAPI app, declared here for the OpenAPI docs),
+``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves) is served by
+``hot_route.HotRoute`` in front of the whole FastAPI app and only documented here: it appears in
+``/openapi.json`` through a declaration that is never routed (``_documented``). FastAPI serves
 ``GET /v1/policies``, ``GET /v1/rules``, ``GET /v1/state`` (node effects), ``GET /healthz``,
 ``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
 ``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
@@ -17,7 +18,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.openapi.utils import get_openapi
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -25,14 +27,14 @@ from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
 from policy_server.koordinator.rules import rules_summary
 from policy_server.request_service import PolicyServer
-from policy_server.server.hot_route import HotRoute, evaluate_body, field_loc
+from policy_server.server.hot_route import HotRoute
 from policy_server.telemetry import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 SHUTDOWN_TIMEOUT_S = 5.0
-__all__ = ["create_app", "field_loc"]
+__all__ = ["create_app"]
 
 
 def _describe_policies(server: PolicyServer) -> list[dict[str, Any]]:
@@ -114,25 +116,45 @@ def create_app(server: PolicyServer) -> HotRoute:
     async def state() -> dict[str, Any]:
         return {"node_effects": server.node_state()}
 
-    @app.post(
+    documented = _documented()
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=[*app.routes, *documented.routes],
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) costs ~7% of the
+    # server's CPU per webhook call (py-spy, docs/performance.md); HotRoute answers for itself.
+    return HotRoute(app, server)
+
+
+def _documented() -> APIRouter:
+    """``POST /v1/policies/{name}`` as the OpenAPI document shows it. These routes are never
+    mounted: ``HotRoute`` answers the path before the FastAPI app sees it."""
+    router = APIRouter()
+
+    @router.post(
         "/v1/policies/{name}",
         summary="Evaluate one NRI event",
         response_model=None,
         responses={
             200: {"model": WebhookReply, "description": "The policy's decision ({} = no change)"},
             404: {"description": "No such policy"},
+            415: {"description": "The content type is not JSON"},
             422: {"description": "The body is not a valid webhook request; detail names the field"},
         },
     )
-    async def evaluate(name: str, body: WebhookRequest, request: Request) -> Response:
-        # Declares the route for the docs; HotRoute (below) answers these requests before they
-        # reach FastAPI, with the same evaluate_body.
-        status, reply = await evaluate_body(server, name, await request.body())
-        return Response(reply, status_code=status, media_type="application/json")
+    async def evaluate(name: str, body: WebhookRequest) -> Response:
+        raise NotImplementedError(f"served by HotRoute, not FastAPI ({name}, {body.uid})")
 
-    # Outermost: FastAPI's own middleware (error pages, telemetry, body limit) costs ~7% of the
-    # server's CPU per webhook call (py-spy, docs/performance.md); HotRoute answers for itself.
-    return HotRoute(app, server)
+    return router
 
 
 def create_metrics_app(server: PolicyServer) -> Starlette:

@@ -1,56 +1,36 @@
 """The hot route, ``POST /v1/policies/{name}``: request bytes in, status and reply bytes out.
 
 The bridge calls this once per NRI event while the runtime waits, so it is the one route
-written for latency. A body is validated once: pydantic parses the bytes straight into the
-contract's ``WebhookRequest`` in strict mode, the engine's frozen event is built from that
-model (``contract_event``, no second parse), evaluated, checked against ``WebhookReply`` and
-encoded once (orjson). A body strict mode refuses, or one the engine's parser would read
-differently (``contract_event`` says which), takes the checked path instead: orjson, the
-contract in pydantic's lax mode (a 422 names the field exactly as FastAPI would), then the
-engine's ``parse_event`` (a 422 naming the field), so every answer, errors included, is the
-one that path gives. ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its
-middleware, routing, dependency solving and per-request objects (~100 µs per request on the
-reference machine, docs/performance.md); the FastAPI route of the same path calls the same
-``evaluate_body`` and exists for the OpenAPI docs. Owns no policy logic (that is
-``PolicyServer.handle_event``) and no other route.
+written for latency, and the only one for this path (the FastAPI app declares it for the
+OpenAPI document only). The body becomes the SDK's ``Event`` by the one request path
+(``engine.request.parse_request``: one strict pydantic parse, or a 422 naming the field), is
+evaluated, and the reply is checked against ``WebhookReply`` and encoded once (orjson).
+``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware, routing,
+dependency solving and per-request objects cost more than the route itself
+(docs/performance.md). Owns no policy logic (that is ``PolicyServer.handle``) and no other
+route.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract import WebhookReply
 from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
 from policy_server.engine.evaluate import Evaluation
-from policy_server.engine.request import event_from_contract
-from policy_server.exceptions import PayloadError, UnknownPolicyError
+from policy_server.engine.request import parse_request
+from policy_server.exceptions import RequestError, UnknownPolicyError
 from policy_server.request_service import PolicyServer
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/v1/policies/"
 _JSON = b"application/json"
-
-
-_INDEX = re.compile(r"^(.*)\[(\d+)\]$")
-
-
-def field_loc(field: str) -> list[str | int]:
-    """``containers[3].linux.resources`` -> ``["body", "containers", 3, "linux", "resources"]``."""
-    loc: list[str | int] = ["body"]
-    for part in field.split("."):
-        match = _INDEX.match(part)
-        if match:
-            loc.extend([match.group(1), int(match.group(2))])
-        else:
-            loc.append(part)
-    return loc
 
 
 def _dumps(value: Any) -> bytes:
@@ -75,54 +55,14 @@ def is_json(content_type: str | None) -> bool:
 async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
     """The whole route: the HTTP status and JSON body answering ``raw`` POSTed to ``name``."""
     try:
-        request = WebhookRequest.model_validate_json(raw, strict=True)
-    except ValueError:  # ValidationError, or anything else the parser refuses
-        return await evaluate_checked(server, name, raw)
-    event = event_from_contract(request)
-    if event is None:
-        return await evaluate_checked(server, name, raw)
+        event = parse_request(raw)
+    except RequestError as exc:
+        server.refused(name, exc)
+        return _detail(422, exc.detail)
     try:
-        evaluation = await server.handle_event(name, event)
+        evaluation = await server.handle(name, event)
     except UnknownPolicyError:
         return _unknown(server, name)
-    return _reply(name, evaluation)
-
-
-async def evaluate_checked(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
-    """The checked path (the whole route before the strict pass): orjson, the contract in lax
-    mode, ``parse_event``; each step's 422 names the field. ``evaluate_body`` hands it every
-    body the strict pass refuses, so the few that lax mode and the engine both take (``1`` for
-    a boolean only the contract reads) are still answered."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return _detail(
-            422,
-            [
-                {
-                    "type": "json_invalid",
-                    "loc": ["body", exc.pos],
-                    "msg": "JSON decode error",
-                    "input": {},
-                    "ctx": {"error": exc.msg},
-                }
-            ],
-        )
-    try:
-        WebhookRequest.model_validate(data)
-    except ValidationError as exc:
-        return _detail(
-            422,
-            [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors(include_url=False)],
-        )
-    try:
-        evaluation = await server.handle(name, data)
-    except UnknownPolicyError:
-        return _unknown(server, name)
-    except PayloadError as exc:
-        return _detail(
-            422, [{"loc": field_loc(exc.field), "msg": exc.message, "type": "value_error"}]
-        )
     return _reply(name, evaluation)
 
 
@@ -156,7 +96,8 @@ def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
 
 
 class HotRoute:
-    """ASGI app: serves ``POST /v1/policies/{name}`` itself, passes everything else to ``app``."""
+    """ASGI app: serves ``/v1/policies/{name}`` itself (POST; 405 for any other method), passes
+    everything else to ``app``."""
 
     def __init__(self, app: ASGIApp, server: PolicyServer) -> None:
         self.app = app
@@ -165,30 +106,34 @@ class HotRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         name = path[len(PREFIX) :] if scope["type"] == "http" and path.startswith(PREFIX) else ""
-        if not name or "/" in name or scope["method"] != "POST":
+        if not name or "/" in name:
             await self.app(scope, receive, send)
             return
-        content_type = None
-        for key, value in scope["headers"]:
-            if key == b"content-type":
-                content_type = value.decode("latin-1")
-        if not is_json(content_type):
-            status, body = _detail(
-                415, f"expected content-type application/json, got {content_type!r}"
-            )
+        headers = [(b"content-type", _JSON)]
+        if scope["method"] != "POST":
+            # This path is POST only (the FastAPI app only documents it): answered as its
+            # router would, 405 naming the method allowed.
+            status, body = _detail(405, "Method Not Allowed")
+            headers.append((b"allow", b"POST"))
         else:
-            raw = await _read(receive)
-            if raw is None:
-                return  # the client went away mid-body: nobody to answer
-            status, body = await evaluate_body(self.server, name, raw)
+            content_type = None
+            for key, value in scope["headers"]:
+                if key == b"content-type":
+                    content_type = value.decode("latin-1")
+            if not is_json(content_type):
+                status, body = _detail(
+                    415, f"expected content-type application/json, got {content_type!r}"
+                )
+            else:
+                raw = await _read(receive)
+                if raw is None:
+                    return  # the client went away mid-body: nobody to answer
+                status, body = await evaluate_body(self.server, name, raw)
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", _JSON), (b"content-length", str(len(body)).encode())],
-            }
+            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
         )
-        await send({"type": "http.response.body", "body": body})
 
 
 async def _read(receive: Receive) -> bytes | None:

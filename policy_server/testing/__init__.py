@@ -6,8 +6,9 @@ and reply goes through the same contract models as ``POST /v1/policies/{name}``
 (``WebhookRequest`` / ``WebhookReply``), so a test that passes here does not meet a 422 or a 500
 from the server. Recordings from ``nri-webhook-bridge record`` are replayed with the same
 comparison as ``nri-webhook-bridge replay`` (replies canonicalized through the NRI conversion,
-warnings not compared). The pytest fixture ``policy_runner`` is in ``policy_server.testing.plugin``
-(loaded automatically when this package is installed).
+warnings not compared). ``send_pod`` plays Kubernetes manifests as ``nri-webhook-bridge try``
+does (bridge.kube's translation). The pytest fixture ``policy_runner`` is in
+``policy_server.testing.plugin`` (loaded automatically when this package is installed).
 
 Must not start servers or sockets: everything runs in the calling thread.
 """
@@ -16,27 +17,32 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract import WebhookReply
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.replay import Case, Outcome, compare, load_cases
+from bridge.kube import NodeSpec
+from bridge.simulator.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import update_to_json
-from policy_server.exceptions import PolicyServerError
+from policy_server.exceptions import PolicyServerError, RequestError
 from policy_server.policies import build_builtin
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Policy, Registry
+from policy_server.testing.pods import PodContainer, send_pod
 
 __all__ = [
     "InvalidReply",
     "InvalidRequest",
+    "NodeSpec",
+    "PodContainer",
     "PolicyRunner",
     "Replay",
     "Reply",
@@ -164,11 +170,11 @@ class PolicyRunner:
     def send(self, request: Mapping[str, Any] | str | Path, policy: str | None = None) -> Reply:
         """Evaluate one request (a body, or the path of a JSON file) and check the reply."""
         body = load_request(request) if isinstance(request, str | Path) else dict(request)
-        try:
-            WebhookRequest.model_validate(body)
-        except ValidationError as exc:
-            raise InvalidRequest(f"not a webhook request: {exc}") from None
-        evaluation = self.engine.evaluate_json(self._policy(policy), body)
+        name = self._policy(policy)
+        try:  # the server's one request path: the same 422s, as exceptions
+            evaluation = self.engine.evaluate_json(name, body)
+        except RequestError as exc:
+            raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
         try:
             WebhookReply.model_validate(evaluation.reply)
         except ValidationError as exc:
@@ -193,10 +199,37 @@ class PolicyRunner:
             return Outcome(case, None, str(exc), "")
         return compare(case, reply.json)
 
+    def send_pod(
+        self,
+        *manifests: str | Path,
+        policy: str | None = None,
+        node: NodeSpec | None = None,
+        profile: str = DEFAULT_PROFILE,
+        events: Iterable[str] | None = None,
+    ) -> list[PodContainer]:
+        """Play Kubernetes manifests through the policy as ``nri-webhook-bridge try`` does
+        (same translation, same request bodies, same order); one ``PodContainer`` per
+        container. ``events`` defaults to every event the policy handles."""
+        name = self._policy(policy)
+        wanted = (frozenset(events) if events is not None
+                  else frozenset(e.value for e in self.registry.get(name).events))
+        return send_pod(lambda body: self.send(body, name), manifests, wanted,
+                        node or NodeSpec(), profile)
+
     def events(self, *recordings: str | Path) -> Iterator[dict[str, Any]]:
         """The recorded requests, in order (to send them one by one and assert yourself)."""
         for case in load_cases([Path(p) for p in recordings], None):
             yield case.request
+
+
+def _problems(error: RequestError) -> str:
+    """``container.linux.resources.cpu.shares: Input should be ...; ...`` from a 422's detail."""
+    out = []
+    for entry in error.detail:
+        loc = entry.get("loc")
+        where = ".".join(str(p) for p in loc[1:]) if isinstance(loc, list) else ""
+        out.append(f"{where}: {entry.get('msg')}")
+    return "; ".join(out)
 
 
 def load_request(path: str | Path) -> dict[str, Any]:

@@ -94,8 +94,10 @@ class CriClient:
         labels: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         uid: str | None = None,
+        cgroup_prefix: str = CGROUP_PREFIX,
     ) -> Pod:
-        """A host-network pod; ``labels``/``annotations`` are added to the sandbox config."""
+        """A host-network pod; ``labels``/``annotations`` are added to the sandbox config; its
+        cgroup parent is ``/<cgroup_prefix>/pod<uid>``."""
         pb = self.pb
         uid = uid or str(uuid.uuid4())
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
@@ -107,7 +109,7 @@ class CriClient:
             labels={"app": "nri-e2e", **(labels or {})},
             annotations=dict(annotations or {}),
             linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent=f"/{CGROUP_PREFIX}/pod{uid}",
+                cgroup_parent=f"/{cgroup_prefix}/pod{uid}",
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns),
             ),
         )

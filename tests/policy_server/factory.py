@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.koordinator.rules import Rules, rules_from_doc
 from policy_server.koordinator.target import ContainerTarget, PodTarget
-from policy_server.sdk.model import Event, parse_event, parse_pod
+from policy_server.sdk.model import Event
 
 API = "nri-webhook-bridge/v1"
 
@@ -92,7 +93,7 @@ def envelope(event: str, **payload: Any) -> dict[str, Any]:
 
 
 def event(name: str, **payload: Any) -> Event:
-    return parse_event(envelope(name, **payload))
+    return request(envelope(name, **payload))
 
 
 def rules(**doc: Any) -> Rules:
@@ -105,7 +106,7 @@ def topology(**extra: Any) -> dict[str, Any]:
 
 
 def pod_target(**kwargs: Any) -> PodTarget:
-    return PodTarget.of(parse_pod(pod(**kwargs), "pod"))
+    return PodTarget.of(synchronize_event("test", [pod(**kwargs)], []).pods[0])
 
 
 def container_target(quota: int | None = None, name: str = "app", **kwargs: Any) -> ContainerTarget:
@@ -114,3 +115,8 @@ def container_target(quota: int | None = None, name: str = "app", **kwargs: Any)
 
 def batch_spec(containers: dict[str, dict[str, dict[str, str]]]) -> dict[str, Any]:
     return {"node.koordinator.sh/extended-resource-spec": {"containers": containers}}
+
+
+def request(body: Any) -> Event:
+    """A request body (a JSON value) through the server's one request path."""
+    return parse_request(json.dumps(body).encode())

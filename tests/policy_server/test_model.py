@@ -1,4 +1,4 @@
-"""The JSON edge: envelope -> frozen dataclasses; every shape error names the field."""
+"""The request path: envelope bytes -> frozen dataclasses; every shape error names the field."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.contract.catalogue import EventName
-from policy_server.exceptions import PayloadError
-from policy_server.sdk.model import parse_event
+from policy_server.engine.request import field_loc
+from policy_server.exceptions import RequestError
+from policy_server.sdk.model import Event
 from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import request as parse_event
 
 EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
 
@@ -61,9 +63,9 @@ def test_parse_create_container() -> None:
 def test_shape_errors_name_the_field(mutate: Any, field: str) -> None:
     body = envelope("CreateContainer", pod=pod(), container=container(cpu={"shares": 2}))
     mutate(body)
-    with pytest.raises(PayloadError) as info:
+    with pytest.raises(RequestError) as info:
         parse_event(body)
-    assert info.value.field == field
+    assert info.value.detail[0]["loc"] == field_loc(field)
 
 
 def test_every_contract_example_request_parses() -> None:
@@ -88,9 +90,9 @@ JSON = st.recursive(
 def test_random_bodies_raise_only_payload_errors(overrides: dict[str, Any]) -> None:
     body = {**envelope("CreateContainer", pod=pod(), container=container()), **overrides}
     try:
-        parse_event(body)
-    except PayloadError as exc:
-        assert exc.field
+        assert isinstance(parse_event(body), Event)
+    except RequestError as exc:
+        assert exc.detail and all(len(d["loc"]) > 1 for d in exc.detail)  # type: ignore[arg-type]
 
 
 def test_runtime_nri_version_and_capabilities_reach_the_event() -> None:
@@ -103,5 +105,6 @@ def test_runtime_nri_version_and_capabilities_reach_the_event() -> None:
     body["runtime"] = {"name": "x", "version": "1", "capabilities": None}
     assert parse_event(body).runtime_capabilities is None  # unknown runtime
     body["runtime"] = {"name": "x", "version": "1", "capabilities": [1]}
-    with pytest.raises(PayloadError, match=r"runtime.capabilities\[0\]"):
+    with pytest.raises(RequestError) as info:
         parse_event(body)
+    assert info.value.detail[0]["loc"] == ["body", "runtime", "capabilities", 0]

@@ -16,7 +16,7 @@ from policy_server.exceptions import PolicyLoadError
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Registry
-from tests.policy_server.factory import container, envelope, event, pod
+from tests.policy_server.factory import container, envelope, event, pod, request
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []
 
@@ -155,7 +155,7 @@ SIBLING = {"container_id": "sibling", "linux": {"resources": {"cpu": {"cpus": "0
 async def test_push_goes_through_the_bridge_after_the_reply() -> None:
     bridge = Bridge()
     server = server_with(bridge)
-    evaluation = await server.handle("pusher", REMOVE)
+    evaluation = await server.handle("pusher", request(REMOVE))
     assert evaluation.reply == {}  # the push is not part of the reply
     assert server.pusher is not None
     await server.pusher.join()
@@ -166,11 +166,11 @@ async def test_push_goes_through_the_bridge_after_the_reply() -> None:
 
 async def test_push_without_bridge_or_in_dry_run_is_reported_not_sent() -> None:
     server = server_with(None)
-    reply = (await server.handle("pusher", REMOVE)).reply
+    reply = (await server.handle("pusher", request(REMOVE))).reply
     assert reply == {"warnings": ["1 pushed updates not sent: no --bridge-control"]}
     bridge = Bridge()
     server = server_with(bridge)
-    reply = (await server.handle("pusher", {**REMOVE, "dry_run": True})).reply
+    reply = (await server.handle("pusher", request({**REMOVE, "dry_run": True}))).reply
     assert reply == {"warnings": ["1 pushed updates not sent: dry_run request"]}
     await server.aclose()
     assert bridge.pushed == []
@@ -182,7 +182,7 @@ async def test_push_to_a_failing_bridge_is_retried_then_given_up(
     monkeypatch.setattr("policy_server.bridge_link.pusher.PUSH_RETRY_S", 0.0)
     bridge = Bridge(status=503)
     server = server_with(bridge)
-    await server.handle("pusher", REMOVE)
+    await server.handle("pusher", request(REMOVE))
     assert server.pusher is not None
     await server.pusher.join()
     assert len(bridge.pushed) == 3  # PUSH_ATTEMPTS, then logged and dropped

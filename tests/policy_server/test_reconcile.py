@@ -10,9 +10,17 @@ from policy_server.koordinator.baselines import QuotaBaselines
 from policy_server.koordinator.reconcile import diff
 from policy_server.koordinator.rules import Rules
 from policy_server.sdk.decision import ResourcePatch
-from policy_server.sdk.model import CPU, Memory, Resources, parse_event
+from policy_server.sdk.model import CPU, Memory, Resources
 from policy_server.sdk.registry import Registry
-from tests.policy_server.factory import batch_spec, container, envelope, pod, rules, topology
+from tests.policy_server.factory import (
+    batch_spec,
+    container,
+    envelope,
+    pod,
+    request,
+    rules,
+    topology,
+)
 
 RS = "scheduling.koordinator.sh/resource-status"
 BATCH = {"requests": {"kubernetes.io/batch-cpu": "500"},
@@ -112,7 +120,7 @@ def test_baselines_follow_update_remove_and_synchronize() -> None:
 def test_baselines_are_bounded() -> None:
     store = QuotaBaselines(max_containers=2)
     for cid in ("a", "b", "c"):
-        store.observe(parse_event(envelope("CreateContainer", pod=pod(),
+        store.observe(request(envelope("CreateContainer", pod=pod(),
                                            container=container(cid=cid, cpu={"quota": 1000}))))
     assert list(store.view()) == ["b", "c"]
 

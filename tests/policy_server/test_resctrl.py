@@ -26,7 +26,7 @@ from policy_server.koordinator.resctrl_schemata import (
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.decision import ResctrlGroup
-from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import container, envelope, pod, request
 
 RESCTRL = "node.koordinator.sh/resctrl"
 
@@ -150,18 +150,18 @@ def _create(uid: str) -> dict[str, Any]:
 async def test_rdt_class_only_for_a_group_that_exists(tmp_path: Path) -> None:
     fake_resctrl(tmp_path / "resctrl")
     server = _server(tmp_path, tmp_path / "resctrl")
-    evaluation = await server.handle("koordinator-qos", _create("u1"))
+    evaluation = await server.handle("koordinator-qos", request(_create("u1")))
     assert evaluation.reply["adjust"]["linux"]["resources"] == {"rdt_class": "koordlet-u1"}
     assert (tmp_path / "resctrl" / "koordlet-u1").is_dir()
     removal = envelope("RemovePodSandbox", pod=pod(uid="u1", annotations={
         RESCTRL: json.dumps({"llc": {"schemata": {"range": [0, 30]}}})}))  # fmt: skip
-    await server.handle("koordinator-qos", removal)
+    await server.handle("koordinator-qos", request(removal))
     assert not (tmp_path / "resctrl" / "koordlet-u1").exists()
 
 
 async def test_no_rdt_class_without_resctrl(tmp_path: Path) -> None:
     server = _server(tmp_path, tmp_path / "no-resctrl")
-    evaluation = await server.handle("koordinator-qos", _create("u2"))
+    evaluation = await server.handle("koordinator-qos", request(_create("u2")))
     assert "adjust" not in evaluation.reply
     (warning,) = [w for w in evaluation.reply["warnings"] if "rdt_class" in w]
     assert "koordlet-u2" in warning and "no resctrl filesystem" in warning

@@ -16,6 +16,9 @@ observer plans and commits each event before they run. Must not do I/O after ``b
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from bridge.contract.catalogue import EventName
 from policy_server.policies.cpu_pools.pools import (
@@ -32,7 +35,14 @@ from policy_server.policies.cpu_pools.topology import (
     from_layout,
     from_sysfs,
 )
-from policy_server.policies.policy_config import PolicySettings
+from policy_server.policies.policy_config import (
+    NonEmptyString,
+    PolicyConfig,
+    PolicySettings,
+)
+from policy_server.policies.policy_config import (
+    mapping_value as _mapping,
+)
 from policy_server.sdk import (
     Adjustment,
     ContainerUpdate,
@@ -55,46 +65,62 @@ EVENTS = (
     EventName.REMOVE_CONTAINER,
     EventName.REMOVE_POD_SANDBOX,
 )
-_KEYS = frozenset({"layout", "sysfs", "reserved_cpus", "min_shared_cpus", "pin_memory"})
 
 __all__ = ["DESCRIPTION", "NAME", "build", "build_policy", "settings_from"]
 
 
+def _min_shared(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"expected an integer >= 1 (an empty cpuset holds no process), got {value!r}"
+        )
+    return value
+
+
+def _pin(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _cpus(value: object) -> frozenset[int] | None:
+    return None if value is None else parse_cpu_list(str(value))
+
+
+def _layout(value: object) -> object:
+    return None if value is None else _mapping(value)
+
+
+class _Config(PolicyConfig):
+    layout: Annotated[dict[Any, Any] | None, BeforeValidator(_layout)] = None
+    sysfs: NonEmptyString = str(SYSFS_CPU)
+    reserved_cpus: Annotated[frozenset[int] | None, BeforeValidator(_cpus)] = None
+    min_shared_cpus: Annotated[int, BeforeValidator(_min_shared)] = 1
+    pin_memory: Annotated[bool | None, BeforeValidator(_pin)] = None
+
+
 def settings_from(settings: PolicySettings) -> Settings:
     """Read and check the configuration (``settings.error`` names the bad key)."""
-    settings.check_keys(_KEYS)
-    doc = settings.doc
+    config = settings.parse(_Config)
     try:
-        if doc.get("layout") is not None:
-            if "sysfs" in doc:
+        if config.layout is not None:
+            if "sysfs" in config.model_fields_set:
                 raise settings.error("layout", "give either layout or sysfs, not both")
-            topology: Topology = from_layout(settings.mapping("layout"))
+            topology: Topology = from_layout(config.layout)
         else:
-            topology = from_sysfs(Path(settings.string("sysfs", str(SYSFS_CPU))))
+            topology = from_sysfs(Path(config.sysfs))
     except TopologyError as exc:
         raise settings.error("", str(exc)) from None
-    reserved: frozenset[int] = frozenset()
-    if doc.get("reserved_cpus") is not None:
-        try:
-            reserved = parse_cpu_list(str(doc["reserved_cpus"]))
-        except ValueError as exc:
-            raise settings.error("reserved_cpus", str(exc)) from None
-        if not reserved <= topology.cpus:
-            unknown = format_cpu_list(reserved - topology.cpus)
-            raise settings.error("reserved_cpus", f"CPUs {unknown} are not in the topology")
-    minimum = doc.get("min_shared_cpus", 1)
-    if isinstance(minimum, bool) or not isinstance(minimum, int) or minimum < 1:
-        raise settings.error(
-            "min_shared_cpus",
-            f"expected an integer >= 1 (an empty cpuset holds no process), got {minimum!r}",
-        )
+    reserved = config.reserved_cpus or frozenset()
+    if not reserved <= topology.cpus:
+        unknown = format_cpu_list(reserved - topology.cpus)
+        raise settings.error("reserved_cpus", f"CPUs {unknown} are not in the topology")
+    minimum = config.min_shared_cpus
     if minimum > len(topology.cpus):
         raise settings.error("min_shared_cpus", f"the node has only {len(topology.cpus)} CPUs")
-    pin = doc.get("pin_memory")
-    if pin is not None and not isinstance(pin, bool):
-        raise settings.error("pin_memory", f"expected true or false, got {pin!r}")
+    pin = config.pin_memory
     if pin is None:  # real NUMA nodes from sysfs: pin memory too; a layout may be fictional
-        pin = doc.get("layout") is None and len(topology.nodes) > 1
+        pin = config.layout is None and len(topology.nodes) > 1
     return Settings(topology, reserved, minimum, pin)
 
 

@@ -1,6 +1,7 @@
-"""The hot route's one validating pass: the ``Event`` built from the strictly validated contract
-model is exactly the one ``parse_event`` gives, and every answer (errors included) is exactly the
-checked path's (orjson -> lax model -> ``parse_event``), which is what the route did before."""
+"""The one request path (``engine.request.parse_request``): the ``Event`` it builds is exactly the
+one the server's old parser gave, and every answer (errors and metrics included) is exactly what
+the route answered before the path was unified: orjson, the contract in lax mode, then the old
+parser (``reference_parse``, kept in the tests as the oracle)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -22,10 +24,13 @@ from bridge.contract.nri_version import nri_version_of
 from bridge.contract.replay import load_cases
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
-from policy_server.engine.request import event_from_contract
+from policy_server.engine.request import field_loc, parse_request, synchronize_event
+from policy_server.exceptions import PayloadError, RequestError, UnknownPolicyError
 from policy_server.request_service import PolicyServer, ServerOptions
-from policy_server.sdk.model import Event, parse_event
-from policy_server.server.hot_route import evaluate_body, evaluate_checked
+from policy_server.sdk.model import Event
+from policy_server.server import hot_route
+from policy_server.server.hot_route import evaluate_body
+from tests.policy_server.reference_parse import parse_event
 
 ROOT = Path(__file__).parents[2]
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
@@ -78,15 +83,48 @@ def _raw(body: Any) -> bytes:
 
 
 def strict_event(raw: bytes) -> Event | None:
-    """The fast path's event, or None where the route falls back to the checked path."""
+    """The event if the body passes the strict parse, else None (the body is only explained)."""
     try:
-        request = WebhookRequest.model_validate_json(raw, strict=True)
+        WebhookRequest.model_validate_json(raw, strict=True)
     except ValidationError:
         return None
-    return event_from_contract(request)
+    try:
+        return parse_request(raw)
+    except RequestError:
+        return None
 
 
-def test_every_example_and_recorded_request_converts_to_parse_events_event() -> None:
+async def reference_answer(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
+    """What the route answered before its request path was unified (orjson, the lax contract
+    model, the old parser), for the same policy server."""
+    def detail(status: int, value: Any) -> tuple[int, bytes]:
+        return status, orjson.dumps({"detail": value}, default=str)
+
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return detail(422, [{"type": "json_invalid", "loc": ["body", exc.pos],
+                             "msg": "JSON decode error", "input": {},
+                             "ctx": {"error": exc.msg}}])
+    try:
+        WebhookRequest.model_validate(data)
+    except ValidationError as exc:
+        return detail(422, [{**e, "loc": ["body", *e["loc"]]}
+                            for e in exc.errors(include_url=False)])
+    try:
+        event = parse_event(data)
+    except PayloadError as exc:
+        server.metrics.requests.labels(name, str(data.get("event")), "invalid").inc()
+        return detail(422, [{"loc": field_loc(exc.field), "msg": exc.message,
+                             "type": "value_error"}])
+    try:
+        evaluation = await server.handle(name, event)
+    except UnknownPolicyError:
+        return hot_route._unknown(server, name)
+    return hot_route._reply(name, evaluation)
+
+
+def test_every_example_and_recorded_request_converts_to_the_old_parsers_event() -> None:
     assert len(EXAMPLE_FILES) >= len(EventName) and len(WIRE_LOGS) >= 8
     events = set()
     for where, body in REQUESTS:
@@ -217,6 +255,16 @@ RAW_CASES: dict[str, bytes] = {
     "a bool the engine ignores as 1": _raw(_create(container={
         **_create()["container"], "linux": {"resources": {"memory": {"disable_oom_killer": 1}}}})),
     "an extra key": _raw(_create(extra=1)),
+    # Several faults: the first in the old parser's reading order is named.
+    "dry_run 1, api_version absent": _raw({k: v for k, v in _create(dry_run=1).items()
+                                           if k != "api_version"}),
+    "budget string, dry_run 1": _raw(_create(budget_ms="5", dry_run=1)),
+    "state a number, container missing": _raw({**{k: v for k, v in _SYNC.items()},
+                                               "event": "CreateContainer",
+                                               "containers": [{**_SYNC["containers"][0],
+                                                               "state": 3}]}),
+    "a capability a number, dry_run 1": _raw(_create(dry_run=1, runtime={
+        **_create()["runtime"], "capabilities": ["env", 1]})),
 }
 
 
@@ -225,7 +273,7 @@ def _requests_metrics(server: PolicyServer) -> list[str]:
             if line.startswith("policy_requests_total")]
 
 
-async def test_every_answer_is_the_checked_paths() -> None:
+async def test_every_answer_is_the_one_before() -> None:
     fast_server = PolicyServer(ServerOptions(rules_path=RULES))
     checked_server = PolicyServer(ServerOptions(rules_path=RULES))
     fast_server.load_rules()
@@ -236,10 +284,11 @@ async def test_every_answer_is_the_checked_paths() -> None:
     for raw in bodies:
         for policy in (POLICY, "no-such-policy"):
             answer = await evaluate_body(fast_server, policy, raw)
-            assert answer == await evaluate_checked(checked_server, policy, raw), raw[:300]
+            assert answer == await reference_answer(checked_server, policy, raw), raw[:300]
             statuses.add(answer[0])
         routes["fast" if strict_event(raw) is not None else "checked"] += 1
-    # Both paths were exercised, with every kind of answer; the counters agree too.
+    # Bodies that pass the strict parse and bodies only explained, with every kind of answer;
+    # the counters agree too.
     assert routes["fast"] > 100 and routes["checked"] > 100, routes
     assert statuses >= {200, 404, 422}
     assert _requests_metrics(fast_server) == _requests_metrics(checked_server)
@@ -278,4 +327,34 @@ async def test_what_the_fast_path_hands_back_gets_the_same_answer_as_before(
     if case.startswith(("budget 2**64-1", "duplicate")):
         assert fast is not None and fast.uid == json.loads(raw)["uid"]
     else:
-        assert fast is None  # answered by the checked path
+        assert fast is None  # refused by the strict parse: explained (or taken) by lax mode
+
+
+# --- the Synchronize the server builds itself (resync, reconciler) ------------------------------
+
+
+def test_synchronize_event_is_the_request_paths_for_the_same_state() -> None:
+    body = json.loads((CONTRACT_EXAMPLES / "Synchronize.request.json").read_text())
+    event = synchronize_event("resync", body["pods"], body["containers"])
+    sent = parse_request(_raw(body))
+    assert (event.pods, event.containers) == (sent.pods, sent.containers)
+    assert event.name is EventName.SYNCHRONIZE and event.uid.startswith("resync-")
+    assert (event.runtime_name, event.runtime_version, event.budget_ms) == (
+        "nri-policy-server", "resync", 0)
+
+
+@pytest.mark.parametrize(
+    ("pods", "containers", "field"),
+    [
+        ([{"id": "p", "labels": {"a": 1}}], [], "pods[0].labels.a"),
+        ([], [{"id": "c", "state": 2}], "containers[0].state"),
+        ([], [{"id": "c", "linux": {"resources": {"cpu": {"shares": "x"}}}}],
+         "containers[0].linux.resources.cpu.shares"),
+        ([], [{"id": "c", "surprise": True}], "containers[0].surprise"),
+    ],
+)
+def test_a_bad_bridge_state_is_refused_naming_the_entry(
+        pods: list[Any], containers: list[Any], field: str) -> None:
+    with pytest.raises(PayloadError) as info:
+        synchronize_event("reconcile", pods, containers)
+    assert info.value.field == field

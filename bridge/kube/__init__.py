@@ -1,0 +1,43 @@
+"""From Kubernetes manifests to what kubelet and the runtime send over NRI.
+
+    pods = load_pods(["pod.yaml"])                   # bridge.kube.manifest
+    cri = translate(pods[0], NodeSpec())             # kubelet's rules -> CRI configs
+    sandbox = pod_sandbox(cri, profile)              # + the runtime's additions -> NRI
+    ctr = container(cri, cri.containers[0], sandbox, profile)
+
+Used by `nri-webhook-bridge try` and the policy test kit's `send_pod`. docs/try.md lists the
+rules and what kubelet does that this package does not. Must not: do I/O beyond reading the
+manifests it is given, or import the plugin's runtime layers.
+"""
+
+from bridge.kube.cri import CriContainer, CriPod
+from bridge.kube.errors import ManifestError
+from bridge.kube.kubelet import translate
+from bridge.kube.manifest import load_pods, parse_documents, pods_of
+from bridge.kube.model import ContainerKind, Pod
+from bridge.kube.node import NodeSpec
+from bridge.kube.runtime_view import (
+    container,
+    container_id,
+    effective,
+    pod_sandbox,
+    sandbox_id,
+)
+
+__all__ = [
+    "ContainerKind",
+    "CriContainer",
+    "CriPod",
+    "ManifestError",
+    "NodeSpec",
+    "Pod",
+    "container",
+    "container_id",
+    "effective",
+    "load_pods",
+    "parse_documents",
+    "pod_sandbox",
+    "pods_of",
+    "sandbox_id",
+    "translate",
+]

@@ -1,0 +1,233 @@
+"""Playing pods through the real bridge against the runtime simulator.
+
+Owns: the run of `nri-webhook-bridge try`: a private directory with the relay
+(bridge.trial.relay), the simulated runtime (bridge.simulator, over the real NRI socket
+protocol), and the bridge as a real `nri-webhook-bridge run` process connected to it; then,
+per pod, kubelet's CRI calls in kubelet's order — RunPodSandbox; each init container
+created, started and (exited) stopped before the next; sidecars created and started; the
+regular containers created and started — a snapshot of what each container ends with, and
+the teardown (stop, remove). Everything started is stopped by its handle before returning.
+Must not: translate manifests (bridge.kube) or format results (bridge.trial.report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bridge.config_file import BridgeConfig
+from bridge.errors import BridgeError
+from bridge.kube import CriPod, container, effective, pod_sandbox
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.cri import CriResult, run_cri
+from bridge.simulator.profiles import RuntimeProfile
+from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.trial.relay import Exchange, Relay
+
+# containerd's default NRI request timeout: what the bridge's budgets are derived from.
+REQUEST_TIMEOUT_S = 2.0
+BRIDGE_START_TIMEOUT_S = 30.0
+BRIDGE_STOP_TIMEOUT_S = 10.0
+
+
+class TrialError(Exception):
+    """The trial could not run (the bridge did not start, ...); the message says why."""
+
+
+@dataclass(slots=True)
+class ContainerRun:
+    """What happened to one container: its CRI calls' results and its final state."""
+
+    pod: CriPod
+    name: str
+    container_id: str
+    calls: list[CriResult] = field(default_factory=list)
+    effective: dict[str, Any] | None = None  # the container as the runtime has it, running
+    not_started: str | None = None  # why kubelet would not get to this container
+
+
+@dataclass(slots=True)
+class PodRun:
+    pod: CriPod
+    sandbox_id: str
+    sandbox: CriResult | None = None
+    containers: list[ContainerRun] = field(default_factory=list)
+    teardown: list[CriResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TrialResult:
+    pods: tuple[PodRun, ...]
+    exchanges: tuple[Exchange, ...]
+
+
+async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
+                    profile: RuntimeProfile) -> TrialResult:
+    """Play `pods` through the bridge configured by `document` (already parsed as `config`)."""
+    work = Path(tempfile.mkdtemp(prefix="nri-try-"))
+    os.chmod(work, 0o700)
+    try:
+        return await _run(work, pods, config, document, profile)
+    except (OSError, BridgeError, SimulatorError) as exc:
+        raise TrialError(f"cannot run the trial: {exc}") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
+               profile: RuntimeProfile) -> TrialResult:
+    relay = Relay(config.webhooks, str(work / "relay.sock"))
+    bridge_config = work / "bridge.yaml"
+    bridge_config.write_text(yaml.safe_dump(relayed_document(document, relay.socket_path)))
+    runtime = SimulatedRuntime(work / "nri.sock", profile, request_timeout_s=REQUEST_TIMEOUT_S)
+    log = work / "bridge.log"
+    await relay.start()
+    try:
+        await runtime.start()
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            with (work / "bridge.out").open("wb") as out:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "bridge", "run", "--nri-socket", str(work / "nri.sock"),
+                    "--config", str(bridge_config), "--control-socket", "",
+                    "--log-format", "json", "--log-file", str(log), "--plugin-name", "try",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            await _wait_plugin(runtime, proc, work)
+            runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+        finally:
+            if proc is not None:
+                await _stop(proc)
+            await runtime.stop()
+    finally:
+        await relay.stop()
+    return TrialResult(tuple(runs), tuple(relay.exchanges))
+
+
+def relayed_document(document: dict[str, Any], relay_socket: str) -> dict[str, Any]:
+    """The user's bridge config with each webhook's URL pointing at the relay (path /<i>);
+    TLS and the bearer token stay with the relay, which talks to the real webhook."""
+    out = dict(document)
+    hooks = []
+    for i, hook in enumerate(document.get("webhooks") or []):
+        hook = {k: v for k, v in hook.items()
+                if k not in ("tls", "bearer_token_file", "allow_insecure_http")}
+        hook["url"] = f"unix://{relay_socket}/{i}"
+        hooks.append(hook)
+    out["webhooks"] = hooks
+    out.pop("control", None)
+    return out
+
+
+async def _wait_plugin(runtime: SimulatedRuntime, proc: asyncio.subprocess.Process,
+                       work: Path) -> None:
+    """Until the bridge is registered and synchronized, or has exited (whichever first)."""
+    waiter = asyncio.ensure_future(runtime.wait_plugin(timeout_s=BRIDGE_START_TIMEOUT_S))
+    exited = asyncio.ensure_future(proc.wait())
+    try:
+        await asyncio.wait({waiter, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if waiter.done():
+            waiter.result()
+            return
+        raise TrialError(f"the bridge exited with code {proc.returncode}: "
+                         + _tail(work / "bridge.out") + _tail(work / "bridge.log"))
+    except TimeoutError:
+        raise TrialError("the bridge did not connect to the simulated runtime within "
+                         f"{BRIDGE_START_TIMEOUT_S:.0f}s: " + _tail(work / "bridge.log")) from None
+    finally:
+        for task in (waiter, exited):
+            task.cancel()
+        await asyncio.gather(waiter, exited, return_exceptions=True)
+
+
+def _tail(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return " | ".join(path.read_text(errors="replace").splitlines()[-5:])
+    return ""
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the bridge we started (by its handle), SIGKILL if it does not stop."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
+
+
+async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
+                index: int) -> PodRun:
+    sandbox = pod_sandbox(pod, profile, index)
+    run = PodRun(pod, sandbox.id)
+    run.sandbox = await run_cri(runtime, "RunPodSandbox", sandbox)
+    created: list[tuple[ContainerRun, api.Container]] = []
+    blocked: str | None = None if run.sandbox.ok else "the pod sandbox was not created"
+    for spec in pod.containers:
+        ctr = container(pod, spec, sandbox, profile)
+        crun = ContainerRun(pod, spec.name, ctr.id)
+        run.containers.append(crun)
+        if blocked is not None:
+            crun.not_started = blocked
+            continue
+        result = await run_cri(runtime, "CreateContainer", sandbox, ctr)
+        crun.calls.append(result)
+        if not result.ok:
+            if spec.kind.value != "container":
+                blocked = f"init container {spec.name} was not created"
+            continue
+        created.append((crun, ctr))
+        current = runtime.state.containers.get(ctr.id, ctr)
+        result = await run_cri(runtime, "StartContainer", sandbox, current)
+        crun.calls.append(result)
+        crun.effective = effective(runtime.state.containers.get(ctr.id, current))
+        if not result.ok and spec.kind.value != "container":
+            blocked = f"init container {spec.name} did not start"
+        elif spec.runs_to_completion:
+            # An init container exits before the next starts; the runtime reports the stop.
+            crun.calls.append(await run_cri(runtime, "StopContainer", sandbox,
+                                            runtime.state.containers.get(ctr.id, ctr)))
+    for crun, ctr in created:  # effective values once every container is in place
+        state = runtime.state.containers.get(ctr.id)
+        if state is not None and state.state == api.CONTAINER_RUNNING:
+            crun.effective = effective(state)
+    # Teardown: running containers are stopped (regular ones, then sidecars in reverse),
+    # then the sandbox; everything is removed with the pod.
+    running = [c for c, _ in created if _running(runtime, c.container_id)]
+    regular = [c for c in running if _kind(pod, c.name) == "container"]
+    sidecars = [c for c in running if _kind(pod, c.name) != "container"]
+    for crun in [*regular, *reversed(sidecars)]:
+        crun.calls.append(await run_cri(runtime, "StopContainer", sandbox,
+                                        runtime.state.containers[crun.container_id]))
+    if run.sandbox.ok:
+        run.teardown.append(await run_cri(runtime, "StopPodSandbox", sandbox))
+    for crun, ctr in created:
+        state = runtime.state.containers.get(ctr.id)
+        if state is not None:
+            crun.calls.append(await run_cri(runtime, "RemoveContainer", sandbox, state))
+    if run.sandbox.ok:
+        run.teardown.append(await run_cri(runtime, "RemovePodSandbox", sandbox))
+    return run
+
+
+def _running(runtime: SimulatedRuntime, cid: str) -> bool:
+    state = runtime.state.containers.get(cid)
+    return state is not None and state.state == api.CONTAINER_RUNNING
+
+
+def _kind(pod: CriPod, name: str) -> str:
+    return next(c.kind.value for c in pod.containers if c.name == name)
+

@@ -1,0 +1,181 @@
+"""`try` results per container: the JSON objects (schemas/try-output.schema.json) and the
+table.
+
+Owns: matching each recorded webhook exchange to the container it was about (pod events go
+to every container of the pod), deciding what counts as a reject (an enforced reply's
+`reject`, or a failed call under failure_policy Fail), and both renderings.
+Must not: run anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bridge.trial.play import ContainerRun, PodRun, TrialResult
+from bridge.trial.relay import Exchange
+
+POD_EVENTS = frozenset({"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox",
+                        "UpdatePodSandbox", "PostUpdatePodSandbox"})
+
+
+def results(trial: TrialResult) -> list[dict[str, Any]]:
+    """One object per container, pods in input order, containers in kubelet's order."""
+    out = []
+    for run in trial.pods:
+        for crun in run.containers:
+            out.append(_container(run, crun, _about(trial.exchanges, run, crun)))
+    return out
+
+
+def _about(exchanges: Sequence[Exchange], run: PodRun, crun: ContainerRun) -> list[Exchange]:
+    mine = []
+    for ex in exchanges:
+        pod = ex.request.get("pod") or {}
+        ctr = ex.request.get("container") or {}
+        pod_event = ex.event in POD_EVENTS and pod.get("id") == run.sandbox_id
+        if pod_event or ctr.get("id") == crun.container_id:
+            mine.append(ex)
+    return mine
+
+
+def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> dict[str, Any]:
+    pod = run.pod
+    spec = next(c for c in pod.containers if c.name == crun.name)
+    requests: dict[str, Any] = {}
+    adjust: dict[str, Any] = {}
+    update: dict[str, list[Any]] = {}
+    warnings: list[dict[str, str]] = []
+    reject: dict[str, str] | None = None
+    for ex in exchanges:
+        requests.setdefault(ex.event, ex.request)
+        shadow = ex.request.get("dry_run") is True
+        if ex.error is not None:
+            warnings.append({"webhook": ex.webhook, "event": ex.event,
+                             "message": f"call failed: {ex.error}"})
+            continue
+        reply = ex.reply or {}
+        for text in reply.get("warnings", []):
+            warnings.append({"webhook": ex.webhook, "event": ex.event, "message": str(text)})
+        if "reject" in reply:
+            reason = str((reply["reject"] or {}).get("reason", ""))
+            if shadow:
+                warnings.append({"webhook": ex.webhook, "event": ex.event,
+                                 "message": f"shadow mode: would reject: {reason}"})
+            elif reject is None:
+                reject = {"webhook": ex.webhook, "event": ex.event, "reason": reason}
+            continue
+        if shadow:
+            continue
+        if reply.get("adjust"):
+            adjust[ex.webhook] = reply["adjust"]
+        if reply.get("update"):
+            update.setdefault(ex.webhook, []).extend(reply["update"])
+    failed = [r for r in ([run.sandbox] if run.sandbox else []) + crun.calls if not r.ok]
+    if reject is None and failed:
+        error = failed[0].error or "failed"
+        event = next((e.event for e in failed[0].events if not e.ok), failed[0].call)
+        reject = {"webhook": _failed_webhook(exchanges, event), "event": event, "reason": error}
+    if crun.not_started is not None:
+        warnings.append({"webhook": "", "event": "", "message":
+                         f"not started: {crun.not_started}"})
+    return {
+        "pod": f"{pod.namespace}/{pod.name}", "container": crun.name, "kind": spec.kind.value,
+        "qos_class": pod.qos_class, "cgroup_parent": pod.cgroup_parent,
+        "requests": requests, "adjust": adjust, "update": update, "reject": reject,
+        "warnings": warnings, "effective": crun.effective,
+    }
+
+
+def _failed_webhook(exchanges: Sequence[Exchange], event: str) -> str:
+    return next((ex.webhook for ex in exchanges if ex.event == event and ex.error), "")
+
+
+def rejected(objects: Sequence[dict[str, Any]]) -> bool:
+    return any(o["reject"] is not None for o in objects)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+
+def table(objects: Sequence[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    pod = None
+    for o in objects:
+        if o["pod"] != pod:
+            pod = o["pod"]
+            lines.append(f"{'' if not lines else chr(10)}pod {pod}  ({o['qos_class']}, "
+                         f"cgroup parent {o['cgroup_parent']})")
+        lines.append(f"  {o['kind']} {o['container']}")
+        for webhook, adj in o["adjust"].items():
+            lines.append(f"    {webhook}: adjust {_summary(adj)}")
+        for webhook, updates in o["update"].items():
+            for u in updates:
+                lines.append(f"    {webhook}: update {u.get('container_id', '')[:12]} "
+                             f"{_summary(u)}")
+        for w in o["warnings"]:
+            who = f"{w['webhook']} ({w['event']})" if w["webhook"] else "try"
+            lines.append(f"    {who}: warning: {w['message']}")
+        if o["reject"] is not None:
+            r = o["reject"]
+            lines.append(f"    {r['webhook'] or 'runtime'}: REJECTED {r['event']}: {r['reason']}")
+        if not (o["adjust"] or o["update"] or o["warnings"] or o["reject"]):
+            events = ", ".join(o["requests"]) or "no events"
+            lines.append(f"    no change ({events})")
+        if o["effective"] is not None:
+            lines.append(f"    effective: {_effective(o['effective'])}")
+    return "\n".join(lines)
+
+
+def _summary(adjust: dict[str, Any]) -> str:
+    parts: list[str] = []
+    linux = adjust.get("linux", {})
+    parts += _resources(linux.get("resources", {}))
+    if "oom_score_adj" in linux:
+        parts.append(f"oom_score_adj={linux['oom_score_adj']}")
+    parts += [f"env {e.get('key')}={e.get('value', '')}" for e in adjust.get("env", [])]
+    parts += [f"mount {m.get('destination')}" for m in adjust.get("mounts", [])]
+    parts += [f"device {d.get('path')}" for d in linux.get("devices", [])]
+    parts += [f"annotation {k}" for k in adjust.get("annotations", {})]
+    parts += [f"hook {k}" for k in adjust.get("hooks", {})]
+    parts += [f"rlimit {r.get('type')}={r.get('hard')}" for r in adjust.get("rlimits", [])]
+    shown = {"linux", "env", "mounts", "annotations", "hooks", "rlimits"}
+    parts += [k for k in adjust if k not in shown and k != "container_id"]
+    return ", ".join(parts) or "(empty)"
+
+
+def _resources(res: dict[str, Any]) -> list[str]:
+    out = []
+    cpu, mem = res.get("cpu", {}), res.get("memory", {})
+    for key, label in (("cpus", "cpuset"), ("mems", "cpuset.mems"), ("shares", "cpu.shares"),
+                       ("quota", "cfs_quota"), ("period", "cfs_period")):
+        if key in cpu:
+            out.append(f"{label}={cpu[key]}")
+    if "limit" in mem:
+        out.append(f"memory.limit={_bytes(mem['limit'])}")
+    out += [f"{k}={v}" for k, v in res.get("unified", {}).items()]
+    for key in ("rdt_class", "blockio_class"):
+        if key in res:
+            out.append(f"{key}={res[key]}")
+    return out
+
+
+def _effective(e: dict[str, Any]) -> str:
+    res = e["resources"]
+    cpu, mem = res.get("cpu", {}), res.get("memory", {})
+    parts = [f"cpuset={cpu.get('cpus') or '-'}", f"shares={cpu.get('shares', '-')}",
+             f"quota/period={cpu.get('quota', '-')}/{cpu.get('period', '-')}",
+             f"memory={_bytes(mem['limit']) if 'limit' in mem else '-'}",
+             f"oom_score_adj={e['oom_score_adj']}", f"env={len(e['env'])}",
+             f"mounts={len(e['mounts'])}", f"devices={len(e['devices'])}",
+             f"hooks={sum(len(v) for v in e['hooks'].values())}", f"rlimits={len(e['rlimits'])}"]
+    parts += [f"{k}={v}" for k, v in res.get("unified", {}).items()]
+    return " ".join(parts)
+
+
+def _bytes(value: Any) -> str:
+    n = int(value)
+    for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if n > 0 and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)

@@ -1,0 +1,182 @@
+"""`PolicyRunner.send_pod`: a pod manifest's lifecycle through a policy, in-process.
+
+The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
+kubelet's rules, then the simulated runtime's additions from its profile), and the requests
+are the bodies the bridge would POST, in the order `try` plays them: RunPodSandbox; each init
+container created, started and stopped (it exits) before the next; sidecars and regular
+containers created and started; then the teardown. The container each later event carries is
+the one the runtime would have: the policy's adjustment and updates applied (the simulator's
+own rules, bridge.simulator.apply). A reject stops that container and, for an init container
+or sidecar, the containers after it, as kubelet would. Replies are checked like `send`'s.
+
+Owns: that sequence for one policy and the per-container result (``PodContainer``, shaped
+like one object of `try --output json`). Must not: start servers or sockets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import Message
+
+from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.capabilities import runtime_ref
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
+from bridge.contract.codec import envelope, request_payload
+from bridge.contract.convert import from_json
+from bridge.kube import (
+    CriPod,
+    NodeSpec,
+    container,
+    effective,
+    load_pods,
+    pod_sandbox,
+    translate,
+)
+from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.apply import apply_adjustment, apply_update
+from bridge.simulator.cri import CRI_EVENTS
+from bridge.simulator.profiles import DEFAULT_PROFILE, get_profile
+
+# The bridge's per-call budget under the simulator's 2 s request timeout (as `try` runs it).
+BUDGET_MS = 1000
+
+Send = Callable[[dict[str, Any]], Any]  # body -> Reply (PolicyRunner.send bound to a policy)
+
+
+@dataclass(slots=True)
+class PodContainer:
+    """One container's events and the policy's replies, like one object of `try`'s JSON."""
+
+    pod: str  # namespace/name
+    container: str
+    kind: str  # init | sidecar | container
+    qos_class: str
+    cgroup_parent: str
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)  # event -> body
+    replies: dict[str, Any] = field(default_factory=dict)  # event -> Reply (first one)
+    effective: dict[str, Any] | None = None
+    not_started: str | None = None
+
+    @property
+    def adjust(self) -> dict[str, Any]:
+        reply = self.replies.get("CreateContainer")
+        return dict(reply.adjust) if reply is not None and reply.reject is None else {}
+
+    @property
+    def update(self) -> list[dict[str, Any]]:
+        return [u for r in self.replies.values() if r.reject is None for u in r.update]
+
+    @property
+    def reject(self) -> dict[str, str] | None:
+        return next(({"event": e, "reason": r.reject} for e, r in self.replies.items()
+                     if r.reject is not None), None)
+
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        return [{"event": e, "message": w} for e, r in self.replies.items() for w in r.warnings]
+
+
+def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
+             node: NodeSpec, profile_key: str = DEFAULT_PROFILE) -> list[PodContainer]:
+    profile = get_profile(profile_key)
+    runtime = runtime_ref(profile.runtime_name, profile.runtime_version, profile.nri)
+    out: list[PodContainer] = []
+    seq = 0
+
+    def call(event: str, pod: api.PodSandbox, ctr: api.Container | None,
+             results: list[PodContainer]) -> Any:
+        nonlocal seq
+        if event not in events:
+            return None
+        request: Message = REQUEST_TYPES[EVENTS_BY_RPC[event]]()
+        getattr(request, "pod").CopyFrom(pod)  # noqa: B009 - every request has a pod
+        if ctr is not None:
+            getattr(request, "container").CopyFrom(ctr)  # noqa: B009
+        seq += 1
+        body = envelope(event, f"kit-{seq}", runtime, BUDGET_MS, False,
+                        request_payload(request))
+        reply = send(body)
+        for result in results:
+            result.requests.setdefault(event, body)
+            result.replies.setdefault(event, reply)
+        return reply
+
+    for index, manifest_pod in enumerate(load_pods([str(p) for p in paths])):
+        cri = translate(manifest_pod, node)
+        out.extend(_play(cri, pod_sandbox(cri, profile, index), profile, call))
+    return out
+
+
+def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
+          call: Callable[[str, api.PodSandbox, api.Container | None, list[PodContainer]], Any],
+          ) -> list[PodContainer]:
+    results = [PodContainer(f"{cri.namespace}/{cri.name}", c.name, c.kind.value, cri.qos_class,
+                            cri.cgroup_parent) for c in cri.containers]
+    state: dict[str, api.Container] = {}
+
+    def cri_call(name: str, ctr: api.Container | None, who: list[PodContainer]) -> bool:
+        """The NRI events of one CRI call; False when the policy rejected one."""
+        for event in CRI_EVENTS[name]:
+            if not profile.delivers(event):
+                continue
+            reply = call(event.rpc_name, sandbox, ctr, who)
+            if reply is None:
+                continue
+            if reply.reject is not None:
+                return False
+            for update in reply.update:
+                target = state.get(update.get("container_id", ""))
+                if target is not None and target.state != api.CONTAINER_STOPPED:
+                    apply_update(target, from_json(update, api.ContainerUpdate))
+            if event.rpc_name == "CreateContainer" and ctr is not None:
+                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust))
+                ctr.state = api.CONTAINER_CREATED
+                state[ctr.id] = ctr
+        return True
+
+    if not cri_call("RunPodSandbox", None, results):
+        for r in results:
+            r.not_started = "the pod sandbox was not created"
+        return results
+    blocked: str | None = None
+    started: list[tuple[PodContainer, str]] = []
+    for spec, result in zip(cri.containers, results, strict=True):
+        if blocked is not None:
+            result.not_started = blocked
+            continue
+        ctr = container(cri, spec, sandbox, profile)
+        if not cri_call("CreateContainer", ctr, [result]):
+            if spec.kind.value != "container":
+                blocked = f"init container {spec.name} was not created"
+            continue
+        if ctr.id not in state:  # CreateContainer not subscribed: the runtime keeps it as is
+            ctr.state = api.CONTAINER_CREATED
+            state[ctr.id] = ctr
+        ok = cri_call("StartContainer", state[ctr.id], [result])
+        state[ctr.id].state = api.CONTAINER_RUNNING if ok else api.CONTAINER_CREATED
+        result.effective = effective(state[ctr.id])
+        started.append((result, ctr.id))
+        if not ok and spec.kind.value != "container":
+            blocked = f"init container {spec.name} did not start"
+        elif ok and spec.runs_to_completion:
+            cri_call("StopContainer", state[ctr.id], [result])
+            state[ctr.id].state = api.CONTAINER_STOPPED
+    for result, cid in started:
+        if state[cid].state == api.CONTAINER_RUNNING:
+            result.effective = effective(state[cid])
+    running = [(r, cid) for r, cid in started if state[cid].state == api.CONTAINER_RUNNING]
+    regular = [x for x in running if x[0].kind == "container"]
+    sidecars = [x for x in running if x[0].kind != "container"]
+    for result, cid in [*regular, *reversed(sidecars)]:
+        cri_call("StopContainer", state[cid], [result])
+        state[cid].state = api.CONTAINER_STOPPED
+    cri_call("StopPodSandbox", None, results)
+    for result, cid in started:
+        cri_call("RemoveContainer", state[cid], [result])
+    cri_call("RemovePodSandbox", None, results)
+    return results
+

@@ -1,0 +1,110 @@
+"""Fixtures of the as-shipped tests (``make shipped``).
+
+Owns: failing (never skipping) when not root, private cgroup directories under the v1
+controller hierarchies (removed afterwards), the image built once per session, and one private
+containerd per version with a pod network (the DaemonSet pod is not hostNetwork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import _require_installed, keep_log
+from tests.e2e.containerd import Containerd
+from tests.e2e.cri import CriClient
+from tests.e2e.runtimes import RUNTIMES, InstanceDirs, Runtime
+
+from .image import BuiltImage, build, pod_network
+
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+V1_CONTROLLERS = ("cpu", "memory")
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("the as-shipped tests need root (make shipped)", pytrace=False)
+
+
+@pytest.fixture
+def v1_pod_parent() -> Iterator[str]:
+    """``/nri-shipped-<id>/pod<uid>`` made in the cpu and memory hierarchies as kubelet
+    makes pod cgroups, with a CFS quota and a memory limit the policy server must replace."""
+    top = f"nri-shipped-{uuid.uuid4().hex[:12]}"
+    parent = f"/{top}/pod{uuid.uuid4()}"
+    made: list[Path] = []
+    for controller in V1_CONTROLLERS:
+        d = CGROUP_V1_ROOT / controller / parent.lstrip("/")
+        d.mkdir(parents=True)
+        made += [d, d.parent]
+    (CGROUP_V1_ROOT / "cpu" / parent.lstrip("/") / "cpu.cfs_quota_us").write_text("50000\n")
+    yield parent
+    for d in made:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A private directory whose parents a non-root UID can traverse (pytest's are 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="nri-shipped-", dir="/tmp"))
+    d.chmod(0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# --- the image and a private containerd with a pod network -------------------------------
+
+@pytest.fixture(scope="session")
+def image(tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
+    built = build(tmp_path_factory.mktemp("image"))
+    print(f"\nimage {built.ref}: {built.size_bytes / 1e6:.0f} MB, built in {built.build_s} s "
+          "(debootstrap base, no layer cache)")
+    return built
+
+
+@pytest.fixture(scope="module", params=RUNTIMES, ids=lambda r: f"containerd-{r.version}")
+def node(request: pytest.FixtureRequest) -> Iterator[Containerd]:
+    """A private containerd with NRI, a CNI pod network and the e2e images imported."""
+    runtime: Runtime = request.param
+    _require_installed(runtime)
+    base = Path(tempfile.mkdtemp(prefix=f"nri-shp-{runtime.version}-", dir="/tmp"))
+    instance = Containerd(runtime, InstanceDirs(base))
+    pod_network(instance)
+    try:
+        instance.start()
+        instance.import_images()
+        yield instance
+    finally:
+        try:
+            if instance.running():
+                client = CriClient(instance.dirs.address)
+                try:
+                    client.remove_all()
+                finally:
+                    client.close()
+        except Exception:
+            logging.getLogger(__name__).exception("removing pods during teardown failed")
+        finally:
+            module = request.module.__name__.rsplit(".", 1)[-1]
+            keep_log(instance.dirs.log, f"{module}-containerd-{runtime.version}.log")
+            instance.cleanup()
+
+
+@pytest.fixture(scope="session")
+def containers_conf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """podman run settings for this machine: rootful podman 4.3 cannot raise its default
+    rlimits here ("error setting rlimit type 7"), so runs get explicit ones."""
+    conf = tmp_path_factory.mktemp("podman") / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=20000:20000", '
+                    '"nproc=32768:32768"]\n')
+    return conf

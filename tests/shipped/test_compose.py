@@ -1,0 +1,122 @@
+"""docker-compose.yml for real: both services from the built image, with podman-compose, next to
+a containerd 1.7.24 with NRI on /var/run/nri/nri.sock (the path the file names).
+
+The file is used as shipped; what this machine's podman needs is done by the harness
+(tests/shipped/compose.py). Checked: both containers running and healthy by their own
+healthchecks, the bridge registered with that containerd, and a pod created through CRI gets
+koordinator-qos's pod-level value from the policy server container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import _require_installed, keep_log
+from tests.e2e.containerd import Containerd
+from tests.e2e.cri import CriClient
+from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE, RUNTIMES, InstanceDirs
+
+from .compose import ComposeProject, host_nri_dir
+from .conftest import CGROUP_V1_ROOT
+from .image import BuiltImage
+
+# Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
+pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
+
+HEALTH_TIMEOUT_S = 60.0
+QOS_LABEL = "koordinator.sh/qosClass"
+RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
+
+
+@pytest.fixture(scope="module")
+def stack(image: BuiltImage, containers_conf: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Containerd, ComposeProject]]:
+    runtime = RUNTIMES[0]
+    _require_installed(runtime)
+    base = Path(tempfile.mkdtemp(prefix="nri-shp-compose-", dir="/tmp"))
+    containerd = Containerd(runtime, InstanceDirs(base))
+    log_path = tmp_path_factory.mktemp("compose") / "compose.log"
+    with log_path.open("w") as log:
+        project = ComposeProject(image.ref, containers_conf, log)
+        try:
+            containerd.dirs.nri_socket.parent.mkdir(parents=True, exist_ok=True)
+            with host_nri_dir(containerd.dirs.nri_socket.parent):
+                containerd.start()
+                containerd.import_images()
+                project.prepare()
+                project.up()
+                try:
+                    yield containerd, project
+                finally:
+                    with contextlib.suppress(Exception):
+                        client = CriClient(containerd.dirs.address)
+                        client.remove_all()
+                        client.close()
+                    for service in project.file["services"]:
+                        log.write(f"--- {service}\n{project.logs(service)}\n")
+                    project.down()
+                    containerd.stop()
+        finally:
+            keep_log(containerd.dirs.log, f"test_compose-containerd-{runtime.version}.log")
+            keep_log(log_path, "test_compose-podman.log")
+            containerd.cleanup()
+
+
+def test_both_services_run_and_are_healthy(stack: tuple[Containerd, ComposeProject]) -> None:
+    _, project = stack
+    for service in project.file["services"]:
+        assert project.state(service) == "running", project.logs(service)
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        while not project.healthy(service):  # the file's own healthcheck command
+            assert project.state(service) == "running", project.logs(service)
+            assert time.monotonic() < deadline, f"{service} unhealthy:\n{project.logs(service)}"
+            time.sleep(0.5)
+    policy = project.logs("policy-server")
+    assert "pod cgroup writes cannot take effect" not in policy, policy
+
+
+def test_bridge_registered_and_a_pod_gets_its_policy(
+        stack: tuple[Containerd, ComposeProject]) -> None:
+    containerd, project = stack
+    pid = project.pid("bridge")
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    while f"[{pid}]\\\" registered" not in containerd.log_text():
+        assert time.monotonic() < deadline, project.logs("bridge")
+        time.sleep(0.2)
+    cri = CriClient(containerd.dirs.address)
+    prefix = f"nri-shp-compose-{uuid.uuid4().hex[:8]}"
+    uid = str(uuid.uuid4())
+    pod_cpu = CGROUP_V1_ROOT / "cpu" / prefix / f"pod{uid}"
+    try:
+        cri.wait_ready()
+        for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE):
+            cri.wait_image(ref)
+        pod_cpu.mkdir(parents=True)
+        (pod_cpu / "cpu.cfs_quota_us").write_text("50000\n")
+        pod = cri.run_pod("lsr", labels={QOS_LABEL: "LSR"}, uid=uid, cgroup_prefix=prefix,
+                          annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
+        cid = cri.run_container(pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+        assert int((pod_cpu / "cpu.cfs_quota_us").read_text()) == -1, project.logs(
+            "policy-server")[-3000:]
+        cpuset = CGROUP_V1_ROOT / "cpuset" / prefix / f"pod{uid}" / cid / "cpuset.cpus"
+        assert cpuset.read_text().strip() == "1"
+        cri.remove_all()
+    finally:
+        cri.close()
+        for hierarchy in CGROUP_V1_ROOT.iterdir():
+            top = hierarchy / prefix
+            if top.is_dir():
+                for d in sorted((p for p in top.rglob("*") if p.is_dir()),
+                                key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    top.rmdir()

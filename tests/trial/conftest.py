@@ -1,0 +1,85 @@
+"""A real nri-policy-server for the `try` tests: koordinator-qos (examples' rules), the
+example user policy, and a policy that rejects, on a private Unix socket."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STARTUP_TIMEOUT_S = 60.0  # a ceiling against hangs on a busy machine, not a measurement
+REJECTING_POLICY = '''
+from policy_server import Decision, Event, EventName, Policy
+
+policy = Policy("no-latest", description="reject images tagged :latest")
+
+
+@policy.on(EventName.CREATE_CONTAINER)
+def no_latest(event: Event) -> Decision | None:
+    image = event.container.annotations.get("io.kubernetes.cri.image-name", "")
+    if image.endswith(":latest"):
+        return Decision(reject=f"image {image} uses :latest")
+    return Decision(warnings=(f"checked {image}",))
+'''
+
+
+@pytest.fixture(scope="module")
+def policy_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("policy")
+    module = work / "no_latest.py"
+    module.write_text(REJECTING_POLICY)
+    sock = work / "p.sock"
+    with (work / "policy.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "nri-policy-server"), "--uds", str(sock),
+             "--rules", str(REPO / "examples" / "koordinator-rules.yaml"),
+             "--policy-module", str(REPO / "examples" / "label_env_policy.py"),
+             "--policy-module", str(module)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_healthy(sock, proc, work / "policy.log")
+        yield sock
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def _wait_healthy(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    transport = httpx.HTTPTransport(uds=str(sock))
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    with httpx.Client(transport=transport, base_url="http://policy", timeout=2) as client:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"policy server exited: {log.read_text()[-2000:]}"
+            try:
+                if client.get("/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)  # polling a readiness endpoint: the server offers no event
+    raise AssertionError(f"policy server not healthy: {log.read_text()[-2000:]}")
+
+
+def bridge_config(tmp_path: Path, sock: Path) -> Path:
+    """examples/try-bridge.yaml pointed at the private policy socket."""
+    text = (REPO / "examples" / "try-bridge.yaml").read_text()
+    config = tmp_path / "bridge.yaml"
+    config.write_text(text.replace("/tmp/nri-try.sock", str(sock)))
+    return config
+
+
+def run_try(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bridge", "try", *args], input=stdin,
+                          capture_output=True, text=True, timeout=300, check=False)
