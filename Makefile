@@ -18,6 +18,7 @@ setup: $(STAMP)
 # conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
 # binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
 tools:
+	bash tests/setup/trixie-source.sh
 	bash tests/deploy/setup/install-kubectl.sh
 	bash tests/servers/gopolicy/build.sh >/dev/null
 	bash tests/servers/nginx/fetch.sh >/dev/null
