@@ -14,9 +14,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy.
+# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; for the
+# conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
+# binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
 tools:
+	bash tests/setup/trixie-source.sh
 	bash tests/deploy/setup/install-kubectl.sh
+	bash tests/servers/gopolicy/build.sh >/dev/null
+	bash tests/servers/nginx/fetch.sh >/dev/null
 
 # Regenerate bridge/proto/nri/*_pb2.py and their *_pb2.pyi type stubs from schemas/nri/*.proto.
 proto: $(STAMP)
@@ -49,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_policy.py
 	$(BIN)/python benchmarks/bench_http_client.py
 	$(BIN)/python benchmarks/bench_webhook.py
+	$(BIN)/python benchmarks/bench_node_scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -14,6 +14,7 @@ Names follow containerd's `containerd_nri_plugin_*` style with our own prefix:
 | nri_webhook_bridge_webhook_conflicts_total | event, webhook | contributions refused as conflicts |
 | nri_webhook_bridge_dropped_fields_total | event, webhook, field | fields the runtime drops |
 | nri_webhook_bridge_webhook_circuit_state | webhook | 0 closed, 1 open, 2 half-open |
+| nri_webhook_bridge_webhook_retries_total | webhook | requests re-sent after the keep-alive race |
 | nri_webhook_bridge_connected | | 1 while registered and serving |
 | nri_webhook_bridge_reconnects_total | | connection losses followed by a reconnect |
 | nri_webhook_bridge_deadline_misses_total | | events the core answered for a late handler |
@@ -43,6 +44,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class _Sources(Collector):
     def __init__(self) -> None:
         self.circuits: dict[str, Callable[[], int]] = {}
+        self.retries: dict[str, Callable[[], int]] = {}
         self.connected: Callable[[], bool] = lambda: False
         self.reconnects: Callable[[], int] = lambda: 0
         self.deadline_misses: Callable[[], int] = lambda: 0
@@ -56,6 +58,12 @@ class _Sources(Collector):
         for name, state in sorted(self.circuits.items()):
             circuit.add_metric([name], state())
         yield circuit
+        retries = CounterMetricFamily(f"{PREFIX}_webhook_retries", "Requests sent again on a "
+                                      "new connection because the policy closed a kept-alive "
+                                      "one before any byte of a reply", labels=["webhook"])
+        for name, count in sorted(self.retries.items()):
+            retries.add_metric([name], count())
+        yield retries
         yield GaugeMetricFamily(f"{PREFIX}_connected", "1 while registered with the runtime "
                                 "and serving", value=1 if self.connected() else 0)
         yield CounterMetricFamily(f"{PREFIX}_reconnects", "Connection losses followed by a "
@@ -104,6 +112,9 @@ class Metrics:
 
     def add_circuit(self, webhook: str, state: Callable[[], int]) -> None:
         self.sources.circuits[webhook] = state
+
+    def add_retries(self, webhook: str, count: Callable[[], int]) -> None:
+        self.sources.retries[webhook] = count
 
     def watch_runner(self, connected: Callable[[], bool], reconnects: Callable[[], int],
                      deadline_misses: Callable[[], int]) -> None:

@@ -153,20 +153,22 @@ class PolicyServer:
         self.rules: RulesSource[Rules] = RulesSource(
             options.rules_path, rules_from_yaml, Rules(), stabilize
         )
-        self.registry = Registry()
-        if options.koordinator:
-            self.registry.add(build_policy(lambda: self.rules.current))
-        for name, config in options.builtin_policies:
-            self.registry.add(build_builtin(name, config))
-        for policy in [*load_policies(options.policy_modules), *extra_policies]:
-            self.registry.add(policy)
-        self.engine = Engine(self.registry)
         self.executor = CgroupExecutor(
             options.executor_mode,
             options.cgroup_root,
             options.cgroup_version,
             ResctrlFS(options.resctrl_root, options.proc_root / "cpuinfo"),
         )
+        # Found out once: every policy sees them (node.facts), koordinator-qos in its context.
+        self.facts = node_state.node_facts(self.executor)
+        self.registry = Registry()
+        if options.koordinator:
+            self.registry.add(build_policy(lambda: self.rules.current, node=self.facts))
+        for name, config in options.builtin_policies:
+            self.registry.add(build_builtin(name, config))
+        for policy in [*load_policies(options.policy_modules), *extra_policies]:
+            self.registry.add(policy)
+        self.engine = Engine(self.registry, self.facts)
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
         self.bridge = bridge
@@ -220,6 +222,7 @@ class PolicyServer:
             self.procfs,
             self.options.reconcile_interval_s,
             self.rules.current,
+            self.facts,
         )
         return self._node_state
 

@@ -94,6 +94,12 @@ class Metrics:
             ("level",),
             registry=r,
         )
+        self.reconcile_seconds = Histogram(
+            "policy_reconcile_pass_seconds",
+            "Wall time of one node reconciler pass (fetch, evaluate, push, node writes)",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,12 +14,21 @@ a socket error.
 The whole exchange (waiting for a connection slot, connect, send, receive) runs under one
 asyncio timeout equal to the call's budget, and the body is read with a size cap so a hostile
 policy cannot make us buffer without bound.
+
+One retry, by one rule (Go net/http's transport applies the same one to requests it may
+replay): a request written on a REUSED kept-alive connection that the server closed before
+any byte of a reply arrived is sent once more, on a new connection, inside the same budget.
+That is the keep-alive race: the server's idle timeout fired as our request was on its way,
+so the server closed a connection it had read nothing from. Never on a fresh connection (a
+server that hangs up on a new connection means it), never once a reply had started (even a
+1xx), never twice (docs/webhooks.md, "When a policy may see a request twice").
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 import time
 from pathlib import Path
@@ -29,6 +38,8 @@ from urllib.parse import quote, urlsplit
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.http1 import Http1Connection, Unanswered
 from bridge.webhooks.specs import TlsSpec, WebhookSpec
+
+log = logging.getLogger(__name__)
 
 MAX_REPLY_BYTES = 1 << 20
 TOKEN_REFRESH_S = 60.0  # re-read bearer_token_file (projected tokens rotate)
@@ -100,6 +111,7 @@ class PolicyClient:
         self._idle: list[Http1Connection] = []
         self._all: set[Http1Connection] = set()
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        self.retries = 0  # requests re-sent after the keep-alive race (a metric reads it)
 
     async def aclose(self) -> None:
         for conn in self._all:
@@ -127,19 +139,33 @@ class PolicyClient:
 
     async def _exchange(self, request: bytes) -> bytes:
         async with self._slots:
-            conn = self._reuse() or await self._connect()
+            conn = self._reuse()
+            if conn is not None:
+                try:
+                    return await self._send(conn, request)
+                except Unanswered:
+                    # Closed by the server before any byte of a reply: the keep-alive race.
+                    self.retries += 1
+                    log.debug("webhook request re-sent on a new connection: the policy closed "
+                              "a kept-alive connection before replying",
+                              extra={"endpoint": self.endpoint.url})
             try:
-                return await conn.exchange(request)
+                return await self._send(await self._connect(), request)
             except Unanswered:
                 raise WebhookFailure(FailureKind.TRANSPORT,
                                      "the policy closed the connection without a reply") from None
-            finally:
-                if conn.reusable:
-                    conn.idle_since = time.monotonic()
-                    self._idle.append(conn)
-                else:
-                    conn.close()
-                    self._all.discard(conn)
+
+    async def _send(self, conn: Http1Connection, request: bytes) -> bytes:
+        """One exchange on `conn`, which goes back to the idle pool if it can carry another."""
+        try:
+            return await conn.exchange(request)
+        finally:
+            if conn.reusable:
+                conn.idle_since = time.monotonic()
+                self._idle.append(conn)
+            else:
+                conn.close()
+                self._all.discard(conn)
 
     def _reuse(self) -> Http1Connection | None:
         now = time.monotonic()

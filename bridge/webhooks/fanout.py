@@ -98,6 +98,7 @@ class WebhookHandler:
             for event in hook.spec.events:
                 self._routes[event] = (*self._routes.get(event, ()), hook)
             self.metrics.add_circuit(hook.name, _state_reader(hook))
+            self.metrics.add_retries(hook.name, _retries_reader(hook))
 
     def wanted_events(self) -> frozenset[Event]:
         return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
@@ -323,3 +324,7 @@ def _select(hook: Webhook, pods: Sequence[api.PodSandbox], containers: Sequence[
 def _state_reader(hook: Webhook) -> Callable[[], int]:
     return lambda: hook.breaker.state.value
 
+
+
+def _retries_reader(hook: Webhook) -> Callable[[], int]:
+    return lambda: hook.client.retries

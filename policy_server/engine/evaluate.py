@@ -3,7 +3,8 @@
 Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
 exception is a bug that is logged with its traceback; neither ever escapes. Owns the node view
 too: every request is folded into it before the policy's observers and handlers run. Also drops
-reply parts the event cannot carry (an ``adjust`` outside CreateContainer) with a warning. Must
+reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot
+(``unified`` keys on cgroup v1, which runc refuses) with a warning. Must
 not import web frameworks or do I/O; effects are returned, not executed.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,8 +23,9 @@ from bridge.contract.catalogue import REPLY_KEYS
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
-from policy_server.sdk.decision import Conflict, Decision, merge
+from policy_server.sdk.decision import Conflict, ContainerUpdate, Decision, merge
 from policy_server.sdk.model import Event
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeState
 from policy_server.sdk.registry import FailurePolicy, Policy, Registry
 
@@ -59,9 +62,9 @@ def describe(event: Event) -> str:
 class Engine:
     """Runs policies from a ``Registry``; holds the node view, and the policies their state."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, facts: NodeFacts = UNKNOWN_NODE) -> None:
         self.registry = registry
-        self.node = NodeState()
+        self.node = NodeState(facts)
 
     def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
         """Evaluate a request given as a JSON value (the test kit's recordings), through the one
@@ -114,6 +117,7 @@ class Engine:
                 outputs.append((spec.name, decision))
         merged = merge(outputs)
         decision = _apply_failure_policy(policy, context, merged.decision, errors)
+        decision = _fit_to_node(decision, self.node.facts)
         decision = _fit_to_event(decision, event)
         return Evaluation(
             policy=policy.name,
@@ -124,6 +128,43 @@ class Engine:
             failed_handlers=tuple(failures),
             duration_s=time.perf_counter() - started,
         )
+
+
+def _fit_to_node(decision: Decision, facts: NodeFacts) -> Decision:
+    """Drop ``unified`` keys on a cgroup v1 node, saying so in a warning: runc refuses them
+    there, which would fail the container's creation or the whole update (replied or pushed)."""
+    if facts.unified_allowed:
+        return decision
+    adjust, notes = decision.adjust, []
+    if adjust is not None and adjust.resources.unified:
+        notes.append(_unified_dropped(adjust.resources.unified, "adjust"))
+        adjust = replace(adjust, resources=replace(adjust.resources, unified={}))
+    update = _without_unified(decision.update, notes)
+    push = _without_unified(decision.push, notes)
+    if not notes:
+        return decision
+    warnings = decision.warnings + tuple(notes)
+    return replace(decision, adjust=adjust, update=update, push=push, warnings=warnings)
+
+
+def _without_unified(
+    updates: tuple[ContainerUpdate, ...], notes: list[str]
+) -> tuple[ContainerUpdate, ...]:
+    """``updates`` minus their ``unified`` keys (an update left with nothing goes)."""
+    out = []
+    for update in updates:
+        if update.resources.unified:
+            notes.append(_unified_dropped(update.resources.unified, update.container_id))
+            update = replace(update, resources=replace(update.resources, unified={}))
+            if update.resources.is_empty():
+                continue
+        out.append(update)
+    return tuple(out)
+
+
+def _unified_dropped(keys: Mapping[str, str], where: str) -> str:
+    names = ", ".join(sorted(keys))
+    return f"unified {names} dropped ({where}): cgroup v1 node, runc refuses unified keys there"
 
 
 def _fit_to_event(decision: Decision, event: Event) -> Decision:

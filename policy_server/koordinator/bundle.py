@@ -31,11 +31,13 @@ from policy_server.koordinator.target import (
     Stage,
 )
 from policy_server.sdk import (
+    UNKNOWN_NODE,
     Adjustment,
     ContainerUpdate,
     Decision,
     Event,
     FailurePolicy,
+    NodeFacts,
     Pod,
     Policy,
 )
@@ -101,10 +103,13 @@ assert [h.name for h in HOOKS] == sorted(h.name for h in HOOKS), "hooks must be 
 
 @dataclass(frozen=True, slots=True)
 class KoordContext:
-    """What every handler reads besides the event: the rules and the quota baselines."""
+    """What every handler reads besides the event: the rules, the quota baselines and the
+    facts about the node (its cgroup version decides whether containers may get ``unified``
+    keys, whatever the rules say)."""
 
     rules: Rules
     baselines: Mapping[str, int]
+    node: NodeFacts = UNKNOWN_NODE
 
 
 Handler = Callable[[Event, KoordContext], Decision | None]
@@ -133,7 +138,7 @@ class _Targets:
         return cls.pod
 
     @classmethod
-    def container_of(cls, event: Event) -> ContainerTarget:
+    def container_of(cls, event: Event, node: NodeFacts) -> ContainerTarget:
         """The event's container; its quota is the requested one for UpdateContainer."""
         cls._switch(event)
         if cls.container is None:
@@ -144,7 +149,7 @@ class _Targets:
             resources = event.linux_resources or container.resources
             quota = resources.cpu.quota if resources is not None else None
             pod = cls.pod_of(event, event.pod)
-            cls.container = ContainerTarget(pod, container.id, container.name, quota)
+            cls.container = ContainerTarget(pod, container.id, container.name, quota, node)
         return cls.container
 
 
@@ -171,7 +176,7 @@ def _create_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_Targets.container_of(event), Stage.CREATE_CONTAINER, ctx.rules)
+        r = hook(_Targets.container_of(event, ctx.node), Stage.CREATE_CONTAINER, ctx.rules)
         if r is None:
             return None
         adjust = None
@@ -192,7 +197,7 @@ def _update_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_Targets.container_of(event), Stage.UPDATE_CONTAINER, ctx.rules)
+        r = hook(_Targets.container_of(event, ctx.node), Stage.UPDATE_CONTAINER, ctx.rules)
         if r is None:
             return None
         # The update names the container (koordlet leaves the ContainerUpdate's id empty).
@@ -203,13 +208,16 @@ def _update_handler(spec: HookSpec) -> Handler:
 
 
 def build_policy(
-    rules: Callable[[], Rules], baselines: QuotaBaselines | None = None
+    rules: Callable[[], Rules],
+    baselines: QuotaBaselines | None = None,
+    node: NodeFacts = UNKNOWN_NODE,
 ) -> Policy[KoordContext]:
-    """The policy, reading the current rules through ``rules`` at every evaluation."""
+    """The policy, reading the current rules through ``rules`` at every evaluation; ``node``
+    holds what the server found out about the host at start-up."""
     store = baselines if baselines is not None else QuotaBaselines()
 
     def context() -> KoordContext:
-        return KoordContext(rules(), store.view())
+        return KoordContext(rules(), store.view(), node)
 
     def failure_policy(ctx: KoordContext) -> FailurePolicy:
         return ctx.rules.failure_policy
@@ -233,7 +241,7 @@ def build_policy(
 
     @policy.on(EventName.SYNCHRONIZE, name="Reconcile")
     def synchronize(event: Event, ctx: KoordContext) -> Decision:
-        return reconcile(event, ctx.rules, ctx.baselines, HOOKS)
+        return reconcile(event, ctx.rules, ctx.baselines, HOOKS, ctx.node)
 
     policy.observe(
         EventName.CREATE_CONTAINER,

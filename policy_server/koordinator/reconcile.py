@@ -20,6 +20,7 @@ from policy_server.sdk import (
     Decision,
     Effect,
     Event,
+    NodeFacts,
     PolicyError,
     ResourcePatch,
     Resources,
@@ -117,9 +118,17 @@ def _pod_effects(
 
 
 def reconcile(
-    event: Event, rules: Rules, baselines: Mapping[str, int], hooks: tuple[HookSpec, ...]
+    event: Event,
+    rules: Rules,
+    baselines: Mapping[str, int],
+    hooks: tuple[HookSpec, ...],
+    node: NodeFacts,
 ) -> Decision:
-    """Updates for every listed container whose resources the rules change, plus pod effects."""
+    """Updates for every listed container whose resources the rules change, plus pod effects.
+
+    ``node`` goes into every container target: on cgroup v1 no hook asks for ``unified`` keys,
+    so no update carries one (runc would refuse the whole update).
+    """
     enabled = tuple(h for h in hooks if h.gate(rules.features))
     container_hooks = tuple(
         h for h in enabled if h.container is not None and Stage.RECONCILE in h.container_stages
@@ -132,7 +141,9 @@ def reconcile(
         effects.extend(_pod_effects(pod_target, pod_hooks, rules, warnings))
     updates: list[ContainerUpdate] = []
     for container in event.containers:
-        update = _reconcile_container(container, pods, rules, baselines, container_hooks, warnings)
+        update = _reconcile_container(
+            container, pods, rules, baselines, container_hooks, warnings, node
+        )
         if update is not None:
             updates.append(update)
     return Decision(update=tuple(updates), warnings=_counted(warnings), effects=tuple(effects))
@@ -145,6 +156,7 @@ def _reconcile_container(
     baselines: Mapping[str, int],
     hooks: tuple[HookSpec, ...],
     warnings: list[str],
+    node: NodeFacts,
 ) -> ContainerUpdate | None:
     if container.state in _SKIPPED_STATES:
         return None
@@ -157,7 +169,7 @@ def _reconcile_container(
         current = container.resources.cpu.quota if container.resources else None
         if current is None or current <= 0:
             quota = 0  # no CFS limit now, so none was ever scaled: nothing to recompute
-    target = ContainerTarget(pod_target, container.id, container.name, quota=quota)
+    target = ContainerTarget(pod_target, container.id, container.name, quota=quota, node=node)
     patch = diff(container.resources, _desired(target, hooks, rules, warnings))
     return None if patch.is_empty() else ContainerUpdate(container.id, patch)
 

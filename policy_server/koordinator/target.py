@@ -13,7 +13,16 @@ from enum import StrEnum
 
 from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos, qos_class
 from policy_server.koordinator.rules import Features, Rules
-from policy_server.sdk import NO_RESOURCES, Effect, Mount, Pod, ResourcePatch, no_strings
+from policy_server.sdk import (
+    NO_RESOURCES,
+    UNKNOWN_NODE,
+    Effect,
+    Mount,
+    NodeFacts,
+    Pod,
+    ResourcePatch,
+    no_strings,
+)
 
 
 class Stage(StrEnum):
@@ -44,16 +53,19 @@ class PodTarget:
 
 @dataclass(frozen=True, slots=True)
 class ContainerTarget:
-    """A container of ``pod``; ``quota`` is the CFS quota hooks start from.
+    """A container of ``pod`` on a node with ``node`` facts; ``quota`` is the CFS quota hooks
+    start from.
 
     CreateContainer: the container's quota from the runtime; UpdateContainer: the requested
     quota; reconcile: the unscaled quota remembered from those events (``None`` if unknown).
+    ``node`` says what the container's runtime accepts (no ``unified`` keys on cgroup v1).
     """
 
     pod: PodTarget
     container_id: str
     name: str
     quota: int | None = None
+    node: NodeFacts = UNKNOWN_NODE
 
 
 @dataclass(frozen=True, slots=True)

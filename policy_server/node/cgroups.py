@@ -236,6 +236,18 @@ class CgroupExecutor:
         unified = (self.root / "cgroup.controllers").exists()
         return CgroupVersion.V2 if unified else CgroupVersion.V1
 
+    def known_version(self) -> CgroupVersion | None:
+        """The node's cgroup version if it is known: given, or seen under ``root`` (a v2
+        ``cgroup.controllers``, or v1 controller hierarchies such as ``cpu``; hybrid nodes are
+        v1, as runc sees them). None when ``root`` is not a cgroup tree at all."""
+        if self._version is not CgroupVersion.AUTO:
+            return self._version
+        if (self.root / "cgroup.controllers").exists():
+            return CgroupVersion.V2
+        if any((self.root / c).is_dir() for c in _PROBE_FILES_V1):
+            return CgroupVersion.V1
+        return None
+
     def target(self, write: CgroupWrite) -> tuple[Path, str]:
         """The file to write and the text to write into it (``ValueError`` if impossible)."""
         if write.file not in _FILES:

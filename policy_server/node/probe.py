@@ -1,8 +1,9 @@
 """What can take effect on this node: probed once at start-up, logged once, shown in /v1/state.
 
 Owns the start-up probe of every node effect (pod cgroups, resctrl, core scheduling, the group
-identity kernel feature, the reconciler) and its JSON description. One warning line per part
-that cannot work, at start-up only: events never repeat it.
+identity kernel feature, the reconciler) and its JSON description, and the ``NodeFacts`` the
+policies get (the cgroup version: no ``unified`` keys on cgroup v1 containers). One warning line
+per part that cannot work, at start-up only: events never repeat it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,25 @@ from policy_server.node import coresched
 from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
+from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts
 
 log = logging.getLogger(__name__)
+
+_FACT_VERSIONS: dict[CgroupVersion | None, CgroupVersionFact] = {
+    CgroupVersion.V1: 1,
+    CgroupVersion.V2: 2,
+    None: None,
+}
+UNIFIED_OFF_V1 = (
+    'cgroup v1: runc refuses unified keys ("cannot use unified on cgroup v1"), so containers '
+    "get no unified[cpu.bvt_warp_ns] whatever group_identity_kernel_support says; the value "
+    "is written to pod cgroups only"
+)
+
+
+def node_facts(executor: CgroupExecutor) -> NodeFacts:
+    """What the policies are told about this node (unknown parts stay None)."""
+    return NodeFacts(cgroup_version=_FACT_VERSIONS[executor.known_version()])
 
 
 def _group_identity(executor: CgroupExecutor, procfs: Procfs) -> tuple[bool, str]:
@@ -40,11 +58,13 @@ def probe_node(
     procfs: Procfs,
     reconcile_interval_s: float,
     rules: Rules,
+    facts: NodeFacts,
 ) -> dict[str, Any]:
     """Probe every part; log one line per part that cannot take effect."""
     cgroups = executor.probe()
     state: dict[str, Any] = {
         "mode": executor.mode.value,
+        "node": facts.to_json(),
         "cgroups": {
             "root": str(executor.root),
             "version": executor.version.value,
@@ -59,7 +79,13 @@ def probe_node(
         "reason": resctrl_why,
     }
     gi_ok, gi_why = _group_identity(executor, procfs)
-    state["group_identity"] = {"kernel": gi_ok, "reason": gi_why}
+    state["group_identity"] = {
+        "kernel": gi_ok,
+        "reason": gi_why,
+        # The NRI mapping onto containers (unified["cpu.bvt_warp_ns"]), rules permitting.
+        "container_unified": facts.unified_allowed,
+        "container_unified_reason": "" if facts.unified_allowed else UNIFIED_OFF_V1,
+    }
     if reconciler is not None:
         reconciler.probe()
         core_ok, core_why = reconciler.core_sched
@@ -73,11 +99,17 @@ def probe_node(
         state["reconciler"] = {"running": False, "reason": "--reconcile-interval 0"}
     else:
         state["reconciler"] = {"running": True, "interval_s": reconcile_interval_s, "reason": ""}
-    _log_once(state, executor.mode, rules)
+    _log_once(state, executor.mode, rules, facts)
     return state
 
 
-def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
+def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules, facts: NodeFacts) -> None:
+    if not facts.unified_allowed:
+        # Said whatever the mode: it is about replies, not node effects. A warning when the
+        # rules in force ask for the mapping (it is overridden), worth knowing otherwise.
+        asked = rules.features.GroupIdentity and rules.group_identity_kernel_support
+        level = logging.WARNING if asked else logging.INFO
+        log.log(level, "group identity on containers is off: %s", UNIFIED_OFF_V1)
     if mode is ExecutorMode.OFF:
         log.warning("node effects are off (--pod-cgroup-writes off): report only")
         return

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -143,6 +144,7 @@ class NodeReconciler:
         """One pass over ``snapshot`` (fetched if not given); raises ``BridgeControlError`` /
         ``PayloadError`` if the bridge fails."""
         report = PassReport()
+        started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
         event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
@@ -167,6 +169,7 @@ class NodeReconciler:
             self.metrics.drift_fixed.labels(level).inc(count)
         if report.found:
             log.info("reconcile: drift found %s, fixed %s", dict(report.found), dict(report.fixed))
+        self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         self.last = report
         return report
 

@@ -1,9 +1,10 @@
 """The policy SDK: everything a policy author uses, and the only door into the policy server.
 
 Owns the values a handler receives (``Event``, ``Pod``, ``Container``, ``Resources``, the
-read-only ``NodeView``), the values it returns (``Decision`` and its parts, the OCI kinds an
-adjustment can add, node effects), ``Policy`` with its decorators and failure policy, the errors
-a handler may raise, the cpu-list grammar and the merge of several handlers' decisions.
+read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it returns
+(``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), ``Policy``
+with its decorators and failure policy, the errors a handler may raise, the cpu-list grammar
+and the merge of several handlers' decisions.
 
 Must not: import the engine, the server, host I/O or the bridge link; do I/O. The built-in
 policies (``policy_server.policies``) and koordinator-qos (``policy_server.koordinator``) import
@@ -33,6 +34,7 @@ from policy_server.sdk.decision import (
     merge,
 )
 from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
 from policy_server.sdk.registry import FailurePolicy, Policy
@@ -40,6 +42,7 @@ from policy_server.sdk.registry import FailurePolicy, Policy
 __all__ = [
     "CPU",
     "NO_RESOURCES",
+    "UNKNOWN_NODE",
     "Adjustment",
     "CgroupWrite",
     "Container",
@@ -56,6 +59,7 @@ __all__ = [
     "HostDirectory",
     "Memory",
     "Mount",
+    "NodeFacts",
     "NodeView",
     "Pod",
     "Policy",

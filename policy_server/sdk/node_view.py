@@ -2,7 +2,8 @@
 
 Owns ``NodeState`` (the engine folds every request into it: Synchronize replaces the whole view,
 lifecycle events add, change and remove entries) and ``NodeView``, the read-only face handlers
-and observers get, so a stateful policy does not have to track pods and containers itself.
+and observers get, so a stateful policy does not have to track pods and containers itself. The
+view also carries the server's ``NodeFacts`` about the host (its cgroup version).
 
 The view is only as complete as the events the bridge sends to this server: a webhook that wants
 it current subscribes to Synchronize and to the create/stop/remove events. It shows what the
@@ -20,6 +21,7 @@ from types import MappingProxyType
 from bridge.contract.catalogue import EventName
 from bridge.contract.node_fold import CREATED, MAX_OBJECTS, RUNNING, STOPPED, NodeTables
 from policy_server.sdk.model import Container, Event, Pod
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
 __all__ = ["CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeState", "NodeView"]
 
@@ -41,6 +43,11 @@ class NodeView:
     def containers(self) -> Mapping[str, Container]:
         """Containers by id, in the order the runtime first reported them."""
         return self._state.containers_view
+
+    @property
+    def facts(self) -> NodeFacts:
+        """What the server found out about the host at start-up (e.g. its cgroup version)."""
+        return self._state.facts
 
     @property
     def synced(self) -> bool:
@@ -74,7 +81,8 @@ def _with_state(container: Container, state: str) -> Container:
 class NodeState:
     """The mutable store behind ``NodeView``; only the engine calls ``apply``."""
 
-    def __init__(self) -> None:
+    def __init__(self, facts: NodeFacts = UNKNOWN_NODE) -> None:
+        self.facts = facts
         self._tables: NodeTables[Pod, Container] = NodeTables("node view", _state_of,
                                                               _with_state)
         self.pods: dict[str, Pod] = self._tables.pods

@@ -34,6 +34,7 @@ from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import update_to_json
 from policy_server.exceptions import PolicyServerError, RequestError
 from policy_server.policies import build_builtin
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Policy, Registry
 from policy_server.testing.pods import PodContainer, send_pod
@@ -131,24 +132,32 @@ class PolicyRunner:
     ``PolicyRunner.builtin("ulimit-adjuster", {"max": {"nofile": 65536}})``.
     """
 
-    def __init__(self, *policies: Policy[Any]) -> None:
+    def __init__(self, *policies: Policy[Any], facts: NodeFacts = UNKNOWN_NODE) -> None:
+        """``facts``: the node the server would run on (``node.facts``), e.g.
+        ``NodeFacts(cgroup_version=1)`` to test what a policy answers on cgroup v1."""
         if not policies:
             raise ValueError("PolicyRunner needs at least one policy")
         registry = Registry()
         for policy in policies:
             registry.add(policy)
         self.registry = registry
-        self.engine = Engine(registry)
+        self.engine = Engine(registry, facts)
 
     @classmethod
-    def from_module(cls, spec: str | Path) -> PolicyRunner:
+    def from_module(cls, spec: str | Path, *, facts: NodeFacts = UNKNOWN_NODE) -> PolicyRunner:
         """Every ``Policy`` in a Python file or module, as ``--policy-module`` loads them."""
-        return cls(*load_policies([str(spec)]))
+        return cls(*load_policies([str(spec)]), facts=facts)
 
     @classmethod
-    def builtin(cls, name: str, config: Mapping[str, Any] | Path | None = None) -> PolicyRunner:
+    def builtin(
+        cls,
+        name: str,
+        config: Mapping[str, Any] | Path | None = None,
+        *,
+        facts: NodeFacts = UNKNOWN_NODE,
+    ) -> PolicyRunner:
         """A built-in policy (``--policy NAME``), configured from a dict or a YAML file."""
-        return cls(build_builtin(name, config))
+        return cls(build_builtin(name, config), facts=facts)
 
     @property
     def node(self) -> NodeView:

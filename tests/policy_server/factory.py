@@ -9,6 +9,7 @@ from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.koordinator.rules import Rules, rules_from_doc
 from policy_server.koordinator.target import ContainerTarget, PodTarget
 from policy_server.sdk.model import Event
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
 API = "nri-webhook-bridge/v1"
 
@@ -109,8 +110,10 @@ def pod_target(**kwargs: Any) -> PodTarget:
     return PodTarget.of(synchronize_event("test", [pod(**kwargs)], []).pods[0])
 
 
-def container_target(quota: int | None = None, name: str = "app", **kwargs: Any) -> ContainerTarget:
-    return ContainerTarget(pod_target(**kwargs), "ctr-1", name, quota)
+def container_target(
+    quota: int | None = None, name: str = "app", node: NodeFacts = UNKNOWN_NODE, **kwargs: Any
+) -> ContainerTarget:
+    return ContainerTarget(pod_target(**kwargs), "ctr-1", name, quota, node)
 
 
 def batch_spec(containers: dict[str, dict[str, dict[str, str]]]) -> dict[str, Any]:

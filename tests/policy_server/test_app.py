@@ -22,7 +22,7 @@ from policy_server import (
     ResourcePatch,
 )
 from policy_server.engine.request import field_loc
-from policy_server.node.cgroups import ExecutorMode
+from policy_server.node.cgroups import CgroupVersion, ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server import hot_route
 from policy_server.server.asgi import _documented, create_app
@@ -277,3 +277,72 @@ async def test_a_body_that_is_not_json_by_content_type_gets_415(
 async def test_other_methods_and_paths_still_reach_fastapi(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/policies/koordinator-qos")).status_code == 405
     assert (await client.post("/v1/policies/koordinator-qos/extra", json={})).status_code == 404
+
+
+PRODUCTION_RULES = Path(__file__).parents[2] / "deploy/kubernetes/overlays/production/rules.yaml"
+BE_POD = pod(qos="BE", cgroup_parent="/kubepods/besteffort/podUID")
+
+
+def cgroup_tree(root: Path, version: int) -> Path:
+    """A cgroup root as auto-detection sees it (v2: cgroup.controllers; v1: controller dirs)."""
+    if version == 2:
+        root.mkdir(parents=True)
+        (root / "cgroup.controllers").write_text("cpu memory\n")
+    else:
+        for controller in ("cpu", "memory"):
+            (root / controller).mkdir(parents=True)
+    return root
+
+
+async def test_cgroup_v1_node_containers_never_get_unified_and_it_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The production rules declare group_identity_kernel_support (cgroup v2 Anolis kernels);
+    # on a cgroup v1 node runc would refuse every container that got unified[cpu.bvt_warp_ns].
+    server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES,
+                                        cgroup_root=cgroup_tree(tmp_path / "cg", 1)))
+    server.load_rules()
+    with caplog.at_level("INFO"):
+        server.probe_node()
+    said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING"]
+    assert "cgroup v1: runc refuses unified keys" in said[0].getMessage()
+    caplog.clear()
+    async with await client_for(server) as c:
+        create = envelope("CreateContainer", pod=BE_POD, container=container())
+        reply = (await c.post("/v1/policies/koordinator-qos", json=create)).json()
+        sync = envelope("Synchronize", pods=[BE_POD], containers=[container()])
+        synced = (await c.post("/v1/policies/koordinator-qos", json=sync)).json()
+        state = (await c.get("/v1/state")).json()["node_effects"]
+    assert "unified" not in json.dumps(reply) and "unified" not in json.dumps(synced)
+    assert reply == {}, reply  # on cgroup v2 the same request gets the unified key (below)
+    assert not [r for r in caplog.records if "group identity" in r.getMessage()]  # once only
+    assert state["node"] == {"cgroup_version": 1, "unified_allowed": False}
+    assert state["group_identity"]["container_unified"] is False
+    assert "cgroup v1" in state["group_identity"]["container_unified_reason"]
+
+
+@pytest.mark.parametrize("root", ["v2", "missing"])
+async def test_cgroup_v2_or_unknown_node_follows_the_rules(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, root: str
+) -> None:
+    cgroups = cgroup_tree(tmp_path / "cg", 2) if root == "v2" else tmp_path / "no-cgroup"
+    server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES, cgroup_root=cgroups))
+    server.load_rules()
+    with caplog.at_level("INFO"):
+        server.probe_node()
+    assert not [r for r in caplog.records if "group identity on containers" in r.getMessage()]
+    async with await client_for(server) as c:
+        create = envelope("CreateContainer", pod=BE_POD, container=container())
+        reply = (await c.post("/v1/policies/koordinator-qos", json=create)).json()
+        state = (await c.get("/v1/state")).json()["node_effects"]
+    assert reply["adjust"]["linux"]["resources"]["unified"] == {"cpu.bvt_warp_ns": "-1"}
+    version = 2 if root == "v2" else None
+    assert state["node"] == {"cgroup_version": version, "unified_allowed": True}
+    assert state["group_identity"]["container_unified"] is True
+
+
+def test_an_explicit_cgroup_version_wins_over_detection(tmp_path: Path) -> None:
+    server = PolicyServer(ServerOptions(cgroup_root=cgroup_tree(tmp_path / "cg", 2),
+                                        cgroup_version=CgroupVersion.V1))
+    assert server.facts.cgroup_version == 1 and not server.facts.unified_allowed

@@ -11,6 +11,7 @@ from policy_server.koordinator.annotations import AnnotationError
 from policy_server.koordinator.hooks import group_identity
 from policy_server.koordinator.target import Stage
 from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.node_facts import NodeFacts
 from tests.policy_server.factory import container_target, pod_target, rules
 
 G, B, BE = "/kubepods/pod1", "/kubepods/burstable/pod1", "/kubepods/besteffort/pod1"
@@ -107,3 +108,32 @@ def test_rule_off_and_value_zero_does_nothing_at_creation() -> None:
     # ...but reconcile states the value so a previously written bvt gets reset to 0.
     ctr = group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r)
     assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "0"}
+
+
+V1, V2 = NodeFacts(cgroup_version=1), NodeFacts(cgroup_version=2)
+
+
+@pytest.mark.parametrize("stage", [Stage.CREATE_CONTAINER, Stage.RECONCILE])
+def test_cgroup_v1_containers_never_get_unified_whatever_the_rules_say(stage: Stage) -> None:
+    # runc refuses any unified key on cgroup v1: the container would not start.
+    r = rules(**ALL, group_identity_kernel_support=True)
+    for qos, parent, value in (("LSR", G, 2), ("BE", BE, -1)):
+        target = container_target(qos=qos, cgroup_parent=parent, node=V1)
+        assert group_identity.container(target, stage, r) is None
+        # The pod cgroup's v1 cpu.bvt_warp_ns (Anolis kernels) still carries the value.
+        pod = group_identity.pod(pod_target(qos=qos, cgroup_parent=parent), r)
+        assert pod is not None
+        assert pod.effects == (CgroupWrite(parent, "cpu.bvt_warp_ns", value, "default/pod-1"),)
+    assert not group_identity.container_mapping(r, V1)
+
+
+@pytest.mark.parametrize("node", [V2, NodeFacts()], ids=["cgroup v2", "version unknown"])
+@pytest.mark.parametrize("stage", [Stage.CREATE_CONTAINER, Stage.RECONCILE])
+def test_cgroup_v2_or_unknown_containers_follow_the_rules(node: NodeFacts, stage: Stage) -> None:
+    declared = rules(**ALL, group_identity_kernel_support=True)
+    ctr = group_identity.container(container_target(qos="BE", cgroup_parent=BE, node=node),
+                                   stage, declared)
+    assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "-1"}
+    undeclared = rules(**ALL)
+    assert group_identity.container(container_target(qos="BE", cgroup_parent=BE, node=node),
+                                    stage, undeclared) is None

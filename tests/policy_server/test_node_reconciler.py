@@ -141,6 +141,8 @@ async def test_second_pass_finds_nothing(tmp_path: Path) -> None:
     assert fake.pushed == []
     assert server.reconciler is not None and server.reconciler.last is not None
     assert not server.reconciler.last.found
+    # Each pass's wall time is a histogram sample.
+    assert b"policy_reconcile_pass_seconds_count 2.0" in server.metrics.render()
 
 
 async def test_report_only_mode_writes_nothing(tmp_path: Path) -> None:

@@ -9,13 +9,23 @@ from typing import Any
 import httpx
 import pytest
 
-from policy_server import ContainerUpdate, Decision, Event, EventName, Policy, ResourcePatch
+from policy_server import (
+    Adjustment,
+    ContainerUpdate,
+    Decision,
+    Event,
+    EventName,
+    NodeFacts,
+    Policy,
+    ResourcePatch,
+)
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.engine.evaluate import Engine
 from policy_server.exceptions import PolicyLoadError
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Registry
+from policy_server.testing import PolicyRunner
 from tests.policy_server.factory import container, envelope, event, pod, request
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []
@@ -213,3 +223,64 @@ def test_a_positional_node_parameter_is_refused() -> None:
         policy.on(EventName.CREATE_CONTAINER)(lambda event, node: None)
     with pytest.raises(PolicyLoadError, match=r"must declare node keyword-only"):
         policy.observe(EventName.CREATE_CONTAINER)(lambda event, node: None)
+
+
+def test_every_policy_sees_the_node_facts_the_server_found(tmp_path: Any) -> None:
+    # Any author's handler (not only koordinator-qos) can ask what the node accepts.
+    seen: list[NodeFacts] = []
+    policy = Policy("facts")
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def look(event: Event, *, node: NodeView) -> Decision | None:
+        seen.append(node.facts)
+        if node.facts.unified_allowed:
+            return Decision(adjust=Adjustment(resources=ResourcePatch(unified={"cpu.idle": "1"})))
+        return None
+
+    create = envelope("CreateContainer", pod=pod(), container=container())
+    v1 = PolicyRunner(policy, facts=NodeFacts(cgroup_version=1))
+    assert v1.send(create).json == {}
+    (tmp_path / "cpu").mkdir()  # a cgroup v1 tree: the server detects it and says so
+    server = PolicyServer(ServerOptions(cgroup_root=tmp_path), [policy])
+    assert server.engine.evaluate_json("facts", create).reply == {}
+    assert PolicyRunner(policy).send(create).json == {
+        "adjust": {"linux": {"resources": {"unified": {"cpu.idle": "1"}}}}}
+    assert seen == [NodeFacts(1), NodeFacts(1), NodeFacts()]
+
+
+IDLE = {"cpu.idle": "1"}
+
+
+def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() -> None:
+    # A policy that does not look at node.facts: the engine keeps its other values and says
+    # what it dropped (runc would refuse the container, or the whole update).
+    policy = Policy("careless")
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def adjust(event: Event) -> Decision:
+        patch = ResourcePatch(cpu_shares=512, unified={"cpu.idle": "1", "memory.high": "max"})
+        return Decision(adjust=Adjustment(resources=patch), update=(
+            ContainerUpdate("other", ResourcePatch(unified={"cpu.idle": "1"})),
+            ContainerUpdate("third", ResourcePatch(cpu_shares=2, unified={"cpu.idle": "0"})),
+        ), push=(ContainerUpdate("pushed", ResourcePatch(cpu_shares=4, unified=IDLE)),))
+
+    create = envelope("CreateContainer", pod=pod(), container=container())
+    sent = PolicyRunner(policy, facts=NodeFacts(cgroup_version=1)).send(create)
+    # Pushed updates go through the bridge to UpdateContainers: the same rule.
+    pushed = sent.evaluation.decision.push
+    assert pushed == (ContainerUpdate("pushed", ResourcePatch(cpu_shares=4)),)
+    reply = sent.json
+    assert reply == {
+        "adjust": {"linux": {"resources": {"cpu": {"shares": 512}}}},
+        "update": [{"container_id": "third", "linux": {"resources": {"cpu": {"shares": 2}}}}],
+        "warnings": [
+            "unified cpu.idle, memory.high dropped (adjust): cgroup v1 node, runc refuses "
+            "unified keys there",
+            "unified cpu.idle dropped (other): cgroup v1 node, runc refuses unified keys there",
+            "unified cpu.idle dropped (third): cgroup v1 node, runc refuses unified keys there",
+            "unified cpu.idle dropped (pushed): cgroup v1 node, runc refuses unified keys there",
+        ],
+    }
+    v2 = PolicyRunner(policy, facts=NodeFacts(cgroup_version=2)).send(create).json
+    assert v2["adjust"]["linux"]["resources"]["unified"] == {"cpu.idle": "1", "memory.high": "max"}
+    assert "warnings" not in v2

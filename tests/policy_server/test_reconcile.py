@@ -3,6 +3,7 @@ updates for what the rules change."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from policy_server.engine.evaluate import Engine
@@ -12,6 +13,7 @@ from policy_server.koordinator.reconcile import diff
 from policy_server.koordinator.rules import Rules
 from policy_server.sdk.decision import ResourcePatch
 from policy_server.sdk.model import CPU, Memory, Resources
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import (
     batch_spec,
@@ -31,12 +33,12 @@ BATCH = {"requests": {"kubernetes.io/batch-cpu": "500"},
 class Holder:
     """A mutable rules holder so one engine can see a rule change."""
 
-    def __init__(self, r: Rules) -> None:
+    def __init__(self, r: Rules, node: NodeFacts = UNKNOWN_NODE) -> None:
         self.rules = r
         self.baselines = QuotaBaselines()
         registry = Registry()
-        registry.add(build_policy(lambda: self.rules, self.baselines))
-        self.engine = Engine(registry)
+        registry.add(build_policy(lambda: self.rules, self.baselines, node))
+        self.engine = Engine(registry, node)
 
     def send(self, event: str, **payload: Any) -> dict[str, Any]:
         return self.engine.evaluate_json("koordinator-qos", envelope(event, **payload)).reply
@@ -135,6 +137,32 @@ def test_group_identity_reset_on_reconcile_when_rule_turned_off() -> None:
         {"container_id": "c1", "linux": {"resources": {"unified": {"cpu.bvt_warp_ns": "0"}}}}
     ]
     assert h.send("Synchronize", pods=p, containers=fresh) == {}
+
+
+GI_ALL = {"node_slo": {"resourceQOSStrategy": {
+    c: {"cpuQOS": {"enable": True}} for c in ("lsrClass", "lsClass", "beClass")}}}
+
+
+def test_cgroup_v1_reconcile_and_creation_carry_no_unified_key() -> None:
+    # The rules declare kernel support; on cgroup v1 runc would refuse the update (and the
+    # container at creation), so the bvt value goes only to the pod cgroup.
+    r = rules(**GI_ALL, group_identity_kernel_support=True)
+    p = [pod(pod_id="p1", qos="BE", cgroup_parent="/kubepods/besteffort/p1")]
+    c = [container(cid="c1", pod_id="p1")]
+    v1 = Holder(r, NodeFacts(cgroup_version=1))
+    synced = v1.engine.evaluate_json("koordinator-qos", envelope("Synchronize", pods=p,
+                                                                 containers=c))
+    assert "update" not in synced.reply, synced.reply
+    assert [(e.file, e.value) for e in synced.decision.effects] == [("cpu.bvt_warp_ns", -1)]
+    created = v1.send("CreateContainer", pod=p[0], container=c[0])
+    assert "unified" not in json.dumps(created), created
+    # The same rules on cgroup v2: the container mapping is there.
+    v2 = Holder(r, NodeFacts(cgroup_version=2))
+    assert v2.send("Synchronize", pods=p, containers=c)["update"] == [
+        {"container_id": "c1", "linux": {"resources": {"unified": {"cpu.bvt_warp_ns": "-1"}}}}
+    ]
+    created = v2.send("CreateContainer", pod=p[0], container=c[0])
+    assert created["adjust"]["linux"]["resources"]["unified"] == {"cpu.bvt_warp_ns": "-1"}
 
 
 def test_diff_treats_unset_zero_and_negative_as_unlimited() -> None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from tests.deploy.support import one, quantity
 from tests.e2e.cri import CriClient
 
@@ -298,7 +300,12 @@ class Kubelet:
             runs[c["name"]] = 0
             while True:
                 runs[c["name"]] += 1
-                code, output = self.probe(cid, probe)
+                try:
+                    code, output = self.probe(cid, probe)
+                except grpc.RpcError as exc:  # the container exited: say why, with its log
+                    extra = logs() if logs is not None else ""
+                    raise PodFailed(f"{c['name']}: readiness probe could not run: "
+                                    f"{exc.details()}\n{extra}") from None
                 if code == 0:
                     break
                 self.cri.container_pid(cid)  # still running, or say why not

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from policy_server.koordinator import Rules, rules_from_yaml
 from tests.deploy.support import BASE, OVERLAYS, render
 from tests.e2e.containerd import CGROUP_PREFIX, Containerd
 from tests.e2e.cri import CriClient
@@ -43,6 +44,7 @@ RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 MIB = 1024 * 1024
 PLUGIN_ID = "50-webhook-bridge"
+RULES_CONFIGMAP = "nri-policy-server-rules"
 
 
 @dataclass
@@ -53,6 +55,13 @@ class DaemonSetPod:
     kubelet: Kubelet
     pod: RunningPod
     spec: dict[str, Any]
+    docs: list[dict[str, Any]]
+
+    def rules(self) -> Rules:
+        """koordinator-qos's rules as the rendered ConfigMap gives them to the policy server."""
+        cm = next(d for d in self.docs
+                  if d["kind"] == "ConfigMap" and d["metadata"]["name"] == RULES_CONFIGMAP)
+        return rules_from_yaml(cm["data"]["rules.yaml"])
 
     def logs(self) -> str:
         return "\n".join(
@@ -98,7 +107,7 @@ def daemonset(
         for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE, *(c["image"] for c in spec["containers"])):
             cri.wait_image(ref)
         pod = kubelet.run(docs)
-        ds_pod = DaemonSetPod(request.param, node, cri, kubelet, pod, spec)
+        ds_pod = DaemonSetPod(request.param, node, cri, kubelet, pod, spec, docs)
         runs = ds_pod.wait_ready()
         print(
             f"\ncontainerd {node.runtime.version}, {request.param.name}: DaemonSet pod ready "
@@ -154,6 +163,16 @@ def test_policy_server_can_write_pod_cgroups(daemonset: DaemonSetPod) -> None:
     assert "pod cgroup writes cannot take effect" not in policy, policy
 
 
+def test_policy_server_says_once_that_containers_get_no_unified_keys_on_v1(
+    daemonset: DaemonSetPod,
+) -> None:
+    # This VM is cgroup v1: whatever the rules say (production: group_identity_kernel_support),
+    # koordinator-qos never gives a container unified["cpu.bvt_warp_ns"] (runc refuses it).
+    policy = daemonset.kubelet.container_log(daemonset.pod, "policy-server")
+    assert not (CGROUP_V1_ROOT / "cgroup.controllers").exists()
+    assert policy.count("group identity on containers is off: cgroup v1") == 1, policy
+
+
 def kubelet_pod_cgroup() -> str:
     """A pod uid whose cpu cgroup exists with a CFS quota before the sandbox runs, as kubelet
     creates pod cgroups (so -1 afterwards can only be the policy server's write)."""
@@ -184,23 +203,11 @@ def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
     ds.cri.remove_pod(pod.id)
 
 
-def workloads_on_this_node(ds: DaemonSetPod) -> None:
-    """The production overlay's rules declare group_identity_kernel_support (Anolis kernels on
-    cgroup v2, its rules file says): every LSR/LS/BE container then carries
-    unified["cpu.bvt_warp_ns"], which runc refuses on this cgroup v1 VM ("cannot use unified
-    on cgroup v1"). Its pod, identity, probes and registration are checked above; workload
-    pods only with the base rules, which are for any kernel."""
-    if ds.overlay != BASE and not (CGROUP_V1_ROOT / "cgroup.controllers").exists():
-        pytest.xfail("production rules are for cgroup v2 Anolis kernels; this VM is cgroup v1")
-
-
 def test_lsr_pod_is_pinned_with_pod_quota_minus_one(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     lsr_pod_is_pinned(daemonset, "lsr")
 
 
 def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     batch = {
         "requests": {"kubernetes.io/batch-cpu": "300", "kubernetes.io/batch-memory": "128Mi"},
         "limits": {"kubernetes.io/batch-cpu": "600", "kubernetes.io/batch-memory": "128Mi"},
@@ -211,9 +218,11 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
         annotations={EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"app": batch}})},
     )
     cid = daemonset.cri.run_container(pod, name="app")
-    # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits.
+    # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits
+    # (no BE quota where the rules suppress BE CPU by cfsQuota: the production overlay's).
+    quota = -1 if daemonset.rules().cfs_quota_disabled else 60000
     assert pod_int("cpu", pod.uid, "cpu.shares") == 307, daemonset.logs()
-    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us") == 60000
+    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us") == quota, daemonset.logs()
     assert pod_int("memory", pod.uid, "memory.limit_in_bytes") == 128 * MIB
     assert cgroup_values(daemonset.cri.container_pid(cid)).cpu_shares == 307
     daemonset.cri.stop_pod(pod.id)
@@ -221,7 +230,6 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
 
 
 def test_containerd_restart_bridge_reconnects_and_polices(daemonset: DaemonSetPod) -> None:
-    workloads_on_this_node(daemonset)
     containerd = daemonset.containerd
     bridge_pid = daemonset.cri.container_pid(daemonset.pod.containers["bridge"])
     offset = containerd.log_size()

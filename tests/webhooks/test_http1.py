@@ -5,6 +5,7 @@ end at close), interim replies, replies nobody asked for, and what is written on
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.metrics import Metrics
 from bridge.webhooks import client as client_module
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -232,3 +234,77 @@ async def test_bearer_token_is_sent(tmp_path: Path) -> None:
     async with serving(tmp_path, lambda _: ok(), token_file=token) as (server, client):
         await client.post(b"{}", 1.0)
     assert b"\r\nAuthorization: Bearer s3cret\r\n" in server.requests[0]
+
+
+# -- the one retry: a reused connection the server closed before any byte of a reply --------
+
+def scripted(*answers: bytes | None) -> Script:
+    """Answer the n-th request (over all connections) with answers[n]; then ok()."""
+    queue = list(answers)
+    return lambda _: queue.pop(0) if queue else ok()
+
+
+async def test_reused_connection_closed_unanswered_is_retried_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Request 2 goes out on the kept-alive connection, which the server closes without a
+    # byte of reply (what its idle timeout does in the race): sent again on a new one.
+    caplog.set_level(logging.DEBUG, logger="bridge.webhooks.client")
+    async with serving(tmp_path, scripted(ok(), None)) as (server, client):
+        assert await client.post(b'{"n":1}', 1.0) == {"warnings": ["ok"]}
+        assert await client.post(b'{"n":2}', 1.0) == {"warnings": ["ok"]}
+    assert [r.message for r in caplog.records if "re-sent" in r.message]
+    assert client.retries == 1 and server.connections == 2
+    assert [r.endswith(b'{"n":2}') for r in server.requests] == [False, True, True]
+
+
+async def test_never_retried_twice(tmp_path: Path) -> None:
+    # The retry's new connection is closed unanswered too: that is the policy's answer.
+    async with serving(tmp_path, scripted(ok(), None, None)) as (server, client):
+        await client.post(b"{}", 1.0)
+        with pytest.raises(WebhookFailure) as failure:
+            await client.post(b"{}", 1.0)
+    assert failure.value.kind is FailureKind.TRANSPORT
+    assert "closed the connection without a reply" in failure.value.reason
+    assert client.retries == 1 and len(server.requests) == 3 and server.connections == 2
+
+
+async def test_fresh_connection_closed_unanswered_is_not_retried(tmp_path: Path) -> None:
+    async with serving(tmp_path, scripted(None)) as (server, client):
+        with pytest.raises(WebhookFailure) as failure:
+            await client.post(b"{}", 1.0)
+    assert failure.value.kind is FailureKind.TRANSPORT
+    assert client.retries == 0 and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("started", [
+    ok()[:20],  # the status line had begun
+    b"HTTP/1.1 100 Continue\r\n\r\n",  # only an interim reply: a reply had still started
+])
+async def test_not_retried_once_a_reply_started(tmp_path: Path, started: bytes) -> None:
+    async with serving(tmp_path, scripted(ok(), started), hang_up=False) as (server, client):
+        await client.post(b"{}", 1.0)
+        server.hang_up = True  # the partial reply is followed by the close
+        with pytest.raises(WebhookFailure) as failure:
+            await client.post(b"{}", 1.0)
+    assert failure.value.kind is FailureKind.TRANSPORT
+    assert "in the middle of the reply" in failure.value.reason
+    assert client.retries == 0 and len(server.requests) == 2
+
+
+async def test_retry_stays_inside_the_budget(tmp_path: Path) -> None:
+    # The retry's connection never answers: the call ends at its budget, not later.
+    async with serving(tmp_path, scripted(ok(), None, b"")) as (server, client):
+        await client.post(b"{}", 1.0)
+        with pytest.raises(WebhookFailure) as failure:
+            await client.post(b"{}", 0.2)
+    assert failure.value.kind is FailureKind.TIMEOUT and client.retries == 1
+    assert len(server.requests) == 3
+
+
+async def test_retries_are_a_metric(tmp_path: Path) -> None:
+    metrics = Metrics()
+    async with serving(tmp_path, scripted(ok(), None)) as (_, client):
+        metrics.add_retries("p", lambda: client.retries)
+        await client.post(b"{}", 1.0)
+        await client.post(b"{}", 1.0)
+    assert b'nri_webhook_bridge_webhook_retries_total{webhook="p"} 1.0' in metrics.exposition()

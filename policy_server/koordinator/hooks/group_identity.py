@@ -5,7 +5,10 @@ node executor writes when the kernel has the file (it skips it quietly otherwise
 reports the kernel's support once, at start-up and in /v1/state). As an extra NRI mapping we
 also set ``unified["cpu.bvt_warp_ns"]`` on each container at CreateContainer and reconcile, only
 when the rules declare ``group_identity_kernel_support`` (cgroup v2 kernels that expose the
-file; runc rejects ``unified`` keys on cgroup v1).
+file) and the node is not on cgroup v1: runc refuses any ``unified`` key there ("cannot use
+unified on cgroup v1"), so the container would not start. On cgroup v1 the pod-level write
+(the v1 ``cpu.bvt_warp_ns`` file of Anolis kernels) carries the value alone, whatever the rules
+say; the server says so once at start-up and in /v1/state.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from policy_server.koordinator.annotations import cpu_qos_override
 from policy_server.koordinator.qos import KubeQOS, QOSClass
 from policy_server.koordinator.rules import Rules
 from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
-from policy_server.sdk import CgroupWrite, ResourcePatch
+from policy_server.sdk import CgroupWrite, NodeFacts, ResourcePatch
 
 BVT_FILE = "cpu.bvt_warp_ns"
 
@@ -79,6 +82,11 @@ def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult
     value = bvt_value(target.pod, rules)
     if stage is Stage.CREATE_CONTAINER and not _wanted(value, rules):
         return None
-    if not rules.group_identity_kernel_support:
+    if not container_mapping(rules, target.node):
         return None  # the pod-level write carries it (containers run inside the pod group)
     return HookResult(resources=ResourcePatch(unified={BVT_FILE: str(value)}))
+
+
+def container_mapping(rules: Rules, node: NodeFacts) -> bool:
+    """Whether containers get ``unified["cpu.bvt_warp_ns"]``: declared, and not cgroup v1."""
+    return rules.group_identity_kernel_support and node.unified_allowed

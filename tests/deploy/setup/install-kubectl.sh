@@ -4,16 +4,12 @@
 #
 # Debian's kubernetes-client (kubectl 1.32, kustomize v5) comes from trixie: bookworm's
 # is 1.20, whose kustomize v2 predates the `labels:` and `patches:` fields the manifests
-# use. The trixie source is the one tests/e2e/setup/install-runtimes.sh adds (same
-# files, same content), pinned at priority 100 so nothing else moves to trixie; kubectl
-# needs only libc6 >= 2.34, which bookworm has. The plan is simulated first and refused
+# use. The trixie source comes from tests/setup/trixie-source.sh (install-runtimes.sh
+# writes the same files with the same content), pinned at priority 100 so nothing else
+# moves to trixie; kubectl needs only libc6 >= 2.34, which bookworm has. The plan is simulated first and refused
 # if it would change or remove an installed package.
 set -euo pipefail
 
-DEBIAN_MIRROR=http://deb.debian.org/debian
-DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-TRIXIE_SOURCE=/etc/apt/sources.list.d/nri-e2e-trixie.sources
-TRIXIE_PIN=/etc/apt/preferences.d/nri-e2e-trixie
 PACKAGES=(kubernetes-client/trixie kubectl/trixie)
 
 export DEBIAN_FRONTEND=noninteractive
@@ -30,22 +26,7 @@ fi
 [[ $(id -u) == 0 ]] || die "kubectl is missing and installing it needs root:" \
     "apt-get install ${PACKAGES[*]} (Debian trixie), or put a kubectl >= 1.27 on PATH"
 
-# Writes $2 to $1 only when the content differs; returns 0 when it changed the file.
-write_if_changed() {
-    if [[ -f $1 && "$(cat "$1")" == "$2" ]]; then
-        return 1
-    fi
-    printf '%s\n' "$2" >"$1"
-}
-
-changed=0
-write_if_changed "$TRIXIE_SOURCE" "$(printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: %s' \
-    "$DEBIAN_MIRROR" "$DEBIAN_KEYRING")" && changed=1
-write_if_changed "$TRIXIE_PIN" "$(printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100')" && changed=1
-if ((changed)) || [[ -z $(ls /var/lib/apt/lists/*trixie* 2>/dev/null) ]]; then
-    log "apt-get update (trixie source added)"
-    apt-get update -q >/dev/null || die "apt-get update failed"
-fi
+bash "$(dirname "${BASH_SOURCE[0]}")/../../setup/trixie-source.sh"
 
 plan=$(apt-get install -s --no-install-recommends "${PACKAGES[@]}" 2>&1) || {
     apt-get update -q >/dev/null || die "apt-get update failed"
