@@ -34,11 +34,9 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +47,7 @@ sys.path.insert(0, str(REPO))
 import httpx  # noqa: E402
 import yaml  # noqa: E402
 
+from benchmarks.bench_webhook import process  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
@@ -155,24 +154,6 @@ async def runc(runtime: SimulatedRuntime, root: Path, paths: dict[str, str]) -> 
 # -- processes -------------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def process(args: list[str], log_path: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    with log_path.open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, *args, cwd=REPO, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-            stderr=asyncio.subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)  # by PID: only the process we started
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -272,11 +253,11 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path) -> dic
              "--bridge-control", f"unix://{control}", "--cgroup-root", str(root / "cgroup"),
              "--cgroup-version", "1", "--proc-root", str(root / "proc"), "--resctrl-root",
              str(root / "no-resctrl"), "--reconcile-interval", str(INTERVAL_S),
-             "--log-level", "warning"], root / "policy.log"))
+             "--log-level", "warning"], root / "policy.log", stop_timeout_s=STOP_TIMEOUT_S))
         bridge = await stack.enter_async_context(process(
             ["-m", "bridge", "run", "--nri-socket", str(nri), "--plugin-name", "koord",
              "--plugin-index", "10", "--config", str(config), "--control-socket", str(control),
-             "--log-level", "warning"], root / "bridge.log"))
+             "--log-level", "warning"], root / "bridge.log", stop_timeout_s=STOP_TIMEOUT_S))
         await wait_file(policy, server, root / "policy.log")
         # The bridge is up (and waits for the runtime's socket).
         await wait_file(control, bridge, root / "bridge.log")

@@ -116,6 +116,7 @@ def serve_policy(path: str, kind: str) -> None:
 
 @contextlib.asynccontextmanager
 async def process(args: list[str], log_path: Path, exe: Path | None = None,
+                  stop_timeout_s: float = STOP_TIMEOUT_S,
                   ) -> AsyncIterator[asyncio.subprocess.Process]:
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
@@ -127,7 +128,7 @@ async def process(args: list[str], log_path: Path, exe: Path | None = None,
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)  # by PID: only the process we started
             try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+                await asyncio.wait_for(proc.wait(), stop_timeout_s)
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
