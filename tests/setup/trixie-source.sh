@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Add Debian trixie as an apt source pinned at priority 100 (nothing moves to trixie unless
 # asked for by name or -t trixie), then refresh the package lists when that changed.
-# Idempotent. Used by `make tools` (kubectl, the Go conformance policy's toolchain) and written
-# with the same content by tests/e2e/setup/install-runtimes.sh, so the files never flip.
+# Idempotent. Used by `make tools` (kubectl, the Go conformance policy's toolchain) and by
+# tests/e2e/setup/install-runtimes.sh (containerd 1.7, the CRI api.proto).
 set -euo pipefail
 
 DEBIAN_MIRROR=http://deb.debian.org/debian

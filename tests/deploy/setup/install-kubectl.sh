@@ -4,10 +4,9 @@
 #
 # Debian's kubernetes-client (kubectl 1.32, kustomize v5) comes from trixie: bookworm's
 # is 1.20, whose kustomize v2 predates the `labels:` and `patches:` fields the manifests
-# use. The trixie source comes from tests/setup/trixie-source.sh (install-runtimes.sh
-# writes the same files with the same content), pinned at priority 100 so nothing else
-# moves to trixie; kubectl needs only libc6 >= 2.34, which bookworm has. The plan is simulated first and refused
-# if it would change or remove an installed package.
+# use. The trixie source comes from tests/setup/trixie-source.sh, pinned at priority 100
+# so nothing else moves to trixie; kubectl needs only libc6 >= 2.34, which bookworm has.
+# The plan is simulated first and refused if it would change or remove an installed package.
 set -euo pipefail
 
 PACKAGES=(kubernetes-client/trixie kubectl/trixie)

@@ -25,8 +25,6 @@ CRI_PROTO=/usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto
 
 DEBIAN_MIRROR=http://deb.debian.org/debian
 DEBIAN_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
-TRIXIE_SOURCE=/etc/apt/sources.list.d/nri-e2e-trixie.sources
-TRIXIE_PIN=/etc/apt/preferences.d/nri-e2e-trixie
 # Exists only while containerd 2.1.9 is downloaded (from sid, or forky as a fallback).
 TEMP_SOURCE=/etc/apt/sources.list.d/nri-e2e-temp.sources
 TEMP_PIN=/etc/apt/preferences.d/nri-e2e-temp
@@ -106,13 +104,8 @@ ensure_apt_packages() {
         log "apt packages present (containerd $(installed_version containerd), runc $(installed_version runc))"
         return
     fi
-    local changed=0
-    write_if_changed "$TRIXIE_SOURCE" "$(deb822_source trixie)" && changed=1
-    write_if_changed "$TRIXIE_PIN" "$(apt_pin trixie 100)" && changed=1
-    if ((changed)) || [[ ! -d /var/lib/apt/lists ]] || [[ -z $(ls /var/lib/apt/lists/*trixie* 2>/dev/null) ]]; then
-        log "apt-get update (trixie source added)"
-        apt-get update -q >/dev/null || die "apt-get update failed"
-    fi
+    # The trixie source, pinned at priority 100 (the same files make tools writes).
+    bash "$HERE/../../setup/trixie-source.sh" || die "cannot add the Debian trixie apt source"
 
     # containerd from trixie; runc pinned to bookworm (trixie's runc pulls in a newer libc6).
     local core=(-t trixie containerd runc/bookworm busybox-static/bookworm)
