@@ -19,12 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .procs import stop_by_pid
+from .procs import scaled, stop_by_pid
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_NAME = "e2e-bridge"
 PLUGIN_INDEX = "50"
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = scaled(10.0)
 
 LogLine = dict[str, Any]
 
@@ -103,6 +103,7 @@ class Bridge:
         self, what: str, match: Callable[[LogLine], bool], timeout_s: float = 15.0
     ) -> LogLine:
         """Wait for a log line that ``match``es; fail with the log tail as context."""
+        timeout_s = scaled(timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             for line in self.lines():

@@ -20,14 +20,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from .procs import stop_by_pid
+from .procs import scaled, stop_by_pid
 from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
-CTR_TIMEOUT_S = 60.0
+START_TIMEOUT_S = scaled(30.0)
+STOP_TIMEOUT_S = scaled(20.0)
+CTR_TIMEOUT_S = scaled(60.0)
 # Pod cgroup parents are /nri-e2e/pod<uid>; with the cgroupfs driver every controller
 # hierarchy gets that path (cgroup v1).
 CGROUP_PREFIX = "nri-e2e"

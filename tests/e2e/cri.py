@@ -20,9 +20,10 @@ import grpc
 
 from . import cri_stubs
 from .containerd import CGROUP_PREFIX
+from .procs import scaled
 from .runtimes import BUSYBOX_IMAGE
 
-CALL_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = scaled(30.0)
 MIB = 1024 * 1024
 
 # The container's own resources, chosen to differ from the bridge's static adjustment
@@ -67,10 +68,11 @@ class CriClient:
     def wait_ready(self, timeout_s: float = 30.0) -> Any:
         """Wait until CRI answers Version (the socket exists before CRI serves)."""
         pb = self.pb
+        timeout_s = scaled(timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                return self.runtime.Version(pb.VersionRequest(), timeout=2.0)
+                return self.runtime.Version(pb.VersionRequest(), timeout=scaled(2.0))
             except grpc.RpcError:
                 if time.monotonic() > deadline:
                     raise
@@ -79,6 +81,7 @@ class CriClient:
     def wait_image(self, image: str, timeout_s: float = 30.0) -> None:
         """CRI learns about ctr-imported images asynchronously; wait until it sees one."""
         pb = self.pb
+        timeout_s = scaled(timeout_s)
         deadline = time.monotonic() + timeout_s
         spec = pb.ImageSpec(image=image)
         while not self.images.ImageStatus(
@@ -95,9 +98,10 @@ class CriClient:
         annotations: dict[str, str] | None = None,
         uid: str | None = None,
         cgroup_prefix: str = CGROUP_PREFIX,
+        cgroup_parent: str | None = None,
     ) -> Pod:
         """A host-network pod; ``labels``/``annotations`` are added to the sandbox config; its
-        cgroup parent is ``/<cgroup_prefix>/pod<uid>``."""
+        cgroup parent is ``cgroup_parent`` if given, else ``/<cgroup_prefix>/pod<uid>``."""
         pb = self.pb
         uid = uid or str(uuid.uuid4())
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)
@@ -109,7 +113,7 @@ class CriClient:
             labels={"app": "nri-e2e", **(labels or {})},
             annotations=dict(annotations or {}),
             linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent=f"/{cgroup_prefix}/pod{uid}",
+                cgroup_parent=cgroup_parent or f"/{cgroup_prefix}/pod{uid}",
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns),
             ),
         )

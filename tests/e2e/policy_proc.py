@@ -24,12 +24,12 @@ from typing import Any
 import httpx
 
 from .bridge_proc import Bridge
-from .procs import stop_by_pid
+from .procs import scaled, stop_by_pid
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-STOP_TIMEOUT_S = 10.0
-STARTUP_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = scaled(10.0)
+STARTUP_TIMEOUT_S = scaled(20.0)
 RULES_POLL_INTERVAL_S = 0.2
 
 
@@ -39,7 +39,8 @@ class PolicyServerError(RuntimeError):
 
 def _uds_get(sock: Path, path: str, timeout_s: float = 1.0) -> httpx.Response:
     transport = httpx.HTTPTransport(uds=str(sock))
-    with httpx.Client(transport=transport, base_url="http://e2e", timeout=timeout_s) as client:
+    timeout = scaled(timeout_s)
+    with httpx.Client(transport=transport, base_url="http://e2e", timeout=timeout) as client:
         return client.get(path)
 
 

@@ -34,6 +34,12 @@ class Runtime:
     config_version: int
     # The NRI module version vendored in this build (docs/protocol.md#configure-and-the-event-mask).
     nri_version: str
+    # The cgroup driver (systemd: pod cgroups are slices, containers cri-containerd-<id>.scope).
+    systemd_cgroup: bool = False
+    runc: Path = RUNC
+    # NRI's request timeout. The default 2 s is kept on a host, so the "never dropped for
+    # slowness" test is real; the emulated v2 guest sizes it for emulation.
+    nri_request_timeout_s: int = NRI_REQUEST_TIMEOUT_S
 
     @property
     def containerd(self) -> Path:
@@ -94,7 +100,7 @@ def _q(value: str | Path) -> str:
     return json.dumps(str(value))
 
 
-def _nri_section(dirs: InstanceDirs, table: str) -> str:
+def _nri_section(runtime: Runtime, dirs: InstanceDirs, table: str) -> str:
     return f"""
 [{table}]
   disable = false
@@ -102,8 +108,8 @@ def _nri_section(dirs: InstanceDirs, table: str) -> str:
   socket_path = {_q(dirs.nri_socket)}
   plugin_path = {_q(dirs.subdir("nri-plugins"))}
   plugin_config_path = {_q(dirs.subdir("nri-conf"))}
-  plugin_registration_timeout = "5s"
-  plugin_request_timeout = "{NRI_REQUEST_TIMEOUT_S}s"
+  plugin_registration_timeout = "{max(5, 2 * runtime.nri_request_timeout_s)}s"
+  plugin_request_timeout = "{runtime.nri_request_timeout_s}s"
 """
 
 
@@ -117,11 +123,11 @@ state = {_q(dirs.state)}
 """
 
 
-def _runc_options(dirs: InstanceDirs) -> str:
-    # cgroupfs driver (no systemd here) and a private runc state root.
-    return f"""  BinaryName = {_q(RUNC)}
+def _runc_options(runtime: Runtime, dirs: InstanceDirs) -> str:
+    # The runtime's cgroup driver and runc build, and a private runc state root.
+    return f"""  BinaryName = {_q(runtime.runc)}
   Root = {_q(dirs.subdir("runc"))}
-  SystemdCgroup = false
+  SystemdCgroup = {"true" if runtime.systemd_cgroup else "false"}
 """
 
 
@@ -144,7 +150,7 @@ def render_config_v2(runtime: Runtime, dirs: InstanceDirs) -> str:
   runtime_type = "io.containerd.runc.v2"
 
 [plugins.{cri}.containerd.runtimes.runc.options]
-{_runc_options(dirs)}
+{_runc_options(runtime, dirs)}
 [plugins.{cri}.cni]
   bin_dir = {_q(dirs.subdir("cni-bin"))}
   conf_dir = {_q(dirs.subdir("cni-conf"))}
@@ -152,7 +158,7 @@ def render_config_v2(runtime: Runtime, dirs: InstanceDirs) -> str:
 [plugins."io.containerd.internal.v1.opt"]
   path = {_q(dirs.subdir("opt"))}
 """
-        + _nri_section(dirs, 'plugins."io.containerd.nri.v1.nri"')
+        + _nri_section(runtime, dirs, 'plugins."io.containerd.nri.v1.nri"')
     )
 
 
@@ -182,7 +188,7 @@ def render_config_v3(runtime: Runtime, dirs: InstanceDirs) -> str:
   runtime_type = "io.containerd.runc.v2"
 
 [plugins.{rt}.containerd.runtimes.runc.options]
-{_runc_options(dirs)}
+{_runc_options(runtime, dirs)}
 [plugins.{rt}.cni]
   bin_dirs = [{_q(dirs.subdir("cni-bin"))}]
   conf_dir = {_q(dirs.subdir("cni-conf"))}
@@ -193,7 +199,7 @@ def render_config_v3(runtime: Runtime, dirs: InstanceDirs) -> str:
 [plugins.'io.containerd.internal.v1.opt']
   path = {_q(dirs.subdir("opt"))}
 """
-        + _nri_section(dirs, "plugins.'io.containerd.nri.v1.nri'")
+        + _nri_section(runtime, dirs, "plugins.'io.containerd.nri.v1.nri'")
     )
 
 
