@@ -4,8 +4,6 @@ literally."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from policy_server.koordinator.formulas import (
     memory_limit,
