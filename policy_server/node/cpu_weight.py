@@ -143,7 +143,7 @@ class CpuWeights:
     @property
     def for_writes(self) -> WeightFormula:
         """What pod-level writes use: the known formula, else linear (the older runtimes')
-        until learned; the reconciler rewrites them once it is."""
+        until learned; the reconciler judges (and rewrites) pod weights only once it is."""
         return self.formula or WeightFormula.LINEAR
 
     def learn(self, observations: Iterable[tuple[int, int]]) -> WeightFormula | None:
@@ -156,8 +156,9 @@ class CpuWeights:
             if not self._said_unknown:
                 self._said_unknown = True
                 log.info(
-                    "cpu.weight formula of the runtime not known yet (%s): container weight "
-                    "drift is not judged and pod cpu.weight is written linear until it is",
+                    "cpu.weight formula of the runtime not known yet (%s): container and pod "
+                    "weights are not judged as drift until it is (pod writes at RunPodSandbox "
+                    "use the linear formula meanwhile)",
                     verdict.reason,
                 )
             return None

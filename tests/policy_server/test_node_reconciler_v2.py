@@ -6,9 +6,11 @@ Built only from the server's public options and files, so it runs against older 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import httpx
+import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
@@ -122,3 +124,24 @@ async def test_the_setting_wins_over_what_the_node_shows(tmp_path: Path) -> None
     assert (cg / parent("u2").lstrip("/") / "cpu.weight").read_text() == "20"
     assert server.node_state()["cgroups"]["cpu_weight"] == {
         "setting": "linear", "formula": "linear", "reason": ""}  # fmt: skip
+
+
+async def test_until_the_formula_is_known_weights_are_not_judged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "policy_server.node.cpu_weight")
+    server, fake, cg = node(tmp_path)
+    for uid in PODS:  # weights neither formula gives: nothing to learn from
+        (cg / parent(uid).lstrip("/") / f"c{uid}" / "cpu.weight").write_text("7\n")
+    await server.resync()
+    await server.resync()
+    assert server.reconciler is not None and server.reconciler.last is not None
+    assert fake.pushed == [] and "container" not in server.reconciler.last.found
+    # Pod weights are not judged either: kubelet's stays until the formula is known (the
+    # other pod-level values are fixed).
+    assert (cg / parent("u2").lstrip("/") / "cpu.weight").read_text() == "1\n"
+    assert (cg / parent("u2").lstrip("/") / "cpu.max").read_text() == "100000"
+    state = server.node_state()["cgroups"]["cpu_weight"]
+    assert state["formula"] is None and "3 neither" in state["reason"]
+    said = [r.getMessage() for r in caplog.records if "not known yet" in r.getMessage()]
+    assert len(said) == 1 and "not judged" in said[0]
