@@ -1,7 +1,7 @@
 """cgroup v1 ``cpu.shares`` <-> cgroup v2 ``cpu.weight`` the way this node's OCI runtime converts.
 
 On cgroup v2 the runtime, not the kernel, turns an OCI ``linux.resources.cpu.shares`` into
-``cpu.weight``, and runtimes disagree (docs/koordinator.md#cpu-weight-on-cgroup-v2):
+``cpu.weight``, and runtimes disagree (docs/koordinator.md#cpuweight-on-cgroup-v2):
 
 * ``linear``: ``1 + (shares - 2) * 9999 / 262142`` in integers (runc before 1.3.2, crun before
   1.23; what kubelet's vendored runc used for pod slices for years);

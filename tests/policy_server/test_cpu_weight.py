@@ -1,4 +1,4 @@
-"""docs/koordinator.md#cpu-weight-on-cgroup-v2: the two shares -> weight formulas runtimes use,
+"""docs/koordinator.md#cpuweight-on-cgroup-v2: the two shares -> weight formulas runtimes use,
 checked against the math worked out here (not against each other), their inverse, and the
 verdict on which one a node's containers show."""
 
