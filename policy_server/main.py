@@ -31,6 +31,7 @@ from policy_server.exceptions import PolicyServerError, RulesError
 from policy_server.koordinator.rules import rules_from_yaml, rules_summary
 from policy_server.koordinator.rules_watcher import RULES_POLL_INTERVAL_S
 from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
+from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
@@ -163,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=CgroupVersion.AUTO.value,
         help="default: detect from the root",
     )
+    effects.add_argument(
+        "--cpu-weight-formula",
+        choices=[v.value for v in WeightSetting],
+        default=WeightSetting.AUTO.value,
+        help="how the OCI runtime turns cpu shares into cgroup v2 cpu.weight: linear (runc < "
+        "1.3.2, crun < 1.23), quadratic (runc >= 1.3.2, crun >= 1.23); default auto: learned "
+        "from running containers",
+    )
     listen.add_argument(
         "--metrics-address",
         metavar="HOST:PORT",
@@ -189,6 +198,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         executor_mode=ExecutorMode(args.pod_cgroup_writes),
         cgroup_root=args.cgroup_root,
         cgroup_version=CgroupVersion(args.cgroup_version),
+        cpu_weight_formula=WeightSetting(args.cpu_weight_formula),
         rules_poll_interval_s=args.rules_poll_interval,
         reconcile_interval_s=args.reconcile_interval,
         resctrl_root=args.resctrl_root,

@@ -48,6 +48,7 @@ from policy_server.node.cgroups import (
     ExecutionReport,
     ExecutorMode,
 )
+from policy_server.node.cpu_weight import CpuWeights, WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
@@ -78,6 +79,7 @@ class ServerOptions:
     executor_mode: ExecutorMode = ExecutorMode.OFF
     cgroup_root: Path = DEFAULT_CGROUP_ROOT
     cgroup_version: CgroupVersion = CgroupVersion.AUTO
+    cpu_weight_formula: WeightSetting = WeightSetting.AUTO
     rules_poll_interval_s: float = RULES_POLL_INTERVAL_S
     reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S
     resctrl_root: Path = DEFAULT_RESCTRL_ROOT
@@ -158,6 +160,7 @@ class PolicyServer:
             options.cgroup_root,
             options.cgroup_version,
             ResctrlFS(options.resctrl_root, options.proc_root / "cpuinfo"),
+            CpuWeights(options.cpu_weight_formula),
         )
         # Found out once: every policy sees them (node.facts), koordinator-qos in its context.
         self.facts = node_state.node_facts(self.executor)
@@ -230,7 +233,7 @@ class PolicyServer:
         """The node-effect status for ``GET /v1/state`` (probed at start-up)."""
         if not self._node_state:
             self.probe_node()
-        return node_state.describe(self._node_state, self.reconciler)
+        return node_state.describe(self._node_state, self.executor, self.reconciler)
 
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""

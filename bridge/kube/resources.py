@@ -17,7 +17,8 @@ from bridge.kube import quantity
 from bridge.kube.model import Container, ContainerKind, Pod, ResourceList, amount
 from bridge.kube.node import NodeSpec
 
-# CPU shares (cgroup v1 cpu.shares; runtimes map them to cpu.weight on v2).
+# CPU shares (cgroup v1 cpu.shares; on v2 the runtime turns them into cpu.weight with its own
+# formula, docs/koordinator.md#cpuweight-on-cgroup-v2: `try` predicts shares, never weights).
 MIN_SHARES = 2
 MAX_SHARES = 262144
 SHARES_PER_CPU = 1024

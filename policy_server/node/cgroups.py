@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
+from policy_server.node.cpu_weight import CpuWeights, WeightFormula, to_weight
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.sdk.decision import (
     CgroupWrite,
@@ -54,17 +55,6 @@ class CgroupVersion(StrEnum):
     V2 = "2"
 
 
-def shares_to_weight(shares: int) -> int:
-    """cgroup v1 ``cpu.shares`` -> v2 ``cpu.weight`` (kubelet's formula, shares in [2, 262144])."""
-    shares = min(max(shares, 2), 262_144)
-    return 1 + (shares - 2) * 9999 // 262142
-
-
-def weight_to_shares(weight: int) -> int:
-    """cgroup v2 ``cpu.weight`` -> v1 ``cpu.shares`` (kubelet's formula)."""
-    return (weight - 1) * 262142 // 9999 + 2
-
-
 # v1 file name -> (v1 controller directory, v2 file name)
 _FILES: dict[str, tuple[str, str]] = {
     "cpu.shares": ("cpu", "cpu.weight"),
@@ -75,9 +65,10 @@ _FILES: dict[str, tuple[str, str]] = {
 }
 
 
-def _v2_value(file: str, value: int) -> str:
+def _v2_value(file: str, value: int, weights: WeightFormula) -> str:
     if file == "cpu.shares":
-        return str(shares_to_weight(value))
+        # As the node's runtime converts the containers' shares (policy_server.node.cpu_weight).
+        return str(to_weight(weights, value))
     if file in ("cpu.cfs_quota_us", "memory.limit_in_bytes"):
         # -1 (unlimited) is "max" in v2. Writing only $MAX to cpu.max leaves the period alone
         # (koordlet never sets the period).
@@ -176,11 +167,13 @@ class CgroupExecutor:
         root: Path = DEFAULT_CGROUP_ROOT,
         version: CgroupVersion = CgroupVersion.AUTO,
         resctrl: ResctrlFS | None = None,
+        weights: CpuWeights | None = None,
     ) -> None:
         self.mode = mode
         self.root = root
         self._version = version
         self.resctrl = resctrl if resctrl is not None else ResctrlFS()
+        self.weights = weights if weights is not None else CpuWeights()
         # Until probed, assume usable: the first failed write says why.
         self.cgroups = ProbeResult(True)
         self.resctrl_state = ProbeResult(True)
@@ -220,6 +213,12 @@ class CgroupExecutor:
 
     def drifted(self, write: CgroupWrite) -> bool | None:
         """True if the file holds another value than ``write`` (None: cannot tell)."""
+        if (
+            write.file == "cpu.shares"
+            and self.weights.formula is None
+            and self.version is CgroupVersion.V2
+        ):
+            return None  # which weight is right depends on the runtime's formula, not known yet
         current = self.read(write)
         if current is None:
             return None
@@ -255,7 +254,9 @@ class CgroupExecutor:
         controller, v2_file = _FILES[write.file]
         rel = cgroup_dir(write.cgroup_parent)
         if self.version is CgroupVersion.V2:
-            return self.root / rel / v2_file, _v2_value(write.file, write.value)
+            return self.root / rel / v2_file, _v2_value(
+                write.file, write.value, self.weights.for_writes
+            )
         return self.root / controller / rel / write.file, str(write.value)
 
     def apply(self, effects: Sequence[Effect], context: str = "") -> ExecutionReport:

@@ -138,9 +138,14 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules, facts: No
             log.log(level, "%s cannot take effect here: %s", what, state[part]["reason"])
 
 
-def describe(state: dict[str, Any], reconciler: NodeReconciler | None) -> dict[str, Any]:
-    """The probed state plus the reconciler's last pass."""
+def describe(
+    state: dict[str, Any], executor: CgroupExecutor, reconciler: NodeReconciler | None
+) -> dict[str, Any]:
+    """The probed state plus what was learned since (the runtime's cpu.weight formula) and the
+    reconciler's last pass."""
     out = dict(state)
+    if "cgroups" in out:
+        out["cgroups"] = {**out["cgroups"], "cpu_weight": executor.weights.to_json()}
     last = reconciler.last if reconciler is not None else None
     if last is not None and "reconciler" in out:
         out["reconciler"] = {

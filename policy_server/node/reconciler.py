@@ -42,8 +42,8 @@ from policy_server.node.cgroups import (
     CgroupVersion,
     ContainerFiles,
     ExecutorMode,
-    shares_to_weight,
 )
+from policy_server.node.cpu_weight import WeightFormula, to_weight
 from policy_server.node.procfs import Procfs
 from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
 from policy_server.sdk.model import Container, Event, Memory, Resources
@@ -64,27 +64,59 @@ class PassReport:
     errors: list[str] = field(default_factory=list)
 
 
-def _with_file_values(
-    event: Event, containers: Sequence[Mapping[str, Any]], files: ContainerFiles
-) -> Event:
-    """``event`` (built from ``containers``, in order) with each container's CPU/memory values
-    as its cgroup files hold them now."""
-    out: list[Container] = []
-    for container, raw in zip(event.containers, containers, strict=True):
+def _file_values(
+    containers: Sequence[Mapping[str, Any]], files: ContainerFiles
+) -> list[Mapping[str, int | str] | None]:
+    """Each container's CPU/memory values as its cgroup files hold them now (None: unread)."""
+    out: list[Mapping[str, int | str] | None] = []
+    for raw in containers:
         linux = raw.get("linux")
         path = linux.get("cgroups_path") if isinstance(linux, dict) else None
-        values = files.values(path) if isinstance(path, str) and path else None
-        out.append(container if values is None else _merged(container, values))
+        out.append(files.values(path) if isinstance(path, str) and path else None)
+    return out
+
+
+def _weight_observations(
+    event: Event, values: Sequence[Mapping[str, int | str] | None]
+) -> list[tuple[int, int]]:
+    """(OCI shares NRI reported, ``cpu.weight`` read) of each container with both."""
+    out = []
+    for container, read in zip(event.containers, values, strict=True):
+        shares = container.resources.cpu.shares if container.resources else None
+        if shares and read is not None and "weight" in read:
+            out.append((shares, int(read["weight"])))
+    return out
+
+
+def _with_file_values(
+    event: Event,
+    values: Sequence[Mapping[str, int | str] | None],
+    weights: WeightFormula | None,
+) -> Event:
+    """``event`` with each container's CPU/memory values as read (``values``, in order);
+    ``weights``: the runtime's shares -> weight formula (None: unknown, weights not judged)."""
+    out = [
+        container if read is None else _merged(container, read, weights)
+        for container, read in zip(event.containers, values, strict=True)
+    ]
     return replace(event, containers=tuple(out))
 
 
-def _merged(container: Container, values: Mapping[str, int | str]) -> Container:
+def _merged(
+    container: Container, values: Mapping[str, int | str], weights: WeightFormula | None
+) -> Container:
     resources = container.resources or Resources()
     cpu, memory = resources.cpu, resources.memory
     if "shares" in values:
         cpu = replace(cpu, shares=int(values["shares"]))
-    elif "weight" in values and shares_to_weight(cpu.shares or 0) != values["weight"]:
-        # v2 keeps only the weight: a different weight means different shares.
+    elif (
+        "weight" in values
+        and weights is not None
+        and cpu.shares  # 0 or none: unset, the runtime wrote no weight
+        and to_weight(weights, cpu.shares) != values["weight"]
+    ):
+        # v2 keeps only the weight: another weight than the runtime makes of the shares means
+        # different shares.
         cpu = replace(cpu, shares=-1)
     if "quota" in values:
         cpu = replace(cpu, quota=int(values["quota"]))
@@ -151,9 +183,11 @@ class NodeReconciler:
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
             # what NRI last reported).
-            event = await asyncio.to_thread(
-                _with_file_values, event, snapshot.containers, self.files
-            )
+            values = await asyncio.to_thread(_file_values, snapshot.containers, self.files)
+            weights = None
+            if self.files.v2:
+                weights = self.executor.weights.learn(_weight_observations(event, values))
+            event = _with_file_values(event, values, weights)
         evaluation = self.engine.evaluate(self.policy, event)
         self.observe(evaluation)
         for warning in evaluation.decision.warnings:

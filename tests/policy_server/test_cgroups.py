@@ -15,6 +15,7 @@ from policy_server.node.cgroups import (
     cgroup_dir,
     container_dir,
 )
+from policy_server.node.cpu_weight import CpuWeights, WeightFormula, WeightSetting
 from policy_server.sdk.decision import CgroupWrite, HostDirectory
 
 V1_PARENT = "/kubepods/besteffort/pod1"
@@ -80,6 +81,20 @@ def test_v2_writes_convert_names_and_values(tmp_path: Path) -> None:
                     CgroupWrite(V2_PARENT, "memory.limit_in_bytes", -1)])
     assert (pod / "cpu.max").read_text() == "max"
     assert (pod / "memory.max").read_text() == "max"
+
+
+def test_v2_pod_weights_follow_the_runtimes_formula(tmp_path: Path) -> None:
+    root = v2_tree(tmp_path)
+    weight = root / V2_DIR / "cpu.weight"
+    shares = CgroupWrite(V2_PARENT, "cpu.shares", 1024)
+    told = CgroupExecutor(ExecutorMode.ON, root, weights=CpuWeights(WeightSetting.QUADRATIC))
+    told.apply([shares])
+    assert weight.read_text() == "100"  # runc >= 1.3.2 gives shares 1024 the default weight
+    assert told.drifted(shares) is False
+    auto = CgroupExecutor(ExecutorMode.ON, root)
+    assert auto.drifted(shares) is None  # not known which weight is right: not judged
+    assert auto.weights.learn([(512, 20)]) is WeightFormula.LINEAR
+    assert auto.drifted(shares) is True  # linear wants 39
 
 
 def test_dry_run_only_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -4,8 +4,6 @@ literally."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from policy_server.koordinator.formulas import (
     memory_limit,
@@ -14,7 +12,6 @@ from policy_server.koordinator.formulas import (
     scale_quota,
 )
 from policy_server.koordinator.quantity import quantity_value
-from policy_server.node.cgroups import shares_to_weight, weight_to_shares
 
 GI = 1024**3
 
@@ -68,16 +65,6 @@ def test_shares_clamped(milli: int, shares: int) -> None:
 )
 def test_quota_minimum(milli: int, quota: int) -> None:
     assert milli_cpu_to_quota(milli) == quota
-
-
-@pytest.mark.parametrize(("shares", "weight"), [(2, 1), (1024, 39), (262144, 10000)])
-def test_cgroup_v2_weight(shares: int, weight: int) -> None:
-    assert shares_to_weight(shares) == weight
-
-
-@given(st.integers(min_value=1, max_value=10000))
-def test_weight_to_shares_stays_in_range(weight: int) -> None:
-    assert 2 <= weight_to_shares(weight) <= 262144
 
 
 @pytest.mark.parametrize(
