@@ -155,7 +155,7 @@ class Engine:
                 self._logged_drops.add(said)
                 log.warning(
                     "policy=%s: unified[%s] dropped (%s), and from now on without a word: this "
-                    "node's containers have no cgroup file %s, so runc would refuse them %s",
+                    "node's containers have no cgroup file %s, which runc would fail to open %s",
                     policy,
                     key,
                     where,

@@ -3,7 +3,7 @@
 Owns the start-up probe of every node effect (pod cgroups, resctrl, core scheduling, the group
 identity kernel feature, the reconciler) and its JSON description, and the ``NodeFacts`` the
 policies get (the cgroup version: no ``unified`` keys on cgroup v1 containers; on v2 the files a
-container's cgroup has, ``node.cgroup_files``: a key without its file stops the container). One
+container's cgroup has, ``NodeFacts.cgroup_files``: a key without its file stops the container). One
 warning line per part that cannot work, at start-up only: events never repeat it.
 """
 
