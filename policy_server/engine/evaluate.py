@@ -3,9 +3,11 @@
 Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
 exception is a bug that is logged with its traceback; neither ever escapes. Owns the node view
 too: every request is folded into it before the policy's observers and handlers run. Also drops
-reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot
-(``unified`` keys on cgroup v1, which runc refuses) with a warning. Must
-not import web frameworks or do I/O; effects are returned, not executed.
+reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot:
+``unified`` keys on cgroup v1, which runc refuses (a reply warning each time), and on cgroup v2
+``unified`` keys whose file the node's containers lack, which runc fails to open (a log warning
+once per policy and key, not one per request). Must not import web frameworks or do I/O;
+effects are returned, not executed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +25,7 @@ from bridge.contract.catalogue import REPLY_KEYS
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
-from policy_server.sdk.decision import Conflict, ContainerUpdate, Decision, merge
+from policy_server.sdk.decision import Conflict, ContainerUpdate, Decision, ResourcePatch, merge
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeState
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 # The reply contract caps these (bridge.contract WebhookReply).
 MAX_WARNINGS = 100
 MAX_REJECT_CHARS = 4096
+# (policy, unified key) pairs whose drop was logged; beyond this many, drops are not logged.
+MAX_LOGGED_DROPS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,7 @@ class Engine:
     def __init__(self, registry: Registry, facts: NodeFacts = UNKNOWN_NODE) -> None:
         self.registry = registry
         self.node = NodeState(facts)
+        self._logged_drops: set[tuple[str, str]] = set()
 
     def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
         """Evaluate a request given as a JSON value (the test kit's recordings), through the one
@@ -117,7 +122,7 @@ class Engine:
                 outputs.append((spec.name, decision))
         merged = merge(outputs)
         decision = _apply_failure_policy(policy, context, merged.decision, errors)
-        decision = _fit_to_node(decision, self.node.facts)
+        decision = self._fit_to_node(policy.name, event, decision)
         decision = _fit_to_event(decision, event)
         return Evaluation(
             policy=policy.name,
@@ -129,41 +134,73 @@ class Engine:
             duration_s=time.perf_counter() - started,
         )
 
-
-def _fit_to_node(decision: Decision, facts: NodeFacts) -> Decision:
-    """Drop ``unified`` keys on a cgroup v1 node, saying so in a warning: runc refuses them
-    there, which would fail the container's creation or the whole update (replied or pushed)."""
-    if facts.unified_allowed:
+    def _fit_to_node(self, policy: str, event: Event, decision: Decision) -> Decision:
+        """Drop ``unified`` keys the node cannot take: runc would fail the container's creation
+        or the whole update (replied or pushed). All of them on cgroup v1, with a reply warning
+        each time; on cgroup v2 those whose file the probe did not find in the containers'
+        cgroups, logged once per policy and key (keys nobody could check are passed on)."""
+        facts = self.node.facts
+        if not facts.unified_allowed:
+            decision, dropped = _without_unified(decision, lambda key: True)
+            notes = tuple(_unified_dropped(keys, where) for where, keys in dropped)
+            return replace(decision, warnings=decision.warnings + notes) if notes else decision
+        if facts.cgroup_files is None:
+            return decision
+        decision, dropped = _without_unified(decision, facts.lacks_cgroup_file)
+        for where, keys in dropped:
+            for key in keys:
+                said = (policy, key)
+                if said in self._logged_drops or len(self._logged_drops) >= MAX_LOGGED_DROPS:
+                    continue
+                self._logged_drops.add(said)
+                log.warning(
+                    "policy=%s: unified[%s] dropped (%s), and from now on without a word: this "
+                    "node's containers have no cgroup file %s, which runc would fail to open %s",
+                    policy,
+                    key,
+                    where,
+                    key,
+                    describe(event),
+                )
         return decision
-    adjust, notes = decision.adjust, []
-    if adjust is not None and adjust.resources.unified:
-        notes.append(_unified_dropped(adjust.resources.unified, "adjust"))
-        adjust = replace(adjust, resources=replace(adjust.resources, unified={}))
-    update = _without_unified(decision.update, notes)
-    push = _without_unified(decision.push, notes)
-    if not notes:
-        return decision
-    warnings = decision.warnings + tuple(notes)
-    return replace(decision, adjust=adjust, update=update, push=push, warnings=warnings)
 
 
 def _without_unified(
-    updates: tuple[ContainerUpdate, ...], notes: list[str]
-) -> tuple[ContainerUpdate, ...]:
-    """``updates`` minus their ``unified`` keys (an update left with nothing goes)."""
-    out = []
-    for update in updates:
-        if update.resources.unified:
-            notes.append(_unified_dropped(update.resources.unified, update.container_id))
-            update = replace(update, resources=replace(update.resources, unified={}))
-            if update.resources.is_empty():
-                continue
-        out.append(update)
-    return tuple(out)
+    decision: Decision, lacks: Callable[[str], bool]
+) -> tuple[Decision, list[tuple[str, tuple[str, ...]]]]:
+    """``decision`` minus the ``unified`` keys ``lacks`` names, in its adjustment, updates and
+    pushes (an update left with nothing goes), and which keys went from where."""
+    dropped: list[tuple[str, tuple[str, ...]]] = []
+
+    def fit(patch: ResourcePatch, where: str) -> ResourcePatch:
+        gone = tuple(sorted(key for key in patch.unified if lacks(key)))
+        if not gone:
+            return patch
+        dropped.append((where, gone))
+        kept = {key: value for key, value in patch.unified.items() if key not in gone}
+        return replace(patch, unified=kept)
+
+    def fit_all(updates: tuple[ContainerUpdate, ...]) -> tuple[ContainerUpdate, ...]:
+        out = []
+        for update in updates:
+            if update.resources.unified:
+                update = replace(update, resources=fit(update.resources, update.container_id))
+                if update.resources.is_empty():
+                    continue
+            out.append(update)
+        return tuple(out)
+
+    adjust = decision.adjust
+    if adjust is not None and adjust.resources.unified:
+        adjust = replace(adjust, resources=fit(adjust.resources, "adjust"))
+    update, push = fit_all(decision.update), fit_all(decision.push)
+    if not dropped:
+        return decision, dropped
+    return replace(decision, adjust=adjust, update=update, push=push), dropped
 
 
-def _unified_dropped(keys: Mapping[str, str], where: str) -> str:
-    names = ", ".join(sorted(keys))
+def _unified_dropped(keys: tuple[str, ...], where: str) -> str:
+    names = ", ".join(keys)
     return f"unified {names} dropped ({where}): cgroup v1 node, runc refuses unified keys there"
 
 

@@ -104,8 +104,8 @@ assert [h.name for h in HOOKS] == sorted(h.name for h in HOOKS), "hooks must be 
 @dataclass(frozen=True, slots=True)
 class KoordContext:
     """What every handler reads besides the event: the rules, the quota baselines and the
-    facts about the node (its cgroup version decides whether containers may get ``unified``
-    keys, whatever the rules say)."""
+    facts about the node (its cgroup version and containers' cgroup files decide whether
+    containers may get ``unified`` keys, whatever the rules say)."""
 
     rules: Rules
     baselines: Mapping[str, int]

@@ -126,8 +126,9 @@ def reconcile(
 ) -> Decision:
     """Updates for every listed container whose resources the rules change, plus pod effects.
 
-    ``node`` goes into every container target: on cgroup v1 no hook asks for ``unified`` keys,
-    so no update carries one (runc would refuse the whole update).
+    ``node`` goes into every container target: no hook asks for a ``unified`` key the node
+    cannot take (cgroup v1, or a file its containers' cgroups lack), so no update carries one
+    (runc would refuse the whole update).
     """
     enabled = tuple(h for h in hooks if h.gate(rules.features))
     container_hooks = tuple(

@@ -58,7 +58,8 @@ class ContainerTarget:
 
     CreateContainer: the container's quota from the runtime; UpdateContainer: the requested
     quota; reconcile: the unscaled quota remembered from those events (``None`` if unknown).
-    ``node`` says what the container's runtime accepts (no ``unified`` keys on cgroup v1).
+    ``node`` says what the container's runtime accepts (no ``unified`` keys on cgroup v1, nor
+    keys whose file the containers' cgroups lack).
     """
 
     pod: PodTarget

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
+from policy_server.node.cgroup_files import KUBEPODS
 from policy_server.node.cpu_weight import CpuWeights, WeightFormula, to_weight
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.sdk.decision import (
@@ -83,7 +84,6 @@ _PROBE_FILES_V1: dict[str, tuple[str, ...]] = {
     "memory": ("memory.limit_in_bytes",),
 }
 _PROBE_FILES_V2: tuple[str, ...] = ("cpu.max", "cpu.weight", "memory.max")
-_KUBEPODS = ("kubepods.slice", "kubepods")
 
 
 def _unwritable(hierarchy: Path, files: Sequence[str]) -> str:
@@ -101,7 +101,7 @@ def _unwritable(hierarchy: Path, files: Sequence[str]) -> str:
             return f"{hierarchy} is mounted read-only"
     except OSError as exc:
         return f"{hierarchy}: {exc.strerror}"
-    places = [hierarchy / k for k in _KUBEPODS if (hierarchy / k).is_dir()] + [hierarchy]
+    places = [hierarchy / k for k in KUBEPODS if (hierarchy / k).is_dir()] + [hierarchy]
     for place in places:
         for name in files:
             sample = place / name

@@ -2,8 +2,9 @@
 
 Owns the start-up probe of every node effect (pod cgroups, resctrl, core scheduling, the group
 identity kernel feature, the reconciler) and its JSON description, and the ``NodeFacts`` the
-policies get (the cgroup version: no ``unified`` keys on cgroup v1 containers). One warning line
-per part that cannot work, at start-up only: events never repeat it.
+policies get (the cgroup version: no ``unified`` keys on cgroup v1 containers; on v2 the files a
+container's cgroup has, ``NodeFacts.cgroup_files``: a key without its file stops the container). One
+warning line per part that cannot work, at start-up only: events never repeat it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from policy_server.koordinator.hooks.group_identity import BVT_FILE
 from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
 from policy_server.koordinator.rules import Rules
 from policy_server.node import coresched
+from policy_server.node.cgroup_files import container_cgroup_files
 from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
@@ -33,9 +36,34 @@ UNIFIED_OFF_V1 = (
 )
 
 
+UNIFIED_OFF_NO_FILE = (
+    f"the containers' cgroups have no {BVT_FILE} (a kernel without group identity: not Alibaba "
+    f"Cloud Linux / Anolis), so containers get no unified[{BVT_FILE}] whatever "
+    "group_identity_kernel_support says (runc would refuse to create every container)"
+)
+UNIFIED_OFF_UNKNOWN = (
+    "which files the containers' cgroups have is not known (no readable kubepods cgroup under "
+    f"{{root}}), so containers get no unified[{BVT_FILE}] whatever "
+    "group_identity_kernel_support says (runc would refuse every container were it missing)"
+)
+
+
 def node_facts(executor: CgroupExecutor) -> NodeFacts:
     """What the policies are told about this node (unknown parts stay None)."""
-    return NodeFacts(cgroup_version=_FACT_VERSIONS[executor.known_version()])
+    version = executor.known_version()
+    files = container_cgroup_files(executor.root) if version is CgroupVersion.V2 else None
+    return NodeFacts(cgroup_version=_FACT_VERSIONS[version], cgroup_files=files)
+
+
+def _container_unified_off(executor: CgroupExecutor, facts: NodeFacts) -> str:
+    """Why containers get no ``unified[cpu.bvt_warp_ns]`` here ("" if they may)."""
+    if facts.has_cgroup_file(BVT_FILE):
+        return ""
+    if not facts.unified_allowed:
+        return UNIFIED_OFF_V1
+    if facts.cgroup_files is not None:
+        return UNIFIED_OFF_NO_FILE
+    return UNIFIED_OFF_UNKNOWN.format(root=executor.root)
 
 
 def _group_identity(executor: CgroupExecutor, procfs: Procfs) -> tuple[bool, str]:
@@ -79,12 +107,13 @@ def probe_node(
         "reason": resctrl_why,
     }
     gi_ok, gi_why = _group_identity(executor, procfs)
+    container_off = _container_unified_off(executor, facts)
     state["group_identity"] = {
         "kernel": gi_ok,
         "reason": gi_why,
         # The NRI mapping onto containers (unified["cpu.bvt_warp_ns"]), rules permitting.
-        "container_unified": facts.unified_allowed,
-        "container_unified_reason": "" if facts.unified_allowed else UNIFIED_OFF_V1,
+        "container_unified": not container_off,
+        "container_unified_reason": container_off,
     }
     if reconciler is not None:
         reconciler.probe()
@@ -99,17 +128,18 @@ def probe_node(
         state["reconciler"] = {"running": False, "reason": "--reconcile-interval 0"}
     else:
         state["reconciler"] = {"running": True, "interval_s": reconcile_interval_s, "reason": ""}
-    _log_once(state, executor.mode, rules, facts)
+    _log_once(state, executor.mode, rules)
     return state
 
 
-def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules, facts: NodeFacts) -> None:
-    if not facts.unified_allowed:
+def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
+    container_off = state["group_identity"]["container_unified_reason"]
+    if container_off:
         # Said whatever the mode: it is about replies, not node effects. A warning when the
         # rules in force ask for the mapping (it is overridden), worth knowing otherwise.
         asked = rules.features.GroupIdentity and rules.group_identity_kernel_support
         level = logging.WARNING if asked else logging.INFO
-        log.log(level, "group identity on containers is off: %s", UNIFIED_OFF_V1)
+        log.log(level, "group identity on containers is off: %s", container_off)
     if mode is ExecutorMode.OFF:
         log.warning("node effects are off (--pod-cgroup-writes off): report only")
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from policy_server.engine.request import parse_request, synchronize_event
@@ -123,3 +124,41 @@ def batch_spec(containers: dict[str, dict[str, dict[str, str]]]) -> dict[str, An
 def request(body: Any) -> Event:
     """A request body (a JSON value) through the server's one request path."""
     return parse_request(json.dumps(body).encode())
+
+
+# What a container cgroup's directory holds on cgroup v2 (the kubepods cgroup has the same files):
+# a stock kernel (Debian 6.x), and an Alibaba Cloud Linux / Anolis one with group identity.
+STOCK_V2_FILES = (
+    "cgroup.controllers", "cgroup.subtree_control", "cgroup.procs", "cgroup.type",
+    "cpu.weight", "cpu.max", "cpu.idle", "cpu.stat", "cpu.pressure",
+    "cpuset.cpus", "cpuset.mems", "memory.max", "memory.high", "memory.oom.group",
+    "io.weight", "pids.max",
+)
+ANOLIS_V2_FILES = (*STOCK_V2_FILES, "cpu.bvt_warp_ns")
+# Facts of cgroup v2 nodes as the server's probe finds them.
+STOCK_V2 = NodeFacts(cgroup_version=2, cgroup_files=frozenset(STOCK_V2_FILES))
+ANOLIS_V2 = NodeFacts(cgroup_version=2, cgroup_files=frozenset(ANOLIS_V2_FILES))
+V2_CONTROLLERS = "cpuset cpu io memory pids"
+
+
+def cgroup_v2_root(
+    root: Path,
+    kubepods: tuple[str, ...] | None = STOCK_V2_FILES,
+    *,
+    group: str = "kubepods.slice",
+    passed_on: str = V2_CONTROLLERS,
+) -> Path:
+    """A cgroup v2 root as the server's probe sees it: ``cgroup.controllers`` at the root (but
+    none of the per-cgroup knobs, as on a real root), and a kubepods cgroup holding ``kubepods``
+    files (None: kubelet has made none) whose ``cgroup.subtree_control`` is ``passed_on``."""
+    root.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text(V2_CONTROLLERS + "\n")
+    (root / "cgroup.subtree_control").write_text(V2_CONTROLLERS + "\n")
+    (root / "cpu.stat").write_text("usage_usec 0\n")
+    if kubepods is not None:
+        (root / group).mkdir()
+        for name in kubepods:
+            (root / group / name).write_text("")
+        (root / group / "cgroup.controllers").write_text(V2_CONTROLLERS + "\n")
+        (root / group / "cgroup.subtree_control").write_text(passed_on + "\n")
+    return root

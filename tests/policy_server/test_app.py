@@ -26,7 +26,7 @@ from policy_server.node.cgroups import CgroupVersion, ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server import hot_route
 from policy_server.server.asgi import _documented, create_app
-from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import ANOLIS_V2_FILES, cgroup_v2_root, container, envelope, pod
 
 RS = "scheduling.koordinator.sh/resource-status"
 EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
@@ -284,13 +284,12 @@ BE_POD = pod(qos="BE", cgroup_parent="/kubepods/besteffort/podUID")
 
 
 def cgroup_tree(root: Path, version: int) -> Path:
-    """A cgroup root as auto-detection sees it (v2: cgroup.controllers; v1: controller dirs)."""
+    """A cgroup root as auto-detection sees it (v2: a stock kernel's, see ``cgroup_v2_root``;
+    v1: controller dirs)."""
     if version == 2:
-        root.mkdir(parents=True)
-        (root / "cgroup.controllers").write_text("cpu memory\n")
-    else:
-        for controller in ("cpu", "memory"):
-            (root / controller).mkdir(parents=True)
+        return cgroup_v2_root(root)
+    for controller in ("cpu", "memory"):
+        (root / controller).mkdir(parents=True)
     return root
 
 
@@ -317,16 +316,71 @@ async def test_cgroup_v1_node_containers_never_get_unified_and_it_is_said_once(
     assert "unified" not in json.dumps(reply) and "unified" not in json.dumps(synced)
     assert reply == {}, reply  # on cgroup v2 the same request gets the unified key (below)
     assert not [r for r in caplog.records if "group identity" in r.getMessage()]  # once only
-    assert state["node"] == {"cgroup_version": 1, "unified_allowed": False}
+    assert state["node"] == {"cgroup_version": 1, "unified_allowed": False, "cgroup_files": None}
     assert state["group_identity"]["container_unified"] is False
     assert "cgroup v1" in state["group_identity"]["container_unified_reason"]
 
 
-@pytest.mark.parametrize("root", ["v2", "missing"])
-async def test_cgroup_v2_or_unknown_node_follows_the_rules(
+BVT_UNIFIED = '"cpu.bvt_warp_ns"'
+
+
+async def test_stock_cgroup_v2_kernel_containers_get_no_bvt_key_and_it_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 24: a Debian kernel on cgroup v2 has no cpu.bvt_warp_ns; with the production rules
+    # (group_identity_kernel_support: true) runc refused every container that got
+    # unified[cpu.bvt_warp_ns] ("openat2 .../cpu.bvt_warp_ns: no such file or directory").
+    server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES,
+                                        cgroup_root=cgroup_tree(tmp_path / "cg", 2)))
+    server.load_rules()
+    assert server.rules.current.group_identity_kernel_support
+    with caplog.at_level("INFO"):
+        server.probe_node()
+    said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
+    caplog.clear()
+    async with await client_for(server) as c:
+        create = envelope("CreateContainer", pod=BE_POD, container=container())
+        reply = (await c.post("/v1/policies/koordinator-qos", json=create)).json()
+        sync = envelope("Synchronize", pods=[BE_POD], containers=[container()])
+        synced = (await c.post("/v1/policies/koordinator-qos", json=sync)).json()
+        state = (await c.get("/v1/state")).json()["node_effects"]
+    assert BVT_UNIFIED not in json.dumps(reply), reply
+    assert BVT_UNIFIED not in json.dumps(synced), synced
+    assert reply == {}, reply  # the container starts; its pod cgroup is the place for bvt
+    assert [r.levelname for r in said] == ["WARNING"]
+    assert "the containers' cgroups have no cpu.bvt_warp_ns" in said[0].getMessage()
+    assert not [r for r in caplog.records if "group identity" in r.getMessage()]  # once only
+    assert state["node"]["cgroup_version"] == 2
+    assert "cpu.idle" in state["node"]["cgroup_files"]
+    assert "cpu.bvt_warp_ns" not in state["node"]["cgroup_files"]
+    assert state["group_identity"]["container_unified"] is False
+    assert "no cpu.bvt_warp_ns" in state["group_identity"]["container_unified_reason"]
+
+
+@pytest.mark.parametrize("root", ["no kubepods cgroup", "no cgroup tree"])
+async def test_containers_get_no_bvt_key_where_the_files_are_not_known(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, root: str
 ) -> None:
-    cgroups = cgroup_tree(tmp_path / "cg", 2) if root == "v2" else tmp_path / "no-cgroup"
+    # The safe side: a key nobody saw the file of could stop every container.
+    cgroups = (cgroup_v2_root(tmp_path / "cg", None) if root == "no kubepods cgroup"
+               else tmp_path / "no-cgroup")
+    server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES, cgroup_root=cgroups))
+    server.load_rules()
+    with caplog.at_level("INFO"):
+        server.probe_node()
+    said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
+    async with await client_for(server) as c:
+        create = envelope("CreateContainer", pod=BE_POD, container=container())
+        reply = (await c.post("/v1/policies/koordinator-qos", json=create)).json()
+    assert reply == {}, reply
+    assert [r.levelname for r in said] == ["WARNING"]
+    assert "which files the containers' cgroups have is not known" in said[0].getMessage()
+
+
+async def test_cgroup_v2_node_whose_containers_have_the_bvt_file_gets_the_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cgroups = cgroup_v2_root(tmp_path / "cg", ANOLIS_V2_FILES)
     server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES, cgroup_root=cgroups))
     server.load_rules()
     with caplog.at_level("INFO"):
@@ -337,9 +391,10 @@ async def test_cgroup_v2_or_unknown_node_follows_the_rules(
         reply = (await c.post("/v1/policies/koordinator-qos", json=create)).json()
         state = (await c.get("/v1/state")).json()["node_effects"]
     assert reply["adjust"]["linux"]["resources"]["unified"] == {"cpu.bvt_warp_ns": "-1"}
-    version = 2 if root == "v2" else None
-    assert state["node"] == {"cgroup_version": version, "unified_allowed": True}
+    assert state["node"] == {"cgroup_version": 2, "unified_allowed": True,
+                             "cgroup_files": sorted(ANOLIS_V2_FILES)}
     assert state["group_identity"]["container_unified"] is True
+    assert state["group_identity"]["container_unified_reason"] == ""
 
 
 def test_an_explicit_cgroup_version_wins_over_detection(tmp_path: Path) -> None:

@@ -12,7 +12,13 @@ from policy_server.koordinator.hooks import group_identity
 from policy_server.koordinator.target import Stage
 from policy_server.sdk.decision import CgroupWrite
 from policy_server.sdk.node_facts import NodeFacts
-from tests.policy_server.factory import container_target, pod_target, rules
+from tests.policy_server.factory import (
+    ANOLIS_V2,
+    STOCK_V2,
+    container_target,
+    pod_target,
+    rules,
+)
 
 G, B, BE = "/kubepods/pod1", "/kubepods/burstable/pod1", "/kubepods/besteffort/pod1"
 CPUQOS = "koordinator.sh/cpuQOS"
@@ -84,7 +90,7 @@ def test_kernel_support_writes_pod_cgroup_and_container_unified() -> None:
     pod = group_identity.pod(pod_target(qos="BE", cgroup_parent=BE), r)
     assert pod is not None
     assert pod.effects == (CgroupWrite(BE, "cpu.bvt_warp_ns", -1, "default/pod-1"),)
-    ctr = group_identity.container(container_target(qos="BE", cgroup_parent=BE),
+    ctr = group_identity.container(container_target(qos="BE", cgroup_parent=BE, node=ANOLIS_V2),
                                    Stage.CREATE_CONTAINER, r)
     assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "-1"}
 
@@ -104,9 +110,10 @@ def test_without_declared_support_only_the_pod_cgroup_is_written() -> None:
 def test_rule_off_and_value_zero_does_nothing_at_creation() -> None:
     r = rules(group_identity_kernel_support=True)
     assert group_identity.pod(pod_target(qos="LSR"), r) is None
-    assert group_identity.container(container_target(qos="LSR"), Stage.CREATE_CONTAINER, r) is None
+    target = container_target(qos="LSR", node=ANOLIS_V2)
+    assert group_identity.container(target, Stage.CREATE_CONTAINER, r) is None
     # ...but reconcile states the value so a previously written bvt gets reset to 0.
-    ctr = group_identity.container(container_target(qos="LSR"), Stage.RECONCILE, r)
+    ctr = group_identity.container(target, Stage.RECONCILE, r)
     assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "0"}
 
 
@@ -127,13 +134,27 @@ def test_cgroup_v1_containers_never_get_unified_whatever_the_rules_say(stage: St
     assert not group_identity.container_mapping(r, V1)
 
 
-@pytest.mark.parametrize("node", [V2, NodeFacts()], ids=["cgroup v2", "version unknown"])
 @pytest.mark.parametrize("stage", [Stage.CREATE_CONTAINER, Stage.RECONCILE])
-def test_cgroup_v2_or_unknown_containers_follow_the_rules(node: NodeFacts, stage: Stage) -> None:
-    declared = rules(**ALL, group_identity_kernel_support=True)
-    ctr = group_identity.container(container_target(qos="BE", cgroup_parent=BE, node=node),
-                                   stage, declared)
+def test_cgroup_v2_containers_with_the_bvt_file_follow_the_rules(stage: Stage) -> None:
+    target = container_target(qos="BE", cgroup_parent=BE, node=ANOLIS_V2)
+    ctr = group_identity.container(target, stage, rules(**ALL, group_identity_kernel_support=True))
     assert ctr is not None and dict(ctr.resources.unified) == {"cpu.bvt_warp_ns": "-1"}
-    undeclared = rules(**ALL)
-    assert group_identity.container(container_target(qos="BE", cgroup_parent=BE, node=node),
-                                    stage, undeclared) is None
+    assert group_identity.container(target, stage, rules(**ALL)) is None
+
+
+@pytest.mark.parametrize(
+    "node", [STOCK_V2, V2, NodeFacts()],
+    ids=["stock cgroup v2 kernel", "cgroup v2, files not probed", "nothing known"])
+@pytest.mark.parametrize("stage", [Stage.CREATE_CONTAINER, Stage.RECONCILE])
+def test_containers_without_a_known_bvt_file_never_get_the_key(
+    node: NodeFacts, stage: Stage
+) -> None:
+    # runc opens <container cgroup>/cpu.bvt_warp_ns: a missing file stops the container, so the
+    # declaration alone (group_identity_kernel_support) is not enough.
+    r = rules(**ALL, group_identity_kernel_support=True)
+    target = container_target(qos="BE", cgroup_parent=BE, node=node)
+    assert group_identity.container(target, stage, r) is None
+    assert not group_identity.container_mapping(r, node)
+    pod = group_identity.pod(pod_target(qos="BE", cgroup_parent=BE), r)
+    assert pod is not None  # the pod cgroup still gets it where the kernel has the file
+    assert pod.effects == (CgroupWrite(BE, "cpu.bvt_warp_ns", -1, "default/pod-1"),)

@@ -26,7 +26,15 @@ from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Registry
 from policy_server.testing import PolicyRunner
-from tests.policy_server.factory import container, envelope, event, pod, request
+from tests.policy_server.factory import (
+    STOCK_V2,
+    cgroup_v2_root,
+    container,
+    envelope,
+    event,
+    pod,
+    request,
+)
 
 SEEN: list[tuple[str, tuple[str, ...], bool]] = []
 
@@ -284,3 +292,44 @@ def test_unified_keys_of_any_policy_are_dropped_on_cgroup_v1_with_a_warning() ->
     v2 = PolicyRunner(policy, facts=NodeFacts(cgroup_version=2)).send(create).json
     assert v2["adjust"]["linux"]["resources"]["unified"] == {"cpu.idle": "1", "memory.high": "max"}
     assert "warnings" not in v2
+
+
+def test_unified_keys_a_cgroup_v2_node_lacks_are_dropped_and_logged_once_per_key(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Any policy, not only koordinator-qos: runc opens <container cgroup>/<key>, so a key whose
+    # file the containers' cgroups lack (cpu.bvt_warp_ns on a stock kernel) stops the container.
+    policy = Policy("anolis-minded")
+
+    @policy.on(EventName.CREATE_CONTAINER)
+    def adjust(event: Event) -> Decision:
+        patch = ResourcePatch(cpu_shares=512, unified={"cpu.bvt_warp_ns": "2", "cpu.idle": "1"})
+        return Decision(adjust=Adjustment(resources=patch), update=(
+            ContainerUpdate("other", ResourcePatch(unified={"cpu.bvt_warp_ns": "2"})),
+            ContainerUpdate("third", ResourcePatch(unified={"memory.high": "max",
+                                                            "cpu.bvt_warp_ns": "-1"})),
+        ), push=(ContainerUpdate("pushed", ResourcePatch(unified={"cpu.bvt_warp_ns": "0"})),))
+
+    # The facts as the server probes them from a stock kernel's cgroup v2 tree.
+    server = PolicyServer(ServerOptions(cgroup_root=cgroup_v2_root(tmp_path / "cg")), [policy])
+    assert server.facts == STOCK_V2
+    create = envelope("CreateContainer", pod=pod(), container=container())
+    with caplog.at_level("WARNING", logger="policy_server.engine.evaluate"):
+        first = server.engine.evaluate_json("anolis-minded", create)
+        again = server.engine.evaluate_json("anolis-minded", create)
+    for sent in (first, again):
+        assert sent.reply == {
+            "adjust": {"linux": {"resources": {"cpu": {"shares": 512},
+                                               "unified": {"cpu.idle": "1"}}}},
+            "update": [{"container_id": "third",
+                        "linux": {"resources": {"unified": {"memory.high": "max"}}}}],
+        }
+        assert sent.decision.push == ()  # pushed updates reach UpdateContainers: same rule
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1, said  # one line per policy and key, not one per request
+    assert said[0].startswith("policy=anolis-minded: unified[cpu.bvt_warp_ns] dropped (adjust)")
+    assert "this node's containers have no cgroup file cpu.bvt_warp_ns" in said[0]
+    # The same policy on a node whose files nobody probed: nothing is known to fail.
+    kept = PolicyRunner(policy).send(create).json
+    assert kept["adjust"]["linux"]["resources"]["unified"] == {"cpu.bvt_warp_ns": "2",
+                                                               "cpu.idle": "1"}

@@ -16,6 +16,8 @@ from policy_server.sdk.model import CPU, Memory, Resources
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import (
+    ANOLIS_V2,
+    STOCK_V2,
     batch_spec,
     container,
     envelope,
@@ -129,7 +131,7 @@ def test_baselines_are_bounded() -> None:
 
 
 def test_group_identity_reset_on_reconcile_when_rule_turned_off() -> None:
-    h = Holder(rules(group_identity_kernel_support=True))
+    h = Holder(rules(group_identity_kernel_support=True), ANOLIS_V2)
     p = [pod(pod_id="p1", qos="LSR")]
     stale = [container(cid="c1", pod_id="p1", unified={"cpu.bvt_warp_ns": "2"})]
     fresh = [container(cid="c2", pod_id="p1")]
@@ -156,8 +158,12 @@ def test_cgroup_v1_reconcile_and_creation_carry_no_unified_key() -> None:
     assert [(e.file, e.value) for e in synced.decision.effects] == [("cpu.bvt_warp_ns", -1)]
     created = v1.send("CreateContainer", pod=p[0], container=c[0])
     assert "unified" not in json.dumps(created), created
-    # The same rules on cgroup v2: the container mapping is there.
-    v2 = Holder(r, NodeFacts(cgroup_version=2))
+    # cgroup v2 on a stock kernel: no cpu.bvt_warp_ns in the containers' cgroups, no key either.
+    stock = Holder(r, STOCK_V2)
+    assert "update" not in stock.send("Synchronize", pods=p, containers=c)
+    assert "unified" not in json.dumps(stock.send("CreateContainer", pod=p[0], container=c[0]))
+    # The same rules on cgroup v2 with the file in the containers' cgroups: the mapping is there.
+    v2 = Holder(r, ANOLIS_V2)
     assert v2.send("Synchronize", pods=p, containers=c)["update"] == [
         {"container_id": "c1", "linux": {"resources": {"unified": {"cpu.bvt_warp_ns": "-1"}}}}
     ]

@@ -5,10 +5,12 @@ node executor writes when the kernel has the file (it skips it quietly otherwise
 reports the kernel's support once, at start-up and in /v1/state). As an extra NRI mapping we
 also set ``unified["cpu.bvt_warp_ns"]`` on each container at CreateContainer and reconcile, only
 when the rules declare ``group_identity_kernel_support`` (cgroup v2 kernels that expose the
-file) and the node is not on cgroup v1: runc refuses any ``unified`` key there ("cannot use
-unified on cgroup v1"), so the container would not start. On cgroup v1 the pod-level write
-(the v1 ``cpu.bvt_warp_ns`` file of Anolis kernels) carries the value alone, whatever the rules
-say; the server says so once at start-up and in /v1/state.
+file) and the node's probe saw the file in the containers' cgroups (``NodeFacts``): runc refuses
+any ``unified`` key on cgroup v1 ("cannot use unified on cgroup v1") and, on v2, a key whose file
+is missing (``openat2 .../cpu.bvt_warp_ns: no such file or directory`` on a stock kernel), and
+either way the container would not start. When the files are not known the key is not sent
+either. Otherwise the pod-level write carries the value alone, whatever the rules say; the
+server says why once at start-up and in /v1/state, so the hook itself says nothing per event.
 """
 
 from __future__ import annotations
@@ -88,5 +90,6 @@ def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult
 
 
 def container_mapping(rules: Rules, node: NodeFacts) -> bool:
-    """Whether containers get ``unified["cpu.bvt_warp_ns"]``: declared, and not cgroup v1."""
-    return rules.group_identity_kernel_support and node.unified_allowed
+    """Whether containers get ``unified["cpu.bvt_warp_ns"]``: declared, and the node is known
+    to have the file in its containers' cgroups."""
+    return rules.group_identity_kernel_support and node.has_cgroup_file(BVT_FILE)
