@@ -70,3 +70,8 @@ class PolicyLoadError(PolicyServerError):
 
 class BridgeControlError(PolicyServerError):
     """The bridge's control API could not be reached or answered something unusable."""
+
+
+class BridgeUnreachableError(BridgeControlError):
+    """Nothing accepts connections at the bridge's control address: its socket does not exist
+    (yet) or refuses them. At start-up that is the expected order, not a failure."""

@@ -36,7 +36,7 @@ from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
-from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.request_service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app, create_metrics_app
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 
@@ -90,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the bridge's control API (unix:///path.sock or http://host:port); "
         "rule changes are pushed to running containers through it",
+    )
+    p.add_argument(
+        "--bridge-start-wait",
+        metavar="SECONDS",
+        type=float,
+        default=BRIDGE_START_WAIT_S,
+        help="for this long after start-up, a bridge control socket that does not exist yet "
+        "is the expected start-up order: logged once at INFO and retried every second; "
+        f"after that, an error (default {BRIDGE_START_WAIT_S:g})",
     )
     p.add_argument(
         "--policy",
@@ -201,6 +210,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         cpu_weight_formula=WeightSetting(args.cpu_weight_formula),
         rules_poll_interval_s=args.rules_poll_interval,
         reconcile_interval_s=args.reconcile_interval,
+        bridge_start_wait_s=args.bridge_start_wait,
         resctrl_root=args.resctrl_root,
         proc_root=args.proc_root,
     )
@@ -333,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_policies(args.policy)
         if args.reconcile_interval < 0:
             raise StartupError("--reconcile-interval must be >= 0")
+        if args.bridge_start_wait < 0:
+            raise StartupError("--bridge-start-wait must be >= 0")
         server = PolicyServer(options_from(args))
         server.load_rules()
         server.probe_node()

@@ -8,7 +8,9 @@ a policy asks to push, and the recomputation of all known containers (pushed thr
 bridge) at startup and after a rule change: every policy that handles Synchronize gets a
 synthetic one built from the bridge's state, so a restarted server rebuilds its node view and
 its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
-``--reconcile-interval`` seconds. It says once, at start-up and in ``node_state``
+``--reconcile-interval`` seconds. A bridge whose control socket is not there yet at start-up
+is waited for quietly (the shipped units start this server first), for up to
+``--bridge-start-wait`` seconds. It says once, at start-up and in ``node_state``
 (``GET /v1/state``), which node effects cannot take effect here and why. ``server.hot_route``
 maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the resync and the reconciler
 evaluate comes from ``engine.request``.
@@ -31,7 +33,12 @@ from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, desc
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import update_to_json, updates_to_json
 from policy_server.engine.request import synchronize_event
-from policy_server.exceptions import BridgeControlError, PayloadError, RequestError
+from policy_server.exceptions import (
+    BridgeControlError,
+    BridgeUnreachableError,
+    PayloadError,
+    RequestError,
+)
 from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
 from policy_server.koordinator.rules import stabilize
 from policy_server.koordinator.rules_watcher import (
@@ -61,6 +68,13 @@ from policy_server.telemetry import Metrics
 log = logging.getLogger(__name__)
 
 RESYNC_RETRY_MAX_S = 30.0
+RESYNC_RETRY_INITIAL_S = 1.0
+# The shipped systemd units and the DaemonSet start the policy server before the bridge, so for a
+# while after start-up the bridge's control socket does not exist yet (or refuses connections).
+# Within this many seconds of start-up that is the expected order: said once at INFO, retried
+# every RESYNC_RETRY_INITIAL_S. Later (the bridge is stuck or misconfigured), or once the bridge
+# has answered (its socket vanished), it is an ERROR. `--bridge-start-wait` (docs/operations.md).
+BRIDGE_START_WAIT_S = 60.0
 EFFECTS_TIMEOUT_S = 2.0
 # Snapshots taken while events kept arriving are fetched again this often before backing off.
 RESYNC_SNAPSHOT_ATTEMPTS = 3
@@ -82,6 +96,7 @@ class ServerOptions:
     cpu_weight_formula: WeightSetting = WeightSetting.AUTO
     rules_poll_interval_s: float = RULES_POLL_INTERVAL_S
     reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S
+    bridge_start_wait_s: float = BRIDGE_START_WAIT_S
     resctrl_root: Path = DEFAULT_RESCTRL_ROOT
     proc_root: Path = DEFAULT_PROC_ROOT
 
@@ -90,9 +105,12 @@ class ServerOptions:
 class _ResyncState:
     pending: bool = False  # a full resync (every policy handling Synchronize)
     periodic: bool = False  # the koordinator node reconciler's periodic pass
-    backoff_s: float = 1.0
+    backoff_s: float = RESYNC_RETRY_INITIAL_S
     next_attempt: float = 0.0
     lock: asyncio.Lock | None = field(default=None)
+    started: float = field(default_factory=time.monotonic)  # run_background sets it again
+    bridge_answered: bool = False  # the control socket has accepted a connection once
+    waiting: bool = False  # the start-up wait was announced (INFO, once)
 
 
 def _effect_notes(effects: Sequence[Effect], mode: ExecutorMode) -> list[str]:
@@ -237,6 +255,7 @@ class PolicyServer:
 
     async def run_background(self, stop: asyncio.Event) -> None:
         """Poll the rules file and retry pending resyncs until ``stop`` is set."""
+        self._resync.started = time.monotonic()
         if self.bridge is not None and self.resync_policies:
             # Catch up with what happened while we were down (rules, containers) right away:
             # until then a stateful policy works from an empty node view.
@@ -273,7 +292,7 @@ class PolicyServer:
             self._warn_ignored()
             self._resync.pending = True
             self._resync.next_attempt = 0.0
-            self._resync.backoff_s = 1.0
+            self._resync.backoff_s = RESYNC_RETRY_INITIAL_S
         if time.monotonic() >= self._resync.next_attempt:
             if self._resync.pending:
                 await self.resync()
@@ -393,20 +412,57 @@ class PolicyServer:
                 else:
                     await self._reconcile_once()
             except Exception as exc:  # bridge down, bad state, a host surprise: retry later
+                state.pending = state.pending or full
+                if self._bridge_not_up_yet(exc):
+                    self.metrics.resyncs.labels("waiting").inc()
+                    state.next_attempt = time.monotonic() + RESYNC_RETRY_INITIAL_S
+                    return False
+                if not isinstance(exc, BridgeUnreachableError):
+                    state.bridge_answered = True  # it answered, with something unusable
                 if not isinstance(exc, BridgeControlError | PayloadError):
                     log.exception("reconcile pass failed unexpectedly")
                 self.metrics.resyncs.labels("failed").inc()
-                log.error("resync failed, retrying in %.0fs: %s", state.backoff_s, exc)
-                state.pending = state.pending or full
+                log.error("resync failed, retrying in %.0fs: %s%s", state.backoff_s, exc,
+                          self._unreachable_why(exc))
                 state.next_attempt = time.monotonic() + state.backoff_s
                 state.backoff_s = min(state.backoff_s * 2, RESYNC_RETRY_MAX_S)
                 return False
         self.metrics.resyncs.labels("ok").inc()
+        if not state.bridge_answered:
+            state.bridge_answered = True
+            log.info("the bridge's control API at %s answered; resynced", self.bridge.url)
         if full:
             state.pending = False
         state.periodic = False  # a full pass includes the reconciler's
-        state.backoff_s = 1.0
+        state.backoff_s = RESYNC_RETRY_INITIAL_S
         return True
+
+    def _bridge_not_up_yet(self, exc: Exception) -> bool:
+        """True for the expected start-up order: the bridge's control socket is not there (or
+        refuses connections), it never answered, and start-up was less than
+        ``bridge_start_wait_s`` ago. Said once at INFO, then at DEBUG."""
+        state = self._resync
+        if (not isinstance(exc, BridgeUnreachableError) or state.bridge_answered
+                or time.monotonic() - state.started >= self.options.bridge_start_wait_s):
+            return False
+        url = self.bridge.url if self.bridge is not None else "?"
+        if not state.waiting:
+            state.waiting = True
+            log.info("waiting for the bridge's control socket at %s (not up yet); retrying "
+                     "every %.0fs, an error after %.0fs", url, RESYNC_RETRY_INITIAL_S,
+                     self.options.bridge_start_wait_s)
+        else:
+            log.debug("still waiting for the bridge's control socket at %s: %s", url, exc)
+        return True
+
+    def _unreachable_why(self, exc: Exception) -> str:
+        """What an unreachable control socket means now, for the error line."""
+        if not isinstance(exc, BridgeUnreachableError):
+            return ""
+        if self._resync.bridge_answered:
+            return " (the bridge's control socket worked before: is the bridge still running?)"
+        return (f" (no bridge control socket {self.options.bridge_start_wait_s:.0f}s after "
+                "start-up: is the bridge running, with this control socket?)")
 
     async def _snapshot(self, bridge: BridgeControl) -> BridgeState:
         """The bridge's state, fetched while no event reached us (else the policies' state

@@ -1,8 +1,10 @@
 """Client for the bridge's control API: ``GET /v1/state`` and ``POST /v1/updates``.
 
 Owns the only HTTP client code in the server; httpx errors are mapped to
-``BridgeControlError`` here and nowhere else. The control URL is ``unix:///path.sock`` (HTTP
-over a Unix socket) or ``http://host:port``. Every call has a timeout.
+``BridgeControlError`` here and nowhere else (``BridgeUnreachableError`` when nothing accepts
+the connection, so a caller can tell "not started yet" from a broken reply). The control URL
+is ``unix:///path.sock`` (HTTP over a Unix socket) or ``http://host:port``. Every call has a
+timeout.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from policy_server.exceptions import BridgeControlError
+from policy_server.exceptions import BridgeControlError, BridgeUnreachableError
 
 BRIDGE_TIMEOUT_S = 5.0
 # The bridge waits up to 35 s for the runtime to answer UpdateContainers.
@@ -73,6 +75,8 @@ class BridgeControl:
                 response = await self._client.request(method, path, json=body)
             else:
                 response = await self._client.request(method, path, json=body, timeout=timeout_s)
+        except httpx.ConnectError as exc:  # no socket file, or nobody listening on it
+            raise BridgeUnreachableError(f"{method} {self.url}{path}: {exc!r}") from None
         except httpx.HTTPError as exc:
             raise BridgeControlError(f"{method} {self.url}{path}: {exc!r}") from None
         if response.status_code != 200:

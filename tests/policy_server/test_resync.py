@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.koordinator.rules_watcher import ReloadResult
@@ -78,17 +80,44 @@ async def test_invalid_change_pushes_nothing(tmp_path: Path) -> None:
     assert "policy_rules_last_load_valid 0.0" in server.metrics.render().decode()
 
 
-async def test_bridge_down_retries_with_backoff(tmp_path: Path) -> None:
+async def test_bridge_down_retries_with_backoff(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     server, fake, path = make(tmp_path, "")
-    fake.down = True
+    assert await server.resync() is True  # the bridge answered once ...
+    fake.down = True  # ... and then its control socket went away: an error, not a wait
     change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
-    await server._on_poll(server.rules.poll())
+    with caplog.at_level(logging.INFO):
+        await server._on_poll(server.rules.poll())
     assert 'policy_resyncs_total{result="failed"} 1.0' in server.metrics.render().decode()
+    [failed] = [r for r in caplog.records if "resync failed" in r.getMessage()]
+    assert failed.levelno == logging.ERROR
+    assert "worked before" in failed.getMessage()
     await server._on_poll(ReloadResult.UNCHANGED)  # too early: back-off not over
     assert 'result="failed"} 1.0' in server.metrics.render().decode()
     fake.down = False
     assert await server.resync() is True
     assert fake.pushed and fake.pushed[0][0]["container_id"] == "c1"
+
+
+async def test_a_bridge_not_up_yet_is_waited_for_quietly(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server, fake, _ = make(tmp_path, "")
+    fake.down = True  # started before the bridge: its control socket refuses connections
+    with caplog.at_level(logging.DEBUG, logger="policy_server"):
+        assert await server.resync() is False
+        assert await server.resync() is False
+        fake.down = False
+        assert await server.resync() is True
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in said if level not in ("INFO", "DEBUG")] == []
+    waiting = [level for level, msg in said
+               if msg.startswith("waiting for the bridge's control socket")]
+    assert waiting == ["INFO"]  # once; the retries after it at DEBUG
+    assert any("still waiting" in msg for level, msg in said if level == "DEBUG")
+    assert any("answered; resynced" in msg for level, msg in said if level == "INFO")
+    metrics = server.metrics.render().decode()
+    assert 'policy_resyncs_total{result="waiting"} 2.0' in metrics
+    assert 'result="failed"' not in metrics
 
 
 async def test_no_bridge_means_no_push(tmp_path: Path) -> None:
