@@ -77,6 +77,8 @@ def cgroup_file(pid: int, controller: str, name: str) -> str:
 
 
 def cgroup_values(pid: int) -> CgroupValues:
+    if (CGROUP_V1_ROOT / "cgroup.controllers").exists():
+        return _cgroup_v2_values(pid)
     paths = cgroup_paths(pid)
     missing = {"cpu", "cpuset", "memory"} - paths.keys()
     if missing:
@@ -86,4 +88,22 @@ def cgroup_values(pid: int) -> CgroupValues:
         cpu_shares=int(_read("cpu", paths["cpu"], "cpu.shares")),
         cpuset_cpus=_read("cpuset", paths["cpuset"], "cpuset.cpus"),
         memory_limit_bytes=int(_read("memory", paths["memory"], "memory.limit_in_bytes")),
+    )
+
+
+def _cgroup_v2_values(pid: int) -> CgroupValues:
+    """The same values on a cgroup v2 node (the `make node-v2` guest). ``cpu.weight`` is no
+    shares value (which conversion made it depends on the runtime), so ``cpu_shares`` is -1
+    there: v2 tests read ``cpu.weight`` themselves (tests/node_v2/guest_node.py)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    path = next((line[3:] for line in lines if line.startswith("0::")), None)
+    if path is None:
+        raise AssertionError(f"pid {pid} has no cgroup v2 line in /proc/{pid}/cgroup: {lines}")
+    directory = CGROUP_V1_ROOT / path.lstrip("/")
+    memory = (directory / "memory.max").read_text().strip()
+    return CgroupValues(
+        cpu_path=path,
+        cpu_shares=-1,
+        cpuset_cpus=(directory / "cpuset.cpus").read_text().strip(),
+        memory_limit_bytes=-1 if memory == "max" else int(memory),
     )

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from .bridge_proc import Bridge
-from .procs import scaled, stop_by_pid
+from .procs import TIME_SCALE, scaled, stop_by_pid
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -159,6 +159,20 @@ class PolicyServer:
         return "\n".join(self.raw_log().splitlines()[-lines:])
 
 
+def scaled_webhook(hook: dict[str, Any]) -> dict[str, Any]:
+    """``hook`` with its call timeouts (given, or the bridge's 1 s default) multiplied by the
+    harness's time scale: under emulation a policy answers ~13x slower (tests/e2e/procs.py).
+    Unchanged on a host."""
+    if TIME_SCALE == 1:
+        return hook
+    out = dict(hook)
+    for key in ("timeout", "sync_timeout"):
+        text = str(hook.get(key, "1s"))
+        seconds = float(text[:-2]) / 1000 if text.endswith("ms") else float(text.rstrip("s"))
+        out[key] = f"{min(seconds * TIME_SCALE, 60):g}s"
+    return out
+
+
 class WebhookBridge(Bridge):
     """The bridge with a ``webhooks:`` config and a private control socket.
 
@@ -168,9 +182,9 @@ class WebhookBridge(Bridge):
 
     def __init__(self, nri_socket: Path, workdir: Path, webhooks: list[dict[str, Any]]) -> None:
         super().__init__(nri_socket, workdir, static={})
-        self.webhooks = webhooks
+        self.webhooks = [scaled_webhook(hook) for hook in webhooks]
         self.control_socket = workdir / "control.sock"
-        self.config.write_text(json.dumps({"webhooks": webhooks}, indent=2) + "\n")
+        self.config.write_text(json.dumps({"webhooks": self.webhooks}, indent=2) + "\n")
 
     def command(self) -> list[str]:
         # info, not debug: at debug every webhook call logs a dozen httpcore lines.

@@ -15,6 +15,7 @@ import re
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,15 +131,23 @@ def wait_requests(bridge: RecordingBridge, count: int) -> list[dict[str, Any]]:
 
 def test_try_sends_what_containerd_sends(containerd: Containerd, clean_pods: CriClient,
                                          request: pytest.FixtureRequest) -> None:
-    cri = clean_pods
+    node = NodeSpec(cgroup_driver="cgroupfs", name=socket.gethostname(),
+                    cgroup_version=2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1)
+    compare_with_runtime(containerd, clean_pods, request, node)
+
+
+def compare_with_runtime(containerd: Containerd, cri: CriClient, request: pytest.FixtureRequest,
+                         node: NodeSpec, make_pod_cgroup: Callable[[str], None] | None = None,
+                         ) -> None:
+    """Play MANIFEST through real containerd and through `try` on ``node``; fail on any
+    difference not in EXPECTED. ``make_pod_cgroup(parent)`` does what kubelet does before
+    RunPodSandbox (the systemd driver: the pod's slice)."""
     pb = cri.pb
     base = Path(tempfile.mkdtemp(prefix="try-", dir=containerd.dirs.base))
     manifest = base / "pod.yaml"
     manifest.write_text(MANIFEST)
     version = containerd.runtime.version
     profile = PROFILES[f"containerd-{version}"]
-    node = NodeSpec(cgroup_driver="cgroupfs", name=socket.gethostname(),
-                    cgroup_version=2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1)
     (pod,) = load_pods([str(manifest)])
     cri_pod = translate(pod, node)
     policy = PolicyServer(base / "policy",
@@ -154,6 +163,8 @@ def test_try_sends_what_containerd_sends(containerd: Containerd, clean_pods: Cri
         bridge.start()
         bridge.wait_ready()
         sandbox_cfg = sandbox_config(pb, cri_pod, where)
+        if make_pod_cgroup is not None:
+            make_pod_cgroup(sandbox_cfg.linux.cgroup_parent)
         sandbox_id = cri.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=sandbox_cfg),
                                                timeout=60).pod_sandbox_id
         ids = []

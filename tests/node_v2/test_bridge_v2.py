@@ -98,10 +98,8 @@ def test_webhook_adjustment_and_reject(
 ) -> None:
     stack = start_stack(
         webhooks=[
-            {"name": "e2e-resources", "events": ["CreateContainer"], "failure_policy": "Fail",
-             "timeout": "8s"},
-            {"name": "node-v2-refuse", "events": ["CreateContainer"], "failure_policy": "Fail",
-             "timeout": "8s"},
+            {"name": "e2e-resources", "events": ["CreateContainer"], "failure_policy": "Fail"},
+            {"name": "node-v2-refuse", "events": ["CreateContainer"], "failure_policy": "Fail"},
         ],
         policy_modules=(REPO / "tests" / "e2e" / "resource_policy.py",
                         REPO / "tests" / "node_v2" / "reject_policy.py"),

@@ -139,9 +139,18 @@ with open(sys.argv[1], "rb") as f:
 print("\n".join(project["dependencies"]))
 EOF
 )
+# Wheels for the guest's Python are fetched by this host's pip (its index and certificate
+# settings; the chroot's own pip would not trust this machine's package proxy), then
+# installed offline in the chroot.
+guest_py=$(in_root python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+mkdir -p "$root/tmp/wheels"
+python3 -m pip download -q --only-binary=:all: --python-version "$guest_py" --implementation cp \
+    -d "$root/tmp/wheels" "${deps[@]}" "${GUEST_DEV_DEPS[@]}" pip >"$CACHE_DIR/pip.log" 2>&1 ||
+    { tail -30 "$CACHE_DIR/pip.log" >&2; die "pip download for Python $guest_py failed"; }
 in_root python3 -m venv /opt/nri-venv
-in_root /opt/nri-venv/bin/pip install -q --no-cache-dir "${deps[@]}" "${GUEST_DEV_DEPS[@]}" >"$CACHE_DIR/pip.log" 2>&1 ||
-    { tail -30 "$CACHE_DIR/pip.log" >&2; die "pip install in the guest venv failed"; }
+in_root /opt/nri-venv/bin/pip install -q --no-index --find-links /tmp/wheels "${deps[@]}" "${GUEST_DEV_DEPS[@]}" \
+    >>"$CACHE_DIR/pip.log" 2>&1 || { tail -30 "$CACHE_DIR/pip.log" >&2; die "pip install in the guest venv failed"; }
+rm -rf "$root/tmp/wheels"
 site=$(in_root /opt/nri-venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 echo /src >"$root$site/nri-src.pth"
 # The console scripts of pyproject.toml, pointing at the repository mounted at /src.
