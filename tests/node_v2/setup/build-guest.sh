@@ -179,7 +179,8 @@ in_root passwd -d root >/dev/null
 
 for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}"; done
 mounted=()
-rm -f "$root/etc/resolv.conf"
+# No network device in the guest, but containerd copies the node's resolv.conf into sandboxes.
+printf '# the node-v2 guest has no network\nnameserver 127.0.0.1\n' >"$root/etc/resolv.conf"
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
     "$root"/usr/share/doc/* "$root"/usr/share/man/*
 

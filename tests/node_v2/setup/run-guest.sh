@@ -32,17 +32,31 @@ GUEST=$(bash "$HERE/build-guest.sh")
 
 kvm_works() {
     [[ -r /dev/kvm && -w /dev/kvm ]] || return 1
-    local probe
-    probe=$(mktemp)
-    # No root device: a kernel that really runs under KVM ends in the "unable to mount
-    # root" panic; one that does not dies earlier (or QEMU refuses the CPU model).
-    timeout 120 qemu-system-x86_64 -accel kvm -cpu host -m 512 -nodefaults -display none \
-        -no-reboot -kernel "$GUEST/vmlinuz" -append "console=ttyS0 panic=-1" \
-        -serial "file:$probe" >/dev/null 2>&1 || true
-    grep -q "Unable to mount root fs\|VFS: Cannot open root device" "$probe"
-    local rc=$?
-    rm -f "$probe"
-    return $rc
+    local dir pid verdict=1
+    dir=$(mktemp -d)
+    # No root device: a kernel that really runs under KVM ends in the "unable to mount root"
+    # panic within seconds; one that does not makes QEMU refuse the CPU model (failed to set
+    # MSR) or stop on "KVM internal error ... emulation failure". Watched, not waited out.
+    qemu-system-x86_64 -accel kvm -cpu host -m 512 -nodefaults -display none -no-reboot \
+        -kernel "$GUEST/vmlinuz" -append "console=ttyS0 panic=-1" \
+        -serial "file:$dir/console" >"$dir/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 60); do
+        if grep -qs "Unable to mount root fs\|VFS: Cannot open root device" "$dir/console"; then
+            verdict=0
+            break
+        fi
+        if grep -qs "KVM internal error\|failed to set MSR\|emulation failure" "$dir/out" ||
+            ! kill -0 "$pid" 2>/dev/null; then
+            break
+        fi
+        sleep 0.5
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    [[ $verdict == 0 ]] || log "KVM cannot run this kernel here ($(grep -m1 -o 'KVM internal error\|failed to set MSR[^,]*\|emulation failure' "$dir/out" || echo 'no panic seen')): software emulation"
+    rm -rf "$dir"
+    return $verdict
 }
 
 case $ACCEL in
