@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from bridge.kube import quantity
+from bridge.contract import quantity
 from bridge.kube.errors import ManifestError
 from bridge.kube.model import (
     Container,

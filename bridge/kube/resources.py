@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-from bridge.kube import quantity
+from bridge.contract import quantity
 from bridge.kube.model import Container, ContainerKind, Pod, ResourceList, amount
 from bridge.kube.node import NodeSpec
 

@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 
 from bridge.config_file import parse
+from bridge.contract import quantity
 from bridge.errors import ConfigError
-from bridge.kube import ManifestError, NodeSpec, Pod, load_pods, quantity, translate
+from bridge.kube import ManifestError, NodeSpec, Pod, load_pods, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
 from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.trial import report

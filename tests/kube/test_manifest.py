@@ -148,3 +148,12 @@ def test_not_yaml() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="cannot read"):
         load_pods([str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.parametrize(("text", "exact"), [("1Ei", 2**60), ("1E", 10**18), ("2e3", 2000)])
+def test_exa_quantities(text: str, exact: int) -> None:
+    """`E` is exa and `Ei` exbi; `e`/`E` followed by digits is an exponent (issue 25: `1Ei`
+    crashed with "invalid literal for int()")."""
+    resources = f"resources: {{limits: {{memory: {text}}}}}"
+    (pod,) = pods(POD.replace("image: i}", f"image: i, {resources}}}"))
+    assert dict(pod.containers[0].limits)["memory"] == exact
