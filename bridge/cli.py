@@ -181,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")  # `run` is the default subcommand
+    if argv[0] == "try":
+        from bridge.trial import command as try_cli
+        argv = try_cli.attach_values(argv)
     parser = build_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command in ("run", "record"):

@@ -13,7 +13,7 @@ manifests it is given, or import the plugin's runtime layers.
 from bridge.kube.cri import CriContainer, CriPod
 from bridge.kube.errors import ManifestError
 from bridge.kube.kubelet import translate
-from bridge.kube.manifest import load_pods, parse_documents, pods_of
+from bridge.kube.manifest import Manifests, load_pods, parse_documents, pods_of, read_manifests
 from bridge.kube.model import ContainerKind, Pod
 from bridge.kube.node import NodeSpec
 from bridge.kube.runtime_view import (
@@ -29,6 +29,7 @@ __all__ = [
     "CriContainer",
     "CriPod",
     "ManifestError",
+    "Manifests",
     "NodeSpec",
     "Pod",
     "container",
@@ -38,6 +39,7 @@ __all__ = [
     "parse_documents",
     "pod_sandbox",
     "pods_of",
+    "read_manifests",
     "sandbox_id",
     "translate",
 ]

@@ -74,3 +74,4 @@ class CriPod:
     share_process_namespace: bool = False
     source: str = ""  # the manifest document, for messages
     node_name: str = ""  # the node's hostname, what a host-network container sees
+    runtime_handler: str = ""  # RunPodSandboxRequest.runtime_handler ("" = the default)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from fractions import Fraction
 
-from bridge.kube import quantity
+from bridge.contract import quantity
 from bridge.kube.errors import ManifestError
 from bridge.kube.model import Container, Pod, amount
 from bridge.kube.node import NodeSpec

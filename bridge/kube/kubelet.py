@@ -34,8 +34,7 @@ _PROPAGATION = {"None": "private", "HostToContainer": "rslave", "Bidirectional":
 def translate(pod: Pod, node: NodeSpec) -> CriPod:
     """The CRI view of `pod` on `node`."""
     qos = resources.qos_class(pod)
-    requests = resources.pod_totals(pod.containers, limits=False)
-    limits = resources.pod_totals(pod.containers, limits=True)
+    requests, limits = resources.pod_requests(pod), resources.pod_limits(pod)
     return CriPod(
         name=pod.name, namespace=pod.namespace, uid=pod.uid, qos_class=qos.value,
         # A host-network pod keeps the node's hostname: kubelet sends none.
@@ -51,7 +50,8 @@ def translate(pod: Pod, node: NodeSpec) -> CriPod:
         overhead=_cpu_memory(pod.overhead, pod.overhead) if pod.overhead else None,
         containers=tuple(_container(pod, c, node, i) for i, c in enumerate(pod.containers)),
         host_network=pod.host_network, host_pid=pod.host_pid, host_ipc=pod.host_ipc,
-        share_process_namespace=pod.share_process_namespace, source=pod.source)
+        share_process_namespace=pod.share_process_namespace, source=pod.source,
+        runtime_handler=pod.runtime_handler)
 
 
 def _pod_labels(pod: Pod) -> dict[str, str]:
@@ -72,7 +72,7 @@ def _cpu_memory(requests: ResourceList, limits: ResourceList) -> CriResources:
 
 def _container(pod: Pod, c: Container, node: NodeSpec, index: int) -> CriContainer:
     field = f"container {c.name}"
-    values = resources.cpu_memory(c.requests, c.limits)
+    values = resources.cpu_memory(c.requests, resources.container_limits(pod, c))
     swap, unified = resources.swap(values.memory_limit, node)
     res = CriResources(
         cpu_shares=values.cpu_shares, cpu_quota=values.cpu_quota, cpu_period=values.cpu_period,

@@ -1,11 +1,15 @@
 """Kubernetes manifests in, pods out: the documents `try` and the test kit read.
 
 Owns: reading YAML/JSON (multi-document, `-` for stdin), finding the pods in them (Pod, the
-pod templates of Deployment, ReplicaSet, StatefulSet, DaemonSet, Job and CronJob, `kind: List`
-and `kubectl get -o yaml` output), the validation the API server would do on what kubelet reads
-(names, images, quantities, hugepages), and its defaulting (a limit without a request becomes
-the request; the ServiceAccount admission's token volume). Every error names the document and
-the field. Must not: apply kubelet's rules (bridge.kube.kubelet) or touch the network.
+pod templates of Deployment, ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job and
+CronJob, one pod per replica, `kind: List` and `kubectl get -o yaml` output; documents of other
+kinds make no pod and are skipped with a note, or refused when strict), the validation the API
+server would do on what kubelet reads (apiVersion per kind, names, images, quantities,
+hugepages, pod-level resources), and its defaulting and admission (a limit without a request
+becomes the request, at container and pod level; the ServiceAccount admission's token volume;
+the Priority admission's value for the system priority classes; a RuntimeClass's handler; a
+StatefulSet's claims). Every error names the document and the field. Must not: apply kubelet's
+rules (bridge.kube.kubelet) or touch the network.
 """
 
 from __future__ import annotations
@@ -16,14 +20,14 @@ import re
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bridge.kube import quantity
+from bridge.contract import quantity
 from bridge.kube.errors import ManifestError
 from bridge.kube.model import (
     Container,
@@ -39,13 +43,32 @@ from bridge.kube.model import (
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template"),
     "ReplicaSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
     "StatefulSet": ("spec", "template"),
     "DaemonSet": ("spec", "template"),
     "Job": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
+# Workloads whose `spec.replicas` (default 1) is the number of pods they run.
+REPLICATED_KINDS = frozenset({"Deployment", "ReplicaSet", "ReplicationController",
+                              "StatefulSet"})
 LIST_KINDS = frozenset({"List", "PodList"})
 KINDS = ("Pod", *TEMPLATE_PATHS, *sorted(LIST_KINDS))
+# The apiVersion each kind is served under (the older beta groups were removed: apps/v1beta*
+# in 1.16, batch/v1beta1 CronJob in 1.25). A document without apiVersion is taken as these.
+API_VERSIONS: dict[str, str] = {
+    "Pod": "v1", "ReplicationController": "v1", "List": "v1", "PodList": "v1",
+    "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1",
+    "RuntimeClass": "node.k8s.io/v1",
+}
+# What the Priority admission plugin fills in for the built-in classes when `spec.priority`
+# is not given (scheduling.SystemNodeCritical / SystemClusterCritical). Other classes are
+# cluster objects `try` does not have: their pods get 0, as with no class.
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000,
+                           "system-cluster-critical": 2_000_000_000}
+# Pod-level resources (`spec.resources`): the resources kubelet reads from them.
+POD_LEVEL_RESOURCES = ("cpu", "memory")
 # The projected volume the ServiceAccount admission plugin adds (name kube-api-access-<5>).
 TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Pod UIDs that the manifest does not give are derived from namespace/name (stable output).
@@ -82,61 +105,158 @@ def parse_documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
             yield (name if len(docs) == 1 else f"{name} document {index}"), doc
 
 
-def load_pods(paths: Sequence[str]) -> list[Pod]:
-    """Every pod in the manifests, in order; the first bad document raises ManifestError."""
+@dataclass(frozen=True, slots=True)
+class Manifests:
+    """What the manifests describe: the pods, and a note per document that makes none."""
+
+    pods: tuple[Pod, ...]
+    skipped: tuple[str, ...] = ()
+
+
+def read_manifests(paths: Sequence[str], *, strict: bool = False,
+                   replicas: int | None = None) -> Manifests:
+    """Every pod in the manifests, in order; the first bad document raises ManifestError.
+
+    A document of a kind that makes no pod (a Service, a ConfigMap, a custom resource) is
+    skipped with a note, or, `strict`, refused. `replicas` overrides every replicated
+    workload's `spec.replicas`. A RuntimeClass in the manifests gives its handler to the pods
+    that name it."""
+    docs = list(read_documents(paths))
+    handlers = _runtime_handlers(docs)
+    skipped: list[str] | None = None if strict else []
     pods: list[Pod] = []
-    for where, doc in read_documents(paths):
-        pods.extend(pods_of(doc, where))
-    return pods
+    for where, doc in docs:
+        for pod in pods_of(doc, where, replicas=replicas, skipped=skipped):
+            handler = handlers.get(pod.runtime_handler)
+            pods.append(replace(pod, runtime_handler=handler) if handler else pod)
+    return Manifests(tuple(pods), tuple(skipped or ()))
 
 
-def pods_of(doc: Any, where: str) -> list[Pod]:
-    """The pods one document describes (a List may describe several)."""
+def load_pods(paths: Sequence[str], *, strict: bool = False,
+              replicas: int | None = None) -> list[Pod]:
+    """The pods of `read_manifests`."""
+    return list(read_manifests(paths, strict=strict, replicas=replicas).pods)
+
+
+def pods_of(doc: Any, where: str, *, replicas: int | None = None,
+            skipped: list[str] | None = None) -> list[Pod]:
+    """The pods one document describes (a List may describe several, a workload one per
+    replica). A document that makes no pod raises ManifestError, or, given `skipped`, adds a
+    note to it and gives no pod."""
     obj = _mapping(doc, where, "")
     kind = obj.get("kind")
     if not isinstance(kind, str) or not kind:
         raise ManifestError(where, "kind", "missing; expected one of " + ", ".join(KINDS))
+    _check_api_version(obj, kind, where)
     if kind in LIST_KINDS:
         items = obj.get("items") or []
         if not isinstance(items, list):
             raise ManifestError(where, "items", "must be a list")
         out: list[Pod] = []
         for i, item in enumerate(items):
-            out.extend(pods_of(item, f"{where} items[{i}]"))
+            out.extend(pods_of(item, f"{where} items[{i}]", replicas=replicas,
+                               skipped=skipped))
         return out
+    if kind != "Pod" and kind not in TEMPLATE_PATHS:
+        problem = f"a {kind} makes no pod; expected one of " + ", ".join(KINDS)
+        if skipped is None:
+            raise ManifestError(_label(obj, where, kind), "kind", problem)
+        skipped.append(f"{_label(obj, where, kind)}: skipped, {problem}")
+        return []
     name = _name(obj, where)
     label = f"{where} ({kind} {name})"
     metadata = _mapping(obj.get("metadata") or {}, label, "metadata")
     namespace = _str(metadata.get("namespace") or "default", label, "metadata.namespace")
     if kind == "Pod":
         return [_pod(obj, label, name, namespace, {})]
-    path = TEMPLATE_PATHS.get(kind)
-    if path is None:
-        raise ManifestError(where, "kind", f"unknown kind {kind!r}; expected one of "
-                            + ", ".join(KINDS))
+    path = TEMPLATE_PATHS[kind]
+    _mapping(obj.get("spec"), label, "spec")
     template: Any = obj
     for step in path:
         template = template.get(step) if isinstance(template, Mapping) else None
     if not isinstance(template, Mapping):
         raise ManifestError(label, ".".join(path), "missing pod template")
-    pod_name, extra = _workload_pod(kind, name, metadata, template)
-    return [_pod(template, label, pod_name, namespace, extra, prefix=".".join(path) + ".")]
+    prefix = ".".join(path) + "."
+    claims = _claim_templates(obj, label) if kind == "StatefulSet" else ()
+    out = []
+    for ordinal in range(_replicas(obj, kind, label, replicas)):
+        pod_name, extra = _workload_pod(kind, name, template, ordinal)
+        pod = _pod(template, label, pod_name, namespace, extra, prefix=prefix,
+                   claims={c: f"{c}-{name}-{ordinal}" for c in claims})
+        out.append(pod)
+    if not out and skipped is not None:
+        skipped.append(f"{label}: skipped, spec.replicas is 0")
+    return out
 
 
-def _workload_pod(kind: str, name: str, metadata: Mapping[str, Any],
-                  template: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
-    """The name a controller gives the first pod, and the labels it adds."""
+def _label(obj: Mapping[str, Any], where: str, kind: str) -> str:
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return f"{where} ({kind} {name})" if isinstance(name, str) and name else where
+
+
+def _check_api_version(obj: Mapping[str, Any], kind: str, where: str) -> None:
+    expected = API_VERSIONS.get(kind)
+    given = obj.get("apiVersion")
+    if expected is None or given is None or given == expected:
+        return
+    raise ManifestError(where, "apiVersion", f"{given!r} does not serve {kind}; expected "
+                        f"{expected!r}")
+
+
+def _replicas(obj: Mapping[str, Any], kind: str, where: str, override: int | None) -> int:
+    if kind not in REPLICATED_KINDS:
+        return 1  # a DaemonSet runs one pod per node; a Job's pods are played as one
+    if override is not None:
+        return override
+    count = obj["spec"].get("replicas", 1)
+    if count is None:
+        return 1
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ManifestError(where, "spec.replicas", f"expected a non-negative integer, got "
+                            f"{count!r}")
+    return count
+
+
+def _claim_templates(obj: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The names of a StatefulSet's volumeClaimTemplates: each becomes a pod volume."""
+    out = []
+    field = "spec.volumeClaimTemplates"
+    for i, item in enumerate(_list(obj["spec"].get("volumeClaimTemplates"), where, field)):
+        claim = _mapping(item, where, f"{field}[{i}]")
+        out.append(_name(claim, where, f"{field}[{i}].metadata.name"))
+    return tuple(out)
+
+
+def _runtime_handlers(docs: Sequence[tuple[str, Any]]) -> dict[str, str]:
+    """RuntimeClass name -> its CRI handler, for the RuntimeClasses among the documents."""
+    out = {}
+    for where, doc in docs:
+        if isinstance(doc, Mapping) and doc.get("kind") == "RuntimeClass":
+            name = _name(doc, where)
+            handler = doc.get("handler")
+            out[name] = _str(handler, f"{where} (RuntimeClass {name})", "handler")
+    return out
+
+
+def _workload_pod(kind: str, name: str, template: Mapping[str, Any],
+                  ordinal: int) -> tuple[str, dict[str, str]]:
+    """The name a controller gives its pod number `ordinal`, and the labels it adds."""
     digest = hashlib.sha256(json.dumps(template, sort_keys=True, default=str).encode()).hexdigest()
-    suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[int(c, 16)] for c in digest[10:15])
-    if kind in ("Deployment", "ReplicaSet"):
+    # Controllers name pods with five random characters; ours are derived from the template
+    # and the ordinal, so every run names them alike.
+    salted = digest if ordinal == 0 else hashlib.sha256(f"{digest}/{ordinal}".encode()).hexdigest()
+    suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[int(c, 16)] for c in salted[10:15])
+    if kind in ("Deployment", "ReplicaSet", "ReplicationController"):
         template_hash = digest[:10] if kind == "Deployment" else ""
         prefix = f"{name}-{template_hash}" if template_hash else name
         return f"{prefix}-{suffix}", ({"pod-template-hash": template_hash}
                                       if template_hash else {})
     if kind == "StatefulSet":
-        return f"{name}-0", {"statefulset.kubernetes.io/pod-name": f"{name}-0",
-                             "apps.kubernetes.io/pod-index": "0",
-                             "controller-revision-hash": f"{name}-{digest[:10]}"}
+        pod_name = f"{name}-{ordinal}"
+        return pod_name, {"statefulset.kubernetes.io/pod-name": pod_name,
+                          "apps.kubernetes.io/pod-index": str(ordinal),
+                          "controller-revision-hash": f"{name}-{digest[:10]}"}
     if kind == "DaemonSet":
         return f"{name}-{suffix}", {"controller-revision-hash": digest[:10],
                                     "pod-template-generation": "1"}
@@ -145,7 +265,8 @@ def _workload_pod(kind: str, name: str, metadata: Mapping[str, Any],
 
 
 def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
-         extra_labels: Mapping[str, str], prefix: str = "") -> Pod:
+         extra_labels: Mapping[str, str], prefix: str = "",
+         claims: Mapping[str, str] | None = None) -> Pod:
     metadata = _mapping(obj.get("metadata") or {}, where, f"{prefix}metadata")
     spec = _mapping(obj.get("spec"), where, f"{prefix}spec")
     labels = {**_strings(metadata.get("labels"), where, f"{prefix}metadata.labels"),
@@ -155,6 +276,11 @@ def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
     uid = _str(uid, where, "metadata.uid") if uid else str(uuid.uuid5(UID_NAMESPACE,
                                                                       f"{namespace}/{name}"))
     volumes = _volumes(spec.get("volumes"), where, f"{prefix}spec.volumes")
+    if claims:
+        # The StatefulSet controller gives the pod a volume per claim template, named after
+        # it, bound to the claim `<template>-<set>-<ordinal>` (replacing one of that name).
+        volumes = [v for v in volumes if v.name not in claims]
+        volumes += [Volume(v, "persistentVolumeClaim", claim) for v, claim in claims.items()]
     names = {v.name for v in volumes}
     containers: list[Container] = []
     for key, regular in (("initContainers", False), ("containers", True)):
@@ -180,10 +306,23 @@ def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
     if automount and not any(v.kind == "projected" and v.name.startswith("kube-api-access-")
                              for v in volumes):
         volumes, containers = _add_token_volume(name, namespace, volumes, containers)
-    priority = spec.get("priority", 0)
+    priority_class = _str(spec.get("priorityClassName") or "", where,
+                          f"{prefix}spec.priorityClassName")
+    priority = spec.get("priority")
+    if priority is None:  # the Priority admission plugin resolves the class
+        priority = SYSTEM_PRIORITY_CLASSES.get(priority_class, 0)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ManifestError(where, f"{prefix}spec.priority", f"expected an integer, got "
                             f"{priority!r}")
+    if priority_class in SYSTEM_PRIORITY_CLASSES \
+            and priority != SYSTEM_PRIORITY_CLASSES[priority_class]:
+        raise ManifestError(where, f"{prefix}spec.priority", f"{priority} does not match "
+                            f"{priority_class} ({SYSTEM_PRIORITY_CLASSES[priority_class]}); "
+                            "leave it out and the Priority admission fills it in")
+    pod_requests, pod_limits = _pod_level(spec.get("resources"), where,
+                                          f"{prefix}spec.resources")
+    runtime_class = _str(spec.get("runtimeClassName") or "", where,
+                         f"{prefix}spec.runtimeClassName")
     grace = spec.get("terminationGracePeriodSeconds", 30)
     if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
         raise ManifestError(where, f"{prefix}spec.terminationGracePeriodSeconds",
@@ -194,14 +333,34 @@ def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
         labels=tuple(sorted(labels.items())), annotations=tuple(sorted(annotations.items())),
         containers=tuple(containers), volumes=tuple(volumes),
         overhead=_resources(spec.get("overhead"), where, f"{prefix}spec.overhead"),
+        pod_requests=pod_requests, pod_limits=pod_limits, runtime_handler=runtime_class,
         service_account=service_account, automount_token=automount,
         host_network=spec.get("hostNetwork") is True, host_pid=spec.get("hostPID") is True,
         host_ipc=spec.get("hostIPC") is True,
         share_process_namespace=spec.get("shareProcessNamespace") is True,
         hostname=_str(spec.get("hostname") or "", where, f"{prefix}spec.hostname"),
-        priority=priority, priority_class=str(spec.get("priorityClassName") or ""),
+        priority=priority, priority_class=priority_class,
         termination_grace_s=grace, enable_service_links=spec.get("enableServiceLinks") is not False,
         static=source != "api")
+
+
+def _pod_level(raw: Any, where: str, field: str) -> tuple[ResourceList, ResourceList]:
+    """Pod-level (requests, limits), the API server's defaulting applied: a pod-level limit
+    without a pod-level request becomes the request."""
+    obj = _mapping(raw or {}, where, field)
+    limits = _resources(obj.get("limits"), where, f"{field}.limits")
+    requests = dict(_resources(obj.get("requests"), where, f"{field}.requests"))
+    for key, items in (("requests", requests.items()), ("limits", limits)):
+        for res, _ in items:
+            if res not in POD_LEVEL_RESOURCES:
+                raise ManifestError(where, f"{field}.{key}.{res}", "pod-level resources: "
+                                    "only cpu and memory are supported by try")
+    for res, limit in limits:
+        requests.setdefault(res, limit)
+        if requests[res] > limit:
+            raise ManifestError(where, f"{field}.requests.{res}",
+                                f"must be less than or equal to the limit ({limit})")
+    return tuple(sorted(requests.items())), limits
 
 
 def _add_token_volume(name: str, namespace: str, volumes: Sequence[Volume],
@@ -379,17 +538,19 @@ def _ports(raw: Any, where: str, field: str) -> tuple[tuple[str, int, str], ...]
 # -- small checked accessors ---------------------------------------------------------------
 
 
-def _name(obj: Mapping[str, Any], where: str) -> str:
+def _name(obj: Mapping[str, Any], where: str, field: str = "metadata.name") -> str:
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:
-        raise ManifestError(where, "metadata.name", "missing")
+        raise ManifestError(where, field, "missing")
     if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
-        raise ManifestError(where, "metadata.name", f"{name!r} is not a DNS subdomain name")
+        raise ManifestError(where, field, f"{name!r} is not a DNS subdomain name")
     return name
 
 
 def _mapping(value: Any, where: str, field: str) -> Mapping[str, Any]:
+    if value is None and field:
+        raise ManifestError(where, field, "missing")
     if not isinstance(value, Mapping):
         raise ManifestError(where, field or "document", f"expected a mapping, got "
                             f"{type(value).__name__}")

@@ -76,6 +76,13 @@ class Pod:
     containers: tuple[Container, ...]  # init containers (incl. sidecars) first, in spec order
     volumes: tuple[Volume, ...] = ()
     overhead: ResourceList = ()
+    # Pod-level resources (`spec.resources`, CPU and memory), the API server's defaulting
+    # applied (a pod-level limit without a pod-level request becomes the request).
+    pod_requests: ResourceList = ()
+    pod_limits: ResourceList = ()
+    # The CRI runtime handler: the RuntimeClass's handler when the manifests have the class,
+    # else `spec.runtimeClassName` itself; empty for the runtime's default.
+    runtime_handler: str = ""
     service_account: str = "default"
     automount_token: bool = True
     host_network: bool = False
@@ -83,7 +90,7 @@ class Pod:
     host_ipc: bool = False
     share_process_namespace: bool = False
     hostname: str = ""
-    priority: int = 0
+    priority: int = 0  # spec.priority, or what the Priority admission fills in
     priority_class: str = ""
     termination_grace_s: int = 30
     enable_service_links: bool = True

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-from bridge.kube import quantity
+from bridge.contract import quantity
 from bridge.kube.model import Container, ContainerKind, Pod, ResourceList, amount
 from bridge.kube.node import NodeSpec
 
@@ -57,38 +57,58 @@ class CpuMemory:
 
 
 def qos_class(pod: Pod) -> QosClass:
-    """Guaranteed, Burstable or BestEffort; init and sidecar containers count."""
+    """Guaranteed, Burstable or BestEffort, from the pod-level resources when the pod has them,
+    else from every container (init containers and sidecars count). Zero quantities are
+    skipped, as if not given."""
     requests: dict[str, Fraction] = {}
     limits: dict[str, Fraction] = {}
     guaranteed = True
-    for c in pod.containers:
-        for name in QOS_RESOURCES:
-            req, lim = amount(c.requests, name), amount(c.limits, name)
-            if req is not None and req > 0:
-                requests[name] = requests.get(name, Fraction(0)) + req
-            if lim is not None and lim > 0:
-                limits[name] = limits.get(name, Fraction(0)) + lim
-            else:
-                guaranteed = False  # every container needs a CPU and a memory limit
+    if pod_level_set(pod):
+        _add(requests, _positive(pod.pod_requests))
+        _add(limits, _positive(pod.pod_limits))
+        # Without pod-level limits the class is decided by requests alone (never Guaranteed
+        # when there are any); with them, both CPU and memory limits are needed.
+        guaranteed = not pod.pod_limits or set(limits) == set(QOS_RESOURCES)
+    else:
+        for c in pod.containers:
+            _add(requests, _positive(c.requests))
+            container_limits = _positive(c.limits)
+            _add(limits, container_limits)
+            # every container needs a CPU and a memory limit
+            guaranteed = guaranteed and {n for n, _ in container_limits} == set(QOS_RESOURCES)
     if not requests and not limits:
         return QosClass.BEST_EFFORT
-    if guaranteed and all(limits.get(n) == q for n, q in requests.items()) \
-            and set(limits) == set(QOS_RESOURCES):
+    # Guaranteed: requests equal limits resource by resource, and a request for each limit:
+    # an explicit zero request (skipped above) with a limit makes the pod Burstable.
+    if guaranteed and requests == limits:
         return QosClass.GUARANTEED
     return QosClass.BURSTABLE
 
 
+def _positive(resources: ResourceList) -> ResourceList:
+    """The QoS resources with a positive quantity (kubelet skips zeros and the rest)."""
+    return tuple((n, q) for n, q in resources if n in QOS_RESOURCES and q > 0)
+
+
+def pod_level_set(pod: Pod) -> bool:
+    """Whether the pod has pod-level resources (`spec.resources`) for CPU or memory."""
+    return bool(pod.pod_requests or pod.pod_limits)
+
+
 def cgroup_parent(pod: Pod, node: NodeSpec) -> str:
-    """The pod's cgroup as kubelet passes it in PodSandboxConfig.linux.cgroup_parent."""
+    """The pod's cgroup as kubelet passes it in PodSandboxConfig.linux.cgroup_parent: the
+    cgroup manager's full name for it, with either driver and either cgroup version."""
     qos = qos_class(pod)
     parts = [KUBEPODS]
     if qos is not QosClass.GUARANTEED:
         parts.append(qos.value.lower())  # burstable, besteffort
     parts.append(f"pod{pod.uid}")
     if node.cgroup_driver == "systemd":
-        # systemd: one slice name that spells its ancestry; '-' in a unit name means nesting,
-        # so the pod UID's dashes become underscores.
-        return "-".join(p.replace("-", "_") for p in parts) + ".slice"
+        # systemd (CgroupName.ToSystemd): every level is a slice whose name spells its whole
+        # ancestry joined by '-', so a '-' inside a part (the pod UID's) becomes '_';
+        # /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice
+        escaped = [p.replace("-", "_") for p in parts]
+        return "".join("/" + "-".join(escaped[:i + 1]) + ".slice" for i in range(len(parts)))
     return "/" + "/".join(parts)
 
 
@@ -128,24 +148,42 @@ def oom_score_adj(pod: Pod, container: Container, node: NodeSpec) -> int:
         return GUARANTEED_OOM_SCORE_ADJ
     if qos is QosClass.BEST_EFFORT:
         return BEST_EFFORT_OOM_SCORE_ADJ
-    score = _burstable_score(container, node)
+    # With pod-level requests, the pod's memory request not given to any container is shared
+    # out equally over all containers (init and sidecars too) and added to each one's own.
+    share = _unassigned_memory_share(pod)
+    score = _score(_memory_request(container) + share, node)
     if container.kind is ContainerKind.SIDECAR and pod.regular_containers:
-        # A sidecar must not be killed before the containers it serves: it gets the lowest
-        # score among the regular containers when that is lower than its own.
-        score = min(score, *(_burstable_score(c, node) for c in pod.regular_containers))
-    return score
-
-
-def _burstable_score(container: Container, node: NodeSpec) -> int:
-    memory = amount(container.requests, "memory")
-    request = quantity.value(memory) if memory is not None else 0
-    score = 1000 - (1000 * request) // node.memory_bytes
+        # A sidecar must not be killed before the containers it serves: its score is capped
+        # at the score of the regular container with the smallest memory request
+        # (kubelet's minRegularContainerMemory), unless that smallest request is 0.
+        smallest = min(_memory_request(c) for c in pod.regular_containers)
+        if smallest:
+            score = min(score, _score(smallest + share, node))
     # Clamps: never as protected as Guaranteed (>= 3), never as exposed as BestEffort (<= 999).
     if score < 1000 + GUARANTEED_OOM_SCORE_ADJ:
         return 1000 + GUARANTEED_OOM_SCORE_ADJ
     if score >= BEST_EFFORT_OOM_SCORE_ADJ:
         return BEST_EFFORT_OOM_SCORE_ADJ - 1
-    return int(score)
+    return score
+
+
+def _memory_request(container: Container) -> int:
+    memory = amount(container.requests, "memory")
+    return quantity.value(memory) if memory is not None else 0
+
+
+def _score(memory_request: int, node: NodeSpec) -> int:
+    return 1000 - (1000 * memory_request) // node.memory_bytes
+
+
+def _unassigned_memory_share(pod: Pod) -> int:
+    memory = amount(pod.pod_requests, "memory")
+    if not memory:
+        return 0
+    containers = amount(pod_totals(pod.containers, limits=False), "memory") or Fraction(0)
+    unassigned = quantity.value(memory) - quantity.value(containers)
+    share = abs(unassigned) // len(pod.containers)  # Go's integer division: toward zero
+    return -share if unassigned < 0 else share
 
 
 def hugepage_limits(container: Container, node: NodeSpec) -> tuple[tuple[str, int], ...]:
@@ -173,6 +211,32 @@ def swap(memory_limit: int, node: NodeSpec) -> tuple[int, dict[str, str]]:
     if node.cgroup_version == 1:
         return memory_limit, {}
     return 0, {SWAP_MAX_FILE: "0"}
+
+
+def pod_requests(pod: Pod) -> ResourceList:
+    """The pod's requests as kubelet sends them for the sandbox: the containers' totals, with
+    the pod-level requests (`spec.resources`) in place of the totals they give."""
+    return _override(pod_totals(pod.containers, limits=False), pod.pod_requests)
+
+
+def pod_limits(pod: Pod) -> ResourceList:
+    """The pod's limits for the sandbox, likewise."""
+    return _override(pod_totals(pod.containers, limits=True), pod.pod_limits)
+
+
+def container_limits(pod: Pod, container: Container) -> ResourceList:
+    """The limits kubelet computes a container's CPU and memory values from: a container
+    without its own CPU (memory) limit takes the pod-level one, when the pod has pod-level
+    resources."""
+    if not pod_level_set(pod):
+        return container.limits
+    inherited = tuple((n, q) for n, q in pod.pod_limits
+                      if n in QOS_RESOURCES and not amount(container.limits, n))
+    return _override(container.limits, inherited)
+
+
+def _override(base: ResourceList, override: ResourceList) -> ResourceList:
+    return tuple(sorted({**dict(base), **dict(override)}.items()))
 
 
 def pod_totals(containers: Iterable[Container], limits: bool) -> ResourceList:

@@ -71,6 +71,8 @@ def pod_sandbox(pod: CriPod, profile: RuntimeProfile, index: int = 0) -> api.Pod
         "id": sid, "name": pod.name, "uid": pod.uid, "namespace": pod.namespace,
         "labels": {**dict(pod.labels), d.kind_label: "sandbox"},
         "annotations": annotations, "linux": linux, "pid": FIRST_SANDBOX_PID + index,
+        # containerd hands NRI the handler kubelet asked for in RunPodSandbox.
+        "runtime_handler": pod.runtime_handler,
     }
     if profile.nri >= (0, 8, 0) and not pod.host_network:
         # containerd 2.x reports the pod's IPs; none for a host-network pod (tests/e2e).
@@ -109,7 +111,10 @@ def _netns(pod: CriPod, profile: RuntimeProfile) -> str:
 
 def _cgroups_path(pod: CriPod, object_id: str, profile: RuntimeProfile) -> str:
     if pod.cgroup_parent.endswith(".slice"):
-        return f"{pod.cgroup_parent}:{profile.defaults.cgroup_systemd_prefix}:{object_id}"
+        # systemd: containerd names the unit's slice by the parent's last element only
+        # (`<slice>:<prefix>:<id>`); kubelet sends the whole /kubepods.slice/... path.
+        slice_name = pod.cgroup_parent.rsplit("/", 1)[-1]
+        return f"{slice_name}:{profile.defaults.cgroup_systemd_prefix}:{object_id}"
     return f"{pod.cgroup_parent}/{object_id}"
 
 

@@ -20,8 +20,9 @@ from typing import Any
 import yaml
 
 from bridge.config_file import parse
+from bridge.contract import quantity
 from bridge.errors import ConfigError
-from bridge.kube import ManifestError, NodeSpec, Pod, load_pods, quantity, translate
+from bridge.kube import ManifestError, NodeSpec, Pod, read_manifests, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
 from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.trial import report
@@ -55,6 +56,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-annotations", default="", metavar="K=V,...",
                    help="the node's annotations")
     p.add_argument("--output", choices=("table", "json"), default="table")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse documents that make no pod (a Service, a ConfigMap, a custom "
+                        "resource) instead of skipping them with a note")
+    p.add_argument("--replicas", type=int, metavar="N",
+                   help="pods per Deployment, StatefulSet, ReplicaSet and ReplicationController "
+                        "(default: each one's spec.replicas), all played onto the one node")
+
+
+# Options whose value may start with '-' (`--node-memory -1Gi`): argparse would take the value
+# for an unknown option and answer with its usage text; attached as `--opt=value`, the value
+# reaches our own checks, which answer in one line.
+_VALUE_OPTIONS = ("--node-memory", "--node-cpus", "--replicas")
+
+
+def attach_values(argv: list[str]) -> list[str]:
+    """`argv` with `--opt -value` written `--opt=-value` for the options above."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in _VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1] != "-":
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -64,10 +92,15 @@ def main(args: argparse.Namespace) -> int:
         config = parse(document, args.config or "--policy-url")
         if not config.webhooks:
             raise ConfigError("webhooks", "the configuration has no webhooks to try")
-        pods = [translate(_with_topology(p, node), node) for p in load_pods(args.manifests)]
+        if args.replicas is not None and args.replicas < 1:
+            raise ValueError(f"--replicas: must be at least 1, got {args.replicas}")
+        manifests = read_manifests(args.manifests, strict=args.strict, replicas=args.replicas)
+        pods = [translate(_with_topology(p, node), node) for p in manifests.pods]
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    for note in manifests.skipped:
+        print(f"nri-webhook-bridge try: note: {note}", file=sys.stderr)
     if not pods:
         print("nri-webhook-bridge try: the manifests describe no pods", file=sys.stderr)
         return EXIT_USAGE
@@ -106,7 +139,7 @@ def _node(args: argparse.Namespace) -> NodeSpec:
     except quantity.QuantityError as exc:
         raise ValueError(f"--node-memory: {exc}") from None
     if memory <= 0:
-        raise ValueError("--node-memory: must be positive")
+        raise ValueError(f"--node-memory: must be positive, got {args.node_memory!r}")
     labels = _pairs(args.node_labels, "--node-labels")
     return NodeSpec(cpus=args.node_cpus, memory_bytes=memory, cgroup_driver=args.cgroup_driver,
                     cgroup_version=args.cgroup_version,

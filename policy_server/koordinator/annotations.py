@@ -20,8 +20,8 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
+from bridge.contract.quantity import value_of
 from policy_server.koordinator import keys
-from policy_server.koordinator.quantity import quantity_value
 from policy_server.sdk import PolicyError, check_cpu_list
 
 # Parsed annotations are cached by their raw text: every container of a pod, and every
@@ -132,7 +132,7 @@ def _shape(adapter: TypeAdapter[T], doc: object, key: str) -> T:
 
 def _quantity(value: object, key: str, where: str) -> int:
     try:
-        return quantity_value(value)
+        return value_of(value)
     except ValueError as exc:
         raise AnnotationError(key, f"{where}: {exc}") from None
 

@@ -1,5 +1,6 @@
-"""Golden NRI messages for the translation: every manifest under tests/kube/manifests, on two
-nodes (cgroupfs + cgroup v2 + containerd 2.1.9; systemd + cgroup v1 + containerd 1.7.24).
+"""Golden NRI messages for the translation: every manifest under tests/kube/manifests, on four
+nodes: both cgroup drivers on both cgroup versions (cgroupfs + v2 and systemd + v2 with
+containerd 2.1.9; cgroupfs + v1 and systemd + v1 with containerd 1.7.24).
 
 The goldens are the PodSandbox and Container messages (contract JSON) a policy would receive;
 they were reviewed against docs/try.md's rules when written. After a deliberate change,
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from bridge.contract.convert import to_json
-from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, translate
+from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, read_manifests, translate
 from bridge.simulator.profiles import PROFILES
 
 HERE = Path(__file__).parent
@@ -27,6 +28,11 @@ NODES = {
     "systemd-v1-containerd-1.7.24": (NodeSpec(cgroup_driver="systemd", cgroup_version=1,
                                               cpus=4, memory_bytes=16 << 30),
                                      "containerd-1.7.24"),
+    "cgroupfs-v1-containerd-1.7.24": (NodeSpec(cgroup_driver="cgroupfs", cgroup_version=1,
+                                               cpus=4, memory_bytes=16 << 30),
+                                      "containerd-1.7.24"),
+    "systemd-v2-containerd-2.1.9": (NodeSpec(cgroup_driver="systemd", cgroup_version=2),
+                                    "containerd-2.1.9"),
 }
 
 
@@ -58,4 +64,13 @@ def test_golden(manifest: Path, node_key: str) -> None:
 def test_every_required_case_has_a_manifest() -> None:
     stems = {p.stem for p in MANIFESTS}
     assert {"guaranteed-limits-only", "burstable-init-sidecar", "besteffort-cronjob",
-            "tiny-cpu-hugepages", "kubectl-get-list"} <= stems
+            "tiny-cpu-hugepages", "kubectl-get-list", "sidecar-min-request", "zero-requests",
+            "priority-classes", "pod-level-resources", "mixed-bundle"} <= stems
+
+
+def test_mixed_bundle_notes_what_it_skipped() -> None:
+    loaded = read_manifests([str(HERE / "manifests" / "mixed-bundle.yaml")])
+    assert [note.split(": ")[0].split(" document ")[1] for note in loaded.skipped] == [
+        "1 (ConfigMap web-config)", "2 (Service web)", "3 (RuntimeClass gvisor)",
+        "6 (ServiceMonitor web)"]
+    assert [p.name.split("-")[0] for p in loaded.pods] == ["web", "web", "db", "db", "legacy"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.kube import ManifestError, load_pods, parse_documents, pods_of
+from bridge.kube import ManifestError, load_pods, parse_documents, pods_of, read_manifests
 from bridge.kube.model import ContainerKind, Pod
 
 MANIFESTS = Path(__file__).parent / "manifests"
@@ -87,7 +87,7 @@ def test_token_volume_added_once() -> None:
 
 
 @pytest.mark.parametrize(("text", "field", "problem"), [
-    ("kind: Secret\nmetadata: {name: s}\n", "kind", "unknown kind 'Secret'"),
+    ("kind: Secret\nmetadata: {name: s}\n", "kind", "a Secret makes no pod"),
     ("metadata: {name: s}\n", "kind", "missing"),
     ("kind: Pod\nspec: {containers: [{name: c, image: i}]}\n", "metadata.name", "missing"),
     ("kind: Pod\nmetadata: {name: Bad_Name}\nspec: {containers: [{name: c, image: i}]}\n",
@@ -148,3 +148,175 @@ def test_not_yaml() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="cannot read"):
         load_pods([str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.parametrize(("text", "exact"), [("1Ei", 2**60), ("1E", 10**18), ("2e3", 2000)])
+def test_exa_quantities(text: str, exact: int) -> None:
+    """`E` is exa and `Ei` exbi; `e`/`E` followed by digits is an exponent (issue 25: `1Ei`
+    crashed with "invalid literal for int()")."""
+    resources = f"resources: {{limits: {{memory: {text}}}}}"
+    (pod,) = pods(POD.replace("image: i}", f"image: i, {resources}}}"))
+    assert dict(pod.containers[0].limits)["memory"] == exact
+
+
+def test_pod_level_resources_read_and_defaulted() -> None:
+    (pod,) = pods(POD.replace("spec: {", "spec: {resources: {limits: {cpu: 1, memory: 1Gi}}, "))
+    assert pod.pod_limits == (("cpu", 1), ("memory", 2**30))
+    assert pod.pod_requests == pod.pod_limits  # the API server's defaulting
+
+
+@pytest.mark.parametrize(("resources", "field", "problem"), [
+    ("{limits: {hugepages-2Mi: 2Mi}}", "spec.resources.limits.hugepages-2Mi",
+     "only cpu and memory"),
+    ("{requests: {cpu: 2}, limits: {cpu: 1}}", "spec.resources.requests.cpu",
+     "less than or equal to the limit"),
+    ("{limits: {cpu: lots}}", "spec.resources.limits.cpu", "expected a quantity"),
+])
+def test_bad_pod_level_resources(resources: str, field: str, problem: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        pods(POD.replace("spec: {", f"spec: {{resources: {resources}, "))
+    assert (info.value.field, problem in info.value.problem) == (field, True)
+
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: mysql, namespace: db}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: mysql
+        image: mysql:8
+        volumeMounts: [{name: data, mountPath: /var/lib/mysql}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+"""
+
+
+def test_statefulset_claim_templates_are_volumes() -> None:
+    """Each claim template becomes a volume of the same name bound to the pod's claim
+    `<template>-<set>-<ordinal>` (issue 25: exit 2 "no volume named 'data'")."""
+    first, second = pods(STATEFULSET)
+    assert (first.name, second.name) == ("mysql-0", "mysql-1")
+    data = {p.name: next(v for v in p.volumes if v.name == "data") for p in (first, second)}
+    assert data["mysql-0"].kind == "persistentVolumeClaim"
+    assert (data["mysql-0"].host_path, data["mysql-1"].host_path) == ("data-mysql-0",
+                                                                      "data-mysql-1")
+    assert dict(second.labels)["apps.kubernetes.io/pod-index"] == "1"
+
+
+def test_runtime_class_name_is_the_runtime_handler() -> None:
+    (pod,) = pods(POD.replace("spec: {", "spec: {runtimeClassName: kata, "))
+    assert pod.runtime_handler == "kata"
+
+
+def test_runtime_class_in_the_manifests_gives_its_handler(tmp_path: Path) -> None:
+    path = tmp_path / "gvisor.yaml"
+    path.write_text("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: gvisor}\n"
+                    "handler: runsc\n---\n"
+                    + POD.replace("spec: {", "spec: {runtimeClassName: gvisor, "))
+    loaded = read_manifests([str(path)])
+    assert [p.runtime_handler for p in loaded.pods] == ["runsc"]
+    assert loaded.skipped == (f"{path} document 1 (RuntimeClass gvisor): skipped, a "
+                              "RuntimeClass makes no pod; expected one of Pod, Deployment, "
+                              "ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job, "
+                              "CronJob, List, PodList",)
+
+
+MIXED = """
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-config}
+data: {a: b}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata: {name: web}
+spec: {}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    spec: {containers: [{name: c, image: i}]}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: legacy}
+spec:
+  template:
+    spec: {containers: [{name: c, image: i}]}
+"""
+
+
+def test_mixed_file_skips_what_makes_no_pod(tmp_path: Path) -> None:
+    path = tmp_path / "bundle.yaml"
+    path.write_text(MIXED)
+    loaded = read_manifests([str(path)])
+    assert [n.split(":")[0] for n in loaded.skipped] == [
+        f"{path} document 1 (Service web)", f"{path} document 2 (ConfigMap web-config)",
+        f"{path} document 3 (ServiceMonitor web)"]
+    names = [p.name for p in loaded.pods]
+    assert len(names) == 3 and names[0].startswith("web-") and names[2].startswith("legacy-")
+    assert len(set(names)) == 3
+    with pytest.raises(ManifestError) as info:
+        read_manifests([str(path)], strict=True)
+    assert (info.value.field, info.value.problem.startswith("a Service makes no pod")) == \
+        ("kind", True)
+
+
+def test_replicas_each_a_pod_with_a_stable_name_and_uid() -> None:
+    text = MIXED.split("---")[3]
+    a, b = pods(text)
+    again = pods(text)
+    assert [(p.name, p.uid) for p in again] == [(a.name, a.uid), (b.name, b.uid)]
+    assert a.uid != b.uid
+    hash_a = a.name.split("-")[1]
+    assert b.name.split("-")[1] == hash_a == dict(a.labels)["pod-template-hash"]
+    assert [p.name for p in pods(text.replace("replicas: 2", "replicas: 0"))] == []
+    many = [p.name for p in load_pods_text(text, replicas=4)]
+    assert len(set(many)) == 4 and many[:2] == [a.name, b.name]
+    sts = [p.name for p in load_pods_text(STATEFULSET, replicas=3)]
+    assert sts == ["mysql-0", "mysql-1", "mysql-2"]
+
+
+def load_pods_text(text: str, replicas: int | None = None) -> list[Pod]:
+    out: list[Pod] = []
+    for where, doc in parse_documents(textwrap.dedent(text), "m.yaml"):
+        out.extend(pods_of(doc, where, replicas=replicas))
+    return out
+
+
+@pytest.mark.parametrize(("text", "field", "problem"), [
+    ("apiVersion: apps/v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n",
+     "apiVersion", "'apps/v1' does not serve Pod; expected 'v1'"),
+    ("apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: d}\nspec: {}\n",
+     "apiVersion", "expected 'apps/v1'"),
+    ("apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: c}\nspec: {}\n",
+     "apiVersion", "expected 'batch/v1'"),
+    ("kind: Pod\nmetadata: {name: p}\n", "spec", "missing"),
+    ("kind: Pod\nmetadata: {name: p}\nspec:\n", "spec", "missing"),
+    ("kind: Deployment\nmetadata: {name: d}\n", "spec", "missing"),
+    ("kind: Deployment\nmetadata: {name: d}\nspec: {replicas: -1, template: {}}\n",
+     "spec.replicas", "non-negative integer"),
+    ("kind: StatefulSet\nmetadata: {name: s}\nspec: {template: {spec: {containers: []}}, "
+     "volumeClaimTemplates: [{spec: {}}]}\n",
+     "spec.volumeClaimTemplates[0].metadata.name", "missing"),
+    ("kind: Pod\nmetadata: {name: p}\nspec: {priorityClassName: system-node-critical, "
+     "priority: 5, containers: [{name: c, image: i}]}\n", "spec.priority", "does not match"),
+])
+def test_kind_and_shape_errors(text: str, field: str, problem: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        pods(text)
+    assert info.value.field == field
+    assert problem in info.value.problem, info.value.problem

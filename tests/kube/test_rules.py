@@ -7,9 +7,10 @@ import textwrap
 
 import pytest
 
-from bridge.kube import NodeSpec, parse_documents, pods_of, translate
+from bridge.kube import NodeSpec, container, parse_documents, pod_sandbox, pods_of, translate
 from bridge.kube.model import Pod
 from bridge.kube.resources import QosClass, qos_class
+from bridge.simulator.profiles import PROFILES
 
 GI = 1 << 30
 MI = 1 << 20
@@ -49,6 +50,12 @@ def containers_yaml(*resources: str, init: tuple[str, ...] = ()) -> str:
     (("{}",), ("{requests: {cpu: 100m}}",), QosClass.BURSTABLE),
     (("{limits: {cpu: 1, memory: 1Gi}}",), ("{limits: {cpu: 2, memory: 1Gi}}",),
      QosClass.GUARANTEED),
+    # Zero requests are skipped: a limit without a (positive) request is not Guaranteed.
+    (("{requests: {cpu: 0}, limits: {cpu: 1, memory: 1Gi}}",), (), QosClass.BURSTABLE),
+    (("{requests: {cpu: 0, memory: 0}, limits: {cpu: 1, memory: 1Gi}}",), (),
+     QosClass.BURSTABLE),
+    (("{requests: {cpu: 0, memory: 0}}",), (), QosClass.BEST_EFFORT),
+    (("{requests: {cpu: 0}, limits: {cpu: 0, memory: 1Gi}}",), (), QosClass.BURSTABLE),
 ])
 def test_qos_class(resources: tuple[str, ...], init: tuple[str, ...],
                    expected: QosClass) -> None:
@@ -62,15 +69,35 @@ UID = "11111111-2222-3333-4444-555555555555"
     ("{limits: {cpu: 1, memory: 1Gi}}", "cgroupfs", f"/kubepods/pod{UID}"),
     ("{requests: {cpu: 1}}", "cgroupfs", f"/kubepods/burstable/pod{UID}"),
     ("{}", "cgroupfs", f"/kubepods/besteffort/pod{UID}"),
+    # systemd: the full name, every level a slice (issue 25: not just the last element).
     ("{limits: {cpu: 1, memory: 1Gi}}", "systemd",
-     "kubepods-pod11111111_2222_3333_4444_555555555555.slice"),
+     "/kubepods.slice/kubepods-pod11111111_2222_3333_4444_555555555555.slice"),
     ("{requests: {cpu: 1}}", "systemd",
+     "/kubepods.slice/kubepods-burstable.slice/"
      "kubepods-burstable-pod11111111_2222_3333_4444_555555555555.slice"),
-    ("{}", "systemd", "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice"),
+    ("{}", "systemd", "/kubepods.slice/kubepods-besteffort.slice/"
+     "kubepods-besteffort-pod11111111_2222_3333_4444_555555555555.slice"),
 ])
-def test_cgroup_parent(resources: str, driver: str, parent: str) -> None:
-    cri = translate(pod(containers_yaml(resources)), NodeSpec(cgroup_driver=driver))
+@pytest.mark.parametrize("version", [1, 2])
+def test_cgroup_parent(resources: str, driver: str, parent: str, version: int) -> None:
+    cri = translate(pod(containers_yaml(resources)),
+                    NodeSpec(cgroup_driver=driver, cgroup_version=version))
     assert cri.cgroup_parent == parent
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_systemd_cgroups_paths_name_the_last_slice(version: int) -> None:
+    """containerd passes kubelet's parent to NRI unchanged and names the container's (and the
+    sandbox's) cgroup `<last element>:cri-containerd:<id>`."""
+    cri = translate(pod(containers_yaml("{requests: {cpu: 1}}")),
+                    NodeSpec(cgroup_driver="systemd", cgroup_version=version))
+    profile = PROFILES["containerd-2.1.9"]
+    sandbox = pod_sandbox(cri, profile)
+    ctr = container(cri, cri.containers[0], sandbox, profile)
+    leaf = "kubepods-burstable-pod11111111_2222_3333_4444_555555555555.slice"
+    assert sandbox.linux.cgroup_parent == f"/kubepods.slice/kubepods-burstable.slice/{leaf}"
+    assert sandbox.linux.cgroups_path == f"{leaf}:cri-containerd:{sandbox.id}"
+    assert ctr.linux.cgroups_path == f"{leaf}:cri-containerd:{ctr.id}"
 
 
 @pytest.mark.parametrize(("resources", "shares", "quota", "memory"), [
@@ -119,6 +146,41 @@ def test_sidecar_oom_score_is_never_above_the_regular_containers() -> None:
     assert sidecar.resources.oom_score_adj == 500  # its own would be 1000 - 31 = 969
 
 
+def test_sidecar_oom_score_is_capped_by_the_smallest_regular_request() -> None:
+    """kubelet's minRegularContainerMemory: the sidecar's score is capped at the score of the
+    regular container with the smallest memory request (issue 25: 875, not 750)."""
+    p = pod(containers_yaml("{requests: {memory: 2Gi}}", "{requests: {memory: 4Gi}}",
+                            init=("{requests: {memory: 1Gi}}",)).replace(
+        "name: i0\n    image: busybox", "name: i0\n    image: busybox\n    restartPolicy: Always"))
+    cri = translate(p, NodeSpec(memory_bytes=16 * GI))
+    assert [c.resources.oom_score_adj for c in cri.containers] == [875, 875, 750]
+
+
+def test_sidecar_oom_score_kept_when_a_regular_container_requests_no_memory() -> None:
+    # The smallest regular request is 0: kubelet leaves the sidecar's own score.
+    p = pod(containers_yaml("{requests: {memory: 2Gi}}", "{requests: {cpu: 1}}",
+                            init=("{requests: {memory: 1Gi}}",)).replace(
+        "name: i0\n    image: busybox", "name: i0\n    image: busybox\n    restartPolicy: Always"))
+    cri = translate(p, NodeSpec(memory_bytes=16 * GI))
+    assert [c.resources.oom_score_adj for c in cri.containers] == [938, 875, 999]
+
+
+@pytest.mark.parametrize(("priority_class", "priority", "qos", "score"), [
+    # The Priority admission fills in the system classes' values when spec.priority is absent.
+    ("system-node-critical", 2000001000, "BestEffort", -997),
+    ("system-cluster-critical", 2000000000, "BestEffort", 1000),  # critical, not node-critical
+    ("high-priority", 0, "BestEffort", 1000),  # a cluster's own class: unknown here
+])
+def test_system_priority_classes_without_priority(priority_class: str, priority: int, qos: str,
+                                                  score: int) -> None:
+    text = containers_yaml("{}").replace(
+        "spec:\n", f"spec:\n  priorityClassName: {priority_class}\n")
+    p = pod(text)
+    cri = translate(p, NodeSpec())
+    assert (p.priority, cri.qos_class, cri.containers[0].resources.oom_score_adj) == \
+        (priority, qos, score)
+
+
 def test_node_critical_pod_gets_the_guaranteed_score() -> None:
     text = containers_yaml("{}").replace(
         "spec:\n", "spec:\n  priority: 2000001000\n  priorityClassName: system-node-critical\n")
@@ -155,3 +217,67 @@ def test_swap_by_cgroup_version() -> None:
     v2 = translate(p, NodeSpec(cgroup_version=2)).containers[0].resources
     assert (v1.memory_swap_limit, v1.unified) == (GI, ())
     assert (v2.memory_swap_limit, v2.unified) == (0, (("memory.swap.max", "0"),))
+
+
+POD_LEVEL = """
+kind: Pod
+metadata: {name: pod-resources-demo, uid: 11111111-2222-3333-4444-555555555555}
+spec:
+  resources:
+    requests: {cpu: 1, memory: 100Mi}
+    limits: {cpu: 1, memory: 200Mi}
+  containers:
+  - name: ctr-1
+    image: nginx
+    resources:
+      requests: {cpu: 500m, memory: 50Mi}
+      limits: {cpu: 500m, memory: 100Mi}
+  - name: ctr-2
+    image: fedora
+"""
+
+
+def test_pod_level_resources_burstable() -> None:
+    """`spec.resources` decides the class and the sandbox's values; a container without its
+    own limit takes the pod's; the pod's unassigned memory request (100Mi - 50Mi) is shared
+    over the two containers (25Mi each) for the OOM score."""
+    cri = translate(pod(POD_LEVEL), NodeSpec(memory_bytes=GI))
+    assert cri.qos_class == "Burstable"
+    assert cri.cgroup_parent == f"/kubepods/burstable/pod{UID}"
+    r = cri.resources
+    assert (r.cpu_shares, r.cpu_quota, r.memory_limit) == (1024, 100000, 200 * MI)
+    one, two = (c.resources for c in cri.containers)
+    assert (one.cpu_shares, one.cpu_quota, one.memory_limit) == (512, 50000, 100 * MI)
+    # no CPU request: shares from the (pod-level) limit
+    assert (two.cpu_shares, two.cpu_quota, two.memory_limit) == (1024, 100000, 200 * MI)
+    # 1000 - 1000 * (50Mi + 25Mi) // 1Gi = 1000 - 73; 1000 - 1000 * 25Mi // 1Gi = 1000 - 24
+    assert (one.oom_score_adj, two.oom_score_adj) == (927, 976)
+
+
+def test_pod_level_limits_alone_make_a_guaranteed_pod() -> None:
+    # The API server defaults pod-level requests to the pod-level limits; the containers have
+    # no resources of their own (before issue 25: BestEffort, 1000).
+    text = ("kind: Pod\nmetadata: {name: p, uid: " + UID + "}\nspec:\n"
+            "  resources: {limits: {cpu: 2, memory: 1Gi}}\n"
+            "  containers: [{name: c, image: busybox}]\n")
+    cri = translate(pod(text), NodeSpec(cgroup_version=1))
+    assert (cri.qos_class, cri.cgroup_parent) == ("Guaranteed", f"/kubepods/pod{UID}")
+    r = cri.containers[0].resources
+    assert (r.cpu_shares, r.cpu_quota, r.memory_limit, r.memory_swap_limit, r.oom_score_adj) \
+        == (2048, 200000, GI, GI, -997)
+    assert (cri.resources.cpu_shares, cri.resources.memory_limit) == (2048, GI)
+
+
+def test_pod_level_requests_alone_are_burstable() -> None:
+    text = ("kind: Pod\nmetadata: {name: p, uid: " + UID + "}\nspec:\n"
+            "  resources: {requests: {memory: 8Gi}}\n"
+            "  containers: [{name: c, image: busybox, resources: {limits: {cpu: 1}}}]\n")
+    cri = translate(pod(text), NodeSpec(memory_bytes=32 * GI))
+    # Only the pod level counts for the class: the container's CPU limit does not make it
+    # Guaranteed-like; a memory request without a limit is Burstable.
+    assert cri.qos_class == "Burstable"
+    # The whole 8Gi is unassigned, shared over one container: 1000 - 1000 * 8Gi // 32Gi.
+    assert cri.containers[0].resources.oom_score_adj == 750
+    # The container's own CPU limit stays; it has no memory limit, nor has the pod.
+    r = cri.containers[0].resources
+    assert (r.cpu_shares, r.cpu_quota, r.memory_limit) == (1024, 100000, 0)

@@ -134,7 +134,8 @@ def test_pod_quota_write_for_pinned_pod() -> None:
         ('{"cpuset": "0-x"}', "invalid cpu list"),
         ('{"numaNodeResources": {"node": 1}}', "numaNodeResources: expected a list"),
         ('{"numaNodeResources": [{"node": "1"}]}', "node: expected an integer"),
-        ('{"numaNodeResources": [{"node": 1, "resources": {"cpu": "lots"}}]}', "not a quantity"),
+        ('{"numaNodeResources": [{"node": 1, "resources": {"cpu": "lots"}}]}',
+         "expected a quantity"),
     ],
 )
 def test_bad_resource_status_is_a_hook_error(raw: str, fragment: str) -> None:

@@ -105,7 +105,8 @@ def test_reject_exits_1_and_stops_kubelet_order(policy_socket: Path) -> None:
     assert app["reject"] is None and app["effective"] is None
     assert "CreateContainer" not in app["requests"]
     assert any("not started: init container setup" in w["message"] for w in app["warnings"])
-    assert setup["cgroup_parent"].startswith("kubepods-besteffort-pod")
+    assert setup["cgroup_parent"].startswith(
+        "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod")
 
 
 def test_list_from_stdin_with_profile(policy_socket: Path) -> None:
@@ -127,7 +128,7 @@ def test_list_from_stdin_with_profile(policy_socket: Path) -> None:
 
 
 @pytest.mark.parametrize(("manifest", "message"), [
-    ("kind: Secret\nmetadata: {name: s}\n", "<stdin> document 2: kind: unknown kind 'Secret'"),
+    ("metadata: {name: s}\n", "<stdin> document 2: kind: missing"),
     ("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i, resources: "
      "{limits: {cpu: lots}}}]}\n", "spec.containers[0] (c).resources.limits.cpu: expected a"),
     ("kind: Pod\nspec: {containers: [{name: c, image: i}]}\n", "metadata.name: missing"),
