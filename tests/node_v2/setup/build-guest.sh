@@ -190,7 +190,7 @@ kernel=$(find "$root/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
 cp "$kernel" "$OUT.tmp/vmlinuz"
 cp "$root/boot/initrd.img-${kernel##*/vmlinuz-}" "$OUT.tmp/initrd.img"
 log "ext4 image from the root file system"
-mkfs.ext4 -q -F -L nri-node-v2 -d "$root" "$OUT.tmp/rootfs.img" 8G
+mkfs.ext4 -q -F -L nri-node-v2 -d "$root" "$OUT.tmp/rootfs.img" 8G >&2
 {
     echo "key $KEY"
     echo "built $(date -u +%FT%TZ) in $((SECONDS - start)) s"
