@@ -161,7 +161,7 @@ class PolicyServer:
 
 def scaled_webhook(hook: dict[str, Any]) -> dict[str, Any]:
     """``hook`` with its call timeouts (given, or the bridge's 1 s default) multiplied by the
-    harness's time scale: under emulation a policy answers ~13x slower (tests/e2e/procs.py).
+    harness's time scale: under emulation a policy answers many times slower (tests/e2e/procs.py).
     Unchanged on a host."""
     if TIME_SCALE == 1:
         return hook

@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 # Every wait of the harness is multiplied by this. 1 on a host; the cgroup v2 guest of
-# `make node-v2` runs under software emulation, about 13x slower, and sets it
+# `make node-v2` runs under software emulation, many times slower, and sets it
 # (tests/node_v2/guest/run-tests.sh).
 TIME_SCALE = float(os.environ.get("NRI_E2E_TIME_SCALE", "1"))
 

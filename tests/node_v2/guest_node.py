@@ -29,7 +29,7 @@ from tests.e2e.runtimes import CACHE_DIR, Runtime
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 RUNC_1_1 = Path("/usr/sbin/runc")  # trixie's: the linear shares->weight conversion
 RUNC_1_3 = Path("/opt/runc-1.3/usr/sbin/runc")  # sid's: the quadratic one
-# Emulation: the runtime's NRI request timeout sized for a node ~13x slower than a host.
+# Emulation: the runtime's NRI request timeout sized for it (docs/e2e.md#the-cgroup-v2-node).
 GUEST_NRI_TIMEOUT_S = 20
 
 

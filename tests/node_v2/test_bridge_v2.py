@@ -8,11 +8,15 @@ a validating reject in the CRI error, and re-registration after containerd resta
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import grpc
+import httpx
 import pytest
 
+from bridge.control.settings import DEFAULT_SOCKET
 from tests.e2e import resource_policy
 from tests.e2e.bridge_proc import has_msg, is_event
 from tests.e2e.conftest import StackFactory, outcome_of
@@ -153,3 +157,47 @@ def test_reregisters_after_containerd_restarts(
     after = clean_pods.run_container(guest_node.run_pod(clean_pods, "after-restart").pod)
     bridge.wait_for("CreateContainer event", is_event("CreateContainer", after))
     assert_static_adjustment(containerd, clean_pods, after)
+
+
+def _bridge_state() -> dict[str, Any]:
+    transport = httpx.HTTPTransport(uds=DEFAULT_SOCKET)
+    with httpx.Client(transport=transport, base_url="http://bridge", timeout=30) as client:
+        reply = client.get("/v1/state")
+        reply.raise_for_status()
+        state: dict[str, Any] = reply.json()
+        return state
+
+
+def test_pod_removed_after_a_restart_leaves_the_bridge_state(
+    containerd: Containerd, clean_pods: CriClient, start_bridge: BridgeFactory
+) -> None:
+    """#24 finding 4: a pod made before containerd restarts and removed after it is gone
+    from the bridge's GET /v1/state (the re-registration's Synchronize and the removal
+    events after it), not kept with 0 containers."""
+    bridge = start_bridge()
+    early = guest_node.run_pod(clean_pods, "made-before-restart")
+    early_container = clean_pods.run_container(early.pod)
+    kept = guest_node.run_pod(clean_pods, "kept")
+    kept_container = clean_pods.run_container(kept.pod)
+    assert {p["id"] for p in _bridge_state()["pods"]} >= {early.pod.id, kept.pod.id}
+    registrations = count(bridge, has_msg("registered"))
+    containerd.restart()
+    clean_pods.wait_ready()
+    bridge.wait_for("re-registration",
+                    lambda _: count(bridge, has_msg("registered")) > registrations,
+                    timeout_s=60)  # fmt: skip
+    clean_pods.stop_container(early_container)
+    clean_pods.remove_container(early_container)
+    clean_pods.stop_pod(early.pod.id)
+    clean_pods.remove_pod(early.pod.id)
+    deadline = time.monotonic() + scaled(10)
+    while True:
+        state = _bridge_state()
+        pods = {p["id"] for p in state["pods"]}
+        containers = {c["id"] for c in state["containers"]}
+        if early.pod.id not in pods or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert early.pod.id not in pods, state
+    assert early_container not in containers, state
+    assert kept.pod.id in pods and kept_container in containers, state

@@ -126,7 +126,7 @@ def node() -> Iterator[None]:
     (etc / "conf.d").mkdir(parents=True, exist_ok=True)
     (etc / "config.toml").write_text(CONTAINERD_CONFIG)
     snippet = (REPO / "deploy" / "runtime" / "containerd-2.x.toml").read_text()
-    # Emulation: the shipped 2 s request timeout sized for a node ~13x slower.
+    # Emulation: the shipped 2 s request timeout resized (docs/e2e.md#the-cgroup-v2-node).
     assert 'plugin_request_timeout = "2s"' in snippet
     snippet = snippet.replace('plugin_request_timeout = "2s"',
                               f'plugin_request_timeout = "{guest_node.GUEST_NRI_TIMEOUT_S}s"')

@@ -28,7 +28,7 @@ export NRI_NODE_V2_GUEST=1
 export NRI_E2E_TIME_SCALE=10
 export PYTHONUNBUFFERED=1
 start=$SECONDS
-# Emulation makes everything about 13x slower than the host: the per-test timeout grows
+# Software emulation is much slower than the host (docs/e2e.md#the-cgroup-v2-node): the per-test timeout grows
 # to match (the suite's 120 s is sized for the host).
 /opt/nri-venv/bin/python -m pytest -p no:cacheprovider -o timeout=1200 -m node_v2 -rfE \
     --junitxml="$OUT/junit.xml" "${args[@]}" >"$OUT/pytest.log" 2>&1
