@@ -6,7 +6,11 @@ event implies (the runtime reports the state it had when it sent the request, e.
 CONTAINER_UNKNOWN at CreateContainer); RemoveContainer drops the container; RemovePodSandbox
 drops the pod *and every container still recorded for it* (no container outlives its
 sandbox; kept, a container whose RemoveContainer was missed would be a target for updates
-forever and fill the table) — and the bound on both tables. The bridge's state cache
+forever and fill the table); a pod the tables did not learn of from its RunPodSandbox (listed by
+a Synchronize, or first seen in a container's event) goes with its last container, because the
+runtime may never send its StopPodSandbox or RemovePodSandbox (containerd 2.1.9 sends neither
+for a sandbox that existed before it restarted: docs/operations.md, runtime restart; a later
+event for the pod adds it back) — and the bound on both tables. The bridge's state cache
 (bridge.nri.cache, protobuf messages) and the policy server's NodeView
 (policy_server.sdk.node_view, the SDK's frozen dataclasses) both fold through `NodeTables`.
 Must not: do I/O, or know what a pod or container is beyond its id, pod id and state.
@@ -73,35 +77,56 @@ class NodeTables(Generic[P, C]):
         self._state_of = state_of
         self._with_state = with_state
         self._max = max_objects
+        # Pods whose RunPodSandbox these tables did not see: no pod event is promised for them.
+        self._adopted: set[str] = set()
 
     def reset(self, pods: Iterable[P], containers: Iterable[C]) -> None:
         """Synchronize: the runtime's whole state replaces the tables."""
         self.clear()
         self.pods.update(self._bounded((p.id, p) for p in pods))
         self.containers.update(self._bounded((c.id, c) for c in containers))
+        self._adopted.update(self.pods)
 
     def clear(self) -> None:
         self.pods.clear()
         self.containers.clear()
+        self._adopted.clear()
 
     def fold(self, event: EventName, pod: P | None, container: C | None) -> None:
         """One lifecycle event, with the pod and container its request carries."""
         if event is EventName.REMOVE_POD_SANDBOX and pod is not None:
             self.pods.pop(pod.id, None)
+            self._adopted.discard(pod.id)
             orphans = [c.id for c in self.containers.values() if c.pod_sandbox_id == pod.id]
             for gone in orphans:
                 del self.containers[gone]
             return
         if event is EventName.REMOVE_CONTAINER and container is not None:
             self.containers.pop(container.id, None)
+            self._forget_if_empty(container.pod_sandbox_id)
             return
         if pod is not None and pod.id:
+            if event is EventName.RUN_POD_SANDBOX:
+                self._adopted.discard(pod.id)
+            elif pod.id not in self.pods:
+                self._adopted.add(pod.id)
             self._put(self.pods, pod.id, pod)
         if container is not None and container.id:
             state = STATE_AFTER.get(event)
             if state is not None and self._state_of(container) != state:
                 container = self._with_state(container, state)
             self._put(self.containers, container.id, container)
+
+    def _forget_if_empty(self, pod_id: str) -> None:
+        """An adopted pod leaves with its last container (see the module docstring)."""
+        if pod_id not in self._adopted:
+            return
+        if any(c.pod_sandbox_id == pod_id for c in self.containers.values()):
+            return
+        self._adopted.discard(pod_id)
+        if self.pods.pop(pod_id, None) is not None:
+            log.debug("%s: pod %s left with its last container (no pod events are promised "
+                      "for a pod known from a Synchronize)", self.what, pod_id)
 
     def _bounded(self, items: Iterable[tuple[str, T]]) -> Iterable[tuple[str, T]]:
         for count, item in enumerate(items):

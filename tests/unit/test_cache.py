@@ -16,6 +16,7 @@ def _container(cid: str, shares: int) -> api.Container:
 def test_lifecycle_states_and_removal() -> None:
     cache = StateCache()
     pod = api.PodSandbox(id="p", name="web", namespace="default")
+    cache.observe(Event.RUN_POD_SANDBOX, pod, None)
     req = api.CreateContainerRequest(pod=pod, container=_container("c1", 2))
     cache.observe(Event.CREATE_CONTAINER, req.pod, req.container)
     assert cache.containers["c1"].state == api.CONTAINER_CREATED

@@ -43,11 +43,11 @@ def lifecycle() -> Iterator[tuple[str, Message]]:
     yield "RemovePodSandbox", api.RemovePodSandboxRequest(pod=P1)
 
 
-def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
+def _fold_both(events: Iterator[tuple[str, Message]]) -> tuple[StateCache, NodeState]:
     cache, node = StateCache(), NodeState()
     builder = PayloadBuilder()
     runtime = encode(runtime_ref("containerd", "2.1.9", (0, 12, 0)))
-    for name, req in lifecycle():
+    for name, req in events:
         if isinstance(req, api.SynchronizeRequest):
             cache.reset(list(req.pods), list(req.containers))
             payload = builder.sync(req.pods, req.containers)
@@ -59,6 +59,11 @@ def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
         assert sorted(cache.pods) == sorted(node.pods), name
         assert {cid: api.ContainerState.Name(c.state) for cid, c in cache.containers.items()} \
             == {cid: c.state for cid, c in node.containers.items()}, name
+    return cache, node
+
+
+def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
+    cache, node = _fold_both(lifecycle())
     assert sorted(cache.pods) == ["p2", "p3"]
     assert {cid: c.state for cid, c in node.containers.items()} == {"c4": "CONTAINER_CREATED"}
     assert not cache.knows_container("c1") and not cache.knows_container("c3")
@@ -74,3 +79,39 @@ def test_the_tables_are_bounded_and_changed_in_place() -> None:
     assert sorted(pods) == ["p0", "p1"]  # full: a new pod is not tracked
     tables.fold(EventName.RUN_POD_SANDBOX, api.PodSandbox(id="p0", name="again"), None)
     assert pods["p0"].name == "again"  # a known one is still updated
+
+
+def after_a_runtime_restart() -> Iterator[tuple[str, Message]]:
+    """containerd 2.1.9 after a restart: the re-registration's Synchronize lists the pods, and
+    removing one sends its containers' events but no StopPodSandbox or RemovePodSandbox."""
+    yield "Synchronize", api.SynchronizeRequest(
+        pods=[P1, P2], containers=[_c("c1", "p1", api.CONTAINER_RUNNING),
+                                   _c("c2", "p2", api.CONTAINER_RUNNING),
+                                   _c("c3", "p2", api.CONTAINER_RUNNING)])
+    p3 = api.PodSandbox(id="p3", name="new")
+    yield "RunPodSandbox", api.RunPodSandboxRequest(pod=p3)
+    yield "CreateContainer", api.CreateContainerRequest(pod=p3, container=_c("c5", "p3"))
+    yield "RemoveContainer", api.RemoveContainerRequest(pod=p3, container=_c("c5", "p3"))
+    yield "StopContainer", api.StopContainerRequest(
+        pod=P1, container=_c("c1", "p1", api.CONTAINER_RUNNING))
+    yield "RemoveContainer", api.RemoveContainerRequest(
+        pod=P1, container=_c("c1", "p1", api.CONTAINER_STOPPED))
+    yield "RemoveContainer", api.RemoveContainerRequest(
+        pod=P2, container=_c("c2", "p2", api.CONTAINER_STOPPED))
+
+
+def test_a_pod_known_from_a_synchronize_leaves_with_its_last_container() -> None:
+    cache, node = _fold_both(after_a_runtime_restart())
+    # p1: its only container removed, no pod event to come; p2 keeps c3; p3 was seen being
+    # made, so its own StopPodSandbox / RemovePodSandbox will remove it.
+    assert sorted(cache.pods) == ["p2", "p3"]
+    assert sorted(node.pods) == ["p2", "p3"]
+    # A later event for a forgotten pod adds it back (a container created in it after all).
+    cache, node = _fold_both(iter([
+        *after_a_runtime_restart(),
+        ("CreateContainer", api.CreateContainerRequest(pod=P1, container=_c("c9", "p1"))),
+        ("RemoveContainer", api.RemoveContainerRequest(pod=P1, container=_c("c9", "p1"))),
+        ("CreateContainer", api.CreateContainerRequest(pod=P1, container=_c("c8", "p1"))),
+    ]))
+    assert sorted(cache.pods) == ["p1", "p2", "p3"]
+    assert sorted(node.containers) == ["c3", "c8"]
