@@ -37,7 +37,7 @@ from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, R
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
-from policy_server.sdk.registry import FailurePolicy, Policy
+from policy_server.sdk.registry import FailurePolicy, Policy, PolicyState
 
 __all__ = [
     "CPU",
@@ -63,6 +63,7 @@ __all__ = [
     "NodeView",
     "Pod",
     "Policy",
+    "PolicyState",
     "PolicyError",
     "PolicyLoadError",
     "ResctrlGroup",
