@@ -24,7 +24,9 @@ from bridge.contract.node_fold import CREATED, MAX_OBJECTS, RUNNING, STOPPED, No
 from policy_server.sdk.model import Container, Event, Pod
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
-__all__ = ["CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeSnapshot", "NodeState", "NodeView"]
+__all__ = [
+    "CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeSnapshot", "NodeState", "NodeView",
+]
 
 
 class NodeView:
