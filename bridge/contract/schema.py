@@ -5,6 +5,9 @@ compares them with a fresh generation. Files:
 - request.schema.json / reply.schema.json: any event;
 - events/<Event>.request.schema.json / events/<Event>.reply.schema.json: the
   same, narrowed to the payload and reply keys of one event.
+Each file's `$id` is its own file name, so a reference between files (`$ref:
+"../webhook/reply.schema.json#/$defs/Mount"` in schemas/try/) resolves from the files alone,
+also with the stock `jsonschema --base-uri` tool.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def _base(model: Any, title: str) -> dict[str, Any]:
     schema: dict[str, Any] = model.model_json_schema()
-    return {"$schema": DIALECT, "$id": f"nri-webhook-bridge/v1/{title}", **schema,
+    return {"$schema": DIALECT, "$id": f"{title}.schema.json", **schema,
             "title": title}
 
 
@@ -36,7 +39,7 @@ def _narrow_request(base: dict[str, Any], event: str) -> dict[str, Any]:
     schema["properties"]["event"] = {"const": event, "title": "Event"}
     schema["required"] = sorted(set(schema.get("required", [])) | set(REQUIRED_PAYLOAD[event]))
     schema["title"] = f"{event}.request"
-    schema["$id"] = f"nri-webhook-bridge/v1/events/{event}.request"
+    schema["$id"] = f"{event}.request.schema.json"
     return schema
 
 
@@ -45,7 +48,7 @@ def _narrow_reply(base: dict[str, Any], event: str) -> dict[str, Any]:
     schema["properties"] = {k: v for k, v in schema["properties"].items()
                             if k in REPLY_KEYS[event]}
     schema["title"] = f"{event}.reply"
-    schema["$id"] = f"nri-webhook-bridge/v1/events/{event}.reply"
+    schema["$id"] = f"{event}.reply.schema.json"
     return schema
 
 

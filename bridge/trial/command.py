@@ -2,9 +2,10 @@
 
 Owns: the subcommand's arguments, reading the manifests and the bridge config, building the
 node (bridge.kube.NodeSpec), running the trial (bridge.trial.play) and printing the results
-(bridge.trial.report). Exit codes: 0 ok; 1 a webhook rejected (or a failed call under
-failure_policy Fail stopped a container); 2 bad input (manifests, config, options) — and then
-nothing is sent to any policy.
+(bridge.trial.report). Exit codes: 0 ok; 1 a webhook rejected; 2 bad input (manifests,
+config, options) — and then nothing is sent to any policy; 3 a webhook call failed (whatever
+its failure policy or mode: a trial with a failed call says nothing about the policy), which
+goes before 1. JSON output has sorted keys, so the same manifests give the same bytes.
 Must not: translate pods or talk to the runtime itself.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from dataclasses import replace
 from typing import Any
@@ -28,7 +30,7 @@ from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.trial import report
 from bridge.trial.play import TrialError, run_trial
 
-EXIT_OK, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_CALL_FAILED = 0, 1, 2, 3
 # Node labels kubelet's PodTopologyLabels admission copies onto pods (what a policy can see).
 TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -104,6 +106,8 @@ def main(args: argparse.Namespace) -> int:
     if not pods:
         print("nri-webhook-bridge try: the manifests describe no pods", file=sys.stderr)
         return EXIT_USAGE
+    # The simulator warns of every failed event; the report already names each one.
+    logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
         trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile]))
     except TrialError as exc:
@@ -111,10 +115,16 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_REJECTED
     objects = report.results(trial)
     if args.output == "json":
-        json.dump(objects, sys.stdout, indent=2)
+        json.dump(objects, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
         print(report.table(objects))
+    failed = report.failures(trial)
+    for line in failed:
+        print(f"nri-webhook-bridge try: call failed: {line}", file=sys.stderr)
+    if failed:
+        print(f"nri-webhook-bridge try: {len(failed)} webhook call(s) failed", file=sys.stderr)
+        return EXIT_CALL_FAILED
     return EXIT_REJECTED if report.rejected(objects) else EXIT_OK
 
 

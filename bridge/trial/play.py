@@ -7,6 +7,8 @@ per pod, kubelet's CRI calls in kubelet's order — RunPodSandbox; each init con
 created, started and (exited) stopped before the next; sidecars created and started; the
 regular containers created and started — a snapshot of what each container ends with, and
 the teardown (stop, remove). Everything started is stopped by its handle before returning.
+Every failed webhook call is kept: the relay records those it saw, the bridge's log names the
+others (a reply the bridge refused, a call its circuit breaker skipped).
 Must not: translate manifests (bridge.kube) or format results (bridge.trial.report).
 """
 
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +36,14 @@ from bridge.simulator.cri import CriResult, run_cri
 from bridge.simulator.profiles import RuntimeProfile
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.relay import Exchange, Relay
+from bridge.webhooks.specs import MAX_FAILURE_THRESHOLD
 
 # containerd's default NRI request timeout: what the bridge's budgets are derived from.
 REQUEST_TIMEOUT_S = 2.0
 BRIDGE_START_TIMEOUT_S = 30.0
 BRIDGE_STOP_TIMEOUT_S = 10.0
+# The bridge's log line for every failed webhook call (bridge.webhooks.fanout).
+CALL_FAILED = "webhook call failed"
 
 
 class TrialError(Exception):
@@ -111,7 +117,41 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
             await runtime.stop()
     finally:
         await relay.stop()
-    return TrialResult(tuple(runs), tuple(relay.exchanges))
+    return TrialResult(tuple(runs), with_bridge_failures(relay.exchanges, log))
+
+
+def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange, ...]:
+    """`exchanges` with the failures only the bridge saw: a reply it refused marks the exchange
+    failed; a call it never made (circuit open, no budget left) becomes an exchange of its own,
+    naming the pod and container the bridge's log names."""
+    out = list(exchanges)
+    by_uid = {(ex.bridge_uid, ex.webhook): i for i, ex in enumerate(out)}
+    for line in _log_lines(log):
+        if line.get("msg") != CALL_FAILED:
+            continue
+        webhook, reason = str(line.get("webhook", "")), str(line.get("reason", ""))
+        i = by_uid.get((str(line.get("uid", "")), webhook))
+        if i is not None:
+            if out[i].error is None:  # the relay passed the reply on; the bridge refused it
+                out[i] = replace(out[i], error=f"the bridge refused the reply: {reason}")
+            continue
+        namespace, _, name = str(line.get("pod", "")).partition("/")
+        request = {"event": line.get("event", ""), "pod": {"namespace": namespace, "name": name},
+                   "container": {"id": line.get("container_id", ""),
+                                 "name": line.get("container", "")}}
+        out.append(Exchange(webhook, request, None, f"not called: {reason}"))
+    return tuple(out)
+
+
+def _log_lines(log: Path) -> list[dict[str, Any]]:
+    lines = []
+    with contextlib.suppress(OSError):
+        for text in log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                line = json.loads(text)
+                if isinstance(line, dict):
+                    lines.append(line)
+    return lines
 
 
 def relayed_document(document: dict[str, Any], relay_socket: str) -> dict[str, Any]:
@@ -123,6 +163,9 @@ def relayed_document(document: dict[str, Any], relay_socket: str) -> dict[str, A
         hook = {k: v for k, v in hook.items()
                 if k not in ("tls", "bearer_token_file", "allow_insecure_http")}
         hook["url"] = f"unix://{relay_socket}/{i}"
+        # try counts every failure: the breaker must not skip calls (issue 25).
+        hook["circuit_breaker"] = {**(hook.get("circuit_breaker") or {}),
+                                   "failure_threshold": MAX_FAILURE_THRESHOLD}
         hooks.append(hook)
     out["webhooks"] = hooks
     out.pop("control", None)

@@ -2,16 +2,22 @@
 
 Owns: one Unix-socket HTTP server (uvicorn, as the control API) that takes the bridge's
 POSTs for every configured webhook, forwards each to the real webhook with the bridge's own
-policy client (same TLS, token, timeouts), records the request body exactly as the bridge
-sent it with the reply or failure, and answers the bridge with the webhook's reply bytes.
+policy client (same TLS, token, timeouts), records the request body as forwarded with the
+reply or failure, and answers the bridge with the webhook's reply bytes. Two envelope fields
+are the relay's, so that a trial is safe against a live server and reproducible (issue 25):
+`dry_run` is always true (the policy server answers from its dry-run copy of its state and
+changes nothing), and `uid` is derived from what the request is about (webhook, event, pod
+namespace/name, container name, occurrence) instead of the bridge's random one.
 The bridge's config is rewritten to point each webhook at the relay (play.relayed_document).
-Must not: change a body or a reply, or decide anything about them.
+Must not: change anything else in a body or a reply, or decide anything about them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +34,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 # The relay forwards within the budget the bridge gave the call, plus this for the hop.
 RELAY_SLACK_S = 0.05
 FALLBACK_BUDGET_S = 2.0
+# The envelope's first fields, in the order bridge.contract.request_body.envelope writes them.
+_ENVELOPE = re.compile(
+    rb'^(\{"api_version":"[^"]*","uid":)"[0-9a-f]*"(.*?,"dry_run":)(?:true|false)', re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +44,11 @@ class Exchange:
     """One webhook call: the body as POSTed, and the reply (or why there is none)."""
 
     webhook: str
-    request: dict[str, Any]
+    request: dict[str, Any]  # as forwarded: dry_run true, the derived uid
     reply: dict[str, Any] | None
     error: str | None = None
+    shadow: bool = False  # the bridge sent it as a dry run: a `mode: shadow` webhook
+    bridge_uid: str = ""  # the uid the bridge gave it (its log names the call by it)
 
     @property
     def event(self) -> str:
@@ -51,6 +62,7 @@ class Relay:
         self.socket_path = socket_path
         self.webhooks = webhooks
         self.exchanges: list[Exchange] = []
+        self._seen: dict[str, int] = {}  # uid derivation key -> occurrences so far
         self._clients = [PolicyClient(spec) for spec in webhooks]
         self._server = ControlServer(self, ControlSettings(socket_path=socket_path,
                                                            explicit_socket=True,
@@ -83,12 +95,20 @@ class Relay:
         except (ValueError, IndexError):
             await _answer(send, 404, b'{"error":"no such webhook"}')
             return
+        sent = json.loads(body)
+        uid = self._uid(index, sent)
+        body = _ENVELOPE.sub(lambda m: m[1] + json.dumps(uid).encode() + m[2] + b"true",
+                             body, count=1)
         request = json.loads(body)
+        if request.get("uid") != uid or request.get("dry_run") is not True:
+            raise AssertionError("the bridge's request envelope changed its layout")
+        shadow, bridge_uid = sent.get("dry_run") is True, str(sent.get("uid", ""))
         budget_s = request.get("budget_ms", FALLBACK_BUDGET_S * 1000) / 1000 + RELAY_SLACK_S
         try:
             raw = await client.post_raw(body, budget_s)
         except WebhookFailure as failure:
-            self.exchanges.append(Exchange(spec.name, request, None, str(failure)))
+            self.exchanges.append(Exchange(spec.name, request, None, str(failure),
+                                           shadow, bridge_uid))
             await _answer(send, 502, json.dumps({"error": str(failure)}).encode())
             return
         try:
@@ -97,8 +117,17 @@ class Relay:
             reply = None
         self.exchanges.append(Exchange(spec.name, request, reply if isinstance(reply, dict)
                                        else None, None if isinstance(reply, dict)
-                                       else "reply is not a JSON object"))
+                                       else "reply is not a JSON object", shadow, bridge_uid))
         await _answer(send, 200, raw)
+
+    def _uid(self, index: int, request: dict[str, Any]) -> str:
+        """32 hex digits from what the request is about, the same in every run."""
+        pod = request.get("pod") or {}
+        ctr = request.get("container") or {}
+        key = (f"{index}|{request.get('event')}|{pod.get('namespace', '')}/{pod.get('name', '')}"
+               f"|{ctr.get('name', '')}")
+        n = self._seen[key] = self._seen.get(key, 0) + 1
+        return hashlib.sha256(f"{key}|{n}".encode()).hexdigest()[:32]
 
 
 async def _answer(send: Send, status: int, body: bytes) -> None:

@@ -1,9 +1,10 @@
-"""`try` results per container: the JSON objects (schemas/try-output.schema.json) and the
+"""`try` results per container: the JSON objects (schemas/try/output.schema.json) and the
 table.
 
 Owns: matching each recorded webhook exchange to the container it was about (pod events go
 to every container of the pod), deciding what counts as a reject (an enforced reply's
-`reject`, or a failed call under failure_policy Fail), and both renderings.
+`reject`, or a failed call under failure_policy Fail) and what counts as a failed call (any
+exchange with an error, whatever the failure policy or mode), and both renderings.
 Must not: run anything.
 """
 
@@ -33,7 +34,9 @@ def _about(exchanges: Sequence[Exchange], run: PodRun, crun: ContainerRun) -> li
     for ex in exchanges:
         pod = ex.request.get("pod") or {}
         ctr = ex.request.get("container") or {}
-        pod_event = ex.event in POD_EVENTS and pod.get("id") == run.sandbox_id
+        same_pod = (pod.get("id") == run.sandbox_id if pod.get("id") else
+                    (pod.get("namespace"), pod.get("name")) == (run.pod.namespace, run.pod.name))
+        pod_event = ex.event in POD_EVENTS and same_pod
         if pod_event or ctr.get("id") == crun.container_id:
             mine.append(ex)
     return mine
@@ -49,7 +52,7 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
     reject: dict[str, str] | None = None
     for ex in exchanges:
         requests.setdefault(ex.event, ex.request)
-        shadow = ex.request.get("dry_run") is True
+        shadow = ex.shadow
         if ex.error is not None:
             warnings.append({"webhook": ex.webhook, "event": ex.event,
                              "message": f"call failed: {ex.error}"})
@@ -75,7 +78,10 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
     if reject is None and failed:
         error = failed[0].error or "failed"
         event = next((e.event for e in failed[0].events if not e.ok), failed[0].call)
-        reject = {"webhook": _failed_webhook(exchanges, event), "event": event, "reason": error}
+        webhook, why = _failed_call(exchanges, event)
+        # The relay's own error, not how the bridge saw the relay's answer ("HTTP 502").
+        reason = f'webhook "{webhook}" failed: {why}' if why else error
+        reject = {"webhook": webhook, "event": event, "reason": reason}
     if crun.not_started is not None:
         warnings.append({"webhook": "", "event": "", "message":
                          f"not started: {crun.not_started}"})
@@ -87,8 +93,27 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
     }
 
 
-def _failed_webhook(exchanges: Sequence[Exchange], event: str) -> str:
-    return next((ex.webhook for ex in exchanges if ex.event == event and ex.error), "")
+def _failed_call(exchanges: Sequence[Exchange], event: str) -> tuple[str, str]:
+    """(webhook, error) of the enforced call of `event` that failed, or ("", "")."""
+    return next(((ex.webhook, ex.error) for ex in exchanges
+                 if ex.event == event and ex.error and not ex.shadow), ("", ""))
+
+
+def failures(trial: TrialResult) -> list[str]:
+    """Every failed webhook call, one line each: webhook, event, what it was about, why."""
+    out = []
+    for ex in trial.exchanges:
+        if ex.error is None:
+            continue
+        pod = ex.request.get("pod") or {}
+        about = [ex.event]
+        if pod.get("name"):
+            about.append(f"pod {pod.get('namespace', '')}/{pod['name']}")
+        name = (ex.request.get("container") or {}).get("name")
+        if name:
+            about.append(f"container {name}")
+        out.append(f"{ex.webhook} ({', '.join(about)}): {ex.error}")
+    return out
 
 
 def rejected(objects: Sequence[dict[str, Any]]) -> bool:

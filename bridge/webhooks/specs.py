@@ -35,6 +35,7 @@ DEFAULT_EVENTS = ("CreateContainer", "UpdateContainer", "StopContainer", "Synchr
 DEFAULT_TIMEOUT_S = 1.0
 MAX_TIMEOUT_S = 60.0  # the core delivers late Synchronize updates for at most 60 s
 DEFAULT_FAILURE_THRESHOLD = 5
+MAX_FAILURE_THRESHOLD = 1000
 DEFAULT_COOL_DOWN_S = 10.0
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 _DURATION_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*$")
@@ -141,7 +142,8 @@ class _Tls(_Strict):
 
 
 class _Breaker(_Strict):
-    failure_threshold: int = Field(default=DEFAULT_FAILURE_THRESHOLD, ge=1, le=1000)
+    failure_threshold: int = Field(default=DEFAULT_FAILURE_THRESHOLD, ge=1,
+                                   le=MAX_FAILURE_THRESHOLD)
     cool_down: Duration = DEFAULT_COOL_DOWN_S
 
 

@@ -6,8 +6,12 @@ too: every request is folded into it before the policy's observers and handlers 
 reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot:
 ``unified`` keys on cgroup v1, which runc refuses (a reply warning each time), and on cgroup v2
 ``unified`` keys whose file the node's containers lack, which runc fails to open (a log warning
-once per policy and key, not one per request). Must not import web frameworks or do I/O;
-effects are returned, not executed.
+once per policy and key, not one per request). Owns dry runs as well: a ``dry_run`` request is
+answered as a real one would be, but against the dry-run copy of the node view and of the
+policy's registered state (``Policy.state``), never the real ones. The copy is taken from the
+real state at the policy's first dry run and again at every dry-run Synchronize; dry runs after
+that build on each other (a shadow-mode stream, a replay, one ``try`` run), real requests never
+see them. Must not import web frameworks or do I/O; effects are returned, not executed.
 """
 
 from __future__ import annotations
@@ -21,14 +25,14 @@ from typing import Any
 
 import orjson
 
-from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.catalogue import REPLY_KEYS, EventName
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
 from policy_server.sdk.decision import Conflict, ContainerUpdate, Decision, ResourcePatch, merge
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
-from policy_server.sdk.node_view import NodeState
+from policy_server.sdk.node_view import NodeSnapshot, NodeState
 from policy_server.sdk.registry import FailurePolicy, Policy, Registry
 
 log = logging.getLogger(__name__)
@@ -70,6 +74,9 @@ class Engine:
         self.registry = registry
         self.node = NodeState(facts)
         self._logged_drops: set[tuple[str, str]] = set()
+        # The dry-run copies (module docstring): the node view's, and each policy's state.
+        self._dry_node: NodeSnapshot | None = None
+        self._dry_states: dict[str, tuple[object, ...]] = {}
 
     def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
         """Evaluate a request given as a JSON value (the test kit's recordings), through the one
@@ -81,8 +88,28 @@ class Engine:
         return self.evaluate(policy_name, parse_request(raw))
 
     def evaluate(self, policy_name: str, event: Event) -> Evaluation:
-        started = time.perf_counter()
         policy = self.registry.get(policy_name)
+        if not event.dry_run:
+            return self._evaluate(policy, event)
+        # Swap the dry-run copies in, evaluate, keep them, swap the real state back. Nothing
+        # awaits in between, so no other request sees the copies.
+        real_node, real_state = self.node.snapshot(), policy.snapshot_state()
+        fresh = event.name is EventName.SYNCHRONIZE
+        if not fresh and self._dry_node is not None:
+            self.node.restore(self._dry_node)
+        dry_state = None if fresh else self._dry_states.get(policy.name)
+        if dry_state is not None:
+            policy.restore_state(dry_state)
+        try:
+            return self._evaluate(policy, event)
+        finally:
+            self._dry_node = self.node.snapshot()
+            self._dry_states[policy.name] = policy.snapshot_state()
+            self.node.restore(real_node)
+            policy.restore_state(real_state)
+
+    def _evaluate(self, policy: Policy[Any], event: Event) -> Evaluation:
+        started = time.perf_counter()
         self.node.apply(event)
         view = self.node.view
         for observe in policy.observers_for(event.name):

@@ -3,13 +3,15 @@
 koordlet recomputes a running container's quota from the pod spec; NRI does not carry the pod
 spec, and a running container's quota may already be scaled. So the policy observes the quota
 kubelet asked for at CreateContainer/UpdateContainer and reconciles from that. In-memory only
-(a restarted server relearns as containers are created or updated); bounded; no I/O.
+(a restarted server relearns as containers are created or updated); bounded; no I/O. Registered
+with ``Policy.state``, so dry runs learn into the engine's dry-run copy only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from bridge.contract.catalogue import EventName
 from policy_server.sdk import Event
@@ -24,6 +26,14 @@ class QuotaBaselines:
         self._quota: dict[str, int] = {}
         self._max = max_containers
         self._view = MappingProxyType(self._quota)
+
+    def snapshot(self) -> object:
+        return dict(self._quota)
+
+    def restore(self, snapshot: object) -> None:
+        """In place: the read-only view handed out stays valid."""
+        self._quota.clear()
+        self._quota.update(cast(dict[str, int], snapshot))
 
     def view(self) -> Mapping[str, int]:
         """A read-only live view (handlers run one at a time on the event loop)."""

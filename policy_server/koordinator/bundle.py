@@ -243,6 +243,7 @@ def build_policy(
     def synchronize(event: Event, ctx: KoordContext) -> Decision:
         return reconcile(event, ctx.rules, ctx.baselines, HOOKS, ctx.node)
 
+    policy.state(store)  # dry runs learn into a copy, never into the real baselines
     policy.observe(
         EventName.CREATE_CONTAINER,
         EventName.UPDATE_CONTAINER,

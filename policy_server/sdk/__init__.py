@@ -37,7 +37,7 @@ from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, R
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
-from policy_server.sdk.registry import FailurePolicy, Policy
+from policy_server.sdk.registry import FailurePolicy, Policy, PolicyState
 
 __all__ = [
     "CPU",
@@ -65,6 +65,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "PolicyLoadError",
+    "PolicyState",
     "ResctrlGroup",
     "ResctrlGroupRemoval",
     "ResourcePatch",

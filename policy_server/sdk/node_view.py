@@ -9,13 +9,14 @@ The view is only as complete as the events the bridge sends to this server: a we
 it current subscribes to Synchronize and to the create/stop/remove events. It shows what the
 runtime reported, not what a policy answered (an adjustment appears once a later event reports
 the container again). The fold itself — what each event changes, and the bound — is the one the
-bridge's state cache uses (bridge.contract.node_fold). Must not do I/O or know policies.
+bridge's state cache uses (bridge.contract.node_fold). ``snapshot``/``restore`` let the engine keep
+a dry-run copy apart from the real view. Must not do I/O or know policies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from bridge.contract.catalogue import EventName
@@ -23,7 +24,9 @@ from bridge.contract.node_fold import CREATED, MAX_OBJECTS, RUNNING, STOPPED, No
 from policy_server.sdk.model import Container, Event, Pod
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
-__all__ = ["CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeState", "NodeView"]
+__all__ = [
+    "CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeSnapshot", "NodeState", "NodeView",
+]
 
 
 class NodeView:
@@ -78,6 +81,15 @@ def _with_state(container: Container, state: str) -> Container:
     return replace(container, state=state)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """The view's content at one moment (the engine's dry-run bookkeeping)."""
+
+    pods: Mapping[str, Pod]
+    containers: Mapping[str, Container]
+    synced: bool
+
+
 class NodeState:
     """The mutable store behind ``NodeView``; only the engine calls ``apply``."""
 
@@ -92,6 +104,18 @@ class NodeState:
         self.synced = False
         self.generation = 0
         self.view = NodeView(self)
+
+    def snapshot(self) -> NodeSnapshot:
+        return NodeSnapshot(dict(self.pods), dict(self.containers), self.synced)
+
+    def restore(self, snapshot: NodeSnapshot) -> None:
+        """Back to ``snapshot``, in place (the views stay valid). The generation still moves
+        on: whatever a policy derived from the view before may be stale now."""
+        self._tables.clear()
+        self.pods.update(snapshot.pods)
+        self.containers.update(snapshot.containers)
+        self.synced = snapshot.synced
+        self.generation += 1
 
     def apply(self, event: Event) -> None:
         """Fold one request into the view (idempotent: several policies may see one event)."""

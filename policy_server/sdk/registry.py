@@ -13,8 +13,12 @@ A policy that reads configuration declares a ``context`` provider; its handlers 
 context snapshot as a second argument (``def h(event, rules)``), so they stay pure and testable.
 A handler or observer that declares a keyword-only ``node`` parameter (``def h(event, *, node)``)
 also gets the read-only ``NodeView`` of the node's pods and containers. Handlers of one policy
-run in registration order and their outputs are merged. Must not import web frameworks or the
-engine.
+run in registration order and their outputs are merged.
+
+State a policy keeps between events is registered with ``Policy.state`` (a ``PolicyState``:
+``snapshot()``/``restore()``): the engine then answers a dry-run request (``dry_run: true``: a
+shadow-mode webhook, ``replay``, ``try``) from a separate dry-run copy, so a dry run never
+changes what a real request sees. Must not import web frameworks or the engine.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from bridge.contract.catalogue import EventName
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
@@ -35,6 +39,7 @@ from policy_server.sdk.node_view import NodeState, NodeView
 C = TypeVar("C")
 H = TypeVar("H", bound=Callable[..., Decision | None])
 Obs = TypeVar("Obs", bound=Callable[..., None])
+S = TypeVar("S", bound="PolicyState")
 Observer = Callable[[Event, NodeView], None]
 
 _POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -59,6 +64,18 @@ class HandlerSpec(Generic[C]):
     events: frozenset[EventName]
     call: Callable[[Event, C], Decision | None]
     with_node: Callable[[Event, C, NodeView], Decision | None] | None = None
+
+
+class PolicyState(Protocol):
+    """State a policy keeps between events (what its observers change).
+
+    ``snapshot()`` returns a value that does not change when the state does (an immutable
+    value, or a copy); ``restore(snapshot)`` puts the state back to it, in place (handlers hold
+    the object itself)."""
+
+    def snapshot(self) -> object: ...
+
+    def restore(self, snapshot: object) -> None: ...
 
 
 def _positional_arity(fn: Callable[..., object]) -> int:
@@ -125,6 +142,7 @@ class Policy(Generic[C]):
         self._handlers: list[HandlerSpec[C]] = []
         self._observers: list[tuple[frozenset[EventName], Observer]] = []
         self._by_event: dict[EventName, tuple[HandlerSpec[C], ...]] = {}
+        self._states: list[PolicyState] = []
 
     def on(self, *events: EventName | str, name: str | None = None) -> Callable[[H], H]:
         """Register the decorated function for ``events`` (at least one)."""
@@ -157,9 +175,10 @@ class Policy(Generic[C]):
         """Register in-memory bookkeeping run before the handlers of ``events``.
 
         The one place a policy may keep state between events (e.g. remember values it saw at
-        CreateContainer); observers must not do I/O and return nothing. Like handlers, an
-        observer may declare a keyword-only ``node`` parameter to get the node view (already
-        updated with the event).
+        CreateContainer); observers must not do I/O and return nothing. Register what they
+        change with ``state`` so that dry runs leave it alone. Like handlers, an observer may
+        declare a keyword-only ``node`` parameter to get the node view (already updated with
+        the event).
         """
         wanted = frozenset(EventName(e) for e in events)
 
@@ -173,6 +192,20 @@ class Policy(Generic[C]):
             return fn
 
         return register
+
+    def state(self, kept: S) -> S:
+        """Register ``kept`` as state of this policy (returned as is): dry-run requests are
+        answered from their own copy of it and leave the real one as it was."""
+        self._states.append(kept)
+        return kept
+
+    def snapshot_state(self) -> tuple[object, ...]:
+        """Every registered state's snapshot (the engine's dry-run bookkeeping)."""
+        return tuple(kept.snapshot() for kept in self._states)
+
+    def restore_state(self, snapshots: tuple[object, ...]) -> None:
+        for kept, snapshot in zip(self._states, snapshots, strict=True):
+            kept.restore(snapshot)
 
     @property
     def handlers(self) -> tuple[HandlerSpec[C], ...]:

@@ -3,6 +3,7 @@ example user policy, and a policy that rejects, on a private Unix socket."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -36,14 +37,19 @@ def policy_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("policy")
     module = work / "no_latest.py"
     module.write_text(REJECTING_POLICY)
+    with policy_server(work, "--rules", str(REPO / "examples" / "koordinator-rules.yaml"),
+                       "--policy-module", str(REPO / "examples" / "label_env_policy.py"),
+                       "--policy-module", str(module)) as sock:
+        yield sock
+
+
+@contextlib.contextmanager
+def policy_server(work: Path, *args: str) -> Iterator[Path]:
+    """A real nri-policy-server on `work`/p.sock, stopped (by its handle) on leaving."""
     sock = work / "p.sock"
     with (work / "policy.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [str(BIN / "nri-policy-server"), "--uds", str(sock),
-             "--rules", str(REPO / "examples" / "koordinator-rules.yaml"),
-             "--policy-module", str(REPO / "examples" / "label_env_policy.py"),
-             "--policy-module", str(module)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([str(BIN / "nri-policy-server"), "--uds", str(sock), *args],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_healthy(sock, proc, work / "policy.log")
         yield sock

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,15 @@ EXAMPLE_PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"
 
 
 def validate(objects: Any) -> None:
-    def load(name: str) -> referencing.Resource[Any]:
-        return referencing.Resource.from_contents(json.loads(name))
+    """Against schemas/try/output.schema.json, its references resolved from the files alone."""
 
-    registry: referencing.Registry[Any] = referencing.Registry().with_resources([
-        ("nri-webhook-bridge/v1/request",
-         load((SCHEMAS / "webhook" / "request.schema.json").read_text())),
-        ("nri-webhook-bridge/v1/reply",
-         load((SCHEMAS / "webhook" / "reply.schema.json").read_text())),
-    ])
-    schema = json.loads((SCHEMAS / "try" / "output.schema.json").read_text())
+    def retrieve(uri: str) -> referencing.Resource[Any]:
+        path = Path(urllib.parse.urlparse(uri).path)
+        return referencing.Resource.from_contents(json.loads(path.read_text()))
+
+    path = SCHEMAS / "try" / "output.schema.json"
+    schema = {**json.loads(path.read_text()), "$id": path.as_uri()}
+    registry: referencing.Registry[Any] = referencing.Registry(retrieve=retrieve)
     jsonschema.Draft202012Validator(schema, registry=registry).validate(objects)
 
 
@@ -95,6 +95,7 @@ def test_reject_exits_1_and_stops_kubelet_order(policy_socket: Path) -> None:
     done = run_try("-", "--policy-url", url, "--output", "json", "--cgroup-driver", "systemd",
                    stdin=REJECTED_POD)
     assert done.returncode == 1, done.stderr
+    assert done.stderr == ""  # the reject is in the output, not also a log line on stderr
     objects = json.loads(done.stdout)
     validate(objects)
     setup, app = objects
@@ -174,20 +175,31 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
     assert "webhooks[0].bogus: unknown key" in done.stderr
 
 
-@pytest.mark.parametrize(("policy", "code"), [("Ignore", 0), ("Fail", 1)])
-def test_unreachable_webhook_follows_its_failure_policy(tmp_path: Path, policy: str,
-                                                        code: int) -> None:
+@pytest.mark.parametrize("policy", ["Ignore", "Fail"])
+def test_unreachable_webhook_exits_3_whatever_its_failure_policy(tmp_path: Path,
+                                                                 policy: str) -> None:
+    """Issue 25: an unreachable policy gave warnings and exit 0 (Ignore); under Fail the reject
+    said "HTTP 502", the relay's answer, instead of why the call failed."""
     config = tmp_path / "bridge.yaml"
     config.write_text(json.dumps({"webhooks": [{
         "name": "gone", "url": f"unix://{tmp_path}/nobody.sock/v1/policies/x",
         "events": ["CreateContainer"], "failure_policy": policy}]}))
     done = run_try(EXAMPLE_PODS[1], "--config", str(config), "--output", "json")
-    assert done.returncode == code, done.stderr
+    assert done.returncode == 3, done.stderr
     (app,) = json.loads(done.stdout)
     assert any(w["webhook"] == "gone" and w["event"] == "CreateContainer"
-               and w["message"].startswith("call failed:") for w in app["warnings"])
+               and w["message"].startswith("call failed: connect_error: cannot connect")
+               for w in app["warnings"])
+    assert done.stderr.splitlines() == [
+        "nri-webhook-bridge try: call failed: gone (CreateContainer, pod shop/latency-critical, "
+        f"container app): connect_error: cannot connect to unix://{tmp_path}/nobody.sock/v1/"
+        "policies/x: [Errno 2] No such file or directory",
+        "nri-webhook-bridge try: 1 webhook call(s) failed"]
     if policy == "Fail":
-        assert app["reject"] is not None and app["reject"]["event"] == "CreateContainer"
+        assert app["reject"]["event"] == "CreateContainer"
+        assert app["reject"]["reason"].startswith(
+            'webhook "gone" failed: connect_error: cannot connect')
+        assert "502" not in app["reject"]["reason"]
         assert app["effective"] is None
     else:
         assert app["reject"] is None and app["effective"]["oom_score_adj"] == -997

@@ -9,8 +9,10 @@ bridge (``Decision.push``) at RemoveContainer and RemovePodSandbox, whose replie
 Synchronize, the real one or the one the server builds from the bridge's state at startup,
 rebuilds the allocation from what the runtime reports, so a restart loses nothing.
 
-Owns the handlers and the configuration; the state lives in ``pools``. Handlers only read: the
-observer plans and commits each event before they run. Must not do I/O after ``build``.
+Owns the handlers and the configuration; the state lives in ``pools``, registered with the
+SDK so that a dry run (shadow mode, ``replay``, ``try``) never changes the real allocation.
+Handlers only read: the observer plans and commits each event before they run. Must not do
+I/O after ``build``.
 """
 
 from __future__ import annotations
@@ -130,8 +132,8 @@ def build(settings: PolicySettings) -> Policy[None]:
 
 
 def build_policy(settings: Settings) -> Policy[None]:
-    pools = CpuPools(settings)
     policy = Policy(NAME, description=DESCRIPTION)
+    pools = policy.state(CpuPools(settings))  # a dry run leaves the real table alone
 
     @policy.observe(*EVENTS)
     def track(event: Event, *, node: NodeView) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import cast
 
 from policy_server.policies.cpu_pools.allocator import take
 from policy_server.policies.cpu_pools.topology import Topology
@@ -108,14 +109,22 @@ class CpuPools:
         self.table: Table = MappingProxyType({})
         self.last: Outcome | None = None
 
+    def snapshot(self) -> object:
+        return self.table, self.last  # both immutable: commit replaces them
+
+    def restore(self, snapshot: object) -> None:
+        self.table, self.last = cast(tuple[Table, Outcome | None], snapshot)
+
     def shared(self, table: Table | None = None) -> frozenset[int]:
         return self.settings.topology.cpus - _held(self.table if table is None else table)
 
     def commit(self, plan: Plan) -> None:
         """Keep the new table and remember what the handler will answer.
 
-        Dry runs commit too: a shadow webhook or a replay sees the whole stream of events as
-        dry runs, and its answers only make sense if each builds on the ones before.
+        Dry runs commit too, to the engine's dry-run copy (``snapshot``/``restore``: the policy
+        registers this object with ``Policy.state``): a shadow webhook or a replay sees the
+        whole stream of events as dry runs, and its answers only make sense if each builds on
+        the ones before, while the real table stays as real requests left it.
         """
         outcome, table = plan
         self.table = MappingProxyType(dict(table))

@@ -183,6 +183,54 @@ def test_dry_runs_build_on_each_other() -> None:
     assert cpus_of(node.create(pod("g2"), container("x2", "g2", cpus=1), dry_run=True)) == "2"
 
 
+def test_dry_run_creates_leave_the_real_table_alone() -> None:
+    """Issue 25: `try` against a live server took CPUs another pod then got again. A dry-run
+    create answers with the CPUs a real one would get, and the next real create gets them."""
+    node = Node()
+    node.sync((SHARED_POD, S1))
+    assert cpus_of(node.create(pod("g1"), container("x1", "g1", cpus=1), dry_run=True)) == "1"
+    assert cpus_of(node.create(pod("g2"), container("x2", "g2", cpus=1), dry_run=True)) == "2"
+    real = node.create(pod("g3"), container("x3", "g3", cpus=1))
+    assert cpus_of(real) == "1"
+    assert moved(real) == {"s1": "0,2-7"}  # the real node view holds S1 only
+    assert set(node.runner.node.containers) == {"s1", "x3"}
+    assert cpus_of(node.create(pod("g4"), container("x4", "g4", cpus=1))) == "2"
+
+
+def test_dry_run_sync_and_removal_change_nothing_real() -> None:
+    node = Node()
+    node.sync((SHARED_POD, S1))
+    x1 = container("x1", "g1", cpus=1)
+    assert cpus_of(node.create(pod("g1"), x1)) == "1"
+    # A dry-run Synchronize of an empty node (what `try` starts with) frees every CPU there...
+    assert node.send("Synchronize", pods=[], containers=[], dry_run=True).no_change
+    assert cpus_of(node.create(pod("g2"), container("x2", "g2", cpus=1), dry_run=True)) == "1"
+    # ...and a dry-run stop of x1 answers with the shared pool it would free.
+    stop = node.send("StopContainer", pod=pod("g1"), container={**x1, "state":
+                                                                "CONTAINER_RUNNING"},
+                     dry_run=True)
+    assert stop.no_change  # the dry-run copy knows no x1 since its Synchronize
+    stop = node.send("StopContainer", pod=SHARED_POD, container=S1, dry_run=True)
+    assert stop.no_change
+    # The real node: x1 still holds CPU 1, S1 still runs.
+    assert set(node.runner.node.containers) == {"s1", "x1"}
+    assert cpus_of(node.create(pod("g3"), container("x3", "g3", cpus=1))) == "2"
+
+
+def test_dry_run_stop_answers_as_a_real_one_would() -> None:
+    node = Node()
+    node.sync((SHARED_POD, S1))
+    x1 = container("x1", "g1", cpus=1)
+    node.create(pod("g1"), x1)
+    running = {**x1, "state": "CONTAINER_RUNNING"}
+    dry = node.send("StopContainer", pod=pod("g1"), container=running, dry_run=True)
+    assert moved(dry) == {"s1": "0-7"}  # CPU 1 would go back to the shared pool
+    dry_remove = node.send("RemoveContainer", pod=pod("g1"), container=running, dry_run=True)
+    assert dry_remove.no_change
+    # Really, x1 still holds CPU 1: a real stop frees it now.
+    assert moved(node.send("StopContainer", pod=pod("g1"), container=running)) == {"s1": "0-7"}
+
+
 def test_update_container_keeps_the_pool() -> None:
     node = Node()
     node.sync((SHARED_POD, S1))
