@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         if args.replicas is not None and args.replicas < 1:
             raise ValueError(f"--replicas: must be at least 1, got {args.replicas}")
         manifests = read_manifests(args.manifests, strict=args.strict, replicas=args.replicas)
-        pods = [translate(_with_topology(p, node), node) for p in manifests.pods]
+        pods = [translate(with_topology(p, node), node) for p in manifests.pods]
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -206,7 +206,8 @@ def _pairs(text: str, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _with_topology(pod: Pod, node: NodeSpec) -> Pod:
+def with_topology(pod: Pod, node: NodeSpec) -> Pod:
+    """`pod` with the node's topology labels, as the PodTopologyLabels admission copies them."""
     copied = {k: v for k, v in node.labels if k in TOPOLOGY_LABELS}
     if not copied:
         return pod
