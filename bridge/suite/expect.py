@@ -39,15 +39,25 @@ class Mismatch:
     got: Any
 
     def render(self, indent: str = "    ") -> str:
+        """Expected and got on a line each; two structures as a unified diff; a long value
+        (what a `contains` looked in) as an indented block."""
         want, have = _show(self.expected), _show(self.got)
         lines = [f"{indent}{self.where}"]
-        if "\n" in want or "\n" in have:
+        if _structured(self.expected) and _structured(self.got):
             diff = difflib.unified_diff(want.splitlines(), have.splitlines(), "expected", "got",
                                         lineterm="")
-            lines += [f"{indent}  {line}" for line in diff]
-        else:
-            lines += [f"{indent}  expected: {want}", f"{indent}  got:      {have}"]
+            return "\n".join(lines + [f"{indent}  {line}" for line in diff])
+        for label, text in (("expected:", want), ("got:     ", have)):
+            if "\n" in text:
+                lines.append(f"{indent}  {label.rstrip()}")
+                lines += [f"{indent}    {line}" for line in text.splitlines()]
+            else:
+                lines.append(f"{indent}  {label} {text}")
         return "\n".join(lines)
+
+
+def _structured(value: Any) -> bool:
+    return isinstance(value, dict | list) and operator_of(value) is None
 
 
 def _show(value: Any) -> str:
@@ -55,6 +65,9 @@ def _show(value: Any) -> str:
         return "<absent>"
     if isinstance(value, Text):
         return str(value)
+    operator = operator_of(value)
+    if operator is not None:
+        return f"{operator[0]} {json.dumps(operator[1], sort_keys=True)}"
     if isinstance(value, dict | list):
         return json.dumps(value, indent=2, sort_keys=True)
     return json.dumps(value)
