@@ -63,6 +63,7 @@ def run_test(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.timeout(600)  # a ceiling for a loaded machine: about 20 s when idle
 def test_the_example_suites_pass(tmp_path: Path) -> None:
     done = run_test(*EXAMPLES, "--junit", str(tmp_path / "junit.xml"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -81,6 +82,7 @@ def one_wrong(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return run_test("suite.yaml", "--junit", "out.xml", cwd=work), work
 
 
+@pytest.mark.timeout(600)  # runs the module's suite (the fixture) when first
 def test_one_wrong_expectation_fails_with_a_diff(
         one_wrong: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     done, _ = one_wrong
@@ -99,6 +101,7 @@ def test_one_wrong_expectation_fails_with_a_diff(
     assert lines[-1] == "2 passed, 1 failed"
 
 
+@pytest.mark.timeout(600)
 def test_the_junit_file_parses_with_the_right_counts(
         one_wrong: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     _, work = one_wrong
@@ -181,3 +184,22 @@ def test_a_policy_module_the_server_refuses_is_a_bad_suite(tmp_path: Path) -> No
     assert done.stderr.startswith(
         "nri-webhook-bridge test: suite.yaml: webhooks.policy_modules: policy module "), done.stderr
     assert "No module named 'not_a_module_anywhere'" in done.stderr
+
+
+def _yaml_block_after(path: Path, marker: str) -> str:
+    text = path.read_text()
+    start = text.index("```yaml\n", text.index(marker)) + len("```yaml\n")
+    return text[start:text.index("```", start)]
+
+
+@pytest.mark.timeout(600)
+def test_the_suites_in_readme_and_the_docs_pass_as_written(tmp_path: Path) -> None:
+    examples = REPO / "examples"
+    for name, path, marker in [("readme.yaml", REPO / "README.md", "**Policy tests for CI**"),
+                               ("docs.yaml", REPO / "docs" / "policy-tests.md", "## A suite")]:
+        # Written as if in examples/tests/: their paths start at ../
+        block = _yaml_block_after(path, marker).replace("../", f"{examples}/")
+        (tmp_path / name).write_text(block)
+    done = run_test("readme.yaml", "docs.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "3 passed, 0 failed"
