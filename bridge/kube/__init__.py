@@ -13,6 +13,7 @@ manifests it is given, or import the plugin's runtime layers.
 from bridge.kube.cri import CriContainer, CriPod
 from bridge.kube.errors import ManifestError
 from bridge.kube.kubelet import translate
+from bridge.kube.lifecycle import SNAPSHOT, Step, kubelet_order
 from bridge.kube.manifest import (
     Manifests,
     load_pods,
@@ -33,6 +34,7 @@ from bridge.kube.runtime_view import (
 )
 
 __all__ = [
+    "SNAPSHOT",
     "ContainerKind",
     "CriContainer",
     "CriPod",
@@ -40,9 +42,11 @@ __all__ = [
     "Manifests",
     "NodeSpec",
     "Pod",
+    "Step",
     "container",
     "container_id",
     "effective",
+    "kubelet_order",
     "load_pods",
     "manifests_from",
     "parse_documents",
