@@ -61,7 +61,7 @@ async def _run(suites: list[LoadedSuite]) -> list[CaseResult]:
 
 def _print(result: CaseResult) -> None:
     print(f"{'PASS' if result.ok else 'FAIL'} {result.suite.path}: {result.name}", flush=True)
-    if result.error is not None:
-        print(f"    error: {result.error}")
+    for line in (result.error or "").splitlines():
+        print(f"    error: {line}")
     for mismatch in result.mismatches:
         print(mismatch.render())

@@ -35,7 +35,7 @@ class CaseResult:
     suite: LoadedSuite
     name: str
     mismatches: tuple[Mismatch, ...] = ()
-    error: str | None = None  # the case could not run, or a webhook call failed
+    error: str | None = None  # the case could not run, or webhook calls failed (a line each)
     duration_s: float = 0.0
 
     @property
@@ -68,11 +68,17 @@ async def run_suite(suite: LoadedSuite,
 
 
 def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResult:
-    failed = [f"webhook {ex.webhook} ({ex.event}): call failed: {ex.error}"
-              for ex in trial.exchanges if ex.error is not None]
+    failed: dict[tuple[str, str], list[str]] = {}  # (webhook, error) -> events, in order
+    for ex in trial.exchanges:
+        if ex.error is not None:
+            events = failed.setdefault((ex.webhook, ex.error), [])
+            if ex.event not in events:
+                events.append(ex.event)
+    errors = [f"webhook {webhook}: call failed ({', '.join(events)}): {error}"
+              for (webhook, error), events in failed.items()]
     objects = report.results(trial)
     mismatches = tuple(m for e in case.expect for m in check(e, objects))
-    return CaseResult(suite, case.name, mismatches, "; ".join(failed) or None)
+    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None)
 
 
 async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, p
 from bridge.simulator.cri import CriResult, run_cri
 from bridge.simulator.profiles import RuntimeProfile
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay
 
 # containerd's default NRI request timeout: what the bridge's budgets are derived from.
@@ -107,7 +107,7 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
             runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
         finally:
             if proc is not None:
-                await _stop(proc)
+                await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
             await runtime.stop()
     finally:
         await relay.stop()
@@ -154,19 +154,6 @@ def _tail(path: Path) -> str:
     with contextlib.suppress(OSError):
         return " | ".join(path.read_text(errors="replace").splitlines()[-5:])
     return ""
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the bridge we started (by its handle), SIGKILL if it does not stop."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
 
 
 async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from bridge.contract.catalogue import EVENT_NAMES
+from bridge.trial.process import stop_process
 
 SERVER_START_TIMEOUT_S = 60.0  # a ceiling against hangs on a busy machine, not a measurement
 SERVER_STOP_TIMEOUT_S = 10.0
@@ -102,7 +102,7 @@ async def private_server(policies: PrivatePolicies, work: Path) -> AsyncIterator
         served = await _served(work / "policy.sock")
         yield bridge_document(work / "policy.sock", served)
     finally:
-        await _stop(proc)
+        await stop_process(proc, SERVER_STOP_TIMEOUT_S)
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
 
@@ -174,16 +174,3 @@ async def _served(socket_path: Path) -> list[dict[str, Any]]:
     if not isinstance(policies, list):
         raise OSError("cannot list the policy server's policies: not a list")
     return policies
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the server we started (by its handle), SIGKILL if it does not stop."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), SERVER_STOP_TIMEOUT_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.wait_for(proc.wait(), SERVER_STOP_TIMEOUT_S)

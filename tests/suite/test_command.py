@@ -120,6 +120,22 @@ def test_the_junit_file_parses_with_the_right_counts(
     assert all(float(c.get("time") or "-1") >= 0 for c in cases)
 
 
+def test_a_webhook_that_cannot_be_reached_fails_the_case(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(
+        f"webhooks: {{url: 'unix://{tmp_path}/nothing.sock/p'}}\n"
+        f"cases: [{{name: nobody home, manifests: [{LSR_POD}],\n"
+        "         expect: [{pod: shop/latency-critical, verdict: unchanged}]}]\n")
+    done = run_test("suite.yaml", "--junit", "out.xml", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "FAIL suite.yaml: nobody home"
+    assert lines[1].startswith("    error: webhook policy: call failed (Synchronize, "
+                               "CreateContainer, StopContainer): connect_error: ")
+    assert lines[-1] == "0 passed, 1 failed"
+    root = ET.parse(tmp_path / "out.xml").getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("1", "0", "1")
+
+
 # -- bad suites: exit 2, the file and field named, nothing run ---------------------------------
 
 GOOD_HEAD = "webhooks: {url: 'unix:///nonexistent.sock/p'}\n"
