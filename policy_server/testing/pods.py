@@ -3,14 +3,14 @@
 The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
 kubelet's rules, then the simulated runtime's additions from its profile), and the requests
 are the bodies the bridge would POST, in the order `try` plays them (both drive one generator,
-bridge.kube.lifecycle): RunPodSandbox; each init
-container created, started and stopped (it exits) before the next; sidecars and regular
-containers created and started; then the teardown. The container each later event carries is
-the one the runtime would have: the policy's adjustment and updates applied (the simulator's
-own rules, bridge.simulator.apply). A reject stops that container and, for an init container
-or sidecar, the containers after it, as kubelet would. Replies are checked like `send`'s.
+bridge.kube.lifecycle): RunPodSandbox; each init container created, started and stopped (it
+exits) before the next; sidecars and regular containers created and started; then the
+teardown. The container each later event carries is the one the runtime would have: the
+policy's adjustment and updates applied (the simulator's own rules, bridge.simulator.apply). A
+reject stops that container and, for an init container or sidecar, the containers after it, as
+kubelet would. Replies are checked like `send`'s.
 
-Owns: that sequence for one policy and the per-container result (``PodContainer``, shaped
+Owns: driving that order for one policy and the per-container result (``PodContainer``, shaped
 like one object of `try --output json`). Must not: start servers or sockets.
 """
 
