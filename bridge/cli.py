@@ -26,7 +26,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
-SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay", "try")
+SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay", "try", "test")
 
 
 def _add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -99,6 +99,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in (None, "try"):
         from bridge.trial import command as try_cli
         try_cli.add_arguments(trial)
+    suite = sub.add_parser(
+        "test", help="run declarative policy test suites (YAML) through `try`'s engine; one "
+                     "line per case, exit 1 when a case fails, 2 on a bad suite")
+    if command in (None, "test"):
+        from bridge.suite import command as suite_cli
+        suite_cli.add_arguments(suite)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
     return parser
@@ -198,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bridge.trial import command as try_cli
         logs.setup("warning", "text")
         return try_cli.main(args)
+    if args.command == "test":
+        from bridge.suite import command as suite_cli
+        logs.setup("warning", "text")
+        return suite_cli.main(args)
     if args.command == "simulate":
         from bridge.simulator import commands as simulator_cli
         logs.setup(getattr(args, "log_level", "warning") or "warning", "text")

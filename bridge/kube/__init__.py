@@ -13,7 +13,16 @@ manifests it is given, or import the plugin's runtime layers.
 from bridge.kube.cri import CriContainer, CriPod
 from bridge.kube.errors import ManifestError
 from bridge.kube.kubelet import translate
-from bridge.kube.manifest import Manifests, load_pods, parse_documents, pods_of, read_manifests
+from bridge.kube.lifecycle import SNAPSHOT, Step, kubelet_order
+from bridge.kube.manifest import (
+    Manifests,
+    load_pods,
+    manifests_from,
+    parse_documents,
+    pods_of,
+    read_documents,
+    read_manifests,
+)
 from bridge.kube.model import ContainerKind, Pod
 from bridge.kube.node import NodeSpec
 from bridge.kube.runtime_view import (
@@ -25,6 +34,7 @@ from bridge.kube.runtime_view import (
 )
 
 __all__ = [
+    "SNAPSHOT",
     "ContainerKind",
     "CriContainer",
     "CriPod",
@@ -32,13 +42,17 @@ __all__ = [
     "Manifests",
     "NodeSpec",
     "Pod",
+    "Step",
     "container",
     "container_id",
     "effective",
+    "kubelet_order",
     "load_pods",
+    "manifests_from",
     "parse_documents",
     "pod_sandbox",
     "pods_of",
+    "read_documents",
     "read_manifests",
     "sandbox_id",
     "translate",

@@ -19,7 +19,7 @@ import json
 import re
 import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -121,7 +121,13 @@ def read_manifests(paths: Sequence[str], *, strict: bool = False,
     skipped with a note, or, `strict`, refused. `replicas` overrides every replicated
     workload's `spec.replicas`. A RuntimeClass in the manifests gives its handler to the pods
     that name it."""
-    docs = list(read_documents(paths))
+    return manifests_from(read_documents(paths), strict=strict, replicas=replicas)
+
+
+def manifests_from(documents: Iterable[tuple[str, Any]], *, strict: bool = False,
+                   replicas: int | None = None) -> Manifests:
+    """`read_manifests` of documents already parsed: (label for messages, document)."""
+    docs = list(documents)
     handlers = _runtime_handlers(docs)
     skipped: list[str] | None = None if strict else []
     pods: list[Pod] = []

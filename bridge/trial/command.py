@@ -2,10 +2,12 @@
 
 Owns: the subcommand's arguments, reading the manifests and the bridge config, building the
 node (bridge.kube.NodeSpec), running the trial (bridge.trial.play) and printing the results
-(bridge.trial.report). Exit codes: 0 ok; 1 a webhook rejected; 2 bad input (manifests,
-config, options) — and then nothing is sent to any policy; 3 a webhook call failed (whatever
-its failure policy or mode: a trial with a failed call says nothing about the policy), which
-goes before 1. JSON output has sorted keys, so the same manifests give the same bytes.
+(bridge.trial.report); with --policy-module/--rules, around a private policy server
+(bridge.trial.private_server). Exit codes: 0 ok; 1 a webhook rejected; 2 bad input
+(manifests, config, options) — and then nothing is sent to any policy; 3 a webhook call
+failed (whatever its failure policy or mode: a trial with a failed call says nothing about
+the policy), which goes before 1. JSON output has sorted keys, so the same manifests give
+the same bytes.
 Must not: translate pods or talk to the runtime itself.
 """
 
@@ -15,8 +17,11 @@ import argparse
 import asyncio
 import json
 import logging
+import shutil
 import sys
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -24,11 +29,12 @@ import yaml
 from bridge.config_file import parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError
-from bridge.kube import ManifestError, NodeSpec, Pod, read_manifests, translate
+from bridge.kube import CriPod, ManifestError, NodeSpec, Pod, read_manifests, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
-from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
+from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.trial import report
-from bridge.trial.play import TrialError, run_trial
+from bridge.trial.play import TrialError, TrialResult, run_trial
+from bridge.trial.private_server import PolicySetupError, PrivatePolicies, private_server
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_CALL_FAILED = 0, 1, 2, 3
 # Node labels kubelet's PodTopologyLabels admission copies onto pods (what a policy can see).
@@ -39,9 +45,16 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("manifests", nargs="+", metavar="MANIFEST",
                    help="Kubernetes manifests (YAML or JSON, multi-document; - for stdin)")
-    target = p.add_mutually_exclusive_group(required=True)
+    target = p.add_mutually_exclusive_group()
     target.add_argument("--config", metavar="FILE", help="bridge configuration (its webhooks)")
     target.add_argument("--policy-url", metavar="URL", help="one webhook, named `policy`")
+    p.add_argument("--policy-module", metavar="FILE", action="append", default=[],
+                   help="instead of --config/--policy-url: serve every Policy in this Python "
+                        "file from a private nri-policy-server started for the run, one "
+                        "webhook per policy (repeatable)")
+    p.add_argument("--rules", metavar="FILE",
+                   help="instead of --config/--policy-url: koordinator-qos with these rules, "
+                        "from the same private nri-policy-server")
     p.add_argument("--node-cpus", type=int, default=DEFAULT_NODE_CPUS, metavar="N",
                    help="the node's CPUs (default %(default)s)")
     p.add_argument("--node-memory", default="32Gi", metavar="QUANTITY",
@@ -90,14 +103,16 @@ def attach_values(argv: list[str]) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     try:
         node = _node(args)
-        document = _config_document(args)
-        config = parse(document, args.config or "--policy-url")
-        if not config.webhooks:
-            raise ConfigError("webhooks", "the configuration has no webhooks to try")
+        private = _private_policies(args)
+        if not private:
+            document = _config_document(args)
+            config = parse(document, args.config or "--policy-url")
+            if not config.webhooks:
+                raise ConfigError("webhooks", "the configuration has no webhooks to try")
         if args.replicas is not None and args.replicas < 1:
             raise ValueError(f"--replicas: must be at least 1, got {args.replicas}")
         manifests = read_manifests(args.manifests, strict=args.strict, replicas=args.replicas)
-        pods = [translate(_with_topology(p, node), node) for p in manifests.pods]
+        pods = [translate(with_topology(p, node), node) for p in manifests.pods]
     except (ManifestError, ConfigError, ValueError) as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -109,7 +124,13 @@ def main(args: argparse.Namespace) -> int:
     # The simulator warns of every failed event; the report already names each one.
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
-        trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile]))
+        if private:
+            trial = asyncio.run(_run_private(private, pods, PROFILES[args.profile]))
+        else:
+            trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile]))
+    except (PolicySetupError, ConfigError) as exc:
+        print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except TrialError as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_REJECTED
@@ -126,6 +147,35 @@ def main(args: argparse.Namespace) -> int:
         print(f"nri-webhook-bridge try: {len(failed)} webhook call(s) failed", file=sys.stderr)
         return EXIT_CALL_FAILED
     return EXIT_REJECTED if report.rejected(objects) else EXIT_OK
+
+
+def _private_policies(args: argparse.Namespace) -> PrivatePolicies:
+    """--policy-module/--rules (a private server), or none when --config/--policy-url."""
+    private = PrivatePolicies(tuple(args.policy_module), args.rules, args.cgroup_version)
+    given = [flag for flag, on in (("--config", args.config), ("--policy-url", args.policy_url),
+                                   ("--policy-module/--rules", private)) if on]
+    if len(given) != 1:
+        raise ValueError("give one of --config, --policy-url or --policy-module/--rules"
+                         + (f", not {' and '.join(given)}" if given else ""))
+    private.check()
+    return private
+
+
+async def _run_private(private: PrivatePolicies, pods: list[CriPod],
+                       profile: RuntimeProfile) -> TrialResult:
+    """The trial against a private policy server, started and stopped around it."""
+    work = Path(tempfile.mkdtemp(prefix="nri-try-policy-"))  # mode 0700
+    try:
+        async with private_server(private, work) as document:
+            config = parse(document, "--policy-module/--rules")
+            if not config.webhooks:
+                raise ConfigError("--policy-module", "the modules define no policy that "
+                                                     "handles an event")
+            return await run_trial(pods, config, document, profile)
+    except OSError as exc:
+        raise TrialError(f"cannot run the trial: {exc}") from exc
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _config_document(args: argparse.Namespace) -> dict[str, Any]:
@@ -167,7 +217,8 @@ def _pairs(text: str, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _with_topology(pod: Pod, node: NodeSpec) -> Pod:
+def with_topology(pod: Pod, node: NodeSpec) -> Pod:
+    """`pod` with the node's topology labels, as the PodTopologyLabels admission copies them."""
     copied = {k: v for k, v in node.labels if k in TOPOLOGY_LABELS}
     if not copied:
         return pod

@@ -3,12 +3,13 @@
 Owns: the run of `nri-webhook-bridge try`: a private directory with the relay
 (bridge.trial.relay), the simulated runtime (bridge.simulator, over the real NRI socket
 protocol), and the bridge as a real `nri-webhook-bridge run` process connected to it; then,
-per pod, kubelet's CRI calls in kubelet's order — RunPodSandbox; each init container
-created, started and (exited) stopped before the next; sidecars created and started; the
-regular containers created and started — a snapshot of what each container ends with, and
-the teardown (stop, remove). Everything started is stopped by its handle before returning.
-Every failed webhook call is kept: the relay records those it saw, the bridge's log names the
-others (a reply the bridge refused, a call its circuit breaker skipped).
+per pod, kubelet's CRI calls in kubelet's order (bridge.kube.lifecycle, which the test kit's
+`send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
+stopped before the next; sidecars created and started; the regular containers created and
+started — a snapshot of what each container ends with, and the teardown (stop, remove).
+Everything started is stopped by its handle before returning. Every failed webhook call is
+kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
+refused, a call its circuit breaker skipped).
 Must not: translate manifests (bridge.kube) or format results (bridge.trial.report).
 """
 
@@ -19,7 +20,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -30,11 +30,11 @@ import yaml
 
 from bridge.config_file import BridgeConfig
 from bridge.errors import BridgeError
-from bridge.kube import CriPod, container, effective, pod_sandbox
-from bridge.proto.nri import api_pb2 as api
+from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
 from bridge.simulator.cri import CriResult, run_cri
 from bridge.simulator.profiles import RuntimeProfile
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay
 from bridge.webhooks.specs import MAX_FAILURE_THRESHOLD
 
@@ -113,7 +113,7 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
             runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
         finally:
             if proc is not None:
-                await _stop(proc)
+                await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
             await runtime.stop()
     finally:
         await relay.stop()
@@ -199,78 +199,39 @@ def _tail(path: Path) -> str:
     return ""
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the bridge we started (by its handle), SIGKILL if it does not stop."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await asyncio.wait_for(proc.wait(), BRIDGE_STOP_TIMEOUT_S)
-
-
 async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
                 index: int) -> PodRun:
+    """Drive kubelet's order (bridge.kube.lifecycle) over the simulated runtime."""
     sandbox = pod_sandbox(pod, profile, index)
     run = PodRun(pod, sandbox.id)
-    run.sandbox = await run_cri(runtime, "RunPodSandbox", sandbox)
-    created: list[tuple[ContainerRun, api.Container]] = []
-    blocked: str | None = None if run.sandbox.ok else "the pod sandbox was not created"
-    for spec in pod.containers:
-        ctr = container(pod, spec, sandbox, profile)
-        crun = ContainerRun(pod, spec.name, ctr.id)
-        run.containers.append(crun)
-        if blocked is not None:
-            crun.not_started = blocked
-            continue
-        result = await run_cri(runtime, "CreateContainer", sandbox, ctr)
-        crun.calls.append(result)
-        if not result.ok:
-            if spec.kind.value != "container":
-                blocked = f"init container {spec.name} was not created"
-            continue
-        created.append((crun, ctr))
-        current = runtime.state.containers.get(ctr.id, ctr)
-        result = await run_cri(runtime, "StartContainer", sandbox, current)
-        crun.calls.append(result)
-        crun.effective = effective(runtime.state.containers.get(ctr.id, current))
-        if not result.ok and spec.kind.value != "container":
-            blocked = f"init container {spec.name} did not start"
-        elif spec.runs_to_completion:
-            # An init container exits before the next starts; the runtime reports the stop.
-            crun.calls.append(await run_cri(runtime, "StopContainer", sandbox,
-                                            runtime.state.containers.get(ctr.id, ctr)))
-    for crun, ctr in created:  # effective values once every container is in place
-        state = runtime.state.containers.get(ctr.id)
-        if state is not None and state.state == api.CONTAINER_RUNNING:
-            crun.effective = effective(state)
-    # Teardown: running containers are stopped (regular ones, then sidecars in reverse),
-    # then the sandbox; everything is removed with the pod.
-    running = [c for c, _ in created if _running(runtime, c.container_id)]
-    regular = [c for c in running if _kind(pod, c.name) == "container"]
-    sidecars = [c for c in running if _kind(pod, c.name) != "container"]
-    for crun in [*regular, *reversed(sidecars)]:
-        crun.calls.append(await run_cri(runtime, "StopContainer", sandbox,
-                                        runtime.state.containers[crun.container_id]))
-    if run.sandbox.ok:
-        run.teardown.append(await run_cri(runtime, "StopPodSandbox", sandbox))
-    for crun, ctr in created:
-        state = runtime.state.containers.get(ctr.id)
-        if state is not None:
-            crun.calls.append(await run_cri(runtime, "RemoveContainer", sandbox, state))
-    if run.sandbox.ok:
-        run.teardown.append(await run_cri(runtime, "RemovePodSandbox", sandbox))
-    return run
-
-
-def _running(runtime: SimulatedRuntime, cid: str) -> bool:
-    state = runtime.state.containers.get(cid)
-    return state is not None and state.state == api.CONTAINER_RUNNING
-
-
-def _kind(pod: CriPod, name: str) -> str:
-    return next(c.kind.value for c in pod.containers if c.name == name)
-
+    ctrs = {spec.name: container(pod, spec, sandbox, profile) for spec in pod.containers}
+    runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in ctrs.items()}
+    run.containers = list(runs.values())
+    order = kubelet_order(pod)
+    step = next(order)
+    while True:
+        if step.container is None:
+            result = await run_cri(runtime, step.call, sandbox)
+            if step.call == "RunPodSandbox":
+                run.sandbox = result
+            else:
+                run.teardown.append(result)
+            ok = result.ok
+        else:
+            # The container as the runtime has it now (adjusted, updated), before it exists
+            # the one kubelet asks for.
+            ctr = ctrs[step.container]
+            current = runtime.state.containers.get(ctr.id, ctr)
+            if step.call == SNAPSHOT:
+                runs[step.container].effective = effective(current)
+                ok = True
+            else:
+                result = await run_cri(runtime, step.call, sandbox, current)
+                runs[step.container].calls.append(result)
+                ok = result.ok
+        try:
+            step = order.send(ok)
+        except StopIteration as done:
+            for name, why in done.value.items():
+                runs[name].not_started = why
+            return run

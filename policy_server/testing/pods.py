@@ -2,14 +2,15 @@
 
 The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
 kubelet's rules, then the simulated runtime's additions from its profile), and the requests
-are the bodies the bridge would POST, in the order `try` plays them: RunPodSandbox; each init
-container created, started and stopped (it exits) before the next; sidecars and regular
-containers created and started; then the teardown. The container each later event carries is
-the one the runtime would have: the policy's adjustment and updates applied (the simulator's
-own rules, bridge.simulator.apply). A reject stops that container and, for an init container
-or sidecar, the containers after it, as kubelet would. Replies are checked like `send`'s.
+are the bodies the bridge would POST, in the order `try` plays them (both drive one generator,
+bridge.kube.lifecycle): RunPodSandbox; each init container created, started and stopped (it
+exits) before the next; sidecars and regular containers created and started; then the
+teardown. The container each later event carries is the one the runtime would have: the
+policy's adjustment and updates applied (the simulator's own rules, bridge.simulator.apply). A
+reject stops that container and, for an init container or sidecar, the containers after it, as
+kubelet would. Replies are checked like `send`'s.
 
-Owns: that sequence for one policy and the per-container result (``PodContainer``, shaped
+Owns: driving that order for one policy and the per-container result (``PodContainer``, shaped
 like one object of `try --output json`). Must not: start servers or sockets.
 """
 
@@ -28,10 +29,13 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
 from bridge.contract.request_body import envelope_document, event_payload
 from bridge.kube import (
+    SNAPSHOT,
     CriPod,
     NodeSpec,
+    Step,
     container,
     effective,
+    kubelet_order,
     load_pods,
     pod_sandbox,
     translate,
@@ -114,9 +118,13 @@ def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
 def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
           call: Callable[[str, api.PodSandbox, api.Container | None, list[PodContainer]], Any],
           ) -> list[PodContainer]:
-    results = [PodContainer(f"{cri.namespace}/{cri.name}", c.name, c.kind.value, cri.qos_class,
-                            cri.cgroup_parent) for c in cri.containers]
-    state: dict[str, api.Container] = {}
+    """Drive kubelet's order (bridge.kube.lifecycle, as `try` does) with the policy in-process:
+    the runtime's state of each container kept here, the simulator's rules applied to it."""
+    results = {c.name: PodContainer(f"{cri.namespace}/{cri.name}", c.name, c.kind.value,
+                                    cri.qos_class, cri.cgroup_parent) for c in cri.containers}
+    everyone = list(results.values())
+    ctrs = {c.name: container(cri, c, sandbox, profile) for c in cri.containers}
+    state: dict[str, api.Container] = {}  # container id -> the container as the runtime has it
 
     def cri_call(name: str, ctr: api.Container | None, who: list[PodContainer]) -> bool:
         """The NRI events of one CRI call; False when the policy rejected one."""
@@ -138,45 +146,29 @@ def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
                 state[ctr.id] = ctr
         return True
 
-    if not cri_call("RunPodSandbox", None, results):
-        for r in results:
-            r.not_started = "the pod sandbox was not created"
-        return results
-    blocked: str | None = None
-    started: list[tuple[PodContainer, str]] = []
-    for spec, result in zip(cri.containers, results, strict=True):
-        if blocked is not None:
-            result.not_started = blocked
-            continue
-        ctr = container(cri, spec, sandbox, profile)
-        if not cri_call("CreateContainer", ctr, [result]):
-            if spec.kind.value != "container":
-                blocked = f"init container {spec.name} was not created"
-            continue
-        if ctr.id not in state:  # CreateContainer not subscribed: the runtime keeps it as is
-            ctr.state = api.CONTAINER_CREATED
+    def perform(step: Step) -> bool:
+        if step.container is None:
+            return cri_call(step.call, None, everyone)
+        result, ctr = results[step.container], ctrs[step.container]
+        if step.call == SNAPSHOT:
+            result.effective = effective(state[ctr.id])
+            return True
+        ok = cri_call(step.call, state.get(ctr.id, ctr), [result])
+        if step.call == "CreateContainer" and ok and ctr.id not in state:
+            ctr.state = api.CONTAINER_CREATED  # CreateContainer not subscribed: kept as is
             state[ctr.id] = ctr
-        ok = cri_call("StartContainer", state[ctr.id], [result])
-        state[ctr.id].state = api.CONTAINER_RUNNING if ok else api.CONTAINER_CREATED
-        result.effective = effective(state[ctr.id])
-        started.append((result, ctr.id))
-        if not ok and spec.kind.value != "container":
-            blocked = f"init container {spec.name} did not start"
-        elif ok and spec.runs_to_completion:
-            cri_call("StopContainer", state[ctr.id], [result])
+        elif step.call == "StartContainer":
+            state[ctr.id].state = api.CONTAINER_RUNNING if ok else api.CONTAINER_CREATED
+        elif step.call == "StopContainer":
             state[ctr.id].state = api.CONTAINER_STOPPED
-    for result, cid in started:
-        if state[cid].state == api.CONTAINER_RUNNING:
-            result.effective = effective(state[cid])
-    running = [(r, cid) for r, cid in started if state[cid].state == api.CONTAINER_RUNNING]
-    regular = [x for x in running if x[0].kind == "container"]
-    sidecars = [x for x in running if x[0].kind != "container"]
-    for result, cid in [*regular, *reversed(sidecars)]:
-        cri_call("StopContainer", state[cid], [result])
-        state[cid].state = api.CONTAINER_STOPPED
-    cri_call("StopPodSandbox", None, results)
-    for result, cid in started:
-        cri_call("RemoveContainer", state[cid], [result])
-    cri_call("RemovePodSandbox", None, results)
-    return results
+        return ok
 
+    order = kubelet_order(cri)
+    step = next(order)
+    while True:
+        try:
+            step = order.send(perform(step))
+        except StopIteration as done:
+            for name, why in done.value.items():
+                results[name].not_started = why
+            return everyone

@@ -1,0 +1,103 @@
+"""Running loaded suites on `try`'s engine: each case one trial, its expectations checked.
+
+Owns: per suite, the webhooks under test — the configuration as given, or a private policy
+server (bridge.trial.private_server) started on first use, one per cgroup version the cases
+ask for (what the policies are told about the node), stopped when the suite ends — and per
+case one trial (bridge.trial.play.run_trial: the real bridge, the runtime simulator), its
+results (bridge.trial.report.results) checked against the expectations (bridge.suite.expect).
+A webhook call that failed makes the case fail whatever the expectations say: a policy that
+cannot be reached passes nothing.
+Must not: print, or decide exit codes (bridge.suite.command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bridge.config_file import BridgeConfig, parse
+from bridge.errors import ConfigError
+from bridge.suite.expect import Mismatch, check
+from bridge.suite.load import LoadedCase, LoadedSuite, SuiteError
+from bridge.trial import report
+from bridge.trial.play import TrialError, TrialResult, run_trial
+from bridge.trial.private_server import PolicySetupError, private_server
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    suite: LoadedSuite
+    name: str
+    mismatches: tuple[Mismatch, ...] = ()
+    error: str | None = None  # the case could not run, or webhook calls failed (a line each)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.mismatches
+
+
+Webhooks = tuple[BridgeConfig, dict[str, Any]]
+
+
+async def run_suite(suite: LoadedSuite,
+                    done: Callable[[CaseResult], None] = lambda _: None) -> list[CaseResult]:
+    """Every case of `suite`, in order, each given to `done` as it ends. SuiteError when its
+    private server refuses to start."""
+    async with contextlib.AsyncExitStack() as stack:
+        servers: dict[int, Webhooks] = {}
+        results = []
+        for case in suite.cases:
+            hooks = await _webhooks(stack, suite, case, servers)
+            started = time.monotonic()
+            try:
+                trial = await run_trial(list(case.pods), hooks[0], hooks[1], case.profile)
+            except TrialError as exc:
+                result = CaseResult(suite, case.name, error=str(exc))
+            else:
+                result = judge(suite, case, trial)
+            results.append(replace(result, duration_s=time.monotonic() - started))
+            done(results[-1])
+        return results
+
+
+def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResult:
+    failed: dict[tuple[str, str], list[str]] = {}  # (webhook, error) -> events, in order
+    for ex in trial.exchanges:
+        if ex.error is not None:
+            events = failed.setdefault((ex.webhook, ex.error), [])
+            if ex.event not in events:
+                events.append(ex.event)
+    errors = [f"webhook {webhook}: call failed ({', '.join(events)}): {error}"
+              for (webhook, error), events in failed.items()]
+    objects = report.results(trial)
+    mismatches = tuple(m for e in case.expect for m in check(e, objects))
+    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None)
+
+
+async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,
+                    servers: dict[int, Webhooks]) -> Webhooks:
+    target = suite.target
+    if target.private is None:
+        assert target.config is not None and target.document is not None
+        return target.config, target.document
+    if case.cgroup_version not in servers:
+        work = Path(tempfile.mkdtemp(prefix="nri-test-policy-"))  # mode 0700
+        stack.callback(shutil.rmtree, work, True)
+        private = replace(target.private, cgroup_version=case.cgroup_version)
+        field = "webhooks.policy_modules" if private.modules else "webhooks.rules"
+        try:
+            document = await stack.enter_async_context(private_server(private, work))
+            config = parse(document, field)
+        except (PolicySetupError, ConfigError) as exc:
+            raise SuiteError(suite.path, field, str(exc)) from None
+        if not config.webhooks:
+            raise SuiteError(suite.path, field, "no policy handles any event")
+        servers[case.cgroup_version] = config, document
+    return servers[case.cgroup_version]
