@@ -113,11 +113,17 @@ class _ResyncState:
     waiting: bool = False  # the start-up wait was announced (INFO, once)
 
 
-def _effect_notes(effects: Sequence[Effect], mode: ExecutorMode) -> list[str]:
-    """Warnings telling the caller which node effects were not applied (report-only modes)."""
-    if mode is ExecutorMode.ON:
+def _effect_notes(
+    effects: Sequence[Effect], mode: ExecutorMode, dry_run: bool = False
+) -> list[str]:
+    """Warnings telling the caller which node effects were not applied (a dry-run request, or
+    a report-only executor mode)."""
+    if dry_run:
+        why = "dry_run request"
+    elif mode is ExecutorMode.ON:
         return []
-    why = "executor off" if mode is ExecutorMode.OFF else "executor in dry-run mode"
+    else:
+        why = "executor off" if mode is ExecutorMode.OFF else "executor in dry-run mode"
     notes = [
         f"host directory {e.path} not created ({why}); the mount that needs it will fail"
         for e in effects
@@ -346,7 +352,8 @@ class PolicyServer:
             return [], []
         groups = [e.name for e in effects if isinstance(e, ResctrlGroup)]
         if evaluation.event.dry_run:
-            return ["pod-level effects not applied: dry_run request"], groups
+            notes = _effect_notes(effects, self.executor.mode, dry_run=True)
+            return notes or ["pod-level effects not applied: dry_run request"], groups
         notes = _effect_notes(effects, self.executor.mode)
         context = f"policy={evaluation.policy} {describe(evaluation.event)}"
         try:

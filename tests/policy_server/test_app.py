@@ -159,7 +159,9 @@ async def test_pod_effects_are_written_when_the_executor_is_on(tmp_path: Path) -
     body = envelope("RunPodSandbox", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}))
     async with await client_for(server) as c:
         dry = await c.post("/v1/policies/koordinator-qos", json={**body, "dry_run": True})
-        assert dry.json() == {"warnings": ["pod-level effects not applied: dry_run request"]}
+        assert dry.json() == {"warnings": [
+            "pod cgroup writes not applied (dry_run request): /kubepods/podUID: "
+            "cpu.cfs_quota_us=-1"]}
         assert (pod_dir / "cpu.cfs_quota_us").read_text() == "200000"
         response = await c.post("/v1/policies/koordinator-qos", json=body)
         assert response.json() == {}
