@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 
 from bridge.suite import junit
@@ -33,6 +34,8 @@ def main(args: argparse.Namespace) -> int:
     except SuiteError as exc:
         print(f"nri-webhook-bridge test: {exc}", file=sys.stderr)
         return EXIT_BAD_SUITE
+    # The simulator warns of every rejected or failed event; each case's line already says it.
+    logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
         results = asyncio.run(_run(suites))
     except SuiteError as exc:

@@ -106,6 +106,7 @@ def test_one_wrong_expectation_fails_with_a_diff(
     assert '          "TEAM=payments"' in lines  # what the container has, one item a line
     assert "oom_score_adj" not in done.stdout  # the expectation that held is not shown
     assert lines[-1] == "2 passed, 1 failed"
+    assert done.stderr == ""  # the reject is the case's verdict, not a warning on stderr
 
 
 @pytest.mark.timeout(600)
