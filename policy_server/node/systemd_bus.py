@@ -36,7 +36,7 @@ CALL_TIMEOUT_S = 1.0
 
 
 @contextmanager
-def _bus_errors(what: str, timeout_s: float) -> Iterator[None]:
+def _bus_errors(what: str, address: str, timeout_s: float) -> Iterator[None]:
     """Every failure of jeepney, the socket or the peer, as one ``SystemdBusError``."""
     try:
         yield
@@ -46,9 +46,9 @@ def _bus_errors(what: str, timeout_s: float) -> Iterator[None]:
     except TimeoutError:
         raise SystemdBusError(f"{what}: no answer in {timeout_s:g} s") from None
     except OSError as exc:  # no socket, refused, reset, permission
-        raise SystemdBusError(f"{what}: {exc.strerror or exc}") from None
+        raise SystemdBusError(f"{what}: {address}: {exc.strerror or exc}") from None
     except (ValueError, RuntimeError) as exc:  # authentication refused, garbled reply, address
-        raise SystemdBusError(f"{what}: {exc}") from None
+        raise SystemdBusError(f"{what}: {address}: {exc}") from None
 
 
 class SystemdBus:
@@ -78,7 +78,7 @@ class SystemdBus:
             self._drop()
 
     def _call(self, message: Any, what: str) -> tuple[Any, ...]:
-        with self._lock, _bus_errors(what, self.timeout_s):
+        with self._lock, _bus_errors(what, self.address, self.timeout_s):
             try:
                 conn = self._connection()
                 reply = conn.send_and_get_reply(message, timeout=self.timeout_s)

@@ -1,5 +1,6 @@
-"""``SystemdBus`` against a real dbus-daemon (Debian's ``dbus-daemon``) on a private bus, where
-a tiny fake systemd owns ``org.freedesktop.systemd1`` and answers the manager's calls.
+"""``SystemdBus``, and the policy server using it, against a real dbus-daemon (Debian's
+``dbus-daemon``) on a private bus, where a tiny fake systemd owns ``org.freedesktop.systemd1``
+and answers the manager's calls.
 
 What is pinned: the message systemd gets (object, interface, member, signature ``sba(sv)``,
 runtime true, uint64 variants), the ``Version`` property read, systemd's error replies and a
@@ -17,13 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from jeepney import HeaderFields, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import DBusConnection, open_dbus_connection
 
+from policy_server.node.cgroups import ExecutorMode
 from policy_server.node.systemd_bus import SystemdBus
-from policy_server.node.unit_properties import UINT64_MAX, SystemdBusError, UnitProperty
+from policy_server.node.unit_properties import (
+    UINT64_MAX,
+    PropertiesMode,
+    SystemdBusError,
+    UnitProperty,
+)
+from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.server.asgi import create_app
+from tests.policy_server.factory import cgroup_v2_root, envelope, pod
 
 DBUS_DAEMON = shutil.which("dbus-daemon")
 pytestmark = pytest.mark.skipif(
@@ -220,3 +231,69 @@ def test_reconnects_after_the_bus_came_back(bus: Bus, tmp_path: Path) -> None:
     fake.stop.set()
     thread.join(STOP_TIMEOUT_S)
     client.close()
+
+
+# --- the policy server with the bus: a pod slice's values reach systemd and the files ------
+
+
+def systemd_node(root: Path) -> Path:
+    """A cgroup v2 tree where kubelet's systemd driver made an LSR pod's slice (0.5 CPU)."""
+    cgroup_v2_root(root)
+    slice_dir = root / "kubepods.slice" / "kubepods-podUID.slice"
+    slice_dir.mkdir()
+    (slice_dir / "cpu.max").write_text("50000 100000\n")
+    return slice_dir
+
+
+LSR_SANDBOX = envelope("RunPodSandbox", pod=pod(
+    qos="LSR", annotations={"scheduling.koordinator.sh/resource-status": {"cpuset": "1"}},
+    cgroup_parent="kubepods-podUID.slice"))  # fmt: skip
+
+
+async def test_server_sets_the_slice_property_then_the_file(
+    systemd: FakeSystemd, tmp_path: Path
+) -> None:
+    slice_dir = systemd_node(tmp_path / "cg")
+    server = PolicyServer(ServerOptions(
+        executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cg",
+        systemd_properties=PropertiesMode.AUTO, system_bus=systemd.address))  # fmt: skip
+    server.probe_node()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(server)),
+                               base_url="http://policy")  # fmt: skip
+    async with client:
+        state = (await client.get("/v1/state")).json()["node_effects"]["systemd_properties"]
+        assert state["state"] == "working" and state["systemd_driver"] is True, state
+        reply = await client.post("/v1/policies/koordinator-qos", json=LSR_SANDBOX)
+        assert reply.json() == {}
+        metrics = (await client.get("/metrics")).text
+    systemd.calls.get(timeout=START_TIMEOUT_S)  # the start-up probe's Version
+    name, _signature, body = systemd.calls.get(timeout=START_TIMEOUT_S)
+    assert name.endswith("SetUnitProperties")
+    assert body == ("kubepods-podUID.slice", True, [("CPUQuotaPerSecUSec", ("t", UINT64_MAX))])
+    assert (slice_dir / "cpu.max").read_text() == "max"
+    assert 'policy_systemd_unit_property_calls_total{result="ok"} 1.0' in metrics
+
+
+async def test_server_without_a_bus_says_so_once_and_writes_the_files(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    slice_dir = systemd_node(tmp_path / "cg")
+    server = PolicyServer(ServerOptions(
+        executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cg",
+        systemd_properties=PropertiesMode.AUTO,
+        system_bus=f"unix:path={tmp_path}/no-bus.sock"))  # fmt: skip
+    with caplog.at_level("INFO"):
+        server.probe_node()
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(server)),
+                                   base_url="http://policy")  # fmt: skip
+        async with client:
+            for _ in range(2):
+                assert (await client.post("/v1/policies/koordinator-qos",
+                                          json=LSR_SANDBOX)).json() == {}  # fmt: skip
+            state = (await client.get("/v1/state")).json()["node_effects"]["systemd_properties"]
+    said = [r for r in caplog.records if "systemd unit properties" in r.getMessage()]
+    # A systemd-driver node (kubepods.slice): worth a warning, once, at start-up only.
+    assert [r.levelname for r in said] == ["WARNING"], [r.getMessage() for r in said]
+    assert "No such file or directory" in said[0].getMessage()
+    assert state["state"] == "off" and "no-bus.sock" in state["reason"]
+    assert (slice_dir / "cpu.max").read_text() == "max"
