@@ -25,6 +25,7 @@ once and counted, and the caller writes the files either way.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -150,6 +151,8 @@ class SystemdUnits:
         self.state = BusState.OFF if self.mode is PropertiesMode.OFF else BusState.UNPROBED
         self.reason = "--systemd-properties off" if self.state is BusState.OFF else ""
         self.systemd_version = ""
+        # The executor runs in worker threads: one call and its state change at a time.
+        self._lock = threading.Lock()
 
     @property
     def active(self) -> bool:
@@ -176,13 +179,14 @@ class SystemdUnits:
         """Set ``properties`` on ``unit``; False if not done (off, or the call failed)."""
         if self.bus is None or self.state is BusState.OFF or not properties:
             return False
-        try:
-            self.bus.set_unit_properties(unit, properties)
-        except SystemdBusError as exc:
-            self._outcome(False, f"{unit}: {exc}", context)
-            return False
-        self._outcome(True, "", context)
-        return True
+        with self._lock:
+            try:
+                self.bus.set_unit_properties(unit, properties)
+            except SystemdBusError as exc:
+                self._outcome(False, f"{unit}: {exc}", context)
+                return False
+            self._outcome(True, "", context)
+            return True
 
     def _outcome(self, ok: bool, reason: str, context: str) -> None:
         before = self.state
