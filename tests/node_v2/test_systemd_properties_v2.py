@@ -10,9 +10,13 @@ systemd puts back is the policy's.
 Two pods with koordinator-qos pod-level values (an LSR pod: ``cpu.max`` max where kubelet's
 slice said 0.5 CPU; a BE pod: the batch ``cpu.weight``, ``cpu.max`` and ``memory.max`` where
 kubelet's slice said weight 1), the reconciler off (``--reconcile-interval 0``: only the
-start-up pass, before the pods), then the two things that make systemd re-apply slices on a
-node: a container going away and a ``daemon-reload``. Both slices must still hold the
-policy's values, in the files and in the units' properties.
+start-up pass, before the pods), then what happens on a node anyway: containers go and come,
+another pod starts, ``daemon-reload``, kubelet's periodic QoS update (SetUnitProperties on
+``kubepods-besteffort.slice``). Without the properties (``--systemd-properties off``, as on
+main before this test) two of these steps reset slices on this guest (systemd 257): kubelet's
+QoS update put the LSR pod's slice back to ``50000 100000``, and removing the BE pod's last
+container put its slice back to weight 1, ``max``, ``max``. Both slices must hold the policy's
+values after every step, in the files and in the units' properties.
 """
 
 from __future__ import annotations
@@ -55,8 +59,9 @@ BE_SPEC = {"containers": {
     "sidecar": {"requests": {BATCH_CPU: "200", BATCH_MEMORY: "64Mi"},
                 "limits": {BATCH_CPU: "400", BATCH_MEMORY: "64Mi"}},
 }}  # fmt: skip
-# How long the values must hold after systemd re-applied the slices (before TIME_SCALE).
-HOLD_S = 2.0
+# How long the values must hold after each step (before TIME_SCALE): systemd re-applies a
+# slice while it handles the step, so a reset shows within this.
+HOLD_S = 0.5
 
 
 def unit_show(unit: str, *props: str) -> dict[str, str]:
@@ -74,6 +79,7 @@ def slice_values(directory: Path) -> dict[str, str]:
 
 def assert_holds(wanted: dict[Path, dict[str, str]], after: str) -> None:
     """Each slice's files hold ``wanted`` now and for HOLD_S (scaled) longer."""
+    unit_show("kubepods.slice", "Id")  # systemd has handled what came before this
     deadline = time.monotonic() + scaled(HOLD_S)
     while True:
         for directory, values in wanted.items():
@@ -107,7 +113,8 @@ def test_systemd_keeps_the_policys_pod_slice_values(
     lsr = guest_node.run_pod(
         clean_pods, "lsr", "guaranteed", cpu_quota_per_sec_us=KUBELET_LSR_QUOTA_PER_SEC_US,
         labels={QOS_LABEL: "LSR"}, annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
-    clean_pods.run_container(lsr.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+    lsr_container = clean_pods.run_container(
+        lsr.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})  # fmt: skip
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", lsr.pod) == "ok"
     be = guest_node.run_pod(clean_pods, "be", "besteffort", cpu_weight=KUBELET_BE_WEIGHT,
                             labels={QOS_LABEL: "BE"},
@@ -135,15 +142,31 @@ def test_systemd_keeps_the_policys_pod_slice_values(
         "MemoryMax": str(192 * MIB),
     }, be_props
 
-    # A container going away: runc stops its scope, systemd re-applies the slices around it.
+    # What a node does anyway; systemd re-applies slices at some of these steps.
     clean_pods.stop_container(be_container)
     clean_pods.remove_container(be_container)
-    unit_show(be.unit, "CPUWeight")  # systemd has handled the scope's stop by now
     assert_holds(wanted, "removing the BE pod's container")
-    # daemon-reload: systemd re-applies every unit's cgroup settings (package upgrades do it).
+    sidecar = clean_pods.run_container(be.pod, name="sidecar")
+    assert_holds(wanted, "a new container in the BE pod")
+    clean_pods.stop_container(lsr_container)
+    clean_pods.remove_container(lsr_container)
+    assert_holds(wanted, "removing the LSR pod's container")
+    other = guest_node.run_pod(clean_pods, "other", "burstable", cpu_weight=50)
+    clean_pods.run_container(other.pod, name="app")
+    assert_holds(wanted, "another pod starting")
     subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=scaled(60))
-    unit_show(lsr.unit, "CPUQuotaPerSecUSec")
     assert_holds(wanted, "systemctl daemon-reload")
+    # kubelet's QoS update (UpdateQOSCgroups, every minute): runc's SetUnitProperties on the
+    # QoS slices. Without the properties this put the LSR slice back to kubelet's 0.5 CPU.
+    subprocess.run(["systemctl", "set-property", "--runtime", "kubepods-besteffort.slice",
+                    f"CPUWeight={KUBELET_BE_WEIGHT}"], check=True, timeout=scaled(60))
+    assert_holds(wanted, "kubelet's QoS slice update")
+    # Without the properties this put the BE slice back to kubelet's values.
+    clean_pods.stop_container(sidecar)
+    clean_pods.remove_container(sidecar)
+    assert_holds(wanted, "removing the BE pod's last container")
+    clean_pods.stop_pod(other.pod.id)
+    assert_holds(wanted, "stopping the other pod")
 
     metrics = stack.policy.get_text("/metrics")
     assert 'policy_systemd_unit_property_calls_total{result="ok"}' in metrics
