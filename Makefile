@@ -14,11 +14,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; for the
+# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; Debian's
+# dbus-daemon for the system-bus tests (tests/policy_server/test_systemd_bus.py); for the
 # conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
 # binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
 tools:
 	bash tests/setup/trixie-source.sh
+	bash tests/setup/install-dbus-daemon.sh
 	bash tests/deploy/setup/install-kubectl.sh
 	bash tests/servers/gopolicy/build.sh >/dev/null
 	bash tests/servers/nginx/fetch.sh >/dev/null

@@ -35,6 +35,7 @@ from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
+from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
 from policy_server.request_service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app, create_metrics_app
@@ -181,6 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
         "1.3.2, crun < 1.23), quadratic (runc >= 1.3.2, crun >= 1.23); default auto: learned "
         "from running containers",
     )
+    effects.add_argument(
+        "--systemd-properties",
+        choices=[m.value for m in PropertiesMode],
+        default=PropertiesMode.AUTO.value,
+        help="with the systemd cgroup driver (cgroup v2), also set pod slice values as the "
+        "slice units' properties over D-Bus, as kubelet does, so systemd keeps them; the "
+        "files are written either way. auto (default): if systemd answers at start-up; on: "
+        "always try (a failing bus is one warning); off: files only",
+    )
+    effects.add_argument(
+        "--system-bus",
+        metavar="ADDRESS",
+        default=DEFAULT_SYSTEM_BUS,
+        help=f"D-Bus address of the system bus (default {DEFAULT_SYSTEM_BUS})",
+    )
     listen.add_argument(
         "--metrics-address",
         metavar="HOST:PORT",
@@ -208,6 +224,8 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         cgroup_root=args.cgroup_root,
         cgroup_version=CgroupVersion(args.cgroup_version),
         cpu_weight_formula=WeightSetting(args.cpu_weight_formula),
+        systemd_properties=PropertiesMode(args.systemd_properties),
+        system_bus=args.system_bus,
         rules_poll_interval_s=args.rules_poll_interval,
         reconcile_interval_s=args.reconcile_interval,
         bridge_start_wait_s=args.bridge_start_wait,

@@ -59,6 +59,8 @@ from policy_server.node.cpu_weight import CpuWeights, WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
+from policy_server.node.systemd_bus import SystemdBus
+from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
 from policy_server.policies import build_builtin
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.model import Event
@@ -94,6 +96,9 @@ class ServerOptions:
     cgroup_root: Path = DEFAULT_CGROUP_ROOT
     cgroup_version: CgroupVersion = CgroupVersion.AUTO
     cpu_weight_formula: WeightSetting = WeightSetting.AUTO
+    # Off unless asked for (the CLI's default is auto): a test's cgroup tree is no systemd's.
+    systemd_properties: PropertiesMode = PropertiesMode.OFF
+    system_bus: str = DEFAULT_SYSTEM_BUS
     rules_poll_interval_s: float = RULES_POLL_INTERVAL_S
     reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S
     bridge_start_wait_s: float = BRIDGE_START_WAIT_S
@@ -185,6 +190,11 @@ class PolicyServer:
             options.cgroup_version,
             ResctrlFS(options.resctrl_root, options.proc_root / "cpuinfo"),
             CpuWeights(options.cpu_weight_formula),
+            SystemdUnits(
+                options.systemd_properties,
+                SystemdBus(options.system_bus),
+                observe=lambda result: self.metrics.unit_properties.labels(result).inc(),
+            ),
         )
         # Found out once: every policy sees them (node.facts), koordinator-qos in its context.
         self.facts = node_state.node_facts(self.executor)

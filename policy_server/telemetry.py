@@ -80,7 +80,13 @@ class Metrics:
             ("result",),
             registry=r,
         )
-
+        self.unit_properties = Counter(
+            "policy_systemd_unit_property_calls",
+            "SetUnitProperties calls on pod slices (systemd cgroup driver) by result (ok, "
+            "failed: the files were written directly)",
+            ("result",),
+            registry=r,
+        )
         self.drift_found = Counter(
             "policy_reconcile_drift_found",
             "Values the reconciler found differing from the decision, by level (container, "

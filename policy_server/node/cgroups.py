@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from policy_server.node.cgroup_files import KUBEPODS
 from policy_server.node.cpu_weight import CpuWeights, WeightFormula, to_weight
 from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.node.unit_properties import SystemdUnits, UnitProperty, properties_for, unit_name
 from policy_server.sdk.decision import (
     CgroupWrite,
     Effect,
@@ -116,6 +117,12 @@ def _unwritable(hierarchy: Path, files: Sequence[str]) -> str:
     return ""
 
 
+def _cpu_period_us(directory: Path) -> int | None:
+    """The period of ``directory``'s ``cpu.max`` (``$MAX $PERIOD``), None if unreadable."""
+    fields = (_read_text(directory / "cpu.max") or "").split()
+    return int(fields[1]) if len(fields) == 2 and fields[1].isdigit() else None
+
+
 def cgroup_dir(parent: str) -> PurePosixPath:
     """The pod's directory relative to a hierarchy root, for both cgroup drivers.
 
@@ -148,6 +155,8 @@ class ExecutionReport:
     failed: list[str] = field(default_factory=list)
     # Resctrl groups this call could not create (their rdt_class must not be handed out).
     missing_groups: list[str] = field(default_factory=list)
+    # systemd unit properties set before the files were written ("<unit> CPUWeight=39").
+    properties: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +177,14 @@ class CgroupExecutor:
         version: CgroupVersion = CgroupVersion.AUTO,
         resctrl: ResctrlFS | None = None,
         weights: CpuWeights | None = None,
+        units: SystemdUnits | None = None,
     ) -> None:
         self.mode = mode
         self.root = root
         self._version = version
         self.resctrl = resctrl if resctrl is not None else ResctrlFS()
         self.weights = weights if weights is not None else CpuWeights()
+        self.units = units if units is not None else SystemdUnits()
         # Until probed, assume usable: the first failed write says why.
         self.cgroups = ProbeResult(True)
         self.resctrl_state = ProbeResult(True)
@@ -196,6 +207,10 @@ class CgroupExecutor:
                 break
         else:
             self.cgroups = ProbeResult(True)
+        if self.version is not CgroupVersion.V2:
+            self.units.disable("cgroup v1 (the properties mirror cgroup v2 files)")
+        elif self.cgroups.writable:
+            self.units.probe()
         return self.cgroups
 
     def read(self, write: CgroupWrite) -> str | None:
@@ -264,6 +279,8 @@ class CgroupExecutor:
         if self.mode is ExecutorMode.OFF:
             report.missing_groups = [e.name for e in effects if isinstance(e, ResctrlGroup)]
             return report
+        if self.mode is ExecutorMode.ON and self.cgroups.writable and self.units.active:
+            self._set_unit_properties(effects, context, report)
         for effect in effects:
             if isinstance(effect, CgroupWrite):
                 if self.mode is ExecutorMode.ON and not self.cgroups.writable:
@@ -277,6 +294,32 @@ class CgroupExecutor:
             elif isinstance(effect, ResctrlGroupRemoval):
                 self._resctrl_remove(effect, context, report)
         return report
+
+    def _set_unit_properties(
+        self, effects: Sequence[Effect], context: str, report: ExecutionReport
+    ) -> None:
+        """Before the files: the properties of each systemd unit the writes go to, one call per
+        unit, as runc's systemd manager does (unit_properties). The files are written anyway."""
+        if self.version is not CgroupVersion.V2:
+            return
+        by_unit: dict[str, list[UnitProperty]] = {}
+        for write in effects:
+            if not isinstance(write, CgroupWrite) or write.file not in _FILES:
+                continue
+            try:
+                rel = cgroup_dir(write.cgroup_parent)
+            except ValueError:
+                continue  # refused with its reason by _write
+            unit = unit_name(rel)
+            if unit is None or not (self.root / rel).is_dir():
+                continue
+            v2_file = _FILES[write.file][1]
+            text = _v2_value(write.file, write.value, self.weights.for_writes)
+            period = _cpu_period_us(self.root / rel) if v2_file == "cpu.max" else None
+            by_unit.setdefault(unit, []).extend(properties_for(v2_file, text, period))
+        for unit, properties in by_unit.items():
+            if properties and self.units.set(unit, properties, context):
+                report.properties.extend(f"{unit} {p}" for p in properties)
 
     def _resctrl(self, group: ResctrlGroup, context: str, report: ExecutionReport) -> None:
         if self.mode is ExecutorMode.DRY_RUN:

@@ -1,10 +1,11 @@
 """What can take effect on this node: probed once at start-up, logged once, shown in /v1/state.
 
-Owns the start-up probe of every node effect (pod cgroups, resctrl, core scheduling, the group
-identity kernel feature, the reconciler) and its JSON description, and the ``NodeFacts`` the
-policies get (the cgroup version: no ``unified`` keys on cgroup v1 containers; on v2 the files a
-container's cgroup has, ``NodeFacts.cgroup_files``: a key without its file stops the container). One
-warning line per part that cannot work, at start-up only: events never repeat it.
+Owns the start-up probe of every node effect (pod cgroups, systemd unit properties on the pod
+slices, resctrl, core scheduling, the group identity kernel feature, the reconciler) and its
+JSON description, and the ``NodeFacts`` the policies get (the cgroup version: no ``unified``
+keys on cgroup v1 containers; on v2 the files a container's cgroup has,
+``NodeFacts.cgroup_files``: a key without its file stops the container). One warning line per
+part that cannot work, at start-up only: events never repeat it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ def probe_node(
             "reason": cgroups.reason,
         },
     }
+    units = executor.units.to_json()
+    # kubelet's systemd driver made kubepods.slice: without the properties systemd resets values.
+    units["systemd_driver"] = (executor.root / "kubepods.slice").is_dir()
+    state["systemd_properties"] = units
     resctrl_ok, resctrl_why = executor.resctrl_state.writable, executor.resctrl_state.reason
     state["resctrl"] = {
         "root": str(executor.resctrl.root),
@@ -149,6 +154,18 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
         log.warning(
             "pod cgroup writes cannot take effect: %s; pod-level values are not applied",
             state["cgroups"]["reason"],
+        )
+    units = state["systemd_properties"]
+    if units["mode"] != "off" and units["state"] not in ("working", "unprobed"):
+        # Worth a warning where kubelet uses systemd (its slices' values come back) or when
+        # asked for explicitly; elsewhere (cgroupfs driver, v1) only worth knowing.
+        wanted = units["systemd_driver"] or units["mode"] == "on"
+        log.log(
+            logging.WARNING if wanted else logging.INFO,
+            "systemd unit properties are not set on pod slices: %s; the cgroup files are "
+            "written directly (systemd may put its own values back until the reconciler's next "
+            "pass)",
+            units["reason"],
         )
     features = rules.features
     for part, key, what, wanted in (

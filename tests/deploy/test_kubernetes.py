@@ -230,6 +230,18 @@ def test_policy_server_writes_the_host_cgroup_tree(pod: s.Pod) -> None:
         assert inside == "" and not mount.get("readOnly")
 
 
+def test_policy_server_reaches_the_host_system_bus(pod: s.Pod) -> None:
+    """Issue 24 finding 2: on systemd-driver nodes the pod slices' values are set as unit
+    properties over the host's system bus (the directory mounted, read-only: connect() only)."""
+    assert pod.policy_args.systemd_properties in ("auto", "on")
+    address = pod.policy_args.system_bus
+    assert address.startswith("unix:path="), address
+    volume, inside, mount = s.volume_for(pod.spec, pod.policy, address.removeprefix("unix:path="))
+    assert volume["hostPath"] == {"path": "/run/dbus", "type": "DirectoryOrCreate"}
+    assert inside == "system_bus_socket", "mount the directory: dbus-daemon recreates the socket"
+    assert mount["readOnly"] is True
+
+
 def test_resources_are_bounded(pod: s.Pod) -> None:
     for c in (pod.bridge, pod.policy):
         res = c["resources"]

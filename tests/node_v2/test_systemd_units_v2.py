@@ -198,6 +198,11 @@ def test_node_effects_from_inside_the_unit_sandbox(node: None, cri: SystemdKubel
                              annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
     cid = cri.run_container(lsr.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
     guest_node.wait_value(lsr.directory, "cpu.max", "max 100000", timeout_s=60)
+    # Issue 24 finding 2: the unit sandbox reaches the system bus, and systemd took the value
+    # as the slice's property (set before the file), so it keeps it.
+    quota = sh("systemctl", "show", "--property=CPUQuotaPerSecUSec", "--value", lsr.unit)
+    assert quota.strip() == "infinity", logs()
+    assert "systemd unit properties" not in journal(UNITS[0]), logs()
     scope = cgroup_dir(cri.container_pid(cid))
     guest_node.wait_value(scope, "cpuset.cpus", "1", timeout_s=60)
 
