@@ -3,10 +3,13 @@
 # host asked for, results written back through the shared repository, then power off
 # (the unit's SuccessAction/FailureAction).
 #
-# The host writes .e2e/node-v2/request (one pytest argument per line) before the boot;
-# this script writes pytest.log, junit.xml, exit-code, node.txt and journal.log beside it.
+# The host writes <result dir>/request (one pytest argument per line) before the boot; this
+# script writes pytest.log, junit.xml, exit-code, node.txt and journal.log beside it.
 set -u
-OUT=/src/.e2e/node-v2
+# The host names this guest's result directory on the kernel command line (nri.out=, relative
+# to the repository): several guests may run side by side (tests/node_v2/setup/run-guest.sh).
+OUT=/src/$(sed -n 's/.*[[:space:]]nri\.out=\([^[:space:]]*\).*/\1/p' /proc/cmdline)
+[[ $OUT != /src/ ]] || OUT=/src/.e2e/node-v2
 cd /src || exit 1
 mkdir -p "$OUT"
 mapfile -t args < <(grep -v '^[[:space:]]*$' "$OUT/request" 2>/dev/null || true)

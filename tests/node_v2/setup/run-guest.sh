@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Boot the cgroup v2 + systemd guest (tests/node_v2/setup/build-guest.sh) and run pytest
 # on the node_v2 tests inside it. Arguments are passed to pytest in the guest (default:
-# tests/node_v2). Prints the guest's pytest summary; exits with pytest's exit code.
+# tests/node_v2). Prints each guest's pytest summary; exits with pytest's exit code (the
+# first non-zero one).
 #
 # The repository is shared read-write over 9p at /src (results come back through it, in
 # .e2e/node-v2/); the host's e2e cache (containerd 2.1.9, images) read-only. The disk is
@@ -9,8 +10,9 @@
 #
 # Acceleration: KVM where a Debian kernel really runs under it (probed with a short boot
 # that must reach the kernel's "no root" panic), otherwise QEMU's software emulation.
-# Env: NRI_NODE_V2_ACCEL=auto|kvm|tcg (default auto), NRI_NODE_V2_TIMEOUT (seconds, default
-# 1800), NRI_NODE_V2_MEMORY (MiB, default 4096), NRI_E2E_CACHE_DIR.
+# Env: NRI_NODE_V2_ACCEL=auto|kvm|tcg (default auto), NRI_NODE_V2_TIMEOUT (seconds per guest,
+# default 1800), NRI_NODE_V2_MEMORY (MiB per guest, default 4096), NRI_NODE_V2_GUESTS (guests
+# side by side for the whole directory, default 2), NRI_E2E_CACHE_DIR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,6 +21,7 @@ E2E_CACHE=${NRI_E2E_CACHE_DIR:-/var/cache/nri-webhook-bridge-e2e}
 ACCEL=${NRI_NODE_V2_ACCEL:-auto}
 TIMEOUT=${NRI_NODE_V2_TIMEOUT:-1800}
 MEMORY=${NRI_NODE_V2_MEMORY:-4096}
+GUESTS=${NRI_NODE_V2_GUESTS:-2}
 OUT=$REPO/.e2e/node-v2
 
 log() { echo "node-v2: $*" >&2; }
@@ -70,35 +73,88 @@ else
     accel_args=(-accel tcg,thread=multi,tb-size=512 -cpu max)
 fi
 
+# Which tests each guest runs. Asked for the whole directory, the modules are spread over
+# NRI_NODE_V2_GUESTS guests (default 2) booted side by side: a guest's Python is mostly one
+# busy process on one vCPU, so two guests use this host's two cores. A module stays in one
+# guest (its containerd is module-scoped); each weighs its number of tests.
+shard_args() {
+    if ((GUESTS > 1)) && [[ $# == 1 && ${1%/} == tests/node_v2 ]]; then
+        python3 - "$REPO" "$GUESTS" <<'PY'
+import re, sys
+from pathlib import Path
+repo, guests = Path(sys.argv[1]), int(sys.argv[2])
+weights = {}
+for module in sorted((repo / "tests/node_v2").glob("test_*.py")):
+    text = module.read_text()
+    tests = len(re.findall(r"^(?:async )?def test_", text, re.M))
+    tests += len(re.findall(r"^\s+test_\w+,?\s*$", text, re.M))  # collected from imports
+    weights[str(module.relative_to(repo))] = max(tests, 1)
+bins = [[0, []] for _ in range(guests)]
+for module, weight in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
+    lightest = min(bins, key=lambda b: b[0])
+    lightest[0] += weight
+    lightest[1].append(module)
+for _, modules in bins:
+    if modules:
+        print(" ".join(modules))
+PY
+    else
+        echo "$*"
+    fi
+}
+
 rm -rf "$OUT"
 mkdir -p "$OUT"
 if (($# == 0)); then set -- tests/node_v2; fi
-printf '%s\n' "$@" >"$OUT/request"
+mapfile -t shards < <(shard_args "$@")
 
-log "booting $(basename "$GUEST") ($ACCEL, 2 vCPUs, $MEMORY MiB); console: .e2e/node-v2/console.log"
+boot() { # boot <index> <out dir>: one guest, its results in <out dir>
+    local i=$1 out=$2
+    timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
+        "${accel_args[@]}" -smp 2 -m "$MEMORY" -nodefaults -display none -no-reboot \
+        -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initrd.img" \
+        -append "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 panic=-1 quiet systemd.show_status=false nri.out=${out#"$REPO"/}" \
+        -drive "file=$GUEST/rootfs.img,format=raw,if=virtio,cache=unsafe" -snapshot \
+        -virtfs "local,path=$REPO,mount_tag=src,security_model=passthrough,id=src" \
+        -virtfs "local,path=$E2E_CACHE,mount_tag=e2ecache,security_model=passthrough,readonly=on,id=e2ecache" \
+        -nic none -serial "file:$out/console.log"
+    echo $? >"$out/qemu-exit"
+}
+
 start=$SECONDS
-set +e
-timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 \
-    "${accel_args[@]}" -smp 2 -m "$MEMORY" -nodefaults -display none -no-reboot \
-    -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 panic=-1 quiet systemd.show_status=false" \
-    -drive "file=$GUEST/rootfs.img,format=raw,if=virtio,cache=unsafe" -snapshot \
-    -virtfs "local,path=$REPO,mount_tag=src,security_model=passthrough,id=src" \
-    -virtfs "local,path=$E2E_CACHE,mount_tag=e2ecache,security_model=passthrough,readonly=on,id=e2ecache" \
-    -nic none -serial "file:$OUT/console.log"
-qemu_rc=$?
-set -e
-log "guest stopped after $((SECONDS - start)) s (qemu exit $qemu_rc)"
-[[ -f $OUT/node.txt ]] && sed 's/^/node-v2: guest: /' "$OUT/node.txt" >&2
-if [[ ! -f $OUT/exit-code ]]; then
-    tail -40 "$OUT/console.log" >&2 || true
-    die "the guest left no result (timeout ${TIMEOUT}s, or it did not boot): see .e2e/node-v2/console.log"
-fi
-rc=$(cat "$OUT/exit-code")
-# pytest's closing summary line, as printed inside the guest.
-grep -E '^=+ .*(passed|failed|error|no tests ran).* =+$' "$OUT/pytest.log" | tail -1 || tail -20 "$OUT/pytest.log"
-if [[ $rc != 0 ]]; then
-    grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" >&2 || true
-    log "pytest failed in the guest (exit $rc): .e2e/node-v2/pytest.log, junit.xml, journal.log"
-fi
-exit "$rc"
+pids=()
+outs=()
+for i in "${!shards[@]}"; do
+    out=$OUT
+    ((${#shards[@]} == 1)) || out=$OUT/guest-$((i + 1))
+    mkdir -p "$out"
+    tr ' ' '\n' <<<"${shards[$i]}" >"$out/request"
+    log "booting guest $((i + 1))/${#shards[@]}: $(basename "$GUEST") ($ACCEL, 2 vCPUs, $MEMORY MiB): ${shards[$i]}; console: ${out#"$REPO"/}/console.log"
+    boot "$i" "$out" &
+    pids+=($!)
+    outs+=("$out")
+done
+wait "${pids[@]}" || true
+log "guests stopped after $((SECONDS - start)) s"
+
+final=0
+for out in "${outs[@]}"; do
+    where=${out#"$REPO"/}
+    [[ -f $out/node.txt ]] && sed "s|^|node-v2: $where: |" "$out/node.txt" >&2
+    if [[ ! -f $out/exit-code ]]; then
+        tail -40 "$out/console.log" >&2 || true
+        log "ERROR: $where: the guest left no result (qemu exit $(cat "$out/qemu-exit" 2>/dev/null); timeout ${TIMEOUT}s, or it did not boot): see $where/console.log"
+        final=1
+        continue
+    fi
+    rc=$(cat "$out/exit-code")
+    # pytest's closing summary line, as printed inside the guest.
+    summary=$(grep -E '^=+ .*(passed|failed|error|no tests ran).* =+$' "$out/pytest.log" | tail -1)
+    echo "${summary:-$(tail -20 "$out/pytest.log")} ($where)"
+    if [[ $rc != 0 ]]; then
+        grep -E '^(FAILED|ERROR) ' "$out/pytest.log" >&2 || true
+        log "pytest failed in the guest (exit $rc): $where/pytest.log, junit.xml, journal.log"
+        final=$rc
+    fi
+done
+exit "$final"
