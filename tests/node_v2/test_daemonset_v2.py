@@ -39,11 +39,13 @@ from tests.shipped.kubelet import pod_resources, qos_class, shares
 from . import guest_node, shipped_export
 from .guest_node import SystemdKubeletCri, cgroup_dir, read
 
-pytestmark = pytest.mark.node_v2
+# The first test carries the fixture: the image import alone takes minutes under emulation.
+pytestmark = [pytest.mark.node_v2, pytest.mark.timeout(3600)]
 
 # The DaemonSet pod is not on the host network: conftest gives containerd a CNI network.
 POD_NETWORK = shipped_export.CNI_BIN
 RESCTRL = Path("/sys/fs/resctrl")
+REPO = Path(__file__).resolve().parents[2]
 QOS_LABEL = "koordinator.sh/qosClass"
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
@@ -66,8 +68,13 @@ def daemonset(containerd: Containerd, cri: SystemdKubeletCri) -> Iterator[Daemon
     kubelet = guest_node.SystemdKubelet(cri, workdir, host_paths, runc=containerd.runtime.runc)
     if str(RESCTRL) in host_paths:
         kubelet.notes.append(f"no {RESCTRL} on this node (no RDT): a resctrl-shaped directory")
-    with running(shipped.overlay, shipped.docs, containerd, cri, kubelet, shipped.image) as ds:
-        yield ds
+    notes = REPO / ".e2e" / "node-v2" / "test_daemonset_v2.notes"
+    try:
+        with running(shipped.overlay, shipped.docs, containerd, cri, kubelet, shipped.image) as ds:
+            yield ds
+    finally:  # how long the import and the start took, for the docs (pytest shows no output)
+        notes.parent.mkdir(parents=True, exist_ok=True)
+        notes.write_text("".join(f"{n}\n" for n in kubelet.notes))
 
 
 def policy_state(ds: DaemonSetPod) -> dict[str, Any]:

@@ -86,14 +86,18 @@ def running(overlay: Path, docs: list[dict[str, Any]], containerd: Containerd, c
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
     spec = ds["spec"]["template"]["spec"]
     refs = sorted({c["image"] for c in spec["containers"]})
+    start = time.monotonic()
     import_as(containerd, image, refs)
+    kubelet.notes.append(f"image imported in {time.monotonic() - start:.0f} s")
     try:
         cri.wait_ready()
         for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE, *refs):
             cri.wait_image(ref)
+        start = time.monotonic()
         pod = kubelet.run(docs)
         ds_pod = DaemonSetPod(overlay, containerd, cri, kubelet, pod, spec, docs)
         runs = ds_pod.wait_ready()
+        kubelet.notes.append(f"pod created and ready in {time.monotonic() - start:.0f} s")
         print(
             f"\ncontainerd {containerd.runtime.version}, {overlay.name}: DaemonSet pod ready "
             f"(readiness probe runs: {runs})" + "".join(f"\n  note: {n}" for n in kubelet.notes)

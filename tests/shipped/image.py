@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.e2e.containerd import Containerd
+from tests.e2e.procs import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "tests" / "shipped" / "setup" / "build-image.sh"
@@ -27,6 +28,9 @@ CNI_PLUGINS = Path("/usr/lib/cni")
 POD_NETWORK_PLUGINS = ("ptp", "host-local", "loopback")
 # build-image.sh labels the image with its sources' key under this name.
 SOURCE_KEY_LABEL = "io.nri-webhook-bridge.source-key"
+# The image is about 300 MB: ctr stores and unpacks every layer (digests, thousands of files).
+# Seconds on a host; more than 10 minutes in the emulated v2 guest on a busy machine.
+IMPORT_TIMEOUT_S = scaled(300.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +113,7 @@ def normalized(ref: str) -> str:
 
 
 def import_as(containerd: Containerd, image: BuiltImage, refs: list[str]) -> None:
-    containerd.ctr("images", "import", str(image.archive))
+    containerd.ctr("images", "import", str(image.archive), timeout_s=IMPORT_TIMEOUT_S)
     for ref in refs:
         containerd.ctr("images", "tag", "--force", image.ref, normalized(ref))
 
