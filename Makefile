@@ -70,8 +70,12 @@ shipped: $(STAMP)
 # The node Kubernetes now requires: cgroup v2, systemd as PID 1 and the systemd cgroup driver,
 # containerd 2.1.9 over runc 1.3 and 1.1, in a Debian trixie guest under QEMU (needs root;
 # the guest image is built from Debian packages once per machine and recipe). The tests
-# under tests/node_v2 run inside it; results come back in .e2e/node-v2/.
+# under tests/node_v2 run inside it; results come back in .e2e/node-v2/. The host's step
+# before the boot exports the shipped image (built as make shipped builds it, only when no
+# image of these sources exists; minutes the first time), the rendered production overlay and
+# the CNI plugins for the guest's DaemonSet test (tests/node_v2/shipped_export.py).
 node-v2: $(STAMP)
-	bash tests/e2e/setup/install-runtimes.sh
+	bash tests/shipped/setup/install-tools.sh
 	bash tests/node_v2/setup/install-tools.sh
+	$(BIN)/python -m tests.node_v2.shipped_export
 	bash tests/node_v2/setup/run-guest.sh tests/node_v2

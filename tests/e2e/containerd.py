@@ -106,9 +106,9 @@ class Containerd:
         self.stop()
         self.start()
 
-    def ctr(self, *args: str) -> str:
+    def ctr(self, *args: str, timeout_s: float = CTR_TIMEOUT_S) -> str:
         cmd = [str(self.runtime.ctr), "--address", str(self.dirs.address), "-n", "k8s.io", *args]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=CTR_TIMEOUT_S)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
             raise ContainerdError(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
         return done.stdout

@@ -1,7 +1,8 @@
 """Fixtures of the tests that run inside the cgroup v2 + systemd guest (`make node-v2`).
 
 Owns: one private containerd 2.1.9 per test module, with the systemd cgroup driver and
-runc 1.3 (a module may ask for runc 1.1 with ``RUNC = RUNC_1_1``); the e2e harness's
+runc 1.3 (a module may ask for runc 1.1 with ``RUNC = RUNC_1_1``, and a CNI pod network with
+``POD_NETWORK = <directory of the CNI plugins>``: pods not on the host network); the e2e harness's
 CRI client, pod clean-up and policy stack on top of it (tests/e2e/conftest.py), unchanged.
 
 Must not: run on a host (every test fails with a pointer to `make node-v2` there), or skip.
@@ -26,6 +27,7 @@ from tests.e2e.conftest import (  # noqa: F401  (fixtures)
 from tests.e2e.containerd import Containerd
 from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE, InstanceDirs
 from tests.e2e.test_bridge import start_bridge  # noqa: F401  (a fixture)
+from tests.shipped.image import pod_network
 
 from .guest_node import RUNC_1_3, SystemdKubeletCri, guest_runtime, require_guest
 
@@ -40,6 +42,9 @@ def containerd(request: pytest.FixtureRequest) -> Iterator[Containerd]:
     _require_installed(runtime)
     base = Path(tempfile.mkdtemp(prefix="nri-v2-", dir="/tmp"))
     instance = Containerd(runtime, InstanceDirs(base))
+    plugins = getattr(request.module, "POD_NETWORK", None)
+    if plugins is not None:
+        pod_network(instance, plugins)
     try:
         instance.start()
         instance.import_images()

@@ -3,8 +3,9 @@
 Owns: the guest's runtimes (containerd 2.1.9 with the systemd cgroup driver, over runc 1.3
 or runc 1.1), what kubelet does around CRI with the systemd driver (the QoS slices at start,
 each pod's slice made with its properties before RunPodSandbox, the expanded cgroup parent
-it sends), reading a process's cgroup v2 files, and both shares->weight conversions as an
-independent oracle for the tests.
+it sends; for the e2e CRI client's pods and, as ``SystemdKubelet``, for rendered pods),
+reading a process's cgroup v2 files, and both shares->weight conversions as an independent
+oracle for the tests.
 
 Must not: run outside the guest (``require_guest`` fails loudly there), or touch any unit or
 cgroup the tests did not make.
@@ -17,14 +18,17 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.cri import CriClient, Pod
 from tests.e2e.procs import scaled
 from tests.e2e.runtimes import CACHE_DIR, Runtime
+from tests.shipped.kubelet import CPU_PERIOD_US, Kubelet, pod_resources, qos_class
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 RUNC_1_1 = Path("/usr/sbin/runc")  # trixie's: the linear shares->weight conversion
@@ -187,6 +191,27 @@ def expanded_parent(unit: str) -> str:
     return "/" + str(slice_dir(unit).relative_to(CGROUP_ROOT))
 
 
+def start_pod_slice(
+    qos: str,
+    uid: str,
+    cpu_weight: int | None = None,
+    cpu_quota_per_sec_us: int | None = None,
+    memory_max: int | None = None,
+) -> str:
+    """The pod's slice under its QoS slice, with kubelet's values for it; returns the unit."""
+    ensure_qos_slices()
+    unit = pod_unit(qos, uid)
+    props: list[tuple[str, str, str]] = []
+    if cpu_weight is not None:
+        props.append(("CPUWeight", "t", str(cpu_weight)))
+    if cpu_quota_per_sec_us is not None:
+        props.append(("CPUQuotaPerSecUSec", "t", str(cpu_quota_per_sec_us)))
+    if memory_max is not None:
+        props.append(("MemoryMax", "t", str(memory_max)))
+    start_slice(unit, props)
+    return unit
+
+
 class SystemdKubeletCri(CriClient):
     """The e2e CRI client, making pods as kubelet does on a systemd node: the pod's slice
     first (with kubelet's values for it), then RunPodSandbox with the expanded parent. The
@@ -206,17 +231,8 @@ class SystemdKubeletCri(CriClient):
         cpu_quota_per_sec_us: int | None = None,
         memory_max: int | None = None,
     ) -> Pod:
-        ensure_qos_slices()
         uid = uid or str(uuid.uuid4())
-        unit = pod_unit(qos, uid)
-        props: list[tuple[str, str, str]] = []
-        if cpu_weight is not None:
-            props.append(("CPUWeight", "t", str(cpu_weight)))
-        if cpu_quota_per_sec_us is not None:
-            props.append(("CPUQuotaPerSecUSec", "t", str(cpu_quota_per_sec_us)))
-        if memory_max is not None:
-            props.append(("MemoryMax", "t", str(memory_max)))
-        start_slice(unit, props)
+        unit = start_pod_slice(qos, uid, cpu_weight, cpu_quota_per_sec_us, memory_max)
         return super().run_pod(name, labels, annotations, uid=uid,
                                cgroup_parent=cgroup_parent or expanded_parent(unit))
 
@@ -237,3 +253,27 @@ def run_pod(
     pod = cri.run_pod(name, labels, annotations, qos=qos, cpu_weight=cpu_weight,
                       cpu_quota_per_sec_us=cpu_quota_per_sec_us, memory_max=memory_max)
     return SlicePod(pod, qos, pod_unit(qos, pod.uid))
+
+
+class SystemdKubelet(Kubelet):
+    """tests/shipped's kubelet for rendered pods, with the systemd driver: the pod's slice
+    is made first, with the values kubelet computes from the pod spec (CPUWeight from the
+    requests' shares in the node runtime's conversion, CPUQuotaPerSecUSec and MemoryMax where
+    every container has that limit), and RunPodSandbox gets its expanded path."""
+
+    def __init__(self, cri: CriClient, workdir: Path, host_paths: Mapping[str, Path],
+                 runc: Path = RUNC_1_3) -> None:
+        super().__init__(cri, workdir, "", host_paths)
+        self.runc = runc
+
+    def pod_cgroup_parent(self, uid: str, spec: dict[str, Any]) -> str:
+        wanted = pod_resources(spec)
+        quota = wanted.cpu_quota_us
+        unit = start_pod_slice(
+            qos_class(spec),
+            uid,
+            cpu_weight=runc_weight(self.runc, wanted.cpu_shares),
+            cpu_quota_per_sec_us=None if quota is None else quota * 1_000_000 // CPU_PERIOD_US,
+            memory_max=wanted.memory_bytes,
+        )
+        return expanded_parent(unit)

@@ -1,7 +1,9 @@
 """Run a rendered Kubernetes pod spec over CRI the way kubelet would, on one node.
 
-Owns: materialising the pod's volumes on the host (hostPath, emptyDir, ConfigMap as files,
-with fsGroup ownership), translating the pod and container specs into CRI's
+Owns: kubelet's pod QoS class and pod-level resources (what it gives the pod cgroup), where
+the pod cgroup goes (``pod_cgroup_parent``: cgroupfs here; a kubelet of the systemd driver
+overrides it), materialising the pod's volumes on the host (hostPath, emptyDir, ConfigMap as
+files, with fsGroup ownership), translating the pod and container specs into CRI's
 PodSandboxConfig / ContainerConfig (namespaces, users, groups, capabilities, no_new_privs,
 read-only root, seccomp, masked paths, resources), starting the sandbox and containers, and
 running the declared exec probes with their timeouts.
@@ -15,6 +17,7 @@ runtime here (runc fails "unable to apply caps"), so it is left out of ``add``.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
@@ -28,6 +31,7 @@ import grpc
 
 from tests.deploy.support import one, quantity
 from tests.e2e.cri import CriClient
+from tests.e2e.procs import scaled
 
 from .security_context import CAP_BITS, read_proc
 
@@ -38,6 +42,7 @@ MASKED_PATHS = ["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/pro
 READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 CPU_PERIOD_US = 100_000
 MIN_SHARES = 2
+CRI_CALL_TIMEOUT_S = 60
 
 
 class PodFailed(AssertionError):
@@ -59,6 +64,52 @@ def milli_cpu(value: str | int) -> int:
 def shares(milli: int) -> int:
     # kubelet's MilliCPUToShares
     return max(MIN_SHARES, milli * 1024 // 1000)
+
+
+def _cpu_memory(c: dict[str, Any], kind: str) -> dict[str, str]:
+    declared = c.get("resources", {})
+    values = dict(declared.get(kind, {}))
+    if kind == "requests":  # a limit without a request is also the request (API defaulting)
+        values = {**declared.get("limits", {}), **values}
+    return {k: v for k, v in values.items() if k in ("cpu", "memory")}
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """kubelet's GetPodQOS: ``guaranteed``, ``burstable`` or ``besteffort``."""
+    containers = spec["containers"]
+    requests = [_cpu_memory(c, "requests") for c in containers]
+    limits = [_cpu_memory(c, "limits") for c in containers]
+    if not any(requests) and not any(limits):
+        return "besteffort"
+    if all(len(lim) == 2 and req == lim for req, lim in zip(requests, limits, strict=True)):
+        return "guaranteed"
+    return "burstable"
+
+
+@dataclass(frozen=True, slots=True)
+class PodResources:
+    """What kubelet sets on the pod cgroup (ResourceConfigForPod)."""
+
+    cpu_shares: int
+    cpu_quota_us: int | None  # per CPU_PERIOD_US; None: no CPU limit on the pod
+    memory_bytes: int | None  # None: no memory limit on the pod
+
+
+def pod_resources(spec: dict[str, Any]) -> PodResources:
+    """Sums over the containers; a pod limit only where every container has that limit."""
+    containers = spec["containers"]
+    if qos_class(spec) == "besteffort":
+        return PodResources(MIN_SHARES, None, None)
+    requests = [_cpu_memory(c, "requests") for c in containers]
+    limits = [_cpu_memory(c, "limits") for c in containers]
+    cpu = shares(sum(milli_cpu(r.get("cpu", 0)) for r in requests))
+    quota = None
+    if all("cpu" in lim for lim in limits):
+        quota = sum(milli_cpu(lim["cpu"]) for lim in limits) * CPU_PERIOD_US // 1000
+    memory = None
+    if all("memory" in lim for lim in limits):
+        memory = sum(int(quantity(lim["memory"])) for lim in limits)
+    return PodResources(cpu, quota, memory)
 
 
 class Kubelet:
@@ -84,6 +135,11 @@ class Kubelet:
                 continue
             out.append(cap)
         return out
+
+    def pod_cgroup_parent(self, uid: str, spec: dict[str, Any]) -> str:
+        """The pod cgroup's parent as kubelet sends it in RunPodSandbox. The cgroupfs driver:
+        a directory under the prefix, made by the runtime."""
+        return f"/{self.cgroup_prefix}/pod{uid}"
 
     # --- volumes ------------------------------------------------------------------------
 
@@ -193,7 +249,7 @@ class Kubelet:
                     "io.kubernetes.pod.namespace": namespace, "io.kubernetes.pod.uid": uid},
             annotations=dict(meta.get("annotations", {})),
             linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent=f"/{self.cgroup_prefix}/pod{uid}", security_context=ctx),
+                cgroup_parent=self.pod_cgroup_parent(uid, spec), security_context=ctx),
         )
 
     def _resources(self, c: dict[str, Any]) -> Any:
@@ -268,23 +324,32 @@ class Kubelet:
         volumes = self._volumes(docs, spec, uid)
         config = self._sandbox_config(template, uid, owner["metadata"]["namespace"])
         reply = self.cri.runtime.RunPodSandbox(pb.RunPodSandboxRequest(config=config),
-                                               timeout=60)
+                                               timeout=scaled(CRI_CALL_TIMEOUT_S))
         pod = RunningPod(reply.pod_sandbox_id, uid, config.linux.cgroup_parent)
         for c in spec["containers"]:
             cc = self._container_config(spec, c, volumes, c["image"])
             created = self.cri.runtime.CreateContainer(
                 pb.CreateContainerRequest(pod_sandbox_id=pod.sandbox_id, config=cc,
-                                          sandbox_config=config), timeout=60)  # fmt: skip
+                                          sandbox_config=config),
+                timeout=scaled(CRI_CALL_TIMEOUT_S))  # fmt: skip
             self.cri.start_container(created.container_id)
             pod.containers[c["name"]] = created.container_id
         return pod
 
     def probe(self, container_id: str, probe: dict[str, Any]) -> tuple[int, str]:
-        """One run of an exec probe, with its declared timeout."""
+        """One run of an exec probe, with its declared timeout (times the harness's time
+        scale: 1 on a host; the emulated v2 guest's runc exec alone takes seconds). A run
+        that times out is a failed run, as for kubelet: (-1, the runtime's message)."""
         if "exec" not in probe:
             raise PodFailed(f"only exec probes are supported by this harness, not {probe}")
-        return self.cri.exec_sync(container_id, probe["exec"]["command"],
-                                  timeout_s=int(probe.get("timeoutSeconds", 1)))
+        timeout_s = math.ceil(scaled(int(probe.get("timeoutSeconds", 1))))
+        try:
+            return self.cri.exec_sync(container_id, probe["exec"]["command"], timeout_s=timeout_s)
+        except grpc.RpcError as exc:
+            # containerd's ExecSync: "timeout <d> exceeded: context deadline exceeded".
+            if "exceeded" not in (exc.details() or ""):
+                raise
+            return -1, str(exc.details())
 
     def wait_ready(self, pod: RunningPod, spec: dict[str, Any], timeout_s: float,
                    logs: Any = None) -> dict[str, int]:

@@ -14,83 +14,43 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from policy_server.koordinator import Rules, rules_from_yaml
 from tests.deploy.support import BASE, OVERLAYS, render
 from tests.e2e.containerd import CGROUP_PREFIX, Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
-from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 
 from .conftest import CGROUP_V1_ROOT
-from .image import BuiltImage, import_as
-from .kubelet import Kubelet, RunningPod
-from .security_context import assert_is, identity, read_proc
+from .daemonset_pod import (
+    DaemonSetPod,
+    check_liveness_probes,
+    check_registered,
+    check_security_context,
+    fake_resctrl,
+    restart_containerd_under_the_pod,
+    running,
+)
+from .image import BuiltImage
+from .kubelet import Kubelet
 
 # Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
 pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
 
-READY_TIMEOUT_S = 60.0
 QOS_LABEL = "koordinator.sh/qosClass"
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 MIB = 1024 * 1024
-PLUGIN_ID = "50-webhook-bridge"
-RULES_CONFIGMAP = "nri-policy-server-rules"
-
-
-@dataclass
-class DaemonSetPod:
-    overlay: Path
-    containerd: Containerd
-    cri: CriClient
-    kubelet: Kubelet
-    pod: RunningPod
-    spec: dict[str, Any]
-    docs: list[dict[str, Any]]
-
-    def rules(self) -> Rules:
-        """koordinator-qos's rules as the rendered ConfigMap gives them to the policy server."""
-        cm = next(d for d in self.docs
-                  if d["kind"] == "ConfigMap" and d["metadata"]["name"] == RULES_CONFIGMAP)
-        return rules_from_yaml(cm["data"]["rules.yaml"])
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {name}:\n"
-            + "\n".join(self.kubelet.container_log(self.pod, name).splitlines()[-30:])
-            for name in self.pod.containers
-        )
-
-    def wait_ready(self) -> dict[str, int]:
-        return self.kubelet.wait_ready(self.pod, self.spec, READY_TIMEOUT_S, self.logs)
-
-
-def fake_resctrl(base: Path) -> Path:
-    """This VM has no RDT: a resctrl-shaped directory for the production overlay's hostPath."""
-    resctrl = base / "resctrl"
-    (resctrl / "info" / "L3").mkdir(parents=True, exist_ok=True)
-    (resctrl / "info" / "L3" / "cbm_mask").write_text("7ff\n")
-    (resctrl / "schemata").write_text("L3:0=7ff\n")
-    return resctrl
 
 
 @pytest.fixture(scope="module", params=[BASE, *OVERLAYS], ids=lambda p: p.name)
 def daemonset(
     request: pytest.FixtureRequest, node: Containerd, image: BuiltImage
 ) -> Iterator[DaemonSetPod]:
-    docs = render(request.param)
-    ds = next(d for d in docs if d["kind"] == "DaemonSet")
-    spec = ds["spec"]["template"]["spec"]
-    import_as(node, image, sorted({c["image"] for c in spec["containers"]}))
     cri = CriClient(node.dirs.address)
     workdir = Path(tempfile.mkdtemp(prefix="kubelet-", dir=node.dirs.base))
     kubelet = Kubelet(
@@ -103,59 +63,22 @@ def daemonset(
         },
     )
     try:
-        cri.wait_ready()
-        for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE, *(c["image"] for c in spec["containers"])):
-            cri.wait_image(ref)
-        pod = kubelet.run(docs)
-        ds_pod = DaemonSetPod(request.param, node, cri, kubelet, pod, spec, docs)
-        runs = ds_pod.wait_ready()
-        print(
-            f"\ncontainerd {node.runtime.version}, {request.param.name}: DaemonSet pod ready "
-            f"(readiness probe runs: {runs})" + "".join(f"\n  note: {n}" for n in kubelet.notes)
-        )
-        yield ds_pod
+        with running(request.param, render(request.param), node, cri, kubelet, image) as ds:
+            yield ds
     finally:
-        try:
-            if node.running():
-                cri.remove_all()
-        finally:
-            kubelet.unmount_volumes()
-            cri.close()
+        cri.close()
 
 
 def test_containers_run_with_the_declared_security_context(daemonset: DaemonSetPod) -> None:
-    for c in daemonset.spec["containers"]:
-        pid = daemonset.cri.container_pid(daemonset.pod.containers[c["name"]])
-        assert_is(pid, identity(daemonset.spec, c))
-        assert read_proc(pid).no_new_privs
-        status = dict(
-            line.split(":\t", 1)
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-            if ":\t" in line
-        )
-        assert status["Seccomp"].strip() == "2", f"{c['name']}: no seccomp filter"  # RuntimeDefault
-        root = next(
-            line.split()
-            for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-            if line.split()[4] == "/"
-        )
-        assert ("ro" in root[5].split(",")) is c["securityContext"]["readOnlyRootFilesystem"]
-        code, out = daemonset.cri.exec_sync(
-            daemonset.pod.containers[c["name"]], ["sh", "-c", "touch /probe-write"]
-        )
-        assert code != 0 and "Read-only file system" in out, out
+    check_security_context(daemonset)
 
 
 def test_liveness_probes_pass(daemonset: DaemonSetPod) -> None:
-    for c in daemonset.spec["containers"]:
-        code, out = daemonset.kubelet.probe(daemonset.pod.containers[c["name"]], c["livenessProbe"])
-        assert code == 0, f"{c['name']} liveness: exit {code}: {out}"
+    check_liveness_probes(daemonset)
 
 
 def test_bridge_is_registered_with_this_containerd(daemonset: DaemonSetPod) -> None:
-    pid = daemonset.cri.container_pid(daemonset.pod.containers["bridge"])
-    log = daemonset.containerd.log_text()
-    assert f'external:{PLUGIN_ID}[{pid}]\\" registered' in log, daemonset.logs()
+    check_registered(daemonset)
 
 
 def test_policy_server_can_write_pod_cgroups(daemonset: DaemonSetPod) -> None:
@@ -230,17 +153,5 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
 
 
 def test_containerd_restart_bridge_reconnects_and_polices(daemonset: DaemonSetPod) -> None:
-    containerd = daemonset.containerd
-    bridge_pid = daemonset.cri.container_pid(daemonset.pod.containers["bridge"])
-    offset = containerd.log_size()
-    containerd.restart()
-    daemonset.cri.wait_ready()
-    # Registered again from the same process (the directory mount sees the new socket).
-    needle = f'external:{PLUGIN_ID}[{bridge_pid}]\\" registered'
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while needle not in containerd.log_since(offset):
-        assert time.monotonic() < deadline, f"bridge did not re-register\n{daemonset.logs()}"
-        time.sleep(0.1)
-    assert daemonset.cri.container_pid(daemonset.pod.containers["bridge"]) == bridge_pid
-    daemonset.wait_ready()
+    restart_containerd_under_the_pod(daemonset)
     lsr_pod_is_pinned(daemonset, "after-restart")
