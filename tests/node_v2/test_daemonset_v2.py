@@ -41,6 +41,8 @@ from .guest_node import SystemdKubeletCri, cgroup_dir, read
 
 # The first test carries the fixture: the image import alone takes minutes under emulation.
 pytestmark = [pytest.mark.node_v2, pytest.mark.timeout(3600)]
+# For run-guest.sh's split over guests: the image import alone takes minutes under emulation.
+NODE_V2_WEIGHT = 12
 
 # The DaemonSet pod is not on the host network: conftest gives containerd a CNI network.
 POD_NETWORK = shipped_export.CNI_BIN

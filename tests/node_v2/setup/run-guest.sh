@@ -11,7 +11,7 @@
 # Acceleration: KVM where a Debian kernel really runs under it (probed with a short boot
 # that must reach the kernel's "no root" panic), otherwise QEMU's software emulation.
 # Env: NRI_NODE_V2_ACCEL=auto|kvm|tcg (default auto), NRI_NODE_V2_TIMEOUT (seconds per guest,
-# default 1800), NRI_NODE_V2_MEMORY (MiB per guest, default 4096), NRI_NODE_V2_GUESTS (guests
+# default 2700), NRI_NODE_V2_MEMORY (MiB per guest, default 4096), NRI_NODE_V2_GUESTS (guests
 # side by side for the whole directory, default 2), NRI_E2E_CACHE_DIR.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 E2E_CACHE=${NRI_E2E_CACHE_DIR:-/var/cache/nri-webhook-bridge-e2e}
 ACCEL=${NRI_NODE_V2_ACCEL:-auto}
-TIMEOUT=${NRI_NODE_V2_TIMEOUT:-1800}
+TIMEOUT=${NRI_NODE_V2_TIMEOUT:-2700}
 MEMORY=${NRI_NODE_V2_MEMORY:-4096}
 GUESTS=${NRI_NODE_V2_GUESTS:-2}
 OUT=$REPO/.e2e/node-v2
@@ -76,7 +76,8 @@ fi
 # Which tests each guest runs. Asked for the whole directory, the modules are spread over
 # NRI_NODE_V2_GUESTS guests (default 2) booted side by side: a guest's Python is mostly one
 # busy process on one vCPU, so two guests use this host's two cores. A module stays in one
-# guest (its containerd is module-scoped); each weighs its number of tests.
+# guest (its containerd is module-scoped); each weighs its number of tests, or the
+# NODE_V2_WEIGHT it states.
 shard_args() {
     if ((GUESTS > 1)) && [[ $# == 1 && ${1%/} == tests/node_v2 ]]; then
         python3 - "$REPO" "$GUESTS" <<'PY'
@@ -88,7 +89,9 @@ for module in sorted((repo / "tests/node_v2").glob("test_*.py")):
     text = module.read_text()
     tests = len(re.findall(r"^(?:async )?def test_", text, re.M))
     tests += len(re.findall(r"^\s+test_\w+,?\s*$", text, re.M))  # collected from imports
-    weights[str(module.relative_to(repo))] = max(tests, 1)
+    # A module that costs more than its tests say states its weight (about a minute a unit).
+    stated = re.search(r"^NODE_V2_WEIGHT = (\d+)", text, re.M)
+    weights[str(module.relative_to(repo))] = int(stated.group(1)) if stated else max(tests, 1)
 bins = [[0, []] for _ in range(guests)]
 for module, weight in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0])):
     lightest = min(bins, key=lambda b: b[0])
