@@ -75,3 +75,4 @@ class CriPod:
     source: str = ""  # the manifest document, for messages
     node_name: str = ""  # the node's hostname, what a host-network container sees
     runtime_handler: str = ""  # RunPodSandboxRequest.runtime_handler ("" = the default)
+    cgroup_version: int = 1  # the node's: on 2 the runtime gives containers a cgroup namespace

@@ -51,7 +51,7 @@ def translate(pod: Pod, node: NodeSpec) -> CriPod:
         containers=tuple(_container(pod, c, node, i) for i, c in enumerate(pod.containers)),
         host_network=pod.host_network, host_pid=pod.host_pid, host_ipc=pod.host_ipc,
         share_process_namespace=pod.share_process_namespace, source=pod.source,
-        runtime_handler=pod.runtime_handler)
+        runtime_handler=pod.runtime_handler, cgroup_version=node.cgroup_version)
 
 
 def _pod_labels(pod: Pod) -> dict[str, str]:

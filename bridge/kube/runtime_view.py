@@ -97,7 +97,7 @@ def container(pod: CriPod, c: CriContainer, sandbox: api.PodSandbox,
         "env": [*d.image_env, f"HOSTNAME={pod.hostname or pod.node_name}",
                 *(f"{k}={v}" for k, v in c.env)],
         "mounts": _mounts(pod, c, sandbox.id, profile),
-        "linux": {"namespaces": _container_namespaces(pod, sandbox),
+        "linux": {"namespaces": _container_namespaces(pod, c, sandbox),
                   "resources": {**_resources(c.resources), **_devices(profile)},
                   "oom_score_adj": c.resources.oom_score_adj,
                   "cgroups_path": _cgroups_path(pod, cid, profile)},
@@ -118,9 +118,12 @@ def _cgroups_path(pod: CriPod, object_id: str, profile: RuntimeProfile) -> str:
     return f"{pod.cgroup_parent}/{object_id}"
 
 
-def _container_namespaces(pod: CriPod, sandbox: api.PodSandbox) -> list[dict[str, Any]]:
+def _container_namespaces(pod: CriPod, c: CriContainer,
+                          sandbox: api.PodSandbox) -> list[dict[str, Any]]:
     # uts and network are always the sandbox's, also on the host network (then the sandbox's
-    # are the host's): checked against containerd 1.7.24 and 2.1.9 (tests/e2e).
+    # are the host's): checked against containerd 1.7.24 and 2.1.9 (tests/e2e). On cgroup v2
+    # an unprivileged container gets a cgroup namespace of its own, last (containerd 2.1.9 on
+    # the v2 node of `make node-v2`); never on v1.
     ns = f"/proc/{sandbox.pid}/ns"
     out: list[dict[str, Any]] = []
     if not pod.host_pid:
@@ -131,6 +134,8 @@ def _container_namespaces(pod: CriPod, sandbox: api.PodSandbox) -> list[dict[str
     out.append({"type": "uts", "path": f"{ns}/uts"})
     out.append({"type": "mount"})
     out.append({"type": "network", "path": f"{ns}/net"})
+    if pod.cgroup_version == 2 and not c.privileged:
+        out.append({"type": "cgroup"})
     return out
 
 

@@ -62,9 +62,11 @@ def containerd(request: pytest.FixtureRequest) -> Iterator[Containerd]:
 
 
 @pytest.fixture(scope="module")
-def cri(containerd: Containerd) -> Iterator[SystemdKubeletCri]:
-    """The e2e CRI client with kubelet's systemd-driver pod slices."""
+def cri(containerd: Containerd, request: pytest.FixtureRequest) -> Iterator[SystemdKubeletCri]:
+    """The e2e CRI client with kubelet's systemd-driver pod slices; a module may name the QoS
+    slice of pods its tests make without one (``POD_QOS = "guaranteed"``)."""
     client = SystemdKubeletCri(containerd.dirs.address)
+    client.default_qos = getattr(request.module, "POD_QOS", client.default_qos)
     try:
         client.wait_ready()
         for image in (PAUSE_IMAGE, BUSYBOX_IMAGE):

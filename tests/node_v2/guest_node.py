@@ -215,7 +215,11 @@ def start_pod_slice(
 class SystemdKubeletCri(CriClient):
     """The e2e CRI client, making pods as kubelet does on a systemd node: the pod's slice
     first (with kubelet's values for it), then RunPodSandbox with the expanded parent. The
-    e2e tests written for the cgroupfs driver run unchanged on top of it."""
+    e2e tests written for the cgroupfs driver run unchanged on top of it. ``default_qos`` is
+    the QoS slice of a pod whose test does not name one (those tests' pods sit in no QoS level
+    on the host: a policy that reads the class from the parent takes them as Guaranteed)."""
+
+    default_qos = "besteffort"
 
     def run_pod(  # type: ignore[override]
         self,
@@ -226,13 +230,14 @@ class SystemdKubeletCri(CriClient):
         cgroup_prefix: str = "",
         cgroup_parent: str | None = None,
         *,
-        qos: str = "besteffort",
+        qos: str | None = None,
         cpu_weight: int | None = None,
         cpu_quota_per_sec_us: int | None = None,
         memory_max: int | None = None,
     ) -> Pod:
         uid = uid or str(uuid.uuid4())
-        unit = start_pod_slice(qos, uid, cpu_weight, cpu_quota_per_sec_us, memory_max)
+        unit = start_pod_slice(qos or self.default_qos, uid, cpu_weight, cpu_quota_per_sec_us,
+                               memory_max)
         return super().run_pod(name, labels, annotations, uid=uid,
                                cgroup_parent=cgroup_parent or expanded_parent(unit))
 
