@@ -49,6 +49,7 @@ from . import guest_node
 from .guest_node import read
 
 pytestmark = pytest.mark.node_v2
+NODE_V2_WEIGHT = 11  # run-guest.sh's split: tenths of the module's seconds in a guest
 
 # What kubelet put on the slices before the sandboxes ran, and what the policy wants instead.
 KUBELET_LSR_QUOTA_PER_SEC_US = 500_000  # 0.5 CPU: cpu.max "50000 100000"
