@@ -92,6 +92,19 @@ class NodeTables(Generic[P, C]):
         self.containers.clear()
         self._adopted.clear()
 
+    @property
+    def adopted(self) -> frozenset[str]:
+        """The pods whose RunPodSandbox these tables did not see (for a snapshot)."""
+        return frozenset(self._adopted)
+
+    def restore(self, pods: Mapping[str, P], containers: Mapping[str, C],
+                adopted: Iterable[str]) -> None:
+        """Back to a snapshot of these tables (``pods``, ``containers``, ``adopted``), in place."""
+        self.clear()
+        self.pods.update(pods)
+        self.containers.update(containers)
+        self._adopted.update(adopted)
+
     def fold(self, event: EventName, pod: P | None, container: C | None) -> None:
         """One lifecycle event, with the pod and container its request carries."""
         if event is EventName.REMOVE_POD_SANDBOX and pod is not None:

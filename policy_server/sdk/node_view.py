@@ -87,6 +87,7 @@ class NodeSnapshot:
 
     pods: Mapping[str, Pod]
     containers: Mapping[str, Container]
+    adopted: frozenset[str]  # pods known without their RunPodSandbox (node_fold)
     synced: bool
 
 
@@ -106,14 +107,13 @@ class NodeState:
         self.view = NodeView(self)
 
     def snapshot(self) -> NodeSnapshot:
-        return NodeSnapshot(dict(self.pods), dict(self.containers), self.synced)
+        return NodeSnapshot(dict(self.pods), dict(self.containers), self._tables.adopted,
+                            self.synced)
 
     def restore(self, snapshot: NodeSnapshot) -> None:
         """Back to ``snapshot``, in place (the views stay valid). The generation still moves
         on: whatever a policy derived from the view before may be stale now."""
-        self._tables.clear()
-        self.pods.update(snapshot.pods)
-        self.containers.update(snapshot.containers)
+        self._tables.restore(snapshot.pods, snapshot.containers, snapshot.adopted)
         self.synced = snapshot.synced
         self.generation += 1
 

@@ -72,6 +72,19 @@ def test_registered_state_and_the_node_view_ignore_dry_runs() -> None:
     assert seen.ids == ("a", "d")
 
 
+def test_a_dry_run_keeps_what_the_real_view_knows_of_synchronized_pods() -> None:
+    """A pod listed by a Synchronize leaves the real view with its last container (containerd
+    sends no pod events for it after a restart: bridge.contract.node_fold); a dry run in
+    between restores that knowledge with the rest of the real view."""
+    policy, _ = counting_policy()
+    runner = PolicyRunner(policy)
+    runner.send(make_request("Synchronize", pods=[POD], containers=[ctr("a", 0)]))
+    runner.send(make_request("CreateContainer", pod=POD, container=ctr("b", 0), dry_run=True))
+    assert set(runner.node.pods) == {"p1"}
+    runner.send(make_request("RemoveContainer", pod=POD, container=ctr("a", 0)))
+    assert set(runner.node.pods) == set() and set(runner.node.containers) == set()
+
+
 def test_a_dry_run_synchronize_starts_the_dry_copy_afresh() -> None:
     policy, seen = counting_policy()
     runner = PolicyRunner(policy)
