@@ -125,17 +125,6 @@ class BusState(StrEnum):
     FAILING = "failing"  # the last call failed: said once; calls go on, files are written
 
 
-# (state, call outcome) -> next state. OFF is closed: nothing is called there.
-_TRANSITIONS: dict[tuple[BusState, bool], BusState] = {
-    (BusState.UNPROBED, True): BusState.WORKING,
-    (BusState.UNPROBED, False): BusState.FAILING,
-    (BusState.WORKING, True): BusState.WORKING,
-    (BusState.WORKING, False): BusState.FAILING,
-    (BusState.FAILING, True): BusState.WORKING,
-    (BusState.FAILING, False): BusState.FAILING,
-}
-
-
 class SystemdUnits:
     """Sets pod-slice values as unit properties while the bus works; says once when not."""
 
@@ -189,8 +178,9 @@ class SystemdUnits:
             return True
 
     def _outcome(self, ok: bool, reason: str, context: str) -> None:
+        # OFF never gets here (nothing is called there); the call's outcome alone decides.
         before = self.state
-        self.state = _TRANSITIONS[(before, ok)]
+        self.state = BusState.WORKING if ok else BusState.FAILING
         self.observe("ok" if ok else "failed")
         if not ok:
             self.reason = reason
