@@ -3,6 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The steps that install or fetch system tools share machine-wide state (apt sources, among
+# them install-runtimes.sh's temporary sid source, apt's lists and dpkg): one at a time.
+SETUP_LOCK := /run/nri-webhook-bridge-setup.lock
 
 .PHONY: setup tools demo test lint typecheck proto e2e shipped node-v2 bench clean
 
@@ -19,11 +22,11 @@ setup: $(STAMP)
 # conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
 # binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
 tools:
-	bash tests/setup/trixie-source.sh
-	bash tests/setup/install-dbus-daemon.sh
-	bash tests/deploy/setup/install-kubectl.sh
+	flock $(SETUP_LOCK) bash tests/setup/trixie-source.sh
+	flock $(SETUP_LOCK) bash tests/setup/install-dbus-daemon.sh
+	flock $(SETUP_LOCK) bash tests/deploy/setup/install-kubectl.sh
 	bash tests/servers/gopolicy/build.sh >/dev/null
-	bash tests/servers/nginx/fetch.sh >/dev/null
+	flock $(SETUP_LOCK) bash tests/servers/nginx/fetch.sh >/dev/null
 
 # Regenerate bridge/proto/nri/*_pb2.py and their *_pb2.pyi type stubs from schemas/nri/*.proto.
 proto: $(STAMP)
@@ -44,12 +47,14 @@ test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 
 # Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).
-# e2e and shipped share the nri-e2e cgroup prefix and clean it up: one run at a time per machine.
-NODE_LOCK := /run/nri-webhook-bridge-node-tests.lock
+# e2e and shipped may run side by side (also from one checkout): every run has its own
+# containerd instances, sockets, state and root directories under a private /tmp base, and its
+# own pod cgroup prefix /nri-e2e-<run id> (tests/e2e/cgroup_scope.py), and cleans up only that.
+# Only the installation steps share machine-wide state: they take SETUP_LOCK (above).
 
 e2e: $(STAMP)
-	bash tests/e2e/setup/install-runtimes.sh
-	flock $(NODE_LOCK) $(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
+	flock $(SETUP_LOCK) bash tests/e2e/setup/install-runtimes.sh
+	$(BIN)/pytest -q -m e2e tests/e2e -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_core.py
@@ -64,8 +69,8 @@ clean:
 # The image, the DaemonSet pod, the compose pair and the systemd units run as shipped
 # (needs root; installs podman, debootstrap, kubectl and both containerds).
 shipped: $(STAMP)
-	bash tests/shipped/setup/install-tools.sh
-	flock $(NODE_LOCK) $(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
+	flock $(SETUP_LOCK) bash tests/shipped/setup/install-tools.sh
+	$(BIN)/pytest -v -rxX -s -m shipped tests/shipped -p no:cacheprovider
 
 # The node Kubernetes now requires: cgroup v2, systemd as PID 1 and the systemd cgroup driver,
 # containerd 2.1.9 over runc 1.3 and 1.1, in a Debian trixie guest under QEMU (needs root;
@@ -75,7 +80,7 @@ shipped: $(STAMP)
 # image of these sources exists; minutes the first time), the rendered production overlay and
 # the CNI plugins for the guest's DaemonSet test (tests/node_v2/shipped_export.py).
 node-v2: $(STAMP)
-	bash tests/shipped/setup/install-tools.sh
-	bash tests/node_v2/setup/install-tools.sh
+	flock $(SETUP_LOCK) bash tests/shipped/setup/install-tools.sh
+	flock $(SETUP_LOCK) bash tests/node_v2/setup/install-tools.sh
 	$(BIN)/python -m tests.node_v2.shipped_export
 	bash tests/node_v2/setup/run-guest.sh tests/node_v2

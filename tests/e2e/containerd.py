@@ -3,7 +3,7 @@
 Owns: the containerd process we start (and only that one), its log file, image
 import with that build's own ``ctr``, and the final clean-up of everything it left
 behind (shims serving our socket, container processes in our cgroup tree, mounts
-under our private base directory, cgroups under CGROUP_PREFIX).
+under our private base directory, this run's cgroups: tests/e2e/cgroup_scope.py).
 
 Must not: signal any process it did not start. Shims and containers count as ours
 because they serve our private gRPC address / live in our private cgroup tree.
@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .cgroup_scope import CGROUP_PREFIX, kill_cgroup_processes, remove_cgroups
 from .procs import scaled, stop_by_pid
 from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
 
@@ -28,10 +29,6 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = scaled(30.0)
 STOP_TIMEOUT_S = scaled(20.0)
 CTR_TIMEOUT_S = scaled(60.0)
-# Pod cgroup parents are /nri-e2e/pod<uid>; with the cgroupfs driver every controller
-# hierarchy gets that path (cgroup v1).
-CGROUP_PREFIX = "nri-e2e"
-CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -171,38 +168,8 @@ class Containerd:
         for pid in self._our_shim_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        kill_cgroup_processes()
+        kill_cgroup_processes(CGROUP_PREFIX)
         self._unmount_all()
-        remove_cgroups()
+        remove_cgroups(CGROUP_PREFIX)
         shutil.rmtree(self.dirs.base, ignore_errors=True)
 
-
-def _cgroup_trees() -> list[Path]:
-    return [p / CGROUP_PREFIX for p in CGROUP_V1_ROOT.iterdir() if (p / CGROUP_PREFIX).is_dir()]
-
-
-def kill_cgroup_processes() -> None:
-    """SIGKILL container processes left in our pod cgroups (only after a failed teardown)."""
-    pids: set[int] = set()
-    for tree in _cgroup_trees():
-        for procs in tree.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError):
-                pids.update(int(p) for p in procs.read_text().split())
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def remove_cgroups() -> None:
-    """rmdir our cgroup directories, deepest first (cgroupfs cannot rm -r)."""
-    for tree in _cgroup_trees():
-        dirs = sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts))
-        for d in [*reversed(dirs), tree]:
-            for _ in range(20):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)  # processes may still be exiting

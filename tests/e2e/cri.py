@@ -1,8 +1,8 @@
 """A small CRI client for the e2e tests (grpcio over containerd's Unix socket).
 
 Owns: building the pod and container configs the tests use (host network, empty
-hostname, cgroup parent under /nri-e2e, busybox printing its env and sleeping) and
-the handful of RuntimeService calls the tests need, each with a deadline.
+hostname, cgroup parent under this run's /nri-e2e-<run id>, busybox printing its env and
+sleeping) and the handful of RuntimeService calls the tests need, each with a deadline.
 
 Must not: know about NRI or the bridge; tests assert on what the runtime did.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 
 from . import cri_stubs
-from .containerd import CGROUP_PREFIX
+from .cgroup_scope import CGROUP_PREFIX
 from .procs import scaled
 from .runtimes import BUSYBOX_IMAGE
 

@@ -2,7 +2,8 @@
 
 Owns: turning Debian's CRI ``api.proto`` (golang-github-kubernetes-cri-api-dev) into
 ``runtime_api_pb2`` / ``runtime_api_pb2_grpc`` under ``tests/e2e/cri_gen/`` (git-ignored),
-regenerating only when the source proto changed.
+regenerating only when the source proto changed (under a lock: ``make e2e`` and ``make shipped``
+may run side by side in one checkout).
 
 Must not: edit the system proto. The upstream file imports gogoproto only for Go code
 generation options; a temporary copy without those lines compiles with plain protoc and
@@ -11,6 +12,7 @@ is wire-identical (options do not change field numbers or types).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import importlib
@@ -36,8 +38,6 @@ def _strip_gogo(text: str) -> str:
 
 def generate(proto: Path = CRI_PROTO) -> None:
     """(Re)generate the stubs into GEN_DIR when ``proto`` changed."""
-    from grpc_tools import protoc  # dev dependency; imported lazily to keep collection cheap
-
     if not proto.is_file():
         raise CriStubError(
             f"CRI proto {proto} missing: run tests/e2e/setup/install-runtimes.sh "
@@ -45,9 +45,17 @@ def generate(proto: Path = CRI_PROTO) -> None:
         )
     source = proto.read_text()
     digest = hashlib.sha256(source.encode()).hexdigest()
-    if STAMP.is_file() and STAMP.read_text().strip() == digest:
-        return
     GEN_DIR.mkdir(exist_ok=True)
+    with (GEN_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the stamp is written last: complete stubs
+        if not (STAMP.is_file() and STAMP.read_text().strip() == digest):
+            _compile(source, proto)
+            STAMP.write_text(digest + "\n")
+
+
+def _compile(source: str, proto: Path) -> None:
+    from grpc_tools import protoc  # dev dependency; imported lazily to keep collection cheap
+
     include = Path(protoc.__file__).parent / "_proto"  # google/protobuf/*.proto
     with tempfile.TemporaryDirectory(prefix="cri-proto-") as tmp:
         copy = Path(tmp) / f"{MODULE}.proto"
@@ -64,7 +72,6 @@ def generate(proto: Path = CRI_PROTO) -> None:
         )
     if rc != 0:
         raise CriStubError(f"grpc_tools.protoc failed ({rc}) on {proto}")
-    STAMP.write_text(digest + "\n")
 
 
 @functools.cache

@@ -20,7 +20,7 @@ CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 class CgroupValues:
     """The cgroup v1 values an NRI adjustment can change, plus where they were read."""
 
-    cpu_path: str  # the process's path in the cpu hierarchy, e.g. /nri-e2e/pod<uid>/<id>
+    cpu_path: str  # the process's path in the cpu hierarchy, e.g. /nri-e2e-<run id>/pod<uid>/<id>
     cpu_shares: int
     cpuset_cpus: str
     memory_limit_bytes: int

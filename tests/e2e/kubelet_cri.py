@@ -14,7 +14,7 @@ from typing import Any
 from bridge.kube import CriContainer, CriPod
 from bridge.kube.cri import CriResources
 
-from .containerd import CGROUP_PREFIX
+from .cgroup_scope import CGROUP_PREFIX
 
 KUBELET_ROOT = "/var/lib/kubelet"
 _PROPAGATION = {"private": "PROPAGATION_PRIVATE", "rslave": "PROPAGATION_HOST_TO_CONTAINER",

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from .cgroup_scope import CGROUP_PREFIX
 from .conftest import Stack, StackFactory, outcome_of
-from .containerd import CGROUP_PREFIX
 from .cri import CriClient
 from .inspect_proc import CGROUP_V1_ROOT, cgroup_values
 from .test_policies import (

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.support import BASE, OVERLAYS, render
-from tests.e2e.containerd import CGROUP_PREFIX, Containerd
+from tests.e2e.cgroup_scope import CGROUP_PREFIX
+from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
 

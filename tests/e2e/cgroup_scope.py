@@ -1,0 +1,71 @@
+"""This run's pod cgroups: their prefix, and the clean-up that removes them and nothing else.
+
+Owns: the run id (``NRI_E2E_RUN_ID``, inherited by every process the run starts), the cgroup
+prefix derived from it (``nri-e2e-<run id>``, one top-level directory per cgroup v1
+hierarchy), killing processes left in this run's cgroups and removing those directories.
+
+Must not: look at, signal or remove anything under another prefix. ``make e2e`` and
+``make shipped`` may run side by side on one machine (docs/e2e.md); each run's pods live under
+its own prefix, so one run's clean-up can never kill the other's containers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+RUN_ID_ENV = "NRI_E2E_RUN_ID"
+CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+RMDIR_ATTEMPTS = 20
+RMDIR_RETRY_S = 0.05
+
+
+def run_id() -> str:
+    """This run's id: set once per run (the pytest process) and inherited by its children."""
+    return os.environ.setdefault(RUN_ID_ENV, f"{os.getpid()}-{uuid.uuid4().hex[:6]}")
+
+
+def cgroup_prefix(run: str) -> str:
+    """The top-level cgroup directory of run ``run``'s pods (``/nri-e2e-<run>/pod<uid>``)."""
+    return f"nri-e2e-{run}"
+
+
+def cgroup_trees(prefix: str, root: Path = CGROUP_V1_ROOT) -> list[Path]:
+    """``prefix``'s directory in every hierarchy under ``root`` that has one."""
+    return [h / prefix for h in sorted(root.iterdir()) if (h / prefix).is_dir()]
+
+
+def kill_cgroup_processes(prefix: str, root: Path = CGROUP_V1_ROOT) -> set[int]:
+    """SIGKILL the processes left in ``prefix``'s cgroups (only after a failed teardown);
+    returns their PIDs."""
+    pids: set[int] = set()
+    for tree in cgroup_trees(prefix, root):
+        for procs in tree.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(p) for p in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def remove_cgroups(prefix: str, root: Path = CGROUP_V1_ROOT) -> None:
+    """rmdir ``prefix``'s cgroup directories, deepest first (cgroupfs cannot rm -r)."""
+    for tree in cgroup_trees(prefix, root):
+        dirs = sorted((p for p in tree.rglob("*") if p.is_dir()), key=lambda p: len(p.parts))
+        for d in [*reversed(dirs), tree]:
+            for _ in range(RMDIR_ATTEMPTS):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(RMDIR_RETRY_S)  # processes may still be exiting
+
+
+CGROUP_PREFIX = cgroup_prefix(run_id())
