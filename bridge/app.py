@@ -2,7 +2,8 @@
 
 With webhooks configured (config file, --policy-url, or — for a plugin the
 runtime launches — the conf.d YAML it sends in Configure) the handler is the
-WebhookHandler; without, the built-in static handler (bridge.configured). Handles SIGTERM/SIGINT:
+WebhookHandler; without, the built-in static handler (bridge.configured). Stops on SIGTERM/SIGINT
+(caught by the entry point, bridge.stop_signals):
 in-flight events get a bounded grace period to be answered, then the
 connection is closed cleanly, the control API stops, HTTP clients close.
 """
@@ -10,14 +11,13 @@ connection is closed cleanly, the control API stops, HTTP clients close.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bridge import stop_signals
 from bridge.config_file import BridgeConfig
 from bridge.configured import ConfiguredHandler, handler_kind
 from bridge.control.api import ControlDeps, create_app, create_metrics_app
@@ -90,6 +90,16 @@ def _task_count() -> int:
 
 
 async def run(options: RunOptions) -> int:
+    """Serve until the runner ends or a stop signal (bridge.stop_signals, caught by the entry
+    point) arrives; the latch stays in place throughout: the loop never owns the signals, so
+    none is left to its default action while the loop starts or closes."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with stop_signals.waking(lambda: loop.call_soon_threadsafe(stop.set)):
+        return await _serve(options, stop)
+
+
+async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
     metrics = Metrics()
     cache = StateCache()
     handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
@@ -102,13 +112,6 @@ async def run(options: RunOptions) -> int:
     runner = PluginRunner(options.identity, served, socket_path=options.socket_path,
                           fd=options.fd, options=ServiceOptions(), cache=cache)
     watch_runner(metrics, runner)
-    # Signal handlers first: a SIGTERM that arrives once the control socket exists
-    # must stop us cleanly (and remove the socket), not kill us.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
     servers = [control]
     metrics_address = options.config.control.metrics_address
@@ -145,9 +148,11 @@ async def run(options: RunOptions) -> int:
             for i, server in enumerate(servers):
                 tasks.create_task(server.serve(), name="control-api" if i == 0 else "metrics")
             stop_task = tasks.create_task(stop.wait(), name="signals")
+            stop_signals.checkpoint("serving")
             await asyncio.wait({runner_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
             if stop.is_set():
                 log.info("shutting down")
+                stop_signals.checkpoint("shutting-down")
                 await runner.stop(SHUTDOWN_GRACE_S)
                 runner_task.cancel()
             stop_task.cancel()

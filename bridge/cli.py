@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import uvloop
 
-from bridge import __version__, logs
+from bridge import __version__, logs, stop_signals
 from bridge.config_file import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
@@ -164,13 +164,15 @@ def _run(args: argparse.Namespace) -> int:
                                                           env=args.redact_env))
     options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
                              record=record, config_from_file=bool(args.config))
-    try:
-        # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
-        # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
-        # loop.
-        return uvloop.run(app.run(options))
-    except KeyboardInterrupt:
-        return EXIT_OK
+    stop_signals.checkpoint("configured")
+    if stop_signals.requested() is not None:
+        return EXIT_OK  # stopped during start-up: nothing is open yet
+    # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
+    # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
+    # loop. A stop signal from here on stops app.run (bridge.stop_signals.waking).
+    code = uvloop.run(app.run(options))
+    stop_signals.checkpoint("loop-closed")
+    return code
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -184,16 +186,32 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command line (``argv`` None: this process's own; a list: an in-process caller).
+
+    ``run`` and ``record`` serve: their stop signals stay caught (bridge.stop_signals) until
+    the process exits, or, in-process, until main returns. The other commands get the
+    handlers from before the entry point caught them (Ctrl-C stops them as usual)."""
+    args, parser = _parse(list(sys.argv[1:] if argv is None else argv))
+    if args.command in ("run", "record"):
+        with stop_signals.held(process=argv is None):
+            code = _run(args)
+            stop_signals.checkpoint("exiting")
+            return code
+    stop_signals.release()
+    return _one_shot(args, parser)
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")  # `run` is the default subcommand
     if argv[0] == "try":
         from bridge.trial import command as try_cli
         argv = try_cli.attach_values(argv)
     parser = build_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
-    args = parser.parse_args(argv)
-    if args.command in ("run", "record"):
-        return _run(args)
+    return parser.parse_args(argv), parser
+
+
+def _one_shot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "replay":
         from bridge.record import replay_cli
         logs.setup("warning", "text")

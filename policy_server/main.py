@@ -10,13 +10,21 @@ use) print one line and exit 2.
 
 from __future__ import annotations
 
+from bridge import stop_signals
+
+if __name__ == "__main__":
+    # python -m policy_server.main: the stop signals are caught before the imports below
+    # (about a second, longer on a busy machine), not left to their default action (-15).
+    # The script nri-policy-server does the same in policy_server.launcher.
+    stop_signals.catch()
+    stop_signals.checkpoint("entry")
+
 import argparse
 import asyncio
 import contextlib
 import gc
 import json
 import logging
-import signal
 import socket
 import sys
 from collections.abc import Iterator, Sequence
@@ -269,22 +277,29 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
     return bind_unix_socket(path, SOCKET_MODES[args.socket_mode]), f"unix://{path}", path
 
 
-# SIGTERM/SIGINT are blocked (kept pending) from just before the event loop starts until
-# uvicorn has installed its handlers: one that lands while uvloop sets up its own signal
-# plumbing raises KeyboardInterrupt inside that setup and leaves a loop that can neither
-# run nor close (exit 1 or a hang instead of a clean stop).
-STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
-
-
 class _MainServer(uvicorn.Server):
-    """The policy listener: takes over the stop signals once its handlers are in place."""
+    """The policy listener: takes the stop signals over from the latch (bridge.stop_signals)
+    while it serves; uvicorn puts the latch back afterwards and re-raises what it caught."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        stop_signals.checkpoint("loop")
         with super().capture_signals():
-            # A signal that arrived while blocked is delivered now, to uvicorn's handler.
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            # Handlers first, then the latch: a stop signal lands in one of the two.
+            signum = stop_signals.requested()
+            if signum is not None:
+                self.handle_exit(signum, None)
+            stop_signals.checkpoint("handlers")
             yield
+        stop_signals.checkpoint("handlers-restored")
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        stop_signals.checkpoint("started")
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        stop_signals.checkpoint("shutting-down")
+        await super().shutdown(sockets)
 
 
 class _MetricsServer(uvicorn.Server):
@@ -340,16 +355,22 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The command line (``argv`` None: this process's own, whose stop signals stay caught
+    until it exits; a list: an in-process caller, whose handlers come back afterwards)."""
+    with stop_signals.held(process=argv is None):
+        stop_signals.checkpoint("main")
+        code = _main(build_parser().parse_args(argv))
+        stop_signals.checkpoint("exiting")
+        return code
+
+
+def _main(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.handlers[:] = [handler(args.log_format)]
     root.setLevel(args.log_level.upper())
-    # uvicorn handles SIGTERM/SIGINT while serving and re-raises them afterwards. Outside
-    # that (before uvicorn has started, and on the re-raise) they become KeyboardInterrupt,
-    # caught below, so the socket file is removed and we exit 0. (A no-op handler here
-    # swallowed a SIGTERM sent between binding the socket and uvicorn's start.)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, signal.default_int_handler)
+    # A stop signal is only recorded (bridge.stop_signals) until uvicorn takes it over: start-up
+    # goes on to the next point where stopping is clean (below), so that nothing is left half
+    # made, such as a socket file without the code that removes it.
     try:
         if args.check_rules:
             return _check_rules(args.rules)
@@ -369,40 +390,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
         )
-        # From binding on, a stop signal waits (pending) until the code that removes the
-        # socket file is in place: one landing between the bind and the try below used to
-        # exit 0 with the file left behind.
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            sock, where, uds_path = _listen(args)
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            raise
+        if stop_signals.requested() is not None:
+            return 0  # stopped during start-up: nothing is bound yet
+        sock, where, uds_path = _listen(args)
     except PolicyServerError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 0
     metrics_sock = None
     try:
-        try:
-            if metrics_address is not None:
-                metrics_sock = bind_tcp_socket(*metrics_address)
-                where += f", metrics on http://{args.metrics_address}/metrics"
-            log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
+        if metrics_address is not None:
+            metrics_sock = bind_tcp_socket(*metrics_address)
+            where += f", metrics on http://{args.metrics_address}/metrics"
+        log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
+        stop_signals.checkpoint("bound")
+        if stop_signals.requested() is None:
             # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the
-            # loop. The stop signals are still blocked (see above) until uvicorn has its
-            # handlers.
+            # loop. A stop signal from here on is handed to uvicorn (_MainServer).
             uvloop.run(serve(server, sock, args.log_level, metrics_sock))
-        finally:
-            # Still blocked if serving never reached uvicorn's handlers: a pending signal
-            # is delivered here as KeyboardInterrupt, which is a clean stop below.
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        stop_signals.checkpoint("loop-closed")
     except StartupError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        pass
     finally:
         sock.close()
         if metrics_sock is not None:
