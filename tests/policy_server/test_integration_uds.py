@@ -14,6 +14,7 @@ from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
 from tests.policy_server.factory import batch_spec, container, envelope, pod
 from tests.policy_server.servers import FakeBridgeControl, serve_on_uds
+from tests.waiting import until
 
 RS = "scheduling.koordinator.sh/resource-status"
 POOLS = "node.koordinator.sh/cpu-shared-pools"
@@ -54,10 +55,9 @@ async def test_policy_server_over_a_unix_socket(tmp_path: Path) -> None:
 
         # The startup resync has run (its counter says so) and found nothing to change;
         # now the LS pool changes on disk. The bound only catches a hang.
-        async with asyncio.timeout(10):
-            while 'policy_resyncs_total{result="ok"} 1.0' not in (  # noqa: ASYNC110 - a counter
-                    await client.get("/metrics")).text:
-                await asyncio.sleep(0.02)
+        async def resynced() -> bool:
+            return 'policy_resyncs_total{result="ok"} 1.0' in (await client.get("/metrics")).text
+        await until(resynced, what="the start-up resync is counted", timeout_s=10)
         assert fake.pushed == []
         rules.write_text(f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
         st = rules.stat()
