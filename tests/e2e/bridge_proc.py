@@ -43,6 +43,9 @@ class Bridge:
         self.workdir = workdir
         self.config = workdir / "bridge.yaml"
         self.log = workdir / "bridge.log"
+        # Private, not the default /run/nri-webhook-bridge/control.sock: another run's bridge
+        # (make e2e beside make shipped, or a second checkout) must never meet this one there.
+        self.control_socket = workdir / "control.sock"
         self._proc: subprocess.Popen[bytes] | None = None
         workdir.mkdir(parents=True, exist_ok=True)
         # JSON is YAML: no need for a YAML writer here.
@@ -63,6 +66,7 @@ class Bridge:
             "--config", str(self.config),
             "--log-format", "json",
             "--log-level", "debug",
+            "--control-socket", str(self.control_socket),
         ]  # fmt: skip
 
     def start(self) -> None:

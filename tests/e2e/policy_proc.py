@@ -169,23 +169,22 @@ def scaled_webhook(hook: dict[str, Any]) -> dict[str, Any]:
 
 
 class WebhookBridge(Bridge):
-    """The bridge with a ``webhooks:`` config and a private control socket.
+    """The bridge with a ``webhooks:`` config (its control socket is private, as every bridge's).
 
     Reuses ``Bridge`` (start/stop by PID, JSON log reading, ``wait_for``); only the
-    config file and two command-line flags differ.
+    config file and the log level differ.
     """
 
     def __init__(self, nri_socket: Path, workdir: Path, webhooks: list[dict[str, Any]]) -> None:
         super().__init__(nri_socket, workdir, static={})
         self.webhooks = [scaled_webhook(hook) for hook in webhooks]
-        self.control_socket = workdir / "control.sock"
         self.config.write_text(json.dumps({"webhooks": self.webhooks}, indent=2) + "\n")
 
     def command(self) -> list[str]:
         # info, not debug: at debug every webhook call logs a dozen httpcore lines.
         cmd = super().command()
         cmd[cmd.index("--log-level") + 1] = "info"
-        return [*cmd, "--control-socket", str(self.control_socket)]
+        return cmd
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         """``/readyz`` on the control socket: registered with the runtime and serving."""
