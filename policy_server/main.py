@@ -28,8 +28,6 @@ import uvloop
 from bridge.contract.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server.exceptions import PolicyServerError, RulesError
-from policy_server.koordinator.rules import rules_from_yaml, rules_summary
-from policy_server.koordinator.rules_watcher import RULES_POLL_INTERVAL_S
 from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
@@ -37,6 +35,8 @@ from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode
 from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
+from policy_server.policies.koordinator_qos.rules import rules_from_yaml, rules_summary
+from policy_server.policies.koordinator_qos.rules_watcher import RULES_POLL_INTERVAL_S
 from policy_server.request_service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app, create_metrics_app
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol

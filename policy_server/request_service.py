@@ -39,14 +39,6 @@ from policy_server.exceptions import (
     PayloadError,
     RequestError,
 )
-from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
-from policy_server.koordinator.rules import stabilize
-from policy_server.koordinator.rules_watcher import (
-    RULES_POLL_INTERVAL_S,
-    ReloadResult,
-    RulesSource,
-    watch,
-)
 from policy_server.node import probe as node_state
 from policy_server.node.cgroups import (
     DEFAULT_CGROUP_ROOT,
@@ -62,6 +54,14 @@ from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
 from policy_server.policies import build_builtin
+from policy_server.policies.koordinator_qos import POLICY_NAME, Rules, build_policy, rules_from_yaml
+from policy_server.policies.koordinator_qos.rules import stabilize
+from policy_server.policies.koordinator_qos.rules_watcher import (
+    RULES_POLL_INTERVAL_S,
+    ReloadResult,
+    RulesSource,
+    watch,
+)
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy, Registry

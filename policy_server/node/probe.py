@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from policy_server.koordinator.hooks.group_identity import BVT_FILE
-from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
-from policy_server.koordinator.rules import Rules
 from policy_server.node import coresched
 from policy_server.node.cgroup_files import container_cgroup_files
 from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
+from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts
+from policy_server.sdk.node_plan import BVT_FILE, SYSCTL_GROUP_IDENTITY
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,6 @@ from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import synchronize_event
-from policy_server.koordinator import node_plan
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import PodTarget
 from policy_server.node import coresched
 from policy_server.node.cgroups import (
     CgroupExecutor,
@@ -45,6 +42,9 @@ from policy_server.node.cgroups import (
 )
 from policy_server.node.cpu_weight import WeightFormula, to_weight
 from policy_server.node.procfs import Procfs
+from policy_server.policies.koordinator_qos import node_plan
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import PodTarget
 from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
 from policy_server.sdk.model import Container, Event, Memory, Resources
 from policy_server.telemetry import Metrics

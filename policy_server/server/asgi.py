@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
-from policy_server.koordinator.rules import rules_summary
+from policy_server.policies.koordinator_qos.rules import rules_summary
 from policy_server.request_service import PolicyServer
 from policy_server.server.hot_route import HotRoute
 from policy_server.telemetry import CONTENT_TYPE

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from policy_server.engine.request import parse_request, synchronize_event
-from policy_server.koordinator.rules import Rules, rules_from_doc
-from policy_server.koordinator.target import ContainerTarget, PodTarget
+from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc
+from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.koordinator.rules_watcher import ReloadResult
 from policy_server.node.cgroups import ExecutorMode
+from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
 from policy_server.request_service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 from tests.policy_server.test_resctrl import fake_resctrl

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from policy_server.exceptions import RulesError
-from policy_server.koordinator.rules import Rules, rules_from_yaml, stabilize
-from policy_server.koordinator.rules_watcher import ReloadResult, RulesSource, watch
+from policy_server.policies.koordinator_qos.rules import Rules, rules_from_yaml, stabilize
+from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult, RulesSource, watch
 
 
 def source(path: Path) -> RulesSource[Rules]:

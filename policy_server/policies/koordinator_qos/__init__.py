@@ -5,8 +5,13 @@
 and pod-cgroup writes are the server's business.
 """
 
-from policy_server.koordinator.bundle import HOOKS, POLICY_NAME, KoordContext, build_policy
-from policy_server.koordinator.rules import Rules, rules_from_doc, rules_from_yaml
+from policy_server.policies.koordinator_qos.bundle import (
+    HOOKS,
+    POLICY_NAME,
+    KoordContext,
+    build_policy,
+)
+from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc, rules_from_yaml
 
 __all__ = [
     "HOOKS",

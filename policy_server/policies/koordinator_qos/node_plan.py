@@ -12,16 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.annotations import AnnotationError, oom_score_adj
-from policy_server.koordinator.hooks.group_identity import BVT_FILE, class_values
-from policy_server.koordinator.nodeslo import CPUQOS
-from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import PodTarget
-from policy_server.sdk import CgroupWrite
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, oom_score_adj
+from policy_server.policies.koordinator_qos.hooks.group_identity import class_values
+from policy_server.policies.koordinator_qos.nodeslo import CPUQOS
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import PodTarget
+from policy_server.sdk import BVT_FILE, SYSCTL_GROUP_IDENTITY, CgroupWrite
 
-SYSCTL_GROUP_IDENTITY = "sched_group_identity_enabled"
 SYSCTL_SCHED_CORE = "sched_core"
 
 
