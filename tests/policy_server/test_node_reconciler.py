@@ -90,7 +90,6 @@ def node(tmp_path: Path) -> tuple[PolicyServer, FakeBridge, Path]:
     server = PolicyServer(ServerOptions(
         rules_path=rules, bridge_control="http://bridge", executor_mode=ExecutorMode.ON,
         cgroup_root=cg, resctrl_root=resctrl, proc_root=proc), bridge=bridge)  # fmt: skip
-    server.load_rules()
     server.probe_node()
     return server, fake, tmp_path
 

@@ -137,7 +137,6 @@ def _server(tmp_path: Path, resctrl_root: Path) -> PolicyServer:
     server = PolicyServer(ServerOptions(
         rules_path=rules, executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cgroup",
         resctrl_root=resctrl_root, proc_root=tmp_path / "proc"))  # fmt: skip
-    server.load_rules()
     server.probe_node()
     return server
 
