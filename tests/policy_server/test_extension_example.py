@@ -87,3 +87,19 @@ async def test_memory_cap_example_end_to_end(tmp_path: Path) -> None:
     metrics = server.metrics.render().decode()
     assert 'policy_reconcile_drift_fixed_total{level="pod"}' in metrics
     assert limit_is(GIB // 2)
+
+
+def test_the_guide_shows_the_example_code() -> None:
+    """docs/policy-server.md's snippet is the example module's code (comments aside)."""
+    guide = (ROOT / "docs" / "policy-server.md").read_text()
+    section = guide[guide.index("### End to end: a memory cap per namespace"):]
+    snippet = section[section.index("```python\n") + 10:section.index("```\n", 10)]
+
+    def code(line: str) -> str:
+        return line.split("  #")[0].split("# fmt:")[0].strip()
+
+    source = {code(line) for line in (ROOT / "examples" / "memory_cap_policy.py").read_text()
+              .splitlines()}  # fmt: skip
+    shown = [code(line) for line in snippet.splitlines() if code(line)]
+    assert len(shown) > 20
+    assert [line for line in shown if line not in source] == []
