@@ -2,19 +2,19 @@
 
 Builds the registry (the built-in policies: koordinator-qos by default and those enabled with
 ``--policy``, then ``--policy-module`` policies), the engine, the node-effect executor, the
-bridge client and the node reconciler, runs the policies' background tasks (``Host`` is the
-SDK's ``PolicyHost``), and owns what happens around an evaluation: metrics, pod-level effects
-(a container only gets an ``rdt_class`` whose resctrl group exists), updates a policy asks to
-push, and the recomputation of all known containers (pushed through the bridge) at startup and
-after a configuration change: every policy that handles Synchronize gets a synthetic one built
-from the bridge's state, so a restarted server rebuilds its node view and its policies' state;
-a policy with a reconcile hook (koordinator-qos) is evaluated by the node reconciler's pass
-instead, which also runs every ``--reconcile-interval`` seconds. A bridge whose control socket
-is not there yet at start-up is waited for quietly (the shipped units start this server
-first), for up to ``--bridge-start-wait`` seconds. It says once, at start-up and in
-``node_state`` (``GET /v1/state``), which node effects cannot take effect here and why.
-``server.hot_route`` maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the resync
-and the reconciler evaluate comes from ``engine.request``. Must not: name a policy (the
+bridge client and the node reconciler, runs the policies' background tasks (``policy_host``:
+the SDK's extension points seen from the server), and owns what happens around an evaluation:
+metrics, pod-level effects (a container only gets an ``rdt_class`` whose resctrl group exists),
+updates a policy asks to push, and the recomputation of all known containers (pushed through
+the bridge) at startup and after a configuration change: every policy that handles Synchronize
+gets a synthetic one built from the bridge's state, so a restarted server rebuilds its node
+view and its policies' state; a policy with a reconcile hook (koordinator-qos) is evaluated by
+the node reconciler's pass instead, which also runs every ``--reconcile-interval`` seconds. A
+bridge whose control socket is not there yet at start-up is waited for quietly (the shipped
+units start this server first), for up to ``--bridge-start-wait`` seconds. It says once, at
+start-up and in ``node_state`` (``GET /v1/state``), which node effects cannot take effect here
+and why. ``server.hot_route`` maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the
+resync and the reconciler evaluate comes from ``engine.request``. Must not: name a policy (the
 catalogue, ``policy_server.policies``, says which built-ins are served) or import one.
 """
 
@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import EventName
+from policy_server import policy_host
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
@@ -55,11 +56,10 @@ from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReco
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
-from policy_server.policies import DEFAULT_POLICY, build_builtin, enabled_builtins
+from policy_server.policies import build_builtin, enabled_builtins
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.extension import ConfigStatus, ReloadResult
 from policy_server.sdk.model import Event
-from policy_server.sdk.node_plan import NO_NEEDS, NodeNeeds
 from policy_server.sdk.registry import Policy, Registry
 from policy_server.telemetry import Metrics
 
@@ -216,11 +216,7 @@ class PolicyServer:
         self._resync = _ResyncState()
         self.procfs = Procfs(options.proc_root)
         self.reconciler: NodeReconciler | None = None
-        plans = {
-            p.name: p.extensions.reconcile
-            for p in self.registry
-            if p.extensions.reconcile is not None
-        }
+        plans = policy_host.reconcile_hooks(self.registry)
         if bridge is not None and plans:
             self.reconciler = NodeReconciler(
                 engine=self.engine,
@@ -244,39 +240,10 @@ class PolicyServer:
 
     def _config_metrics(self) -> None:
         """The configuration metrics after the initial loads (done when building)."""
-        status = self.config_status()
+        status = policy_host.config_status(self.registry)
         if status is not None:
             self.metrics.rules_generation.set(status.generation)
             self.metrics.rules_valid.set(1)
-
-    def config_status(self) -> ConfigStatus | None:
-        """The configuration status of the policy ``--rules`` configures (None: not served)."""
-        policy = self._rules_policy()
-        hook = policy.extensions.config if policy is not None else None
-        return hook() if hook is not None else None
-
-    def rules_state(self) -> Mapping[str, Any] | None:
-        """The state description of the policy ``--rules`` configures (``GET /v1/rules``)."""
-        policy = self._rules_policy()
-        hook = policy.extensions.describe if policy is not None else None
-        return hook() if hook is not None else None
-
-    def _rules_policy(self) -> Policy[Any] | None:
-        return next((p for p in self.registry if p.name == DEFAULT_POLICY), None)
-
-    def policy_state(self, name: str) -> Mapping[str, Any] | None:
-        """``GET /v1/policies/{name}/state``: the policy's state description (None: it has
-        none); raises ``UnknownPolicyError``."""
-        hook = self.registry.get(name).extensions.describe
-        return hook() if hook is not None else None
-
-    def node_needs(self) -> NodeNeeds:
-        """What the policies' configurations in force ask of the node, together."""
-        needs = NO_NEEDS
-        for policy in self.registry:
-            if policy.extensions.needs is not None:
-                needs = needs | policy.extensions.needs()
-        return needs
 
     def probe_node(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""
@@ -285,7 +252,7 @@ class PolicyServer:
             self.reconciler,
             self.procfs,
             self.options.reconcile_interval_s,
-            self.node_needs(),
+            policy_host.node_needs(self.registry),
             self.facts,
         )
         return self._node_state
@@ -310,10 +277,16 @@ class PolicyServer:
             for policy in self.registry:
                 task = policy.extensions.background
                 if task is not None:
-                    host = Host(self, policy.name)
-                    tasks.create_task(_guarded(policy.name, task(host)), name=policy.name)
+                    host = policy_host.Host(self, policy.name)
+                    tasks.create_task(policy_host.guarded(policy.name, task(host)),
+                                      name=policy.name)
             if self.bridge is not None:
                 tasks.create_task(self._ticks(), name="resync-ticks")
+
+    @property
+    def poll_interval_s(self) -> float:
+        """How often background tasks poll (``PolicyHost.poll_interval_s``)."""
+        return self.options.rules_poll_interval_s
 
     async def stopped(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the stop; True once stopping (``PolicyHost.stopped``)."""
@@ -591,32 +564,6 @@ class PolicyServer:
         report = await self.reconciler.run(snapshot)
         for error in report.errors[:20]:
             log.warning("reconcile: %s", error)
-
-
-class Host:
-    """``PolicyHost`` for one policy's background task: the server, seen through the SDK."""
-
-    def __init__(self, server: PolicyServer, policy: str) -> None:
-        self._server = server
-        self.policy = policy
-
-    @property
-    def poll_interval_s(self) -> float:
-        return self._server.options.rules_poll_interval_s
-
-    async def stopped(self, timeout_s: float) -> bool:
-        return await self._server.stopped(timeout_s)
-
-    async def config_polled(self, result: ReloadResult, status: ConfigStatus) -> None:
-        await self._server.config_polled(result, status)
-
-
-async def _guarded(policy: str, task: Awaitable[None]) -> None:
-    """A policy's background task: its failure is logged and ends only that task."""
-    try:
-        await task
-    except Exception:
-        log.exception("background task of policy %s failed; the policy keeps serving", policy)
 
 
 def _with_warnings(evaluation: Evaluation, notes: list[str]) -> Evaluation:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
+from policy_server import policy_host
 from policy_server.exceptions import UnknownPolicyError
 from policy_server.request_service import PolicyServer
 from policy_server.sdk.extension import ConfigStatus
@@ -88,7 +89,7 @@ def create_app(server: PolicyServer) -> HotRoute:
 
     @app.get("/healthz", summary="Liveness and rules status")
     async def healthz() -> dict[str, Any]:
-        status = server.config_status() or ConfigStatus()
+        status = policy_host.config_status(server.registry) or ConfigStatus()
         return {
             "status": "ok",
             "policies": [p.name for p in server.registry],
@@ -106,7 +107,7 @@ def create_app(server: PolicyServer) -> HotRoute:
     @app.get("/v1/policies/{name}/state", summary="A policy's own state description")
     async def policy_state(name: str) -> dict[str, Any]:
         try:
-            state = server.policy_state(name)
+            state = policy_host.policy_state(server.registry, name)
         except UnknownPolicyError:
             raise HTTPException(404, f"no policy named {name!r}") from None
         if state is None:
@@ -115,7 +116,7 @@ def create_app(server: PolicyServer) -> HotRoute:
 
     @app.get("/v1/rules", summary="The rules in force of the policy --rules configures")
     async def rules() -> dict[str, Any]:
-        state = server.rules_state()
+        state = policy_host.rules_state(server.registry)
         if state is None:
             raise HTTPException(404, "no policy configured by --rules is served")
         return dict(state)
