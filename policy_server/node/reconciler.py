@@ -46,7 +46,7 @@ from policy_server.node.procfs import Procfs
 from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
 from policy_server.sdk.extension import ReconcileHook
 from policy_server.sdk.model import Container, Event, Memory, Resources
-from policy_server.sdk.node_plan import NO_PLAN, CoreSchedGroup, KernelSwitch, NodePlan, OomScore
+from policy_server.sdk.node_plan import NO_PLAN, CoreSchedGroup, KernelSwitch, OomScore
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
@@ -187,17 +187,14 @@ class NodeReconciler:
                 weights = self.executor.weights.learn(_weight_observations(event, values))
             event = _with_file_values(event, values, weights)
         effects: list[Effect] = []
-        plan = NO_PLAN
-        for name, hook in self.plans.items():
+        for name in self.plans:
             evaluation = self.engine.evaluate(name, event)
             self.observe(evaluation)
             for warning in evaluation.decision.warnings:
                 log.warning("reconcile policy=%s: %s", name, warning)
             await self._push(updates_to_json(evaluation.decision), report)
             effects.extend(evaluation.decision.effects)
-            plan = plan.merged(hook(event))
-        pods = frozenset(pod.id for pod in event.pods)
-        await asyncio.to_thread(self._node, effects, plan, pods, snapshot, report)
+        await asyncio.to_thread(self._node, effects, event, snapshot, report)
         for level, count in report.found.items():
             self.metrics.drift_found.labels(level).inc(count)
         for level, count in report.fixed.items():
@@ -227,13 +224,17 @@ class NodeReconciler:
     def _node(
         self,
         effects: Sequence[Effect],
-        plan: NodePlan,
-        pods: frozenset[str],
+        event: Event,
         snapshot: BridgeState,
         report: PassReport,
     ) -> None:
         if self.executor.mode is not ExecutorMode.ON:
             return
+        # The hooks are pure but walk every pod: computed here, off the event loop.
+        plan = NO_PLAN
+        for hook in self.plans.values():
+            plan = plan.merged(hook(event))
+        pods = frozenset(pod.id for pod in event.pods)
         self._pod_effects(effects, report)
         self._resctrl_gc(effects, report)
         self._pod_effects(plan.cgroup_writes, report, level="qos")
