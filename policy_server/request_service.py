@@ -239,11 +239,13 @@ class PolicyServer:
     # --- lifecycle -------------------------------------------------------------------------
 
     def _config_metrics(self) -> None:
-        """The configuration metrics after the initial loads (done when building)."""
+        """The configuration metrics after the initial loads (done when building: a policy
+        whose configuration does not load stops the server, so what is served is valid, also
+        when no policy has a configuration to report, as with --no-koordinator)."""
         status = policy_host.config_status(self.registry)
         if status is not None:
             self.metrics.rules_generation.set(status.generation)
-            self.metrics.rules_valid.set(1)
+        self.metrics.rules_valid.set(1)
 
     def probe_node(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""

@@ -101,6 +101,8 @@ async def test_without_the_rules_policy_its_pages_say_so() -> None:
         health = (await client.get("/healthz")).json()
     assert no_state.status_code == 404 and "describes no state" in no_state.json()["detail"]
     assert health["rules"] == {"file": None, "generation": 0, "last_error": None}
+    # As before the move: nothing invalid is in force (no false alert on this gauge).
+    assert "policy_rules_last_load_valid 1.0" in server.metrics.render().decode()
 
 
 def test_the_framework_contract_names_every_builtin() -> None:
