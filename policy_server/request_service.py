@@ -304,7 +304,10 @@ class PolicyServer:
 
     async def _ticks(self) -> None:
         while not await self.stopped(self.options.rules_poll_interval_s):
-            await self._on_poll(ReloadResult.UNCHANGED)
+            try:
+                await self._on_poll(ReloadResult.UNCHANGED)
+            except Exception:  # a task boundary: one bad tick must not end the others
+                log.exception("resync tick failed")
 
     async def config_polled(self, result: ReloadResult, status: ConfigStatus) -> None:
         """A policy's configuration was looked at (``PolicyHost.config_polled``)."""

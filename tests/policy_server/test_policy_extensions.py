@@ -5,6 +5,7 @@ lists every built-in."""
 
 from __future__ import annotations
 
+import asyncio
 import configparser
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from policy_server import NO_PLAN, Policy
+from policy_server import NO_PLAN, Policy, PolicyHost
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
 from policy_server.request_service import PolicyServer, ServerOptions
@@ -115,3 +116,31 @@ def test_the_framework_contract_names_every_builtin() -> None:
     sources = set(contract["source_modules"].split())
     assert {"policy_server.main", "policy_server.server", "policy_server.engine",
             "policy_server.node", "policy_server.request_service"} <= sources  # fmt: skip
+
+
+async def test_a_failing_background_task_ends_only_itself(
+        caplog: pytest.LogCaptureFixture) -> None:
+    broken, steady = Policy("broken"), Policy("steady")
+    ran = asyncio.Event()
+    ticks: list[float] = []
+
+    @broken.background
+    async def crash(host: PolicyHost) -> None:
+        raise RuntimeError("boom")
+
+    @steady.background
+    async def poll(host: PolicyHost) -> None:
+        while not await host.stopped(0.01):
+            ticks.append(host.poll_interval_s)
+            ran.set()
+
+    server = PolicyServer(ServerOptions(default_policies=False, rules_poll_interval_s=0.5),
+                          [broken, steady])  # fmt: skip
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.run_background(stop))
+    await asyncio.wait_for(ran.wait(), 10)  # the steady task runs although its sibling failed
+    stop.set()
+    await asyncio.wait_for(task, 10)  # and stops when the server does
+    assert ticks and set(ticks) == {0.5}
+    [failed] = [r for r in caplog.records if "background task of policy" in r.getMessage()]
+    assert "policy broken failed" in failed.getMessage() and failed.exc_info is not None
