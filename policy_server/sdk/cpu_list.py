@@ -17,8 +17,14 @@ from bridge.contract.cpu_list import (
 )
 from bridge.contract.cpu_list import check_cpu_list as _check
 
-__all__ = ["MAX_CPU_ID", "CpuListError", "canonical_cpu_list", "check_cpu_list",
-           "format_cpu_list", "parse_cpu_list"]
+__all__ = [
+    "MAX_CPU_ID",
+    "CpuListError",
+    "canonical_cpu_list",
+    "check_cpu_list",
+    "format_cpu_list",
+    "parse_cpu_list",
+]
 
 
 def check_cpu_list(text: str) -> str:

@@ -26,7 +26,14 @@ from policy_server.node.cgroups import CgroupVersion, ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server import hot_route
 from policy_server.server.asgi import _documented, create_app
-from tests.policy_server.factory import ANOLIS_V2_FILES, cgroup_v2_root, container, envelope, pod
+from tests.policy_server.factory import (
+    ANOLIS_V2_FILES,
+    cgroup_v2_root,
+    container,
+    envelope,
+    koordinator_of,
+    pod,
+)
 
 RS = "scheduling.koordinator.sh/resource-status"
 EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
@@ -302,7 +309,6 @@ async def test_cgroup_v1_node_containers_never_get_unified_and_it_is_said_once(
     # on a cgroup v1 node runc would refuse every container that got unified[cpu.bvt_warp_ns].
     server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES,
                                         cgroup_root=cgroup_tree(tmp_path / "cg", 1)))
-    server.load_rules()
     with caplog.at_level("INFO"):
         server.probe_node()
     said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
@@ -334,8 +340,7 @@ async def test_stock_cgroup_v2_kernel_containers_get_no_bvt_key_and_it_is_said_o
     # unified[cpu.bvt_warp_ns] ("openat2 .../cpu.bvt_warp_ns: no such file or directory").
     server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES,
                                         cgroup_root=cgroup_tree(tmp_path / "cg", 2)))
-    server.load_rules()
-    assert server.rules.current.group_identity_kernel_support
+    assert koordinator_of(server).rules.current.group_identity_kernel_support
     with caplog.at_level("INFO"):
         server.probe_node()
     said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
@@ -367,7 +372,6 @@ async def test_containers_get_no_bvt_key_where_the_files_are_not_known(
     cgroups = (cgroup_v2_root(tmp_path / "cg", None) if root == "no kubepods cgroup"
                else tmp_path / "no-cgroup")
     server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES, cgroup_root=cgroups))
-    server.load_rules()
     with caplog.at_level("INFO"):
         server.probe_node()
     said = [r for r in caplog.records if "group identity on containers is off" in r.getMessage()]
@@ -384,7 +388,6 @@ async def test_cgroup_v2_node_whose_containers_have_the_bvt_file_gets_the_key(
 ) -> None:
     cgroups = cgroup_v2_root(tmp_path / "cg", ANOLIS_V2_FILES)
     server = PolicyServer(ServerOptions(rules_path=PRODUCTION_RULES, cgroup_root=cgroups))
-    server.load_rules()
     with caplog.at_level("INFO"):
         server.probe_node()
     assert not [r for r in caplog.records if "group identity on containers" in r.getMessage()]

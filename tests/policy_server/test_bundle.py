@@ -7,9 +7,9 @@ from typing import Any
 
 from bridge.contract.catalogue import EventName as E
 from policy_server.engine.evaluate import Engine
-from policy_server.koordinator import build_policy
-from policy_server.koordinator.bundle import HOOKS
-from policy_server.koordinator.rules import Rules
+from policy_server.policies.koordinator_qos import build_policy
+from policy_server.policies.koordinator_qos.bundle import HOOKS
+from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import batch_spec, container, envelope, pod, rules, topology
 

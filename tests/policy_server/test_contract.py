@@ -50,7 +50,6 @@ def test_example_requests_validate(path: Path) -> None:
 def server() -> PolicyServer:
     s = PolicyServer(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml",
                                    policy_modules=(str(ROOT / "examples/label_env_policy.py"),)))
-    s.load_rules()
     return s
 
 

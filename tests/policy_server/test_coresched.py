@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from policy_server.koordinator.node_plan import (
+from policy_server.node import coresched
+from policy_server.policies.koordinator_qos.node_plan import (
     core_sched_group,
     core_sched_rule,
     kernel_switches,
@@ -21,7 +22,6 @@ from policy_server.koordinator.node_plan import (
     kube_qos_writes,
     manages_core_sched,
 )
-from policy_server.node import coresched
 from tests.policy_server.factory import pod_target, rules
 
 

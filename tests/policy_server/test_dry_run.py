@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from policy_server.engine.evaluate import Engine
-from policy_server.koordinator import build_policy
-from policy_server.koordinator.baselines import QuotaBaselines
-from policy_server.koordinator.rules import Rules
+from policy_server.policies.koordinator_qos import build_policy
+from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
+from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk import Decision, Event, EventName, Policy
 from policy_server.sdk.registry import Registry
 from policy_server.testing import PolicyRunner, make_request

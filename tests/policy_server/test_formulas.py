@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.contract.quantity import value_of as quantity_value
-from policy_server.koordinator.formulas import (
+from policy_server.policies.koordinator_qos.formulas import (
     memory_limit,
     milli_cpu_to_quota,
     milli_cpu_to_shares,

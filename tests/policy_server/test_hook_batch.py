@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from policy_server.koordinator.hooks import batch
-from policy_server.koordinator.target import Stage
+from policy_server.policies.koordinator_qos.hooks import batch
+from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.decision import CgroupWrite, ResourcePatch
 from tests.policy_server.factory import batch_spec, container_target, pod_target, rules
 

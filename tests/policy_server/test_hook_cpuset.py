@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from policy_server.koordinator.annotations import AnnotationError, resource_status
-from policy_server.koordinator.hooks import cpuset
-from policy_server.koordinator.target import Stage
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, resource_status
+from policy_server.policies.koordinator_qos.hooks import cpuset
+from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.decision import CgroupWrite
 from tests.policy_server.factory import (
     BE_POOLS_2_NUMA,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policy_server.koordinator.hooks import normalization
-from policy_server.koordinator.target import Stage
+from policy_server.policies.koordinator_qos.hooks import normalization
+from policy_server.policies.koordinator_qos.target import Stage
 from tests.policy_server.factory import container_target, rules
 
 RS = "scheduling.koordinator.sh/resource-status"

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from policy_server.koordinator.annotations import AnnotationError
-from policy_server.koordinator.hooks import oom, resctrl
-from policy_server.koordinator.target import Stage
+from policy_server.policies.koordinator_qos.annotations import AnnotationError
+from policy_server.policies.koordinator_qos.hooks import oom, resctrl
+from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.decision import ResctrlGroup, ResctrlGroupRemoval
 from tests.policy_server.factory import container_target, pod_target, rules
 

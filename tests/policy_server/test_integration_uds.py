@@ -35,7 +35,6 @@ async def test_policy_server_over_a_unix_socket(tmp_path: Path) -> None:
     server = PolicyServer(ServerOptions(rules_path=rules,
                                         bridge_control=f"unix://{tmp_path}/bridge.sock",
                                         rules_poll_interval_s=0.05))
-    server.load_rules()
     async with (
         serve_on_uds(fake.app, tmp_path / "bridge.sock"),
         serve_on_uds(create_app(server), tmp_path / "policy.sock") as sock,

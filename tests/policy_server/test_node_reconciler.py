@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.koordinator.rules_watcher import ReloadResult
 from policy_server.node.cgroups import ExecutorMode
+from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
 from policy_server.request_service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 from tests.policy_server.test_resctrl import fake_resctrl
@@ -90,7 +90,6 @@ def node(tmp_path: Path) -> tuple[PolicyServer, FakeBridge, Path]:
     server = PolicyServer(ServerOptions(
         rules_path=rules, bridge_control="http://bridge", executor_mode=ExecutorMode.ON,
         cgroup_root=cg, resctrl_root=resctrl, proc_root=proc), bridge=bridge)  # fmt: skip
-    server.load_rules()
     server.probe_node()
     return server, fake, tmp_path
 

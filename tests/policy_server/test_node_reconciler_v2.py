@@ -73,7 +73,6 @@ def node(tmp_path: Path, **options: object) -> tuple[PolicyServer, FakeBridge, P
         ),
         bridge=bridge,
     )
-    server.load_rules()
     server.probe_node()
     return server, fake, cg
 

@@ -163,7 +163,7 @@ def server_with(bridge: Bridge | None) -> PolicyServer:
     control = None
     if bridge is not None:
         control = BridgeControl("http://bridge", transport=httpx.MockTransport(bridge.handle))
-    return PolicyServer(ServerOptions(koordinator=False), [pusher_policy()], bridge=control)
+    return PolicyServer(ServerOptions(default_policies=False), [pusher_policy()], bridge=control)
 
 
 REMOVE = envelope("RemoveContainer", pod=pod(), container=container())
@@ -217,7 +217,7 @@ async def test_synchronize_policies_are_resynced_from_the_bridge_state() -> None
 
     bridge = Bridge()
     control = BridgeControl("http://bridge", transport=httpx.MockTransport(bridge.handle))
-    server = PolicyServer(ServerOptions(koordinator=False), [policy], bridge=control)
+    server = PolicyServer(ServerOptions(default_policies=False), [policy], bridge=control)
     assert server.resync_policies == ("sync",)
     assert not server.engine.node.synced
     assert await server.resync()

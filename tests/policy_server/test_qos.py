@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from policy_server.koordinator.qos import KubeQOS, QOSClass, default_qos, kube_qos, qos_class
+from policy_server.policies.koordinator_qos.qos import (
+    KubeQOS,
+    QOSClass,
+    default_qos,
+    kube_qos,
+    qos_class,
+)
 from policy_server.sdk.cpu_list import check_cpu_list, parse_cpu_list
 
 

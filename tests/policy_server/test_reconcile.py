@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 from policy_server.engine.evaluate import Engine
-from policy_server.koordinator import build_policy
-from policy_server.koordinator.baselines import QuotaBaselines
-from policy_server.koordinator.reconcile import diff
-from policy_server.koordinator.rules import Rules
+from policy_server.policies.koordinator_qos import build_policy
+from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
+from policy_server.policies.koordinator_qos.reconcile import diff
+from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk.decision import ResourcePatch
 from policy_server.sdk.model import CPU, Memory, Resources
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts

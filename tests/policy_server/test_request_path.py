@@ -276,8 +276,6 @@ def _requests_metrics(server: PolicyServer) -> list[str]:
 async def test_every_answer_is_the_one_before() -> None:
     fast_server = PolicyServer(ServerOptions(rules_path=RULES))
     checked_server = PolicyServer(ServerOptions(rules_path=RULES))
-    fast_server.load_rules()
-    checked_server.load_rules()
     bodies = [CREATE, *RAW_CASES.values(), *mutations()]
     routes = {"fast": 0, "checked": 0}
     statuses: set[int] = set()
@@ -317,7 +315,6 @@ async def test_what_the_fast_path_hands_back_gets_the_same_answer_as_before(
         case: str, status: int, loc: list[Any] | None, error: str | None) -> None:
     raw = RAW_CASES[case]
     server = PolicyServer(ServerOptions(rules_path=RULES))
-    server.load_rules()
     code, body = await evaluate_body(server, POLICY, raw)
     assert code == status, body
     if loc is not None:

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from policy_server.koordinator.annotations import AnnotationError
-from policy_server.koordinator.resctrl_schemata import (
+from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.node.resctrl_masks import (
     AMD_VENDOR_ID,
     INTEL_VENDOR_ID,
     l3_mask,
     mba_value,
-    resctrl_group,
     schemata_lines,
 )
-from policy_server.node.resctrl_fs import ResctrlFS
+from policy_server.policies.koordinator_qos.annotations import AnnotationError
+from policy_server.policies.koordinator_qos.resctrl_schemata import resctrl_group
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.decision import ResctrlGroup
 from tests.policy_server.factory import container, envelope, pod, request
@@ -137,7 +137,6 @@ def _server(tmp_path: Path, resctrl_root: Path) -> PolicyServer:
     server = PolicyServer(ServerOptions(
         rules_path=rules, executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cgroup",
         resctrl_root=resctrl_root, proc_root=tmp_path / "proc"))  # fmt: skip
-    server.load_rules()
     server.probe_node()
     return server
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.koordinator.rules_watcher import ReloadResult
+from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
 from policy_server.request_service import PolicyServer, ServerOptions
-from tests.policy_server.factory import container, pod
+from tests.policy_server.factory import container, koordinator_of, pod, poll_rules
 
 POOLS = "node.koordinator.sh/cpu-shared-pools"
 
@@ -46,7 +46,6 @@ def make(tmp_path: Path, rules: str) -> tuple[PolicyServer, FakeBridge, Path]:
     bridge = BridgeControl("http://bridge", transport=httpx.MockTransport(fake.handle))
     server = PolicyServer(ServerOptions(rules_path=path, bridge_control="http://bridge"),
                           bridge=bridge)
-    server.load_rules()
     return server, fake, path
 
 
@@ -59,9 +58,8 @@ def change(path: Path, text: str) -> None:
 async def test_rule_change_pushes_only_changed_containers(tmp_path: Path) -> None:
     server, fake, path = make(tmp_path, f"topology: {{{POOLS}: [{{cpuset: '0-7'}}]}}\n")
     change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
-    result = server.rules.poll()
+    result = await poll_rules(server)
     assert result is ReloadResult.APPLIED
-    await server._on_poll(result)
     # c2 already has 0-3; only c1 changes.
     assert fake.pushed == [[{"container_id": "c1",
                              "linux": {"resources": {"cpu": {"cpus": "0-3"}}}}]]
@@ -74,9 +72,10 @@ async def test_rule_change_pushes_only_changed_containers(tmp_path: Path) -> Non
 async def test_invalid_change_pushes_nothing(tmp_path: Path) -> None:
     server, fake, path = make(tmp_path, f"topology: {{{POOLS}: [{{cpuset: '0-7'}}]}}\n")
     change(path, "topology: {oops: 1}\n")
-    await server._on_poll(server.rules.poll())
+    await poll_rules(server)
     assert fake.pushed == []
-    assert server.rules.last_error is not None and "topology.oops" in server.rules.last_error
+    error = koordinator_of(server).rules.last_error
+    assert error is not None and "topology.oops" in error
     assert "policy_rules_last_load_valid 0.0" in server.metrics.render().decode()
 
 
@@ -87,7 +86,7 @@ async def test_bridge_down_retries_with_backoff(
     fake.down = True  # ... and then its control socket went away: an error, not a wait
     change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
     with caplog.at_level(logging.INFO):
-        await server._on_poll(server.rules.poll())
+        await poll_rules(server)
     assert 'policy_resyncs_total{result="failed"} 1.0' in server.metrics.render().decode()
     [failed] = [r for r in caplog.records if "resync failed" in r.getMessage()]
     assert failed.levelno == logging.ERROR
@@ -124,7 +123,6 @@ async def test_no_bridge_means_no_push(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text("")
     server = PolicyServer(ServerOptions(rules_path=path))
-    server.load_rules()
     assert await server.resync() is True
 
 
@@ -133,5 +131,5 @@ async def test_large_pushes_are_batched(tmp_path: Path) -> None:
     fake.containers = [container(cid=f"c{i}", pod_id="p1", cpu={"cpus": "0-7"})
                        for i in range(1200)]
     change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
-    await server._on_poll(server.rules.poll())
+    await poll_rules(server)
     assert [len(batch) for batch in fake.pushed] == [500, 500, 200]

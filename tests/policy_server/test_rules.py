@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policy_server.exceptions import RulesError
-from policy_server.koordinator.rules import (
+from policy_server.policies.koordinator_qos.rules import (
     CPUQOS,
     Rules,
     rules_from_doc,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from policy_server.exceptions import RulesError
-from policy_server.koordinator.rules import Rules, rules_from_yaml, stabilize
-from policy_server.koordinator.rules_watcher import ReloadResult, RulesSource, watch
+from policy_server.policies.koordinator_qos.rules import Rules, rules_from_yaml, stabilize
+from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult, RulesSource, watch
 
 
 def source(path: Path) -> RulesSource[Rules]:
@@ -107,7 +107,14 @@ async def test_watch_reports_each_poll_and_stops(tmp_path: Path) -> None:
         if result is ReloadResult.APPLIED:
             stop.set()
 
-    task = asyncio.create_task(watch(src, on_result, stop, interval_s=0.01))
+    async def stopped(timeout_s: float) -> bool:  # PolicyHost.stopped over ``stop``
+        try:
+            await asyncio.wait_for(stop.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    task = asyncio.create_task(watch(src, on_result, stopped, interval_s=0.01))
     await asyncio.wait_for(polled.wait(), 10)
     rewrite(path, "group_identity_kernel_support: true\n")
     await asyncio.wait_for(task, 10)

@@ -118,7 +118,7 @@ def test_state_carries_over_between_requests() -> None:
 
 async def test_the_cli_replay_of_a_served_policy_agrees(tmp_path: Path) -> None:
     """Authors in other languages get the same check from `nri-webhook-bridge replay`."""
-    server = PolicyServer(ServerOptions(koordinator=False,
+    server = PolicyServer(ServerOptions(default_policies=False,
                                         policy_modules=(str(EXAMPLE / "downward_env.py"),)))
     async with serve_on_uds(create_app(server), tmp_path / "p.sock") as sock:
         async def replay(*extra: str) -> tuple[int, str]:

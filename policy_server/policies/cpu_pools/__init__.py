@@ -22,7 +22,6 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from bridge.contract.catalogue import EventName
 from policy_server.policies.cpu_pools.pools import (
     CpuPools,
     Outcome,
@@ -50,6 +49,7 @@ from policy_server.sdk import (
     ContainerUpdate,
     Decision,
     Event,
+    EventName,
     NodeView,
     Policy,
     ResourcePatch,

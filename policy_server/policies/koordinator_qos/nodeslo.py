@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.koordinator import keys
+from policy_server.policies.koordinator_qos import keys
 from policy_server.sdk import RulesError
 
 # --- NodeSLO defaults (sloconfig) ------------------------------------------------------------

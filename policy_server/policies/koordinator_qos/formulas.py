@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from policy_server.koordinator.keys import (
+from policy_server.policies.koordinator_qos.keys import (
     CFS_BASE_PERIOD_US,
     CFS_QUOTA_MIN_US,
     MAX_CPU_SHARES,

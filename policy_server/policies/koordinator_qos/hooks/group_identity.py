@@ -15,13 +15,16 @@ server says why once at start-up and in /v1/state, so the hook itself says nothi
 
 from __future__ import annotations
 
-from policy_server.koordinator.annotations import cpu_qos_override
-from policy_server.koordinator.qos import KubeQOS, QOSClass
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
-from policy_server.sdk import CgroupWrite, NodeFacts, ResourcePatch
-
-BVT_FILE = "cpu.bvt_warp_ns"
+from policy_server.policies.koordinator_qos.annotations import cpu_qos_override
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookResult,
+    PodTarget,
+    Stage,
+)
+from policy_server.sdk import BVT_FILE, CgroupWrite, NodeFacts, ResourcePatch
 
 
 def class_values(rules: Rules) -> tuple[int, int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from policy_server.koordinator.keys import LABEL_QOS_CLASS
+from policy_server.policies.koordinator_qos.keys import LABEL_QOS_CLASS
 
 
 class QOSClass(StrEnum):

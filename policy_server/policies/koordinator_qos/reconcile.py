@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookSpec, PodTarget, Stage
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookSpec,
+    PodTarget,
+    Stage,
+)
 from policy_server.sdk import (
     Container,
     ContainerUpdate,

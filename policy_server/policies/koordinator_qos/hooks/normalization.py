@@ -8,11 +8,11 @@ where koordlet would read the current one), or the unscaled quota remembered fro
 
 from __future__ import annotations
 
-from policy_server.koordinator.annotations import AnnotationError, resource_status
-from policy_server.koordinator.formulas import scale_quota
-from policy_server.koordinator.qos import QOSClass
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, Stage
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, resource_status
+from policy_server.policies.koordinator_qos.formulas import scale_quota
+from policy_server.policies.koordinator_qos.qos import QOSClass
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
 from policy_server.sdk import ResourcePatch
 
 UNKNOWN_BASE = (

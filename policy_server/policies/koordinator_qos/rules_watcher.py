@@ -13,25 +13,17 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from policy_server.sdk import RulesError
+from policy_server.sdk import ReloadResult, RulesError
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+__all__ = ["RULES_POLL_INTERVAL_S", "ReloadResult", "RulesSource", "watch"]
 
 RULES_POLL_INTERVAL_S = 1.0
-
-
-class ReloadResult(StrEnum):
-    """Outcome of one poll."""
-
-    UNCHANGED = "unchanged"  # file untouched, or same rules
-    APPLIED = "applied"
-    INVALID = "invalid"  # previous rules kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +124,12 @@ class RulesSource(Generic[R]):
 async def watch(
     source: RulesSource[R],
     on_result: Callable[[ReloadResult], Awaitable[None]],
-    stop: asyncio.Event,
+    stopped: Callable[[float], Awaitable[bool]],
     interval_s: float = RULES_POLL_INTERVAL_S,
 ) -> None:
-    """Poll ``source`` every ``interval_s`` until ``stop`` is set; report every poll's result."""
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-            return
-        except TimeoutError:
-            pass
+    """Poll ``source`` every ``interval_s`` until ``stopped(interval_s)`` says the server stops
+    (``PolicyHost.stopped``); report every poll's result."""
+    while not await stopped(interval_s):
         result = await asyncio.to_thread(source.poll)
         try:
             await on_result(result)

@@ -7,9 +7,9 @@ container. An out-of-range or unparsable value is skipped with a warning, as koo
 
 from __future__ import annotations
 
-from policy_server.koordinator.annotations import AnnotationError, oom_score_adj
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, Stage
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, oom_score_adj
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
 
 
 def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:

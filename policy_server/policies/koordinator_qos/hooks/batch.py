@@ -11,21 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.annotations import (
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import (
     AnnotationError,
     ContainerBatchSpec,
     extended_resource_spec,
 )
-from policy_server.koordinator.formulas import (
+from policy_server.policies.koordinator_qos.formulas import (
     memory_limit,
     milli_cpu_to_quota,
     milli_cpu_to_shares,
     scale_quota,
 )
-from policy_server.koordinator.qos import QOSClass
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.policies.koordinator_qos.qos import QOSClass
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookResult,
+    PodTarget,
+    Stage,
+)
 from policy_server.sdk import CgroupWrite, ResourcePatch
 
 

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.annotations import ResourceStatus, resource_status
-from policy_server.koordinator.qos import KubeQOS, QOSClass
-from policy_server.koordinator.rules import CPUSharedPool, Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import ResourceStatus, resource_status
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
+from policy_server.policies.koordinator_qos.rules import CPUSharedPool, Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookResult,
+    PodTarget,
+    Stage,
+)
 from policy_server.sdk import CgroupWrite, ResourcePatch, canonical_cpu_list
 
 

@@ -6,6 +6,8 @@ import anything from the rest of the package.
 
 from __future__ import annotations
 
+from policy_server.sdk import RESCTRL_GROUP_PREFIX
+
 # Pod labels.
 LABEL_QOS_CLASS = "koordinator.sh/qosClass"
 LABEL_GPU_ISOLATION_PROVIDER = "koordinator.sh/gpu-isolation-provider"
@@ -49,7 +51,7 @@ DEFAULT_HAMI_CORE_LIBRARY_PATH = "/usr/local/vgpu/libvgpu.so"
 HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"
 HAMI_CONTAINER_DIR_MODE = 0o777
 
-RESCTRL_GROUP_PREFIX = "koordlet-"
+__all__ = ["RESCTRL_GROUP_PREFIX"]  # the executor's, re-exported: the prefix is koordlet's
 
 # CFS / shares constants (kernel and kubelet conventions).
 CFS_BASE_PERIOD_US = 100_000

@@ -3,7 +3,7 @@
 Owns the typed, immutable ``Rules`` value and its construction from a YAML document, validated
 by pydantic models. Missing keys take koordlet's defaults (docs/koordinator.md#rules); every
 invalid value raises ``RulesError`` naming the dotted key. Reading the file and reloading it
-live in ``policy_server.koordinator.rules_watcher``; this module only parses text it is given.
+live in ``rules_watcher``; this module only parses text it is given.
 
 File layout (all keys optional)::
 
@@ -42,8 +42,8 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.nodeslo import (
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.nodeslo import (
     CPUQOS,
     NodeSLO,
     join_key,
@@ -333,7 +333,7 @@ def _error(exc: ValidationError) -> RulesError:
     loc = tuple(first["loc"])
     key = ""
     for part in loc:
-        key += f"[{part}]" if isinstance(part, int) else join_key(key, str(part))[len(key):]
+        key += f"[{part}]" if isinstance(part, int) else join_key(key, str(part))[len(key) :]
     if first["type"] == "extra_forbidden":
         return RulesError(key, _section_at(loc[:-1]).unknown())
     if first["type"] in ("model_type", "dict_type", "model_attributes_type"):

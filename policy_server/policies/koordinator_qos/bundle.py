@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import EventName
-from policy_server.koordinator.baselines import QuotaBaselines
-from policy_server.koordinator.hooks import (
+from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
+from policy_server.policies.koordinator_qos.hooks import (
     batch,
     cpuset,
     gpu,
@@ -22,9 +21,9 @@ from policy_server.koordinator.hooks import (
     oom,
     resctrl,
 )
-from policy_server.koordinator.reconcile import reconcile
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import (
+from policy_server.policies.koordinator_qos.reconcile import reconcile
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import (
     ContainerTarget,
     HookSpec,
     PodTarget,
@@ -36,6 +35,7 @@ from policy_server.sdk import (
     ContainerUpdate,
     Decision,
     Event,
+    EventName,
     FailurePolicy,
     NodeFacts,
     Pod,

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos, qos_class
-from policy_server.koordinator.rules import Features, Rules
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos, qos_class
+from policy_server.policies.koordinator_qos.rules import Features, Rules
 from policy_server.sdk import (
     NO_RESOURCES,
     UNKNOWN_NODE,

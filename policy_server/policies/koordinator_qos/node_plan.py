@@ -1,10 +1,12 @@
 """What koordlet's reconciler keeps on a node besides cgroup values: a pure plan.
 
-Owns three decisions the node reconciler carries out: the OOM score each container's processes
-should have (``OOMScoreAdj``, docs/koordinator.md#oomscoreadj), the core-scheduling group of each
-container (``CoreSched``, docs/koordinator.md#coresched), and the kernel switches group identity and
-core scheduling need (``kernel.sched_group_identity_enabled``, ``kernel.sched_core``). Pure: no file
-is read here.
+Owns koordinator-qos's reconcile hook (``plan``: the SDK ``NodePlan`` the framework's node
+reconciler carries out on every pass) and node needs (``needs``), built from these decisions:
+the OOM score each container's processes should have (``OOMScoreAdj``,
+docs/koordinator.md#oomscoreadj), the core-scheduling group of each container (``CoreSched``,
+docs/koordinator.md#coresched), the kube-QoS-level cgroup values, and the kernel switches group
+identity and core scheduling need (``kernel.sched_group_identity_enabled``,
+``kernel.sched_core``). Pure: no file is read here.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.annotations import AnnotationError, oom_score_adj
-from policy_server.koordinator.hooks.group_identity import BVT_FILE, class_values
-from policy_server.koordinator.nodeslo import CPUQOS
-from policy_server.koordinator.qos import KubeQOS, QOSClass, kube_qos
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import PodTarget
-from policy_server.sdk import CgroupWrite
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, oom_score_adj
+from policy_server.policies.koordinator_qos.hooks.group_identity import class_values
+from policy_server.policies.koordinator_qos.nodeslo import CPUQOS
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import PodTarget
+from policy_server.sdk import (
+    BVT_FILE,
+    SYSCTL_GROUP_IDENTITY,
+    CgroupWrite,
+    CoreSchedGroup,
+    Event,
+    KernelSwitch,
+    NodeNeeds,
+    NodePlan,
+    OomScore,
+)
 
-SYSCTL_GROUP_IDENTITY = "sched_group_identity_enabled"
 SYSCTL_SCHED_CORE = "sched_core"
 
 
@@ -177,3 +188,44 @@ def kube_qos_writes(cgroup_parents: Iterable[str], rules: Rules) -> tuple[Cgroup
         if features.CoreSched:
             writes.append(CgroupWrite(qos_dir, CPU_IDLE_FILE, int(idle[qos]), label))
     return tuple(writes)
+
+
+def plan(event: Event, rules: Rules) -> NodePlan:
+    """The whole plan for the node reconciler's pass over ``event`` (a Synchronize of every
+    known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches."""
+    pods = {pod.id: PodTarget.of(pod) for pod in event.pods}
+    parents = [t.pod.cgroup_parent for t in pods.values() if t.pod.cgroup_parent]
+    oom: list[OomScore] = []
+    if rules.features.OOMScoreAdj:
+        for container in event.containers:
+            target = pods.get(container.pod_sandbox_id)
+            if target is None:
+                continue
+            value, _warning = oom_score(target, container.name)
+            if value is not None:
+                oom.append(OomScore(container.pod_sandbox_id, container.name, value))
+    core: tuple[CoreSchedGroup, ...] | None = None
+    if rules.features.CoreSched:
+        rule = core_sched_rule(rules)
+        core = tuple(
+            CoreSchedGroup(pod_id, core_sched_group(target, rule))
+            for pod_id, target in pods.items()
+            if manages_core_sched(target)
+        )
+    return NodePlan(
+        cgroup_writes=kube_qos_writes(parents, rules),
+        oom_scores=tuple(oom),
+        core_sched=core,
+        kernel_switches=tuple(KernelSwitch(n, v) for n, v in kernel_switches(rules).items()),
+    )
+
+
+def needs(rules: Rules) -> NodeNeeds:
+    """The node features these rules ask for (the start-up probe's warnings)."""
+    features = rules.features
+    return NodeNeeds(
+        resctrl=features.Resctrl,
+        core_sched=features.CoreSched,
+        group_identity=features.GroupIdentity and rules.group_identity_enabled,
+        container_group_identity=features.GroupIdentity and rules.group_identity_kernel_support,
+    )

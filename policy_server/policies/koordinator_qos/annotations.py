@@ -20,9 +20,8 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
-from bridge.contract.quantity import value_of
-from policy_server.koordinator import keys
-from policy_server.sdk import PolicyError, check_cpu_list
+from policy_server.policies.koordinator_qos import keys
+from policy_server.sdk import PolicyError, check_cpu_list, quantity_value
 
 # Parsed annotations are cached by their raw text: every container of a pod, and every
 # Synchronize / resync, reads the same strings. Values are immutable, errors are not cached.
@@ -132,7 +131,7 @@ def _shape(adapter: TypeAdapter[T], doc: object, key: str) -> T:
 
 def _quantity(value: object, key: str, where: str) -> int:
     try:
-        return value_of(value)
+        return quantity_value(value)
     except ValueError as exc:
         raise AnnotationError(key, f"{where}: {exc}") from None
 

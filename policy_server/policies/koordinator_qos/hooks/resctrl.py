@@ -9,10 +9,15 @@ point at a class that does not exist); RemovePodSandbox asks for the group's rem
 
 from __future__ import annotations
 
-from policy_server.koordinator.annotations import resctrl_config
-from policy_server.koordinator.resctrl_schemata import group_name, resctrl_group
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, PodTarget, Stage
+from policy_server.policies.koordinator_qos.annotations import resctrl_config
+from policy_server.policies.koordinator_qos.resctrl_schemata import group_name, resctrl_group
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookResult,
+    PodTarget,
+    Stage,
+)
 from policy_server.sdk import ResctrlGroupRemoval, ResourcePatch
 
 __all__ = ["container", "group_name", "pod", "remove_pod"]

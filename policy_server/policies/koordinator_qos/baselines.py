@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import cast
 
-from bridge.contract.catalogue import EventName
-from policy_server.sdk import Event
+from policy_server.sdk import Event, EventName
 
 MAX_CONTAINERS = 65_536
 

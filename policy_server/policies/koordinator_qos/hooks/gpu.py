@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import posixpath
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.annotations import Device, device_allocations, device_quantity
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import ContainerTarget, HookResult, Stage
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import (
+    Device,
+    device_allocations,
+    device_quantity,
+)
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
 from policy_server.sdk import HostDirectory, Mount, PolicyError
 
 
