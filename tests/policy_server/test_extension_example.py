@@ -18,9 +18,9 @@ from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
-from tests.hardening.processes import wait_until
 from tests.policy_server.factory import pod
 from tests.policy_server.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup
+from tests.waiting import until
 
 ROOT = Path(__file__).parents[2]
 PARENT = "/kubepods/burstable/podu1"
@@ -64,14 +64,17 @@ async def test_memory_cap_example_end_to_end(tmp_path: Path) -> None:
     stop = asyncio.Event()
     background = asyncio.create_task(server.run_background(stop))
     try:
-        await wait_until(lambda: limit_is(GIB), 10)  # the start-up pass wrote the cap
+        await until(lambda: limit_is(GIB), what="the start-up pass writes the cap", timeout_s=10)
         rewrite(caps, f"default: {GIB // 2}\n")  # the policy's own task sees the change ...
-        await wait_until(lambda: limit_is(GIB // 2), 10)  # ... and the server re-applies it
+        await until(lambda: limit_is(GIB // 2), what="the server re-applies the new cap",
+                    timeout_s=10)
         limit.write_text(V1_UNLIMITED)  # someone resets the pod's limit
-        await wait_until(lambda: limit_is(GIB // 2), 10)  # the next periodic pass fixes it
+        await until(lambda: limit_is(GIB // 2), what="the next periodic pass fixes the limit",
+                    timeout_s=10)
         rewrite(caps, "default: lots\n")  # invalid: the last good caps stay in force
-        await wait_until(
-            lambda: 'policy_rules_last_load_valid 0.0' in server.metrics.render().decode(), 10)
+        await until(
+            lambda: 'policy_rules_last_load_valid 0.0' in server.metrics.render().decode(),
+            what="the invalid caps file is reported", timeout_s=10)
         app = create_app(server)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://p") as client:  # fmt: skip
