@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-koordinator",
         action="store_true",
         help=f"do not serve {DEFAULT_POLICY} by default (an explicit --policy {DEFAULT_POLICY} "
-        "still does)",
+        "or --rules FILE still does)",
     )
     effects = p.add_argument_group(
         "node effects (koordlet's pod-cgroup writes, resctrl groups, OOM scores, core "

@@ -115,8 +115,8 @@ def enabled_builtins(
     default: bool = True,
 ) -> tuple[tuple[str, Path | None], ...]:
     """The built-ins to serve, in order: ``DEFAULT_POLICY`` first (configured by ``rules_path``,
-    the ``--rules`` alias) unless ``default`` is off (``--no-koordinator``) or ``--policy``
-    names it, then ``requested`` (``--policy``) as given. Raises ``PolicyLoadError`` for a
+    the ``--rules`` alias) unless ``default`` is off (``--no-koordinator``) and no ``--rules``
+    asks for it, or ``--policy`` names it; then ``requested`` (``--policy``) as given. Raises ``PolicyLoadError`` for a
     policy named twice or a configuration given twice."""
     names = [name for name, _ in requested]
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -131,6 +131,6 @@ def enabled_builtins(
                     f"--rules is --policy {DEFAULT_POLICY}'s configuration: give it once"
                 )
             out[i] = (DEFAULT_POLICY, rules_path)
-    elif default:
+    elif default or rules_path is not None:  # --rules FILE asks for it as --policy would
         out.insert(0, (DEFAULT_POLICY, rules_path))
     return tuple(out)

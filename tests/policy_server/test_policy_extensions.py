@@ -43,6 +43,8 @@ def test_which_builtins_are_served() -> None:
     assert enabled_builtins([]) == ((DEFAULT_POLICY, None),)
     assert enabled_builtins([ulimit], RULES) == ((DEFAULT_POLICY, RULES), ulimit)
     assert enabled_builtins([ulimit], default=False) == (ulimit,)
+    # --rules FILE is --policy koordinator-qos=FILE: an explicit request, also without default.
+    assert enabled_builtins([ulimit], RULES, default=False) == ((DEFAULT_POLICY, RULES), ulimit)
     # Named explicitly: in its place, with --rules as its configuration, even without default.
     assert enabled_builtins([ulimit, (DEFAULT_POLICY, None)], RULES, default=False) == (
         ulimit, (DEFAULT_POLICY, RULES))
