@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from bridge.contract.convert import from_json, to_json
-from bridge.kube.cri import CriContainer, CriMount, CriPod, CriResources
+from bridge.kube.cri_config import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.env import POD_IP
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.profiles import RuntimeProfile

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.resources import merge_resources, overlay_resources
+from bridge.simulator.linux_resources import merge_resources, overlay_resources
 from bridge.simulator.result_merge import HOOK_KINDS, set_env
 
 

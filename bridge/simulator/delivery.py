@@ -36,9 +36,9 @@ from bridge.simulator.connection import (
 )
 from bridge.simulator.default_validator import LABEL as DEFAULT_VALIDATOR
 from bridge.simulator.default_validator import DefaultValidator
+from bridge.simulator.linux_resources import overlay_resources
 from bridge.simulator.ownership import Ownership
 from bridge.simulator.profiles import RuntimeProfile
-from bridge.simulator.resources import overlay_resources
 from bridge.simulator.result_merge import CreateResult, MergeError, UpdateResult
 from bridge.wire.status import Code
 

@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.linux_resources import merge_resources
 from bridge.simulator.ownership import MergeError, Ownership
-from bridge.simulator.resources import merge_resources
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)

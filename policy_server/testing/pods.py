@@ -3,7 +3,7 @@
 The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
 kubelet's rules, then the simulated runtime's additions from its profile), and the requests
 are the bodies the bridge would POST, in the order `try` plays them (both drive one generator,
-bridge.kube.lifecycle): RunPodSandbox; each init container created, started and stopped (it
+bridge.kube.call_order): RunPodSandbox; each init container created, started and stopped (it
 exits) before the next; sidecars and regular containers created and started; then the
 teardown. The container each later event carries is the one the runtime would have: the
 policy's adjustment and updates applied (the simulator's own rules, bridge.simulator.apply). A
@@ -42,7 +42,7 @@ from bridge.kube import (
 )
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.apply import apply_adjustment, apply_update
-from bridge.simulator.cri import CRI_EVENTS
+from bridge.simulator.cri_calls import CRI_EVENTS
 from bridge.simulator.profiles import DEFAULT_PROFILE, get_profile
 
 # The bridge's per-call budget under the simulator's 2 s request timeout (as `try` runs it).
@@ -118,7 +118,7 @@ def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
 def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
           call: Callable[[str, api.PodSandbox, api.Container | None, list[PodContainer]], Any],
           ) -> list[PodContainer]:
-    """Drive kubelet's order (bridge.kube.lifecycle, as `try` does) with the policy in-process:
+    """Drive kubelet's order (bridge.kube.call_order, as `try` does) with the policy in-process:
     the runtime's state of each container kept here, the simulator's rules applied to it."""
     results = {c.name: PodContainer(f"{cri.namespace}/{cri.name}", c.name, c.kind.value,
                                     cri.qos_class, cri.cgroup_parent) for c in cri.containers}

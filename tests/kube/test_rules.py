@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from bridge.kube import NodeSpec, container, parse_documents, pod_sandbox, pods_of, translate
-from bridge.kube.model import Pod
+from bridge.kube.pod_spec import Pod
 from bridge.kube.resources import QosClass, qos_class
 from bridge.simulator.profiles import PROFILES
 

@@ -19,7 +19,7 @@ from bridge.contract.catalogue import Event
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PluginConnection
-from bridge.simulator.cri import CriUnimplemented, run_cri
+from bridge.simulator.cri_calls import CriUnimplemented, run_cri
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.handshake import configure_request
 from bridge.simulator.profiles import PROFILES

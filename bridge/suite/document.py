@@ -3,7 +3,7 @@
 Owns: the shape of a suite file as pydantic models — the webhooks under test, the node, the
 cases with their manifests and expectations — with the checks one field can make on its own
 (a verdict's spelling, a pattern that compiles, exactly one kind of webhook target). The JSON
-Schema in schemas/test/ is generated from these models (bridge.suite.schema).
+Schema in schemas/test/ is generated from these models (bridge.suite.document_schema).
 Must not: read files, resolve paths or run anything (bridge.suite.load, bridge.suite.run).
 """
 

@@ -9,7 +9,7 @@ from google.protobuf.message import Message
 
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.delivery import EventResult
-from bridge.simulator.resources import CPU_STRING_FIELDS, CPU_WRAPPED_FIELDS, MEMORY_FIELDS
+from bridge.simulator.linux_resources import CPU_STRING_FIELDS, CPU_WRAPPED_FIELDS, MEMORY_FIELDS
 
 
 def describe_resources(resources: api.LinuxResources, prefix: str = "") -> list[str]:
