@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_update
+from bridge.runtime_facts.apply import apply_update
 
 M = TypeVar("M", bound=Message)
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bridge.kube.node import DEFAULT_NODE_CPUS
-from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES
 
 Verdict = Literal["adjusted", "unchanged", "rejected"]
 QosClass = Literal["Guaranteed", "Burstable", "BestEffort"]

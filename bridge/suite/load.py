@@ -30,7 +30,7 @@ from bridge.kube import (
     read_documents,
     translate,
 )
-from bridge.simulator.profiles import PROFILES, RuntimeProfile
+from bridge.runtime_facts.profiles import PROFILES, RuntimeProfile
 from bridge.suite.document import Case, Expectation, Node, Suite
 from bridge.trial.private_server import PrivatePolicies
 from bridge.trial.try_command import HOSTNAME_LABEL, with_topology

@@ -31,8 +31,8 @@ import yaml
 from bridge.config_file import BridgeConfig
 from bridge.errors import BridgeError
 from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
+from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
-from bridge.simulator.profiles import RuntimeProfile
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay

@@ -28,7 +28,7 @@ from bridge.contract import WebhookReply
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.replay import Case, Outcome, compare, load_cases
 from bridge.kube import NodeSpec
-from bridge.simulator.profiles import DEFAULT_PROFILE
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import update_to_json

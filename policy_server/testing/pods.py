@@ -6,7 +6,7 @@ are the bodies the bridge would POST, in the order `try` plays them (both drive 
 bridge.kube.call_order): RunPodSandbox; each init container created, started and stopped (it
 exits) before the next; sidecars and regular containers created and started; then the
 teardown. The container each later event carries is the one the runtime would have: the
-policy's adjustment and updates applied (the simulator's own rules, bridge.simulator.apply). A
+policy's adjustment and updates applied (the simulator's own rules, bridge.runtime_facts.apply). A
 reject stops that container and, for an init container or sidecar, the containers after it, as
 kubelet would. Replies are checked like `send`'s.
 
@@ -41,9 +41,9 @@ from bridge.kube import (
     translate,
 )
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_adjustment, apply_update
-from bridge.simulator.cri_calls import CRI_EVENTS
-from bridge.simulator.profiles import DEFAULT_PROFILE, get_profile
+from bridge.runtime_facts.apply import apply_adjustment, apply_update
+from bridge.runtime_facts.cri_events import CRI_EVENTS
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, get_profile
 
 # The bridge's per-call budget under the simulator's 2 s request timeout (as `try` runs it).
 BUDGET_MS = 1000
