@@ -27,7 +27,7 @@ from bridge.contract.adjustment import adjustment_from_json
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
-from bridge.contract.request_body import envelope_document, event_payload
+from bridge.contract.request_body import DEFAULT_BUDGET_MS, envelope_document, event_payload
 from bridge.kube import (
     SNAPSHOT,
     CriPod,
@@ -44,9 +44,6 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_adjustment, apply_update
 from bridge.runtime_facts.cri_events import CRI_EVENTS
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, get_profile
-
-# The bridge's per-call budget under the simulator's 2 s request timeout (as `try` runs it).
-BUDGET_MS = 1000
 
 Send = Callable[[dict[str, Any]], Any]  # body -> Reply (PolicyRunner.send bound to a policy)
 
@@ -101,7 +98,7 @@ def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
         if ctr is not None:
             getattr(request, "container").CopyFrom(ctr)  # noqa: B009
         seq += 1
-        body = envelope_document(event, f"kit-{seq}", runtime, BUDGET_MS, False,
+        body = envelope_document(event, f"kit-{seq}", runtime, DEFAULT_BUDGET_MS, False,
                                  event_payload(event, request))
         reply = send(body)
         for result in results:
