@@ -1,14 +1,14 @@
 """`PolicyRunner.send_pod`: a pod manifest's lifecycle through a policy, in-process.
 
 The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
-kubelet's rules, then the simulated runtime's additions from its profile), and the requests
-are the bodies the bridge would POST, in the order `try` plays them (both drive one generator,
-bridge.kube.call_order): RunPodSandbox; each init container created, started and stopped (it
-exits) before the next; sidecars and regular containers created and started; then the
-teardown. The container each later event carries is the one the runtime would have: the
-policy's adjustment and updates applied (the simulator's own rules, bridge.runtime_facts.apply). A
-reject stops that container and, for an init container or sidecar, the containers after it, as
-kubelet would. Replies are checked like `send`'s.
+kubelet's rules, then the runtime's additions from its profile, bridge.runtime_facts), and the
+requests are the bodies the bridge would POST, in the order `try` plays them (both drive one
+generator, bridge.kube.call_order): RunPodSandbox; each init container created, started and
+stopped (it exits) before the next; sidecars and regular containers created and started; then
+the teardown. The container each later event carries is the one the runtime would have: the
+policy's adjustment and updates applied (the rules the simulator applies too,
+bridge.runtime_facts.apply). A reject stops that container and, for an init container or
+sidecar, the containers after it, as kubelet would. Replies are checked like `send`'s.
 
 Owns: driving that order for one policy and the per-container result (``PodContainer``, shaped
 like one object of `try --output json`). Must not: start servers or sockets.
