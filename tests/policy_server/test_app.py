@@ -21,6 +21,7 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
+from policy_server.engine import reply as reply_module
 from policy_server.engine.request import field_loc
 from policy_server.node.cgroups import CgroupVersion, ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
@@ -131,12 +132,12 @@ async def test_checked_replies_are_remembered_by_their_bytes_only(
     answers = [await client.post("/v1/policies/koordinator-qos", json=body) for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 200]
     assert answers[0].content == answers[1].content
-    assert answers[0].content in hot_route._CHECKED
-    for i in range(hot_route.MAX_CHECKED + 10):  # bounded: the oldest make room
+    assert answers[0].content in reply_module._CHECKED
+    for i in range(reply_module.MAX_CHECKED + 10):  # bounded: the oldest make room
         status, _ = hot_route._reply("p", SimpleNamespace(reply={"warnings": [f"w{i}"]}))
         assert status == 200
-    assert len(hot_route._CHECKED) == hot_route.MAX_CHECKED
-    assert b'{"warnings":["w0"]}' not in hot_route._CHECKED
+    assert len(reply_module._CHECKED) == reply_module.MAX_CHECKED
+    assert b'{"warnings":["w0"]}' not in reply_module._CHECKED
 
 
 async def test_healthz_and_rules(client: httpx.AsyncClient) -> None:

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from bridge.contract import WebhookRequest
+from bridge.contract.request_body import DEFAULT_BUDGET_MS, default_envelope
 from policy_server import (
     Adjustment,
     ContainerUpdate,
@@ -19,6 +22,9 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
+from policy_server.engine import reply as reply_module
+from policy_server.engine.reply import reply_body
+from policy_server.exceptions import InvalidReplyError
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.oci import Rlimit
 from policy_server.server.asgi import create_app
@@ -86,6 +92,46 @@ def test_requests_and_replies_are_checked_against_the_contract() -> None:
     # In a replay the same faults are failed outcomes, not exceptions.
     failed = runner.replay(RECORDING).failed
     assert len(failed) == 1 and "outside the contract" in str(failed[0].error)
+
+
+def test_the_kit_checks_replies_with_the_servers_check() -> None:
+    """One reply check (engine.reply.reply_body) for the hot route and the kit: the kit's 500
+    names the fields the server's 500 names, and a reply it passed is one the server
+    remembers as checked."""
+    bad = Policy("bad-rlimit")
+
+    @bad.on(EventName.CREATE_CONTAINER)
+    def negative(event: Event) -> Decision:
+        return Decision(adjust=Adjustment(rlimits=(Rlimit("RLIMIT_NOFILE", -1, 5),)))
+
+    reply = PolicyRunner(bad).engine.evaluate_json("bad-rlimit", make_request("CreateContainer"))
+    with pytest.raises(InvalidReplyError) as server_side:
+        reply_body(reply.reply)
+    with pytest.raises(InvalidReply) as kit_side:
+        PolicyRunner(bad).send(make_request("CreateContainer"))
+    assert str(server_side.value) in str(kit_side.value)
+    assert server_side.value.errors and server_side.value.errors[0]["loc"][:2] == (
+        "adjust", "rlimits")
+
+    marker = Policy("marker")
+
+    @marker.on(EventName.CREATE_CONTAINER)
+    def warn(event: Event) -> Decision:
+        return Decision(warnings=("checked by the kit",))
+
+    sent = PolicyRunner(marker).send(make_request("CreateContainer"))
+    assert orjson.dumps(sent.json) in reply_module._CHECKED
+
+
+def test_make_request_takes_its_envelope_from_the_contract() -> None:
+    """The envelope defaults live once (bridge.contract.request_body): same keys, values and
+    order as the one encoder writes them, and a body the contract accepts."""
+    body = make_request("StartContainer")
+    envelope = default_envelope("StartContainer", "test-StartContainer")
+    assert list(body)[:len(envelope)] == list(envelope)
+    assert {key: body[key] for key in envelope} == envelope
+    assert envelope["budget_ms"] == DEFAULT_BUDGET_MS and envelope["dry_run"] is False
+    WebhookRequest.model_validate(body)
 
 
 def test_several_policies_need_a_name() -> None:

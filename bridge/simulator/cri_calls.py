@@ -1,38 +1,22 @@
-"""CRI calls as a runtime turns them into NRI events.
+"""Running one CRI call on the simulated runtime: its NRI events, through every plugin.
 
-One CRI call becomes one to three NRI events, in this order (recorded from
-containerd 1.7.24-2.3.4 and CRI-O 1.36.3, bridge/simulator/scenarios): CreateContainer ->
-CreateContainer (+ validation, v0.10+) then PostCreateContainer; StartContainer
--> StartContainer then PostStartContainer; UpdateContainerResources ->
-UpdateContainer then PostUpdateContainer; UpdatePodSandboxResources ->
-UpdatePodSandbox then PostUpdatePodSandbox, where the profile says so
-(containerd 2.2.x: CRI unimplemented; CRI-O: no post-event). A failed
-pre-event fails the CRI call: its post-event is not sent.
+Which events a CRI call becomes is the runtime's fact (bridge.runtime_facts.cri_events); the
+profile says which of them this runtime build sends. The events run in order; a failed
+pre-event fails the CRI call and its post-event is not sent; a post-event sees the container as
+the pre-event left it.
 
-Owns: that mapping and running it. Must not: decide how an event is delivered
-(dispatch.py) or what a runtime build supports (profiles.py).
+Owns: running that sequence (`run_cri`) and its result (`CriResult`). Must not: decide how an
+event is delivered (delivery.py) or what a runtime build supports (its profile).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import Event
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.cri_events import CRI_EVENTS
 from bridge.simulator.delivery import EventResult
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
-
-CRI_EVENTS: dict[str, tuple[Event, ...]] = {
-    "RunPodSandbox": (Event.RUN_POD_SANDBOX,),
-    "StopPodSandbox": (Event.STOP_POD_SANDBOX,),
-    "RemovePodSandbox": (Event.REMOVE_POD_SANDBOX,),
-    "UpdatePodSandboxResources": (Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX),
-    "CreateContainer": (Event.CREATE_CONTAINER, Event.POST_CREATE_CONTAINER),
-    "StartContainer": (Event.START_CONTAINER, Event.POST_START_CONTAINER),
-    "UpdateContainerResources": (Event.UPDATE_CONTAINER, Event.POST_UPDATE_CONTAINER),
-    "StopContainer": (Event.STOP_CONTAINER,),
-    "RemoveContainer": (Event.REMOVE_CONTAINER,),
-}
 
 
 class CriUnimplemented(SimulatorError):

@@ -1,4 +1,4 @@
-"""kubelet's order of CRI calls (bridge.kube.lifecycle), fed outcomes as the players feed it:
+"""kubelet's order of CRI calls (bridge.kube.call_order), fed outcomes as the players feed it:
 the whole order when every call succeeds, and what a failed call stops."""
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from bridge.kube.cri import CriPod
-from bridge.kube.model import ContainerKind
+from bridge.kube.cri_config import CriPod
+from bridge.kube.pod_spec import ContainerKind
 
 SNAPSHOT = "snapshot"  # not a CRI call: take the container's effective values now
 

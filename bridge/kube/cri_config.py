@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.kube.model import ContainerKind
+from bridge.kube.pod_spec import ContainerKind
 
 Pairs = tuple[tuple[str, str], ...]
 

@@ -13,23 +13,24 @@ import yaml
 from pydantic import ValidationError
 
 from bridge.kube.node import CGROUP_DRIVERS
-from bridge.suite import schema
-from bridge.suite.model import CgroupDriver, Expectation, Suite, Webhooks
+from bridge.suite import document_schema
+from bridge.suite.document import CgroupDriver, Expectation, Suite, Webhooks
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples" / "tests").glob("*.yaml"))
 
 
 def test_schema_is_not_stale() -> None:
-    assert schema.SCHEMA_PATH.exists(), "run `python -m bridge.suite.schema`"
-    assert schema.SCHEMA_PATH.read_text() == schema.render(schema.build()), (
-        "schemas/test/suite.schema.json is stale: run `python -m bridge.suite.schema`")
+    assert document_schema.SCHEMA_PATH.exists(), "run `python -m bridge.suite.document_schema`"
+    fresh = document_schema.render(document_schema.build())
+    assert document_schema.SCHEMA_PATH.read_text() == fresh, (
+        "schemas/test/suite.schema.json is stale: run `python -m bridge.suite.document_schema`")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_suites_validate_against_the_schema(path: Path) -> None:
     document = yaml.safe_load(path.read_text())
-    jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_PATH.read_text())).validate(document)
+    jsonschema.Draft202012Validator(json.loads(document_schema.SCHEMA_PATH.read_text())).validate(document)
     Suite.model_validate(document)
 
 

@@ -31,7 +31,7 @@ from bridge.contract import quantity
 from bridge.errors import ConfigError
 from bridge.kube import CriPod, ManifestError, NodeSpec, Pod, read_manifests, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
-from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.trial import report
 from bridge.trial.play import TrialError, TrialResult, run_trial
 from bridge.trial.private_server import PolicySetupError, PrivatePolicies, private_server

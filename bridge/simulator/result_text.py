@@ -8,8 +8,12 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.linux_resources import (
+    CPU_STRING_FIELDS,
+    CPU_WRAPPED_FIELDS,
+    MEMORY_FIELDS,
+)
 from bridge.simulator.delivery import EventResult
-from bridge.simulator.resources import CPU_STRING_FIELDS, CPU_WRAPPED_FIELDS, MEMORY_FIELDS
 
 
 def describe_resources(resources: api.LinuxResources, prefix: str = "") -> list[str]:

@@ -3,7 +3,7 @@
 Owns: the shape of a suite file as pydantic models — the webhooks under test, the node, the
 cases with their manifests and expectations — with the checks one field can make on its own
 (a verdict's spelling, a pattern that compiles, exactly one kind of webhook target). The JSON
-Schema in schemas/test/ is generated from these models (bridge.suite.schema).
+Schema in schemas/test/ is generated from these models (bridge.suite.document_schema).
 Must not: read files, resolve paths or run anything (bridge.suite.load, bridge.suite.run).
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bridge.kube.node import DEFAULT_NODE_CPUS
-from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES
 
 Verdict = Literal["adjusted", "unchanged", "rejected"]
 QosClass = Literal["Guaranteed", "Burstable", "BestEffort"]

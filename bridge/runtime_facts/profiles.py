@@ -1,7 +1,7 @@
 """Runtime profiles: what a given runtime build does on the NRI wire.
 
-A profile is an immutable value. Everything the simulator varies per runtime
-is derived from the NRI module version the runtime embeds
+A profile is an immutable value. Everything the simulator (and `try`, and the test kit's
+`send_pod`) varies per runtime is derived from the NRI module version the runtime embeds
 (docs/protocol.md#configure-and-the-event-mask, docs/protocol.md#synchronize,
 docs/protocol.md#how-events-are-delivered, docs/protocol.md#what-each-nri-version-added), so the
 flags cannot drift apart:
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
 from bridge.contract.nri_version import Version, supported_mask
-from bridge.simulator.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
+from bridge.runtime_facts.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
 # what makes a v0.7+ runtime split Synchronize (docs/protocol.md#what-a-go-ttrpc-peer-answers,

@@ -1,6 +1,7 @@
 """What the runtime finally does with a merged result: the container it creates.
 
-The simulator has no OCI spec, so the `Container` message stands in for it.
+Used by the simulator and the test kit's `send_pod`, which have no OCI spec: the `Container`
+message stands in for it.
 Applying a merged `ContainerAdjustment` follows how containerd's generator uses
 it (docs/protocol.md#removals, docs/protocol.md#ownership-and-conflicts): annotation, mount,
 namespace, sysctl and net-device removals are honoured (removals first, then additions, so "-k" +
@@ -11,12 +12,29 @@ else replaces. Sans-IO.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from typing import Any
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.resources import merge_resources, overlay_resources
-from bridge.simulator.result_merge import HOOK_KINDS, set_env
+from bridge.runtime_facts.linux_resources import merge_resources, overlay_resources
+
+# The OCI hook lists a ContainerAdjustment can extend, in the order of the Hooks message.
+HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container",
+              "poststart", "poststop")
+
+
+def env_key(entry: str) -> str:
+    return entry.split("=", 1)[0]
+
+
+def set_env(env: MutableSequence[str], key: str, value: str) -> None:
+    """Replace `key` in place (like the OCI generator's WithEnv), else append."""
+    entry = f"{key}={value}"
+    for index, existing in enumerate(env):
+        if env_key(existing) == key:
+            env[index] = entry
+            return
+    env.append(entry)
 
 
 def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) -> api.Container:

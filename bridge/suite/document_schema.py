@@ -1,8 +1,8 @@
-"""Generate schemas/test/suite.schema.json from the suite model (bridge.suite.model).
+"""Generate schemas/test/suite.schema.json from the suite model (bridge.suite.document).
 
-`python -m bridge.suite.schema` rewrites the file; the staleness test compares it with a fresh
-generation (as bridge.contract.schema does for schemas/webhook/). Must not: describe anything
-the model does not (the model is the one source).
+`python -m bridge.suite.document_schema` rewrites the file; the staleness test compares it with
+a fresh generation (as bridge.contract.schema does for schemas/webhook/). Must not: describe
+anything the model does not (the model is the one source).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.suite.model import Suite
+from bridge.suite.document import Suite
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "test" / "suite.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
