@@ -116,8 +116,8 @@ def enabled_builtins(
 ) -> tuple[tuple[str, Path | None], ...]:
     """The built-ins to serve, in order: ``DEFAULT_POLICY`` first (configured by ``rules_path``,
     the ``--rules`` alias) unless ``default`` is off (``--no-koordinator``) and no ``--rules``
-    asks for it, or ``--policy`` names it; then ``requested`` (``--policy``) as given. Raises ``PolicyLoadError`` for a
-    policy named twice or a configuration given twice."""
+    asks for it, or ``--policy`` names it; then ``requested`` (``--policy``) as given. Raises
+    ``PolicyLoadError`` for a policy named twice or a configuration given twice."""
     names = [name for name, _ in requested]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

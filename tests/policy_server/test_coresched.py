@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from policy_server.node import coresched
-from policy_server.policies.koordinator_qos.node_plan import (
+from policy_server.policies.koordinator_qos.qos_node_plan import (
     core_sched_group,
     core_sched_rule,
     kernel_switches,

@@ -5,7 +5,7 @@ Owns ``build(settings)`` (the catalogue's entry: ``--policy koordinator-qos[=RUL
 through the SDK's extension points only: the rules watcher is the policy's background task
 (an applied change is reported to the host, which recomputes every known container), its
 state description is the rules in force (``GET /v1/policies/koordinator-qos/state``, and
-``GET /v1/rules``), its reconcile hook is ``node_plan.plan`` and its node needs follow the
+``GET /v1/rules``), its reconcile hook is ``qos_node_plan.plan`` and its node needs follow the
 feature gates in force. The initial load happens in ``build``: a bad rules file stops the
 server before it listens.
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from policy_server.policies.koordinator_qos import node_plan
+from policy_server.policies.koordinator_qos import qos_node_plan
 from policy_server.policies.koordinator_qos.bundle import KoordContext, build_policy
 from policy_server.policies.koordinator_qos.rules import (
     Rules,
@@ -108,10 +108,10 @@ class KoordinatorQoS:
         return {**self.status().to_json(), "rules": rules_summary(self.rules.current)}
 
     def plan(self, event: Event) -> NodePlan:
-        return node_plan.plan(event, self.rules.current)
+        return qos_node_plan.plan(event, self.rules.current)
 
     def needs(self) -> NodeNeeds:
-        return node_plan.needs(self.rules.current)
+        return qos_node_plan.needs(self.rules.current)
 
 
 def build(settings: PolicySettings) -> Policy[KoordContext]:
