@@ -19,7 +19,7 @@ from policy_server.node.cgroups import ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
 from tests.policy_server.factory import pod
-from tests.policy_server.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup
+from tests.policy_server.node.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup
 from tests.waiting import until
 
 ROOT = Path(__file__).parents[2]

@@ -16,7 +16,7 @@ from policy_server.node.cgroups import ExecutorMode
 from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
 from policy_server.request_service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
-from tests.policy_server.test_resctrl import fake_resctrl
+from tests.policy_server.node.test_resctrl import fake_resctrl
 
 LSR_PARENT, BE_PARENT = "/kubepods/podu1", "/kubepods/besteffort/podu2"
 V1_UNLIMITED = "9223372036854771712"

@@ -21,7 +21,7 @@ from policy_server.engine import evaluate as engine
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"
 REQUESTS = sorted((ROOT / "schemas/webhook/examples").glob("*.request.json")) + sorted(
     (ROOT / "examples/requests").glob("*.json")

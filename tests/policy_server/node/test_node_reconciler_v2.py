@@ -16,7 +16,7 @@ from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
-from tests.policy_server.test_node_reconciler import FakeBridge, write
+from tests.policy_server.node.test_node_reconciler import FakeBridge, write
 
 GI = 1 << 30
 # Batch pods: batch-cpu request (milli-CPU) -> container and pod shares -> what runc >= 1.3.2

@@ -1,6 +1,6 @@
 """Pod slice values as systemd unit properties: runc's mapping, the bus states, the executor.
 
-The bus here is an in-memory ``UnitBus``; tests/policy_server/test_systemd_bus.py speaks to a
+The bus here is an in-memory ``UnitBus``; tests/policy_server/node/test_systemd_bus.py speaks to a
 real dbus-daemon.
 """
 

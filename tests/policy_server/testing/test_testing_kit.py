@@ -37,7 +37,7 @@ from policy_server.testing import (
 )
 from tests.policy_server.servers import serve_on_uds
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 EXAMPLE = ROOT / "examples" / "python-policy"
 RECORDING = EXAMPLE / "recording.jsonl"
 

@@ -18,7 +18,7 @@ from policy_server.sdk.model import Event
 from tests.policy_server.factory import container, envelope, pod
 from tests.policy_server.factory import request as parse_event
 
-EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
+EXAMPLES = Path(__file__).parents[3] / "schemas" / "webhook" / "examples"
 
 
 def test_parse_create_container() -> None:

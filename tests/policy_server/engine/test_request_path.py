@@ -32,7 +32,7 @@ from policy_server.server import hot_route
 from policy_server.server.hot_route import evaluate_body
 from tests.policy_server.reference_parse import parse_event
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
 CONTRACT_EXAMPLES = ROOT / "schemas" / "webhook" / "examples"
 EXAMPLE_FILES = sorted(CONTRACT_EXAMPLES.glob("*.request.json")) + sorted(

@@ -22,7 +22,7 @@ from uvicorn.server import ServerState
 
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol, _HeldWrites
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHANGED = ("uvicorn's internals changed: policy_server/server/http_protocol.py relies on "
            "this; re-check it against uvicorn {v} before moving the bound in pyproject.toml. ")
 

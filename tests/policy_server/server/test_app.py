@@ -37,7 +37,7 @@ from tests.policy_server.factory import (
 )
 
 RS = "scheduling.koordinator.sh/resource-status"
-EXAMPLES = Path(__file__).parents[2] / "schemas" / "webhook" / "examples"
+EXAMPLES = Path(__file__).parents[3] / "schemas" / "webhook" / "examples"
 
 broken = Policy("broken")
 
@@ -289,7 +289,7 @@ async def test_other_methods_and_paths_still_reach_fastapi(client: httpx.AsyncCl
     assert (await client.post("/v1/policies/koordinator-qos/extra", json={})).status_code == 404
 
 
-PRODUCTION_RULES = Path(__file__).parents[2] / "deploy/kubernetes/overlays/production/rules.yaml"
+PRODUCTION_RULES = Path(__file__).parents[3] / "deploy/kubernetes/overlays/production/rules.yaml"
 BE_POD = pod(qos="BE", cgroup_parent="/kubepods/besteffort/podUID")
 
 
