@@ -22,7 +22,7 @@ import pytest
 
 from bridge.contract.convert import to_json
 from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, translate
-from bridge.simulator.profiles import PROFILES
+from bridge.runtime_facts.profiles import PROFILES
 from tests.waiting import wait_until
 
 from .conftest import REPO, keep_log

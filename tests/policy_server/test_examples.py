@@ -43,7 +43,6 @@ def test_label_env_policy_module() -> None:
 
 def test_koordinator_examples_give_the_documented_replies() -> None:
     server = PolicyServer(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml"))
-    server.load_rules()
 
     def reply(name: str) -> dict[str, Any]:
         return server.engine.evaluate_json("koordinator-qos", request(name)).reply

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy_server.koordinator import Rules, rules_from_yaml
+from policy_server.policies.koordinator_qos import Rules, rules_from_yaml
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.procs import scaled
