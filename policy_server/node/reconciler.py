@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bridge.contract.gc_pause import paused_gc
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
@@ -188,7 +189,8 @@ class NodeReconciler:
             if self.files.v2:
                 weights = self.executor.weights.learn(_weight_observations(event, values))
             event = _with_file_values(event, values, weights)
-        evaluation = self.engine.evaluate(self.policy, event)
+        with paused_gc():  # the whole node (bridge.contract.gc_pause)
+            evaluation = self.engine.evaluate(self.policy, event)
         self.observe(evaluation)
         for warning in evaluation.decision.warnings:
             log.warning("reconcile policy=%s: %s", self.policy, warning)
