@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import EventName
-from bridge.contract.gc_pause import paused_gc
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
@@ -326,11 +325,7 @@ class PolicyServer:
     async def handle(self, policy_name: str, event: Event) -> Evaluation:
         """Evaluate one request (``engine.request.parse_request`` made its ``Event``); raises
         ``UnknownPolicyError``."""
-        if event.name is EventName.SYNCHRONIZE:
-            with paused_gc():  # the whole node (bridge.contract.gc_pause)
-                evaluation = self.engine.evaluate(policy_name, event)
-        else:
-            evaluation = self.engine.evaluate(policy_name, event)
+        evaluation = self.engine.evaluate(policy_name, event)
         self._observe(evaluation)
         notes, missing_groups = await self._apply_effects(evaluation)
         if missing_groups:

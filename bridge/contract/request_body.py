@@ -32,7 +32,6 @@ from google.protobuf.message import Message
 from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.catalogue import API_VERSION, REQUEST_PAYLOAD
 from bridge.contract.convert import to_json
-from bridge.contract.gc_pause import paused_gc
 from bridge.proto.nri import api_pb2 as api
 
 # key -> that key's value, already JSON-encoded
@@ -81,9 +80,8 @@ def event_payload(event: str, req: Message) -> Payload:
 
 
 def sync_payload(pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]) -> Payload:
-    with paused_gc():  # the whole node (bridge.contract.gc_pause)
-        return {"pods": encode([to_json(p) for p in pods]),
-                "containers": encode([to_json(c) for c in containers])}
+    return {"pods": encode([to_json(p) for p in pods]),
+            "containers": encode([to_json(c) for c in containers])}
 
 
 class PayloadBuilder:
@@ -110,9 +108,8 @@ class PayloadBuilder:
 
     def sync(self, pods: Sequence[api.PodSandbox], containers: Sequence[api.Container],
              ) -> Payload:
-        with paused_gc():  # the whole node (bridge.contract.gc_pause)
-            return {"pods": b"[" + b",".join(self.pod(p) for p in pods) + b"]",
-                    "containers": encode([to_json(c) for c in containers])}
+        return {"pods": b"[" + b",".join(self.pod(p) for p in pods) + b"]",
+                "containers": encode([to_json(c) for c in containers])}
 
 
 def envelope(event: str, uid: str, runtime: bytes, budget_ms: int, dry_run: bool,

@@ -37,7 +37,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bridge.contract import WebhookRequest
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
-from bridge.contract.gc_pause import paused_gc
 from bridge.contract.webhook_models import Container as ContainerModel
 from bridge.contract.webhook_models import PodSandbox as PodModel
 from policy_server.exceptions import PayloadError, RequestError
@@ -49,20 +48,10 @@ _EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
 # pydantic's own JSON parser keeps it an int. Only budget_ms is an unbounded integer in the
 # envelope (every NRI integer is range-checked by the contract).
 _ORJSON_INT_END = 2**64
-# A body this large holds many pods (a Synchronize): parsed with the collector paused
-# (bridge.contract.gc_pause). An event about one container is a few KB.
-BULK_REQUEST_BYTES = 256 << 10
 
 
 def parse_request(raw: bytes) -> Event:
     """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail)."""
-    if len(raw) < BULK_REQUEST_BYTES:
-        return _parsed(raw)
-    with paused_gc():
-        return _parsed(raw)
-
-
-def _parsed(raw: bytes) -> Event:
     try:
         request = WebhookRequest.model_validate_json(raw, strict=True)
     except ValueError as exc:  # ValidationError, or anything else the parser refuses
@@ -81,31 +70,30 @@ def synchronize_event(
     """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
     bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
     first entry the contract refuses."""
-    with paused_gc():  # the whole node (bridge.contract.gc_pause)
-        try:
-            state = _State.model_validate_json(
-                orjson.dumps({"pods": pods, "containers": containers}), strict=True
-            )
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            raise PayloadError(_field(error["loc"]), error["msg"]) from None
-        problems = [
-            problem
-            for i, container in enumerate(state.containers)
-            for problem in _state_problems(container, ("containers", i))
-        ]
-        if problems:
-            raise min(problems, key=_first)[1]
-        # Not from a runtime: no NRI version, so no capabilities to claim.
-        return Event(
-            name=EventName.SYNCHRONIZE,
-            uid=f"{source}-{uuid.uuid4()}",
-            runtime_name="nri-policy-server",
-            runtime_version=source,
-            budget_ms=0,
-            pods=tuple(_pod(p) for p in state.pods),
-            containers=tuple(_container(c) for c in state.containers),
+    try:
+        state = _State.model_validate_json(
+            orjson.dumps({"pods": pods, "containers": containers}), strict=True
         )
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise PayloadError(_field(error["loc"]), error["msg"]) from None
+    problems = [
+        problem
+        for i, container in enumerate(state.containers)
+        for problem in _state_problems(container, ("containers", i))
+    ]
+    if problems:
+        raise min(problems, key=_first)[1]
+    # Not from a runtime: no NRI version, so no capabilities to claim.
+    return Event(
+        name=EventName.SYNCHRONIZE,
+        uid=f"{source}-{uuid.uuid4()}",
+        runtime_name="nri-policy-server",
+        runtime_version=source,
+        budget_ms=0,
+        pods=tuple(_pod(p) for p in state.pods),
+        containers=tuple(_container(c) for c in state.containers),
+    )
 
 
 class _State(BaseModel):

@@ -180,7 +180,8 @@ class NodeReconciler:
         started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
-        event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
+        with paused_gc():  # the whole node (bridge.contract.gc_pause)
+            event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
             # what NRI last reported).
