@@ -62,6 +62,7 @@ import yaml  # noqa: E402
 from benchmarks.bench_webhook import process  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
+from bridge.simulator.state import RuntimeState  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
 
 INTERVAL_S = 10.0  # the policy server's default --reconcile-interval (koordlet's)
@@ -137,34 +138,31 @@ def make_node(root: Path, pods: int) -> tuple[list[api.PodSandbox], list[api.Con
     return out_pods, out_ctrs
 
 
-def apply_update(root: Path, paths: dict[str, str], update: api.ContainerUpdate) -> None:
-    """What the runtime's `runc update` does with an update: the container's cgroup files."""
-    path = paths.get(update.container_id)
-    if path is None:
-        return
-    res, cg = update.linux.resources, root / "cgroup"
-    rel = path.lstrip("/")
-    if res.cpu.HasField("shares"):
-        write(cg / "cpu" / rel / "cpu.shares", str(res.cpu.shares.value))
-    if res.cpu.HasField("quota"):
-        write(cg / "cpu" / rel / "cpu.cfs_quota_us", str(res.cpu.quota.value))
-    if res.cpu.cpus:
-        write(cg / "cpuset" / rel / "cpuset.cpus", res.cpu.cpus)
-    if res.memory.HasField("limit"):
-        write(cg / "memory" / rel / "memory.limit_in_bytes", str(res.memory.limit.value))
+class RuncState(RuntimeState):
+    """The simulated runtime's state, with what `runc update` does for every update it applies
+    (Synchronize's and UpdateContainers'): the container's cgroup files are written before the
+    runtime answers, as on a node, so a pass finds nothing to fix once the runtime has it."""
 
+    def __init__(self, root: Path, paths: dict[str, str]) -> None:
+        super().__init__()
+        self.cgroup = root / "cgroup"
+        self.paths = paths
 
-async def runc(runtime: SimulatedRuntime, root: Path, paths: dict[str, str]) -> None:
-    """Apply every update the runtime receives to the files, as a real runtime would, so the
-    reconciler's steady state is what it is on a node: nothing to fix."""
-    for update in runtime.sync_updates:
-        apply_update(root, paths, update)
-    done = 0
-    while True:
-        updates = await runtime.wait_updates(done + 1, timeout_s=CEILING_S * 10)
-        for update in updates[done:]:
-            apply_update(root, paths, update)
-        done = len(updates)
+    def apply_update(self, update: api.ContainerUpdate) -> bool:
+        applied = super().apply_update(update)
+        path = self.paths.get(update.container_id)
+        if applied and path is not None:
+            res, rel = update.linux.resources, path.lstrip("/")
+            if res.cpu.HasField("shares"):
+                write(self.cgroup / "cpu" / rel / "cpu.shares", str(res.cpu.shares.value))
+            if res.cpu.HasField("quota"):
+                write(self.cgroup / "cpu" / rel / "cpu.cfs_quota_us", str(res.cpu.quota.value))
+            if res.cpu.cpus:
+                write(self.cgroup / "cpuset" / rel / "cpuset.cpus", res.cpu.cpus)
+            if res.memory.HasField("limit"):
+                write(self.cgroup / "memory" / rel / "memory.limit_in_bytes",
+                      str(res.memory.limit.value))
+        return applied
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -280,6 +278,7 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
     config.write_text(yaml.safe_dump({"webhooks": [hook]}))
     runtime = SimulatedRuntime(nri, PROFILES["containerd-2.1.9"], request_timeout_s=30.0,
                                registration_timeout_s=30.0)
+    runtime.state = RuncState(root, {c.id: c.linux.cgroups_path for c in state[1]})
     runtime.state.seed(*state)
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(process(
@@ -304,9 +303,6 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
         await runtime.wait_plugin(CEILING_S)
         registered_s = time.perf_counter() - t
         cpu1 = {"policy": cpu_s(server.pid), "bridge": cpu_s(bridge.pid)}
-        paths = {c.id: c.linux.cgroups_path for c in state[1]}
-        applier = asyncio.create_task(runc(runtime, root, paths))
-        stack.callback(applier.cancel)
         bridge_text = await scrape(control)
         text = await scrape(policy)
         sync = {
