@@ -5,12 +5,12 @@ the size of the node: the bridge's Synchronize (its payload and the webhook call
 server's answer to a large request (parse, evaluation, reply, until the reply is sent) and its
 reconciler's parse and evaluation of the bridge's state. Such a document becomes ~30 tracked
 objects per pod and container, all alive until it is done. CPython's collector, counting
-allocations, runs full collections over the whole growing heap several times on the way:
-measured at 5,000 pods on CPython 3.11, six full collections took 1.46 s of a 2.24 s parse,
-and the parse takes 0.41 s with the collector paused (docs/performance.md, node scale). Nothing
-these sections build holds a reference cycle (JSON trees, pydantic models, frozen dataclasses),
-so what dies is freed by reference counting as usual; what survives is collected (or promoted)
-by the first collections after the section, once the answer has left.
+allocations, runs full collections over the whole growing heap several times on the way, and at
+thousands of pods they cost several times the parse itself
+(docs/performance.md#numbers-behind-the-code). Nothing these sections build holds a reference
+cycle (JSON trees, pydantic models, frozen dataclasses), so what dies is freed by reference
+counting as usual; what survives is collected (or promoted) by the first collections after the
+section, once the answer has left.
 
 Must not: keep the collector paused past the section (an exception included), or turn it on
 where a caller (or an enclosing section, or the embedding program) had it off.

@@ -278,7 +278,7 @@ class CgroupExecutor:
 
     def _target(self, write: CgroupWrite, version: CgroupVersion) -> tuple[str, str]:
         # Strings, not Paths: a Synchronize writes several files of every pod, and building
-        # Path objects was most of that time (docs/performance.md, node scale).
+        # Path objects was most of that time (docs/performance.md#numbers-behind-the-code).
         if write.file not in _FILES:
             raise ValueError(f"unsupported cgroup file {write.file!r}")
         controller, v2_file = _FILES[write.file]

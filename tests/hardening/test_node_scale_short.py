@@ -3,7 +3,7 @@
 The "phantom drift" of docs/performance.md was the benchmark's arithmetic, not the reconciler:
 the drift counter it reported is cumulative from the policy server's start, so the one pass that
 put in place what a timed-out start-up Synchronize had left undone (every BE container's
-values) was divided over the measured passes and read as ~10 % of the containers drifting on
+values) was divided over the measured passes and read as a tenth of the containers drifting on
 every pass. The benchmark now reports that repair apart (`settling`) and the settled passes on
 their own. Here the Synchronize is left out deterministically (the webhook is not subscribed to
 it), as when its call fails: the reconciler must repair each BE container once and then push
