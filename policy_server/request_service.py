@@ -10,7 +10,8 @@ synthetic one built from the bridge's state, so a restarted server rebuilds its 
 its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
 ``--reconcile-interval`` seconds. A bridge whose control socket is not there yet at start-up
 is waited for quietly (the shipped units start this server first), for up to
-``--bridge-start-wait`` seconds. It says once, at start-up and in ``node_state``
+``--bridge-start-wait`` seconds; so is a bridge not yet synchronized with the runtime (its
+state is empty, or the Synchronize it is answering). It says once, at start-up and in ``node_state``
 (``GET /v1/state``), which node effects cannot take effect here and why. ``server.hot_route``
 maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the resync and the reconciler
 evaluate comes from ``engine.request``.
