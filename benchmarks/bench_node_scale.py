@@ -319,10 +319,10 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
             "cpu_s": {k: round(cpu1[k] - cpu0[k], 3) for k in cpu0},
             "updates_to_runtime": len(runtime.sync_updates),
         }
-        # Settling: the policy server's start-up pass ran before the runtime was there (an
-        # empty node) and a pass under way at registration may have read the bridge's state
-        # before the Synchronize; the second pass from here started after it, so it saw the
-        # node, and fixed what the Synchronize left (everything, if that call failed).
+        # Settling: a pass under way at registration may have started before it (the policy
+        # server waits for a synchronized bridge; before issue 27 it did not, and passed over an
+        # empty node or during the Synchronize); the second pass from here started after it, so
+        # it saw the node and fixed what the Synchronize left (everything, if that call failed).
         at_registration = counters(text)["passes"]
         text = await poller.until("policy_reconcile_pass_seconds_count", at_registration + 2)
         per_scrape = await poller.scrape_cpu_s(server.pid)
