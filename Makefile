@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; Debian's
-# dbus-daemon for the system-bus tests (tests/policy_server/test_systemd_bus.py); for the
+# dbus-daemon for the system-bus tests (tests/policy_server/node/test_systemd_bus.py); for the
 # conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
 # binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
 tools:

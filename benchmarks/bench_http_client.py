@@ -38,7 +38,7 @@ from bridge.simulator.bench import LatencyStats  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
 from bridge.webhooks.client import PolicyClient  # noqa: E402
 from bridge.webhooks.specs import parse_webhooks  # noqa: E402
-from tests.hardening.processes import wait_listening  # noqa: E402
+from tests.waiting import accepts, wait_until  # noqa: E402
 
 
 def body() -> bytes:
@@ -107,7 +107,7 @@ def main() -> int:
         [sys.executable, str(REPO / "benchmarks" / "bench_webhook.py"), "--serve-policy",
          str(sock), "--policy-app", "starlette"], cwd=REPO)
     try:
-        asyncio.run(wait_listening(sock))
+        wait_until(accepts(sock), what=f"{sock} accepts connections", timeout_s=15.0)
         asyncio.run(run(sock, args.requests, args.warmup))
     finally:
         server.terminate()  # by PID: only the process we started

@@ -69,7 +69,6 @@ def stats(label: str, samples_s: list[float], unit: str = "us") -> dict[str, flo
 
 def bench_in_process(iterations: int) -> dict[str, dict[str, float]]:
     server = PolicyServer(ServerOptions(rules_path=RULES))
-    server.load_rules()
     engine = server.engine
     print(f"in-process Engine.evaluate on a parsed Event, rules {RULES.name}:")
     results = {}
@@ -98,7 +97,6 @@ def bench_body() -> bytes:
 
 def bench_route(iterations: int) -> dict[str, dict[str, float]]:
     server = PolicyServer(ServerOptions(rules_path=RULES))
-    server.load_rules()
     bodies = {"bench CreateContainer": bench_body(),
               "LSR pinned": orjson.dumps(json.loads(REQUESTS["LSR pinned"].read_text()))}
     routes = {"one request path": evaluate_body}

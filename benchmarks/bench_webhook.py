@@ -54,7 +54,7 @@ from starlette.responses import Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
 from bridge.simulator import PROFILES, BenchResult, SimulatedRuntime, run_bench  # noqa: E402
-from tests.hardening.processes import wait_listening  # noqa: E402
+from tests.waiting import accepts, until  # noqa: E402
 
 TARGET_FLOOR_RATIO = 1.2
 TARGET_P50_S = 600e-6
@@ -221,7 +221,8 @@ async def bench(args: argparse.Namespace, scenario: str, workdir: Path,
                     ["-m", "policy_server.main", "--uds", str(policy_sock), "--log-level",
                      "warning", *SHIPPED[scenario][1]], workdir / f"policy-{scenario}.log"))
             if policy is not None:
-                await wait_listening(policy_sock)
+                await until(accepts(policy_sock), what="the policy server listens",
+                            timeout_s=15.0, in_thread=True)
             if scenario == "go-floor":
                 plugin = await stack.enter_async_context(process(
                     ["--nri-socket", str(nri_sock), "--plugin-name", "gofloor",

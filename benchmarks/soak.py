@@ -60,8 +60,8 @@ from tests.hardening.processes import (  # noqa: E402
     open_fds,
     peak_rss_kb,
     rss_kb,
-    wait_listening,
 )
+from tests.waiting import accepts, until  # noqa: E402
 
 CONTAINER_LIFE = ("CreateContainer", "StartContainer", "UpdateContainer", "StopContainer",
                   "RemoveContainer")
@@ -128,7 +128,8 @@ async def chaos_policy(workdir: Path, sock: Path, args: argparse.Namespace,
                                   "--uds", str(sock), f"--slow-s={args.slow_s}",
                                   f"--seed={args.seed}", *rates], workdir / "policy.log")
     try:
-        await wait_listening(sock)
+        await until(accepts(sock), what=f"{sock} accepts connections", timeout_s=15.0,
+                    in_thread=True)
         yield policy
     finally:
         with contextlib.suppress(AssertionError):

@@ -97,13 +97,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                     "print what each webhook changed, rejected or warned, per container "
                     "(exit 1 on a reject, 2 on bad input)")
     if command in (None, "try"):
-        from bridge.trial import command as try_cli
+        from bridge.trial import try_command as try_cli
         try_cli.add_arguments(trial)
     suite = sub.add_parser(
         "test", help="run declarative policy test suites (YAML) through `try`'s engine; one "
                      "line per case, exit 1 when a case fails, 2 on a bad suite")
     if command in (None, "test"):
-        from bridge.suite import command as suite_cli
+        from bridge.suite import suite_command as suite_cli
         suite_cli.add_arguments(suite)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")  # `run` is the default subcommand
     if argv[0] == "try":
-        from bridge.trial import command as try_cli
+        from bridge.trial import try_command as try_cli
         argv = try_cli.attach_values(argv)
     parser = build_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
@@ -201,11 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate-config":
         return _validate(args)
     if args.command == "try":
-        from bridge.trial import command as try_cli
+        from bridge.trial import try_command as try_cli
         logs.setup("warning", "text")
         return try_cli.main(args)
     if args.command == "test":
-        from bridge.suite import command as suite_cli
+        from bridge.suite import suite_command as suite_cli
         logs.setup("warning", "text")
         return suite_cli.main(args)
     if args.command == "simulate":

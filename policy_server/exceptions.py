@@ -10,6 +10,8 @@ boundary.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 
 class PolicyServerError(Exception):
     """Root of every error this package raises on purpose."""
@@ -58,6 +60,16 @@ class PolicyError(PolicyServerError):
     Raised by handlers, e.g. for an unparsable pod annotation. The engine turns it into a
     warning (failure policy ``Ignore``) or a rejection (``Fail``).
     """
+
+
+class InvalidReplyError(PolicyServerError):
+    """A policy's merged decision became a reply outside the webhook contract (our side's
+    fault: the server answers 500). ``errors`` are the contract check's complaints, each
+    naming the field (``loc``)."""
+
+    def __init__(self, errors: Sequence[Mapping[str, object]], message: str) -> None:
+        super().__init__(message)
+        self.errors = errors
 
 
 class UnknownPolicyError(PolicyServerError):

@@ -27,17 +27,25 @@ import uvloop
 
 from bridge.contract.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
-from policy_server.exceptions import PolicyServerError, RulesError
-from policy_server.koordinator.rules import rules_from_yaml, rules_summary
-from policy_server.koordinator.rules_watcher import RULES_POLL_INTERVAL_S
+from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode
-from policy_server.policies import build_builtin, describe_builtins, parse_policy_arg
-from policy_server.request_service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
+from policy_server.policies import (
+    DEFAULT_POLICY,
+    build_builtin,
+    describe_builtins,
+    parse_policy_arg,
+)
+from policy_server.request_service import (
+    BRIDGE_START_WAIT_S,
+    POLL_INTERVAL_S,
+    PolicyServer,
+    ServerOptions,
+)
 from policy_server.server.asgi import create_app, create_metrics_app
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 
@@ -54,9 +62,8 @@ class StartupError(PolicyServerError):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nri-policy-server",
-        description="Serve NRI policies (koordinator-qos, built-in ones enabled with --policy "
-        "and --policy-module ones) over HTTP "
-        "for nri-webhook-bridge.",
+        description="Serve NRI policies (koordinator-qos by default, built-in ones enabled with "
+        "--policy and --policy-module ones) over HTTP for nri-webhook-bridge.",
     )
     listen = p.add_argument_group("listening (Unix socket by default)")
     listen.add_argument("--uds", metavar="PATH", help=f"Unix socket path (default {DEFAULT_UDS})")
@@ -72,14 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--rules",
         metavar="FILE",
         type=Path,
-        help="koordinator-qos rules (YAML); polled for changes, see docs/koordinator.md",
+        help="koordinator-qos rules (YAML), an alias of --policy koordinator-qos=FILE; polled "
+        "for changes, see docs/koordinator.md",
     )
     p.add_argument(
         "--rules-poll-interval",
         metavar="SECONDS",
         type=float,
-        default=RULES_POLL_INTERVAL_S,
-        help="how often to check the rules file",
+        default=POLL_INTERVAL_S,
+        help="how often to check the rules file (and policies' other configuration sources)",
     )
     p.add_argument(
         "--check-rules",
@@ -107,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="serve the built-in policy NAME, configured from the YAML file CONFIG "
-        "(repeatable; see --list-policies and docs/policies/)",
+        f"(repeatable; see --list-policies and docs/policies/); {DEFAULT_POLICY} is served "
+        "without it unless --no-koordinator",
     )
     p.add_argument(
         "--list-policies",
@@ -129,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-koordinator",
         action="store_true",
-        help="do not serve the built-in koordinator-qos policy",
+        help=f"do not serve {DEFAULT_POLICY} by default (an explicit --policy {DEFAULT_POLICY} "
+        "or --rules FILE still does)",
     )
     effects = p.add_argument_group(
         "node effects (koordlet's pod-cgroup writes, resctrl groups, OOM scores, core "
@@ -219,7 +229,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         bridge_control=args.bridge_control,
         policy_modules=tuple(args.policy_module),
         builtin_policies=tuple(parse_policy_arg(value) for value in args.policy),
-        koordinator=not args.no_koordinator,
+        default_policies=not args.no_koordinator,
         executor_mode=ExecutorMode(args.pod_cgroup_writes),
         cgroup_root=args.cgroup_root,
         cgroup_version=CgroupVersion(args.cgroup_version),
@@ -363,8 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise StartupError("--reconcile-interval must be >= 0")
         if args.bridge_start_wait < 0:
             raise StartupError("--bridge-start-wait must be >= 0")
-        server = PolicyServer(options_from(args))
-        server.load_rules()
+        server = PolicyServer(options_from(args))  # builds and configures every policy
         server.probe_node()
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
@@ -424,17 +433,13 @@ def _check_policies(values: Sequence[str]) -> int:
 
 
 def _check_rules(path: Path | None) -> int:
+    """``--check-rules``: build the policy ``--rules`` configures and print its rules."""
     if path is None:
         raise StartupError("--check-rules needs --rules FILE")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise StartupError(f"cannot read rules file {path}: {exc.strerror}") from None
-    try:
-        rules = rules_from_yaml(text)
-    except RulesError as exc:
-        raise RulesError(exc.key, f"{exc.message} (in {path})") from None
-    print(json.dumps(rules_summary(rules), indent=2))
+    policy = build_builtin(DEFAULT_POLICY, path)  # raises RulesError naming the file and key
+    describe = policy.extensions.describe
+    assert describe is not None  # the rules policy describes its rules
+    print(json.dumps(describe()["rules"], indent=2))
     return 0
 
 

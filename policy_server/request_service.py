@@ -1,20 +1,23 @@
 """Composition root of the policy server (without the web layer).
 
-Builds the registry (koordinator-qos, the built-in policies enabled with ``--policy`` and
-``--policy-module`` policies), the engine, the rules source, the node-effect executor, the
-bridge client and the node reconciler, and owns what happens around an evaluation: metrics,
-pod-level effects (a container only gets an ``rdt_class`` whose resctrl group exists), updates
-a policy asks to push, and the recomputation of all known containers (pushed through the
-bridge) at startup and after a rule change: every policy that handles Synchronize gets a
-synthetic one built from the bridge's state, so a restarted server rebuilds its node view and
-its policies' state; koordinator-qos's is its node reconciler's pass, which also runs every
-``--reconcile-interval`` seconds. A bridge whose control socket is not there yet at start-up
-is waited for quietly (the shipped units start this server first), for up to
-``--bridge-start-wait`` seconds; so is a bridge not yet synchronized with the runtime (its
-state is empty, or the Synchronize it is answering). It says once, at start-up and in ``node_state``
-(``GET /v1/state``), which node effects cannot take effect here and why. ``server.hot_route``
-maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the resync and the reconciler
-evaluate comes from ``engine.request``.
+Builds the registry (the built-in policies: koordinator-qos by default and those enabled with
+``--policy``, then ``--policy-module`` policies), the engine, the node-effect executor, the
+bridge client and the node reconciler, runs the policies' background tasks (``policy_host``:
+the SDK's extension points seen from the server), and owns what happens around an evaluation:
+metrics, pod-level effects (a container only gets an ``rdt_class`` whose resctrl group exists),
+updates a policy asks to push, and the recomputation of all known containers (pushed through
+the bridge) at startup and after a configuration change: every policy that handles Synchronize
+gets a synthetic one built from the bridge's state, so a restarted server rebuilds its node
+view and its policies' state; a policy with a reconcile hook (koordinator-qos) is evaluated by
+the node reconciler's pass instead, which also runs every ``--reconcile-interval`` seconds. A
+bridge whose control socket is not there yet at start-up is waited for quietly (the shipped
+units start this server first), for up to ``--bridge-start-wait`` seconds; so is a bridge not
+yet synchronized with the runtime (its state is empty, or the Synchronize it is answering). It
+says once, at start-up and in ``node_state`` (``GET /v1/state``), which node effects cannot take
+effect here and why. ``server.hot_route`` maps HTTP onto ``PolicyServer.handle``; every
+``Event`` it, the resync and the reconciler evaluate comes from ``engine.request``. Must not:
+name a policy (the catalogue, ``policy_server.policies``, says which built-ins are served) or
+import one.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import EventName
+from policy_server import policy_host
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
@@ -39,14 +43,6 @@ from policy_server.exceptions import (
     BridgeUnreachableError,
     PayloadError,
     RequestError,
-)
-from policy_server.koordinator import POLICY_NAME, Rules, build_policy, rules_from_yaml
-from policy_server.koordinator.rules import stabilize
-from policy_server.koordinator.rules_watcher import (
-    RULES_POLL_INTERVAL_S,
-    ReloadResult,
-    RulesSource,
-    watch,
 )
 from policy_server.node import probe as node_state
 from policy_server.node.cgroups import (
@@ -62,14 +58,18 @@ from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReco
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
-from policy_server.policies import build_builtin
+from policy_server.policies import build_builtin, enabled_builtins
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
+from policy_server.sdk.extension import ConfigStatus, ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy, Registry
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 
+# How often the server looks at pending resyncs and the reconciler's schedule, and how often
+# policies' background tasks poll their configuration (--rules-poll-interval).
+POLL_INTERVAL_S = 1.0
 RESYNC_RETRY_MAX_S = 30.0
 RESYNC_RETRY_INITIAL_S = 1.0
 # The shipped systemd units and the DaemonSet start the policy server before the bridge, so for a
@@ -87,10 +87,12 @@ RESYNC_SNAPSHOT_ATTEMPTS = 3
 class ServerOptions:
     """Everything configurable from the command line except where to listen."""
 
+    # The default built-in's configuration (--rules, an alias: policies.enabled_builtins).
     rules_path: Path | None = None
     bridge_control: str | None = None
     policy_modules: tuple[str, ...] = ()
-    koordinator: bool = True
+    # Serve the catalogue's DEFAULT_POLICY even if --policy does not name it (--no-koordinator).
+    default_policies: bool = True
     # Built-in policies enabled by name (policy_server.policies), with their config files.
     builtin_policies: tuple[tuple[str, Path | None], ...] = ()
     executor_mode: ExecutorMode = ExecutorMode.OFF
@@ -100,7 +102,7 @@ class ServerOptions:
     # Off unless asked for (the CLI's default is auto): a test's cgroup tree is no systemd's.
     systemd_properties: PropertiesMode = PropertiesMode.OFF
     system_bus: str = DEFAULT_SYSTEM_BUS
-    rules_poll_interval_s: float = RULES_POLL_INTERVAL_S
+    rules_poll_interval_s: float = POLL_INTERVAL_S
     reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S
     bridge_start_wait_s: float = BRIDGE_START_WAIT_S
     resctrl_root: Path = DEFAULT_RESCTRL_ROOT
@@ -110,7 +112,8 @@ class ServerOptions:
 @dataclass(slots=True)
 class _ResyncState:
     pending: bool = False  # a full resync (every policy handling Synchronize)
-    periodic: bool = False  # the koordinator node reconciler's periodic pass
+    requests: int = 0  # full resyncs asked for so far (one asked during a pass stays pending)
+    periodic: bool = False  # the node reconciler's periodic pass
     backoff_s: float = RESYNC_RETRY_INITIAL_S
     next_attempt: float = 0.0
     lock: asyncio.Lock | None = field(default=None)
@@ -183,9 +186,6 @@ class PolicyServer:
     ) -> None:
         self.options = options
         self.metrics = Metrics()
-        self.rules: RulesSource[Rules] = RulesSource(
-            options.rules_path, rules_from_yaml, Rules(), stabilize
-        )
         self.executor = CgroupExecutor(
             options.executor_mode,
             options.cgroup_root,
@@ -198,13 +198,14 @@ class PolicyServer:
                 observe=lambda result: self.metrics.unit_properties.labels(result).inc(),
             ),
         )
-        # Found out once: every policy sees them (node.facts), koordinator-qos in its context.
+        # Found out once: every policy sees them (node.facts; built-ins also at build time).
         self.facts = node_state.node_facts(self.executor)
         self.registry = Registry()
-        if options.koordinator:
-            self.registry.add(build_policy(lambda: self.rules.current, node=self.facts))
-        for name, config in options.builtin_policies:
-            self.registry.add(build_builtin(name, config))
+        builtins = enabled_builtins(
+            options.builtin_policies, options.rules_path, options.default_policies
+        )
+        for name, config in builtins:  # a bad configuration raises here, before listening
+            self.registry.add(build_builtin(name, config, self.facts))
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry, self.facts)
@@ -218,18 +219,21 @@ class PolicyServer:
         self._resync = _ResyncState()
         self.procfs = Procfs(options.proc_root)
         self.reconciler: NodeReconciler | None = None
-        if bridge is not None and options.koordinator:
+        plans = policy_host.reconcile_hooks(self.registry)
+        if bridge is not None and plans:
             self.reconciler = NodeReconciler(
                 engine=self.engine,
                 executor=self.executor,
                 bridge=bridge,
                 metrics=self.metrics,
-                policy=POLICY_NAME,
-                rules=lambda: self.rules.current,
+                plans=plans,
                 observe=self._observe,
                 procfs=self.procfs,
             )
-        self._reconciled_policy = POLICY_NAME if self.reconciler is not None else None
+        # Evaluated by the reconciler's pass (with the cgroup files read back), not the resync's.
+        self._reconciled = frozenset(plans) if self.reconciler is not None else frozenset()
+        self._stop: asyncio.Event | None = None
+        self._config_metrics()
         self._node_state: dict[str, Any] = {}
         self._request_metrics: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         # The start-up pass is the catch-up one (run_background); the periodic ones follow.
@@ -237,21 +241,14 @@ class PolicyServer:
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def load_rules(self) -> None:
-        """Initial rules load; raises ``RulesError`` (the CLI exits with it)."""
-        self.rules.load()
-        self.metrics.rules_generation.set(self.rules.generation)
+    def _config_metrics(self) -> None:
+        """The configuration metrics after the initial loads (done when building: a policy
+        whose configuration does not load stops the server, so what is served is valid, also
+        when no policy has a configuration to report, as with --no-koordinator)."""
+        status = policy_host.config_status(self.registry)
+        if status is not None:
+            self.metrics.rules_generation.set(status.generation)
         self.metrics.rules_valid.set(1)
-        self._warn_ignored()
-
-    def _warn_ignored(self) -> None:
-        error = self.rules.current.cpu_normalization_ratio_error
-        if error is not None:
-            log.warning(
-                "rules: %s; ratio ignored, %s in force",
-                error,
-                self.rules.current.cpu_normalization_ratio or "no ratio",
-            )
 
     def probe_node(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""
@@ -260,7 +257,7 @@ class PolicyServer:
             self.reconciler,
             self.procfs,
             self.options.reconcile_interval_s,
-            self.rules.current,
+            policy_host.node_needs(self.registry),
             self.facts,
         )
         return self._node_state
@@ -272,16 +269,54 @@ class PolicyServer:
         return node_state.describe(self._node_state, self.executor, self.reconciler)
 
     async def run_background(self, stop: asyncio.Event) -> None:
-        """Poll the rules file and retry pending resyncs until ``stop`` is set."""
+        """Run the policies' background tasks, and retry pending resyncs and start the
+        reconciler's passes, until ``stop`` is set."""
+        self._stop = stop
         self._resync.started = time.monotonic()
         if self.bridge is not None and self.resync_policies:
             # Catch up with what happened while we were down (rules, containers) right away:
             # until then a stateful policy works from an empty node view.
-            self._resync.pending = True
+            self._request_resync()
             await self._on_poll(ReloadResult.UNCHANGED)
-        if self.options.rules_path is None and self.bridge is None:
-            return
-        await watch(self.rules, self._on_poll, stop, self.options.rules_poll_interval_s)
+        async with asyncio.TaskGroup() as tasks:
+            for policy in self.registry:
+                task = policy.extensions.background
+                if task is not None:
+                    host = policy_host.Host(self, policy.name)
+                    tasks.create_task(policy_host.guarded(policy.name, task(host)),
+                                      name=policy.name)
+            if self.bridge is not None:
+                tasks.create_task(self._ticks(), name="resync-ticks")
+
+    @property
+    def poll_interval_s(self) -> float:
+        """How often background tasks poll (``PolicyHost.poll_interval_s``)."""
+        return self.options.rules_poll_interval_s
+
+    async def stopped(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the stop; True once stopping (``PolicyHost.stopped``)."""
+        stop = self._stop
+        if stop is None:  # not running: nothing will ever stop
+            await asyncio.sleep(timeout_s)
+            return False
+        try:
+            await asyncio.wait_for(stop.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _ticks(self) -> None:
+        while not await self.stopped(self.options.rules_poll_interval_s):
+            try:
+                await self._on_poll(ReloadResult.UNCHANGED)
+            except Exception:  # a task boundary: one bad tick must not end the others
+                log.exception("resync tick failed")
+
+    async def config_polled(self, result: ReloadResult, status: ConfigStatus) -> None:
+        """A policy's configuration was looked at (``PolicyHost.config_polled``)."""
+        if result is ReloadResult.APPLIED:
+            self.metrics.rules_generation.set(status.generation)
+        await self._on_poll(result)
 
     async def aclose(self) -> None:
         if self.pusher is not None:
@@ -298,7 +333,12 @@ class PolicyServer:
             self._last_reconcile = now
             self._resync.periodic = True
 
+    def _request_resync(self) -> None:
+        self._resync.pending = True
+        self._resync.requests += 1
+
     async def _on_poll(self, result: ReloadResult) -> None:
+        """One tick: a configuration's poll result, then a due resync or reconciler pass."""
         self._reconcile_due()
         if result is ReloadResult.INVALID:
             self.metrics.rules_reloads.labels("invalid").inc()
@@ -306,11 +346,11 @@ class PolicyServer:
         elif result is ReloadResult.APPLIED:
             self.metrics.rules_reloads.labels("applied").inc()
             self.metrics.rules_valid.set(1)
-            self.metrics.rules_generation.set(self.rules.generation)
-            self._warn_ignored()
-            self._resync.pending = True
+            self._request_resync()
             self._resync.next_attempt = 0.0
             self._resync.backoff_s = RESYNC_RETRY_INITIAL_S
+        if self._resync.lock is not None and self._resync.lock.locked():
+            return  # a pass is running (another task's tick); what is pending waits for the next
         if time.monotonic() >= self._resync.next_attempt:
             if self._resync.pending:
                 await self.resync()
@@ -414,7 +454,7 @@ class PolicyServer:
 
     async def resync(self, full: bool = True) -> bool:
         """Recompute every known container (current rules, current state) and push what changed;
-        koordinator-qos's part is a full node-reconciler pass (pod-level values, drift).
+        the reconciled policies' part is a full node-reconciler pass (pod-level values, drift).
 
         Returns False (and schedules a retry with back-off) if the bridge could not be used.
         """
@@ -424,6 +464,7 @@ class PolicyServer:
             return True
         if state.lock is None:
             state.lock = asyncio.Lock()
+        requests = state.requests
         async with state.lock:
             try:
                 if not await self.bridge.ready():
@@ -453,7 +494,7 @@ class PolicyServer:
         if not state.bridge_answered:
             state.bridge_answered = True
             log.info("the bridge's control API at %s answered; resynced", self.bridge.url)
-        if full:
+        if full and state.requests == requests:  # none asked for while this pass ran
             state.pending = False
         state.periodic = False  # a full pass includes the reconciler's
         state.backoff_s = RESYNC_RETRY_INITIAL_S
@@ -520,8 +561,8 @@ class PolicyServer:
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
         event = synchronize_event("resync", snapshot.pods, snapshot.containers)
-        # koordinator-qos is evaluated by its reconciler (with the cgroup files read back).
-        names = [n for n in self.resync_policies if n != self._reconciled_policy]
+        # A policy with a reconcile hook is evaluated by the reconciler (files read back).
+        names = [n for n in self.resync_policies if n not in self._reconciled]
         # Every policy first, with no await in between: their state is rebuilt from one view.
         evaluations = [self.engine.evaluate(name, event) for name in names]
         pusher = self.pusher

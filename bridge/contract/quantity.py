@@ -4,7 +4,7 @@ Owns: apimachinery's resource.Quantity as the API server reads it (`500m`, `1.5`
 `1E`, `1Ei`, a YAML/JSON number), the value it stores (rounded up to whole nano-units, its
 magnitude capped at 2^63-1) and the two roundings callers take from it: `milli_value` (CPU,
 rounded up to whole milli-units) and `value` (bytes, rounded up). `try`'s manifests
-(bridge.kube) and koordinator-qos's annotations (policy_server.koordinator) both parse here.
+(bridge.kube) and koordinator-qos's annotations (through the policy SDK) both parse here.
 Must not: know which resource a quantity belongs to, or where it came from (callers name the
 document and the field in their own errors).
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -133,3 +134,17 @@ def envelope_document(event: str, uid: str, runtime: Mapping[str, Any], budget_m
     doc: dict[str, Any] = orjson.loads(envelope(event, uid, encode(runtime), budget_ms,
                                                 dry_run, payload))
     return doc
+
+
+# The envelope of a request made without a runtime or a bridge (the policy test kit's
+# `make_request` and `send_pod`): the budget is what the bridge gives one call under the
+# simulator's 2 s request timeout, as `try` runs it; a request says which runtime sent it, and
+# one made up says the default profile's (containerd 2.1.9, without an NRI version or
+# capabilities); it is not a dry run.
+DEFAULT_BUDGET_MS = 1000
+DEFAULT_RUNTIME: Mapping[str, Any] = MappingProxyType({"name": "containerd", "version": "2.1.9"})
+
+
+def default_envelope(event: str, uid: str) -> dict[str, Any]:
+    """The envelope fields of a made-up request for `event`, with no payload yet."""
+    return envelope_document(event, uid, dict(DEFAULT_RUNTIME), DEFAULT_BUDGET_MS, False, {})

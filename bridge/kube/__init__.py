@@ -10,10 +10,9 @@ rules and what kubelet does that this package does not. Must not: do I/O beyond 
 manifests it is given, or import the plugin's runtime layers.
 """
 
-from bridge.kube.cri import CriContainer, CriPod
-from bridge.kube.errors import ManifestError
+from bridge.kube.call_order import SNAPSHOT, Step, kubelet_order
+from bridge.kube.cri_config import CriContainer, CriPod
 from bridge.kube.kubelet import translate
-from bridge.kube.lifecycle import SNAPSHOT, Step, kubelet_order
 from bridge.kube.manifest import (
     Manifests,
     load_pods,
@@ -23,8 +22,9 @@ from bridge.kube.manifest import (
     read_documents,
     read_manifests,
 )
-from bridge.kube.model import ContainerKind, Pod
+from bridge.kube.manifest_error import ManifestError
 from bridge.kube.node import NodeSpec
+from bridge.kube.pod_spec import ContainerKind, Pod
 from bridge.kube.runtime_view import (
     container,
     container_id,

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from bridge.contract import quantity
-from bridge.kube.errors import ManifestError
-from bridge.kube.model import Container, Pod, amount
+from bridge.kube.manifest_error import ManifestError
 from bridge.kube.node import NodeSpec
+from bridge.kube.pod_spec import Container, Pod, amount
 
 # The cluster-specific values `try` cannot know, chosen as kubeadm's defaults.
 SERVICE_HOST = "10.96.0.1"  # first address of kubeadm's default service CIDR

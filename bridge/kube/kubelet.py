@@ -13,9 +13,9 @@ import json
 import zlib
 
 from bridge.kube import env, resources
-from bridge.kube.cri import CriContainer, CriMount, CriPod, CriResources
-from bridge.kube.model import Container, Pod, ResourceList
+from bridge.kube.cri_config import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.node import NodeSpec
+from bridge.kube.pod_spec import Container, Pod, ResourceList
 
 KUBELET_ROOT = "/var/lib/kubelet"
 POD_LOG_ROOT = "/var/log/pods"

@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from bridge.contract import quantity
-from bridge.kube.errors import ManifestError
-from bridge.kube.model import (
+from bridge.kube.manifest_error import ManifestError
+from bridge.kube.pod_spec import (
     Container,
     ContainerKind,
     EnvVar,

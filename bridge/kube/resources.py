@@ -14,8 +14,8 @@ from enum import Enum
 from fractions import Fraction
 
 from bridge.contract import quantity
-from bridge.kube.model import Container, ContainerKind, Pod, ResourceList, amount
 from bridge.kube.node import NodeSpec
+from bridge.kube.pod_spec import Container, ContainerKind, Pod, ResourceList, amount
 
 # CPU shares (cgroup v1 cpu.shares; on v2 the runtime turns them into cpu.weight with its own
 # formula, docs/koordinator.md#cpuweight-on-cgroup-v2: `try` predicts shares, never weights).

@@ -4,8 +4,8 @@ Owns: what containerd does between CRI and NRI, for the values that reach NRI: i
 labels and annotations, namespaces, cgroups paths for both drivers, the OCI mounts (defaults,
 sandbox files, kubelet's binds, ordered as containerd orders them), env (image, HOSTNAME,
 kubelet's), resources as the OCI spec carries them (CRI's 0 = unset), the pause container's
-own resources. The runtime-specific data comes from the simulator's profile
-(bridge.simulator.runtime_defaults). Must not: apply kubelet's rules or play events.
+own resources. The runtime-specific data comes from the runtime's profile
+(bridge.runtime_facts.runtime_defaults). Must not: apply kubelet's rules or play events.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import uuid
 from typing import Any
 
 from bridge.contract.convert import from_json, to_json
-from bridge.kube.cri import CriContainer, CriMount, CriPod, CriResources
+from bridge.kube.cri_config import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.env import POD_IP
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.profiles import RuntimeProfile
+from bridge.runtime_facts.profiles import RuntimeProfile
 
 FIRST_SANDBOX_PID = 4000  # stands in for the pause process's pid
 _OPTIONS = {"private": "rprivate", "rslave": "rslave", "rshared": "rshared"}

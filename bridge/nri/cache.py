@@ -1,45 +1,28 @@
 """The bridge's view of pods and containers, kept current from Synchronize and events.
 
 Synchronize replaces the whole view; lifecycle events add, update and remove entries, by the
-fold the policy server's NodeView uses too (bridge.contract.node_fold, bounded so a hostile
-runtime cannot grow it without limit). On top of it, the cache folds in what the bridge
+fold the policy server's NodeView and the simulated runtime use too (bridge.contract.node_fold,
+over protobuf messages by bridge.contract.message_tables; bounded so a hostile runtime cannot
+grow it without limit). On top of it, the cache folds in what the bridge
 answered (our adjustments and updates), so the view shows effective resources.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import cast
+from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event, EventName, updates_in
+from bridge.contract.catalogue import Event, updates_in
 from bridge.contract.codec import request_subjects
-from bridge.contract.node_fold import NodeTables
+from bridge.contract.message_tables import FOLD_NAMES, message_tables
 from bridge.proto.nri import api_pb2 as api
-
-# Event -> its name as the fold knows it (the envelope's spelling).
-_NAMES: Mapping[Event, EventName] = {event: EventName[event.name] for event in Event}
-
-
-def _state_name(container: api.Container) -> str:
-    try:
-        return api.ContainerState.Name(container.state)
-    except ValueError:  # a state newer than our api.proto
-        return str(container.state)
-
-
-def _with_state(container: api.Container, state: str) -> api.Container:
-    copy = api.Container()
-    copy.CopyFrom(container)
-    copy.state = cast(api.ContainerState, api.ContainerState.Value(state))
-    return copy
 
 
 class StateCache:
     def __init__(self) -> None:
-        self._tables: NodeTables[api.PodSandbox, api.Container] = NodeTables(
-            "state cache", _state_name, _with_state)
+        # The request's container is still read by the handler: a state change is a copy.
+        self._tables = message_tables("state cache")
 
     @property
     def pods(self) -> dict[str, api.PodSandbox]:
@@ -65,7 +48,7 @@ class StateCache:
     def observe(self, event: Event, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
         """Fold one lifecycle event into the view (bridge.contract.node_fold)."""
-        self._tables.fold(_NAMES[event], pod, container)
+        self._tables.fold(FOLD_NAMES[event], pod, container)
 
     def apply_answer(self, event: Event, req: Message | None,
                      response: Message | None) -> None:

@@ -16,12 +16,12 @@ import logging
 import sys
 from typing import Any
 
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES
 from bridge.simulator.bench import BenchResult, run_bench
 from bridge.simulator.connection import PluginConnection
 from bridge.simulator.delivery import EventResult
 from bridge.simulator.hostile import ProbeOutcome, probe_plugin
-from bridge.simulator.profiles import DEFAULT_PROFILE, PROFILES
-from bridge.simulator.report import format_result, result_to_dict
+from bridge.simulator.result_text import format_result, result_to_dict
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.scenario import (
     Scenario,

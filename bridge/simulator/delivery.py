@@ -27,7 +27,9 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, Event, updates_in
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_adjustment
+from bridge.runtime_facts.apply import apply_adjustment
+from bridge.runtime_facts.linux_resources import overlay_resources
+from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.connection import (
     PluginConnection,
     PluginFailed,
@@ -37,8 +39,6 @@ from bridge.simulator.connection import (
 from bridge.simulator.default_validator import LABEL as DEFAULT_VALIDATOR
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.ownership import Ownership
-from bridge.simulator.profiles import RuntimeProfile
-from bridge.simulator.resources import overlay_resources
 from bridge.simulator.result_merge import CreateResult, MergeError, UpdateResult
 from bridge.wire.status import Code
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.connection import (
     PLUGIN_SERVICE,
     PluginConnection,
@@ -22,7 +23,6 @@ from bridge.simulator.connection import (
     PluginFatal,
     decode_message,
 )
-from bridge.simulator.profiles import RuntimeProfile
 from bridge.simulator.sync import SyncSplitter, SyncTooLarge
 from bridge.wire import envelope, ttrpc
 

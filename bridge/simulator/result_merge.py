@@ -31,8 +31,9 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.apply import HOOK_KINDS, env_key, set_env
+from bridge.runtime_facts.linux_resources import merge_resources
 from bridge.simulator.ownership import MergeError, Ownership
-from bridge.simulator.resources import merge_resources
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -69,24 +70,7 @@ _SINGLE_LINUX_FIELDS = (("oom_score_adj", F.OomScoreAdj, True),
                         ("scheduler", F.LinuxSched, True),
                         ("memory_policy", F.MemoryPolicy, False))
 
-__all__ = ["CreateResult", "MergeError", "UpdateResult", "env_key", "set_env"]
-
-HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container",
-              "poststart", "poststop")
-
-
-def env_key(entry: str) -> str:
-    return entry.split("=", 1)[0]
-
-
-def set_env(env: MutableSequence[str], key: str, value: str) -> None:
-    """Replace `key` in place (like the OCI generator's WithEnv), else append."""
-    entry = f"{key}={value}"
-    for index, existing in enumerate(env):
-        if env_key(existing) == key:
-            env[index] = entry
-            return
-    env.append(entry)
+__all__ = ["CreateResult", "MergeError", "UpdateResult"]
 
 
 def _removal(key: str) -> str | None:

@@ -34,6 +34,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.contract.plugin_lifecycle import Phase, Step
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
 from bridge.simulator.connection import (
     RUNTIME_SERVICE,
     PluginConnection,
@@ -50,7 +51,6 @@ from bridge.simulator.handshake import (
     identity_problem,
     synchronize,
 )
-from bridge.simulator.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
 from bridge.simulator.state import RuntimeState
 from bridge.transport.trunk import Trunk
 from bridge.transport.ttrpc_server import MethodHandler

@@ -33,8 +33,8 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.profiles import PROFILES
 from bridge.simulator.delivery import EventResult
-from bridge.simulator.profiles import PROFILES
 from bridge.simulator.recording import RecordingError, parse_line
 from bridge.simulator.runtime import SimulatedRuntime
 

@@ -1,9 +1,15 @@
-"""The simulated runtime's own view of pods and containers.
+"""The simulated runtime's own pods and containers: the store Synchronize sends.
 
-This is what Synchronize sends and what updates apply to. Lifecycle events
-fold into it the way a runtime's store changes: a pod appears at
-RunPodSandbox, a container at CreateContainer (as adjusted by the plugins),
-changes state at Start/Stop, and disappears at Remove. Sans-IO.
+The table is the one every part folds events into (bridge.contract.node_fold, over protobuf
+messages by bridge.contract.message_tables: the bridge's state cache and the policy server's
+NodeView use it too); this module owns what the runtime feeds it. The runtime is the source of
+truth, not an observer, so: a pod exists from its RunPodSandbox (or from being seeded before the
+plugin connected) until its RemovePodSandbox, never because an event names it, and no pod is
+"adopted" (forgotten with its last container, as an observer must); a container is stored as
+CreateContainer made it (adjusted by the plugins), and later events change only its state,
+because the stored container, with every update applied, is the runtime's whatever the event's
+request carried; RemovePodSandbox takes the pod's remaining containers with it. The runtime keeps
+its own copies of the messages and has no bound of its own. Sans-IO.
 """
 
 from __future__ import annotations
@@ -14,31 +20,33 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
+from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_update
+from bridge.runtime_facts.apply import apply_update
 
 M = TypeVar("M", bound=Message)
-
-_STATE_AFTER: dict[Event, api.ContainerState] = {
-    Event.CREATE_CONTAINER: api.CONTAINER_CREATED,
-    Event.START_CONTAINER: api.CONTAINER_RUNNING,
-    Event.STOP_CONTAINER: api.CONTAINER_STOPPED,
-}
 
 
 class RuntimeState:
     """Pods and containers by id (protobuf messages, owned by the state)."""
 
     def __init__(self) -> None:
-        self.pods: dict[str, api.PodSandbox] = {}
-        self.containers: dict[str, api.Container] = {}
+        self._tables = message_tables("simulated runtime", owns_what_it_gets=True,
+                                      max_objects=UNBOUNDED)
+
+    @property
+    def pods(self) -> dict[str, api.PodSandbox]:
+        return self._tables.pods
+
+    @property
+    def containers(self) -> dict[str, api.Container]:
+        return self._tables.containers
 
     def seed(self, pods: Iterable[api.PodSandbox], containers: Iterable[api.Container]) -> None:
         """Add objects as if they existed before the plugin connected."""
-        for pod in pods:
-            self.pods[pod.id] = _copy(pod)
-        for container in containers:
-            self.containers[container.id] = _copy(container)
+        self._tables.restore({**self.pods, **{p.id: _copy(p) for p in pods}},
+                             {**self.containers, **{c.id: _copy(c) for c in containers}},
+                             adopted=())
 
     def snapshot(self) -> tuple[list[api.PodSandbox], list[api.Container]]:
         return list(self.pods.values()), list(self.containers.values())
@@ -46,24 +54,14 @@ class RuntimeState:
     def observe(self, event: Event, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
         """Fold a successfully completed lifecycle event into the state."""
-        if event is Event.REMOVE_POD_SANDBOX:
-            if pod is not None:
-                self.pods.pop(pod.id, None)
-            return
-        if event is Event.REMOVE_CONTAINER:
-            if container is not None:
-                self.containers.pop(container.id, None)
-            return
-        if pod is not None and pod.id and (event is Event.RUN_POD_SANDBOX or pod.id in self.pods):
-            self.pods[pod.id] = _copy(pod)
-        if container is None or not container.id:
-            return
-        current = self.containers.get(container.id)
-        if event is Event.CREATE_CONTAINER or current is None:
-            current = self.containers[container.id] = _copy(container)
-        state = _STATE_AFTER.get(event)
-        if state is not None:
-            current.state = state
+        if pod is not None and pod.id not in self.pods and event not in (
+                Event.RUN_POD_SANDBOX, Event.REMOVE_POD_SANDBOX):
+            pod = None  # an event does not create the pod it names
+        if container is not None and container.id:
+            current = self.containers.get(container.id)
+            container = (current if current is not None and event is not Event.CREATE_CONTAINER
+                         else _copy(container))
+        self._tables.fold(FOLD_NAMES[event], None if pod is None else _copy(pod), container)
 
     def apply_update(self, update: api.ContainerUpdate) -> bool:
         """Apply one update; False if the container is unknown or cannot be updated."""

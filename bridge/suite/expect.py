@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from bridge.suite.model import Expectation, operator_of
+from bridge.suite.document import Expectation, operator_of
 
 
 class _Absent:

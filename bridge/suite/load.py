@@ -1,6 +1,6 @@
 """Reading a suite file into what a run needs, or one clear error naming the file and field.
 
-Owns: parsing the YAML, validating it (bridge.suite.model), resolving the files it names
+Owns: parsing the YAML, validating it (bridge.suite.document), resolving the files it names
 relative to the suite, building each case's node (bridge.kube.NodeSpec) and reading and
 translating its manifests exactly as `try` does (bridge.kube), and the bridge configuration
 of a `config` or `url` target. Everything that can be wrong with a suite is found here,
@@ -30,10 +30,10 @@ from bridge.kube import (
     read_documents,
     translate,
 )
-from bridge.simulator.profiles import PROFILES, RuntimeProfile
-from bridge.suite.model import Case, Expectation, Node, Suite
-from bridge.trial.command import HOSTNAME_LABEL, with_topology
+from bridge.runtime_facts.profiles import PROFILES, RuntimeProfile
+from bridge.suite.document import Case, Expectation, Node, Suite
 from bridge.trial.private_server import PrivatePolicies
+from bridge.trial.try_command import HOSTNAME_LABEL, with_topology
 
 
 class SuiteError(Exception):

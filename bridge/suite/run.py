@@ -7,7 +7,7 @@ case one trial (bridge.trial.play.run_trial: the real bridge, the runtime simula
 results (bridge.trial.report.results) checked against the expectations (bridge.suite.expect).
 A webhook call that failed makes the case fail whatever the expectations say: a policy that
 cannot be reached passes nothing.
-Must not: print, or decide exit codes (bridge.suite.command).
+Must not: print, or decide exit codes (bridge.suite.suite_command).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns: the run of `nri-webhook-bridge try`: a private directory with the relay
 (bridge.trial.relay), the simulated runtime (bridge.simulator, over the real NRI socket
 protocol), and the bridge as a real `nri-webhook-bridge run` process connected to it; then,
-per pod, kubelet's CRI calls in kubelet's order (bridge.kube.lifecycle, which the test kit's
+per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
 started — a snapshot of what each container ends with, and the teardown (stop, remove).
@@ -31,8 +31,8 @@ import yaml
 from bridge.config_file import BridgeConfig
 from bridge.errors import BridgeError
 from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
-from bridge.simulator.cri import CriResult, run_cri
-from bridge.simulator.profiles import RuntimeProfile
+from bridge.runtime_facts.profiles import RuntimeProfile
+from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay
@@ -201,7 +201,7 @@ def _tail(path: Path) -> str:
 
 async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
                 index: int) -> PodRun:
-    """Drive kubelet's order (bridge.kube.lifecycle) over the simulated runtime."""
+    """Drive kubelet's order (bridge.kube.call_order) over the simulated runtime."""
     sandbox = pod_sandbox(pod, profile, index)
     run = PodRun(pod, sandbox.id)
     ctrs = {spec.name: container(pod, spec, sandbox, profile) for spec in pod.containers}

@@ -1,7 +1,9 @@
 """Webhook delegation: NRI events become HTTP calls to policy services, replies become NRI answers.
 
-Modules: `config` (specs from YAML), `selector`, `client` + `http1` (kept-alive HTTP/1.1
-connections, replies parsed by httptools), `breaker`, `webhook` (one call), `guard` + `values`
-+ `kinds` (reply checks, allow list), `merge` (ownership, conflicts), `payload` (envelopes),
-`failures` (why a call failed), `fanout` (the EventHandler).
+Owns nothing itself: `specs` (the config section, validated), `selector` (which pods),
+`client` + `http1` (kept-alive HTTP/1.1 connections, replies parsed by httptools), `breaker`,
+`webhook` (one call), `guard` + `reply_walk` + `values` + `kinds` (reply checks, allow list),
+`reply_merge` (ownership, conflicts), `failures` (why a call failed), `log_text` (reply text
+for a log line), `fanout` (the EventHandler). The request envelope is the contract's
+(`bridge.contract.request_body`).
 """

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from bridge.contract.cpu_list import CpuListError, check_cpu_list
+from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
 from bridge.errors import BridgeError
 from bridge.proto.nri import api_pb2 as api
 
@@ -31,7 +31,7 @@ class ValueProblem(BridgeError):
 
 def check_cpuset(text: str, path: str) -> None:
     """A CPU or memory-node list as the runtime writes it: the contract's grammar
-    (bridge.contract.cpu_list), exactly as sent, no whitespace."""
+    (bridge.contract.cpu_list_grammar), exactly as sent, no whitespace."""
     try:
         check_cpu_list(text)
     except CpuListError as exc:

@@ -1,13 +1,23 @@
-"""The reply body for a merged decision (the webhook contract's JSON).
+"""The reply body for a merged decision (the webhook contract's JSON), and its check.
 
 Owns the conversion of ``Decision`` values to the reply's JSON objects, with proto field names
-and only the set fields. Must not merge, validate or do I/O.
+and only the set fields, and the one check of a reply against the contract (``reply_body``:
+encoded once, checked against ``WebhookReply``, remembered when it passed) that the hot route
+and the test kit both use, so a reply the kit accepts is one the server sends. Must not merge
+or do I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import orjson
+from pydantic import ValidationError
+
+from bridge.contract import WebhookReply
+from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
+from policy_server.exceptions import InvalidReplyError
 from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision
 from policy_server.sdk.model import Mount
 from policy_server.sdk.oci import hooks_to_json
@@ -103,3 +113,26 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
     if decision.warnings:
         out["warnings"] = list(decision.warnings)
     return out
+
+
+# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
+# check costs several times its micro-benchmark figure, its validator being cold
+# (docs/performance.md#numbers-behind-the-code).
+MAX_CHECKED = MAX_ENTRIES
+_CHECKED: CheckedReplies[bytes, bool] = CheckedReplies(MAX_CHECKED)
+
+
+def reply_body(reply: Mapping[str, Any]) -> bytes:
+    """``reply`` as the bytes the server sends, checked against the contract's
+    ``WebhookReply`` (the JSON check, as the bridge reads them); raises
+    ``InvalidReplyError`` when it is outside the contract. A body that passed is remembered by
+    its bytes; one that failed is checked again each time."""
+    body = orjson.dumps(reply)
+    if _CHECKED.get(body):
+        return body
+    try:
+        WebhookReply.model_validate_json(body)
+    except ValidationError as exc:
+        raise InvalidReplyError(exc.errors(), str(exc)) from None
+    _CHECKED.remember(body, body, True)
+    return body

@@ -15,7 +15,7 @@ strict mode's complaint is about a field the SDK reads (``1`` for ``dry_run``: "
 boolean, got a number"), else it is answered (``1`` for a boolean only the contract reads, as
 it always was): its ``Event`` is built by the same conversion from the lax model. A
 ``budget_ms`` of 2**64 or more is explained too (orjson decodes it as a float, which the
-contract refuses), as it always was. tests/policy_server/test_request_path.py proves every
+contract refuses), as it always was. tests/policy_server/engine/test_request_path.py proves every
 answer equal to the server's answer before the request path was unified.
 
 ``synchronize_event`` builds the Synchronize the server sends itself (resync, the node

@@ -1,6 +1,6 @@
 """Host effects: what the policy server changes on the node besides NRI's answers.
 
-Owns the cgroup executor (``cgroups``), resctrl groups (``resctrl``), core scheduling cookies
+Owns the cgroup executor (``cgroups``), resctrl groups (``resctrl_fs``), core scheduling cookies
 (``coresched``), ``/proc`` writes (``procfs``), the start-up probe of what can take effect
 (``probe``) and the periodic node reconciler (``reconciler``). Every path has a configurable
 root so tests use a fake tree.

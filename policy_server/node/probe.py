@@ -13,15 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from policy_server.koordinator.hooks.group_identity import BVT_FILE
-from policy_server.koordinator.node_plan import SYSCTL_GROUP_IDENTITY
-from policy_server.koordinator.rules import Rules
 from policy_server.node import coresched
 from policy_server.node.cgroup_files import container_cgroup_files
 from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts
+from policy_server.sdk.node_plan import BVT_FILE, SYSCTL_GROUP_IDENTITY, NodeNeeds
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +84,11 @@ def probe_node(
     reconciler: NodeReconciler | None,
     procfs: Procfs,
     reconcile_interval_s: float,
-    rules: Rules,
+    needs: NodeNeeds,
     facts: NodeFacts,
 ) -> dict[str, Any]:
-    """Probe every part; log one line per part that cannot take effect."""
+    """Probe every part; log one line per part that cannot take effect (a warning for what
+    ``needs``, the policies' configurations in force, ask for)."""
     cgroups = executor.probe()
     state: dict[str, Any] = {
         "mode": executor.mode.value,
@@ -133,17 +132,16 @@ def probe_node(
         state["reconciler"] = {"running": False, "reason": "--reconcile-interval 0"}
     else:
         state["reconciler"] = {"running": True, "interval_s": reconcile_interval_s, "reason": ""}
-    _log_once(state, executor.mode, rules)
+    _log_once(state, executor.mode, needs)
     return state
 
 
-def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
+def _log_once(state: dict[str, Any], mode: ExecutorMode, needs: NodeNeeds) -> None:
     container_off = state["group_identity"]["container_unified_reason"]
     if container_off:
         # Said whatever the mode: it is about replies, not node effects. A warning when the
         # rules in force ask for the mapping (it is overridden), worth knowing otherwise.
-        asked = rules.features.GroupIdentity and rules.group_identity_kernel_support
-        level = logging.WARNING if asked else logging.INFO
+        level = logging.WARNING if needs.container_group_identity else logging.INFO
         log.log(level, "group identity on containers is off: %s", container_off)
     if mode is ExecutorMode.OFF:
         log.warning("node effects are off (--pod-cgroup-writes off): report only")
@@ -167,16 +165,10 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode, rules: Rules) -> None:
             "pass)",
             units["reason"],
         )
-    features = rules.features
     for part, key, what, wanted in (
-        ("resctrl", "usable", "resctrl groups (Resctrl)", features.Resctrl),
-        ("core_sched", "supported", "core scheduling (CoreSched)", features.CoreSched),
-        (
-            "group_identity",
-            "kernel",
-            "group identity (cpu.bvt_warp_ns)",
-            features.GroupIdentity and rules.group_identity_enabled,
-        ),
+        ("resctrl", "usable", "resctrl groups (Resctrl)", needs.resctrl),
+        ("core_sched", "supported", "core scheduling (CoreSched)", needs.core_sched),
+        ("group_identity", "kernel", "group identity (cpu.bvt_warp_ns)", needs.group_identity),
         ("reconciler", "running", "the reconciler", True),
     ):
         if not state[part][key]:

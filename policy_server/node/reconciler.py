@@ -1,21 +1,22 @@
 """The node reconciler: koordlet's periodic re-application of what it decided, with drift counts.
 
-One ``run`` pass (every ``--reconcile-interval`` seconds, and after each rule change):
+Serves every policy with a reconcile hook (``Policy.reconcile``, koordinator-qos's among them)
+without knowing any. One ``run`` pass (every ``--reconcile-interval`` seconds, and after each
+configuration change):
 
 1. fetch all pods and containers from the bridge (``GET /v1/state``);
 2. if the cgroup tree is readable, replace each container's resources by what its cgroup files
    say now, so a value reset behind our back shows up as a difference;
-3. evaluate koordinator-qos as a Synchronize: container differences become updates pushed
+3. evaluate each such policy as a Synchronize: container differences become updates pushed
    through the bridge (``POST /v1/updates``; NRI writes them);
-4. compare every pod-level value (batch sums, pinned pods' quota -1, bvt) with the pod cgroup
-   file and rewrite the ones that differ; create or fix resctrl groups and remove the
-   ``koordlet-`` groups of pods that are gone;
-5. write the kube-QoS-level values (``cpu.bvt_warp_ns``, ``cpu.idle``) of the kube-QoS cgroups
-   the pods live in, keep processes' ``oom_score_adj`` current, assign core-scheduling
-   cookies, and set the kernel switches group identity / core scheduling need.
+4. compare every pod-level value of its decision's effects (``CgroupWrite``) with the pod
+   cgroup file and rewrite the ones that differ; create or fix resctrl groups and remove the
+   ``koordlet-`` groups no effect asks for (pods that are gone);
+5. carry out the hooks' ``NodePlan``: cgroup values above the pods (kube-QoS level), processes'
+   ``oom_score_adj``, core-scheduling cookies, kernel switches.
 
-Must not: decide anything itself (the decisions are the policy's and ``node_plan``'s), or let one
-failing part stop the others. Drift found/fixed are counted per level in the metrics.
+Must not: decide anything itself (the decisions and plans are the policies'), name a policy, or
+let one failing part stop the others. Drift found/fixed are counted per level in the metrics.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import synchronize_event
-from policy_server.koordinator import node_plan
-from policy_server.koordinator.rules import Rules
-from policy_server.koordinator.target import PodTarget
 from policy_server.node import coresched
 from policy_server.node.cgroups import (
     CgroupExecutor,
@@ -47,7 +45,9 @@ from policy_server.node.cgroups import (
 from policy_server.node.cpu_weight import WeightFormula, to_weight
 from policy_server.node.procfs import Procfs
 from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
+from policy_server.sdk.extension import ReconcileHook
 from policy_server.sdk.model import Container, Event, Memory, Resources
+from policy_server.sdk.node_plan import NO_PLAN, CoreSchedGroup, KernelSwitch, OomScore
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
@@ -138,8 +138,7 @@ class NodeReconciler:
         executor: CgroupExecutor,
         bridge: BridgeControl,
         metrics: Metrics,
-        policy: str,
-        rules: Callable[[], Rules],
+        plans: Mapping[str, ReconcileHook],
         observe: Callable[[Evaluation], None],
         procfs: Procfs | None = None,
         prctl: coresched.Prctl | None = None,
@@ -148,8 +147,7 @@ class NodeReconciler:
         self.executor = executor
         self.bridge = bridge
         self.metrics = metrics
-        self.policy = policy
-        self.rules = rules
+        self.plans = dict(plans)  # policy name -> its reconcile hook, in registry order
         self.observe = observe
         self.procfs = procfs or Procfs()
         self.files = ContainerFiles(executor)
@@ -190,16 +188,16 @@ class NodeReconciler:
             if self.files.v2:
                 weights = self.executor.weights.learn(_weight_observations(event, values))
             event = _with_file_values(event, values, weights)
-        with paused_gc():  # the whole node (bridge.contract.gc_pause)
-            evaluation = self.engine.evaluate(self.policy, event)
-        self.observe(evaluation)
-        for warning in evaluation.decision.warnings:
-            log.warning("reconcile policy=%s: %s", self.policy, warning)
-        await self._push(updates_to_json(evaluation.decision), report)
-        rules = self.rules()
-        await asyncio.to_thread(
-            self._node, evaluation.decision.effects, event, snapshot, rules, report
-        )
+        effects: list[Effect] = []
+        for name in self.plans:
+            with paused_gc():  # the whole node (bridge.contract.gc_pause)
+                evaluation = self.engine.evaluate(name, event)
+            self.observe(evaluation)
+            for warning in evaluation.decision.warnings:
+                log.warning("reconcile policy=%s: %s", name, warning)
+            await self._push(updates_to_json(evaluation.decision), report)
+            effects.extend(evaluation.decision.effects)
+        await asyncio.to_thread(self._node, effects, event, snapshot, report)
         for level, count in report.found.items():
             self.metrics.drift_found.labels(level).inc(count)
         for level, count in report.fixed.items():
@@ -231,25 +229,27 @@ class NodeReconciler:
         effects: Sequence[Effect],
         event: Event,
         snapshot: BridgeState,
-        rules: Rules,
         report: PassReport,
     ) -> None:
         if self.executor.mode is not ExecutorMode.ON:
             return
+        # The hooks are pure but walk every pod: computed here, off the event loop.
+        plan = NO_PLAN
+        for hook in self.plans.values():
+            plan = plan.merged(hook(event))
+        pods = frozenset(pod.id for pod in event.pods)
         self._pod_effects(effects, report)
-        self._resctrl_gc(effects, rules, report)
-        pods = self._pods(event)
-        parents = [p.pod.cgroup_parent for p in pods.values() if p.pod.cgroup_parent]
-        self._pod_effects(node_plan.kube_qos_writes(parents, rules), report, level="qos")
-        core_sched = rules.features.CoreSched and self.core_sched[0] and self.prctl is not None
-        if rules.features.OOMScoreAdj or core_sched:
+        self._resctrl_gc(effects, report)
+        self._pod_effects(plan.cgroup_writes, report, level="qos")
+        core_sched = plan.core_sched is not None and self.core_sched[0] and self.prctl is not None
+        if plan.oom_scores or core_sched:
             # Both walk the same containers; their PIDs are read from the cgroups once.
             running = self._containers(snapshot, pods)
-            if rules.features.OOMScoreAdj:
-                self._oom(running, report)
-            if core_sched:
-                self._core_sched(running, rules, report)
-        self._kernel_switches(rules, report)
+            if plan.oom_scores:
+                self._oom(running, plan.oom_scores, report)
+            if core_sched and plan.core_sched is not None:
+                self._core_sched(running, plan.core_sched, report)
+        self._kernel_switches(plan.kernel_switches, report)
 
     def _pod_effects(
         self, effects: Sequence[Effect], report: PassReport, level: str = "pod"
@@ -270,7 +270,7 @@ class NodeReconciler:
                 elif result == "failed":
                     report.errors.append(f"resctrl group {effect.name}: {detail}")
 
-    def _resctrl_gc(self, effects: Sequence[Effect], rules: Rules, report: PassReport) -> None:
+    def _resctrl_gc(self, effects: Sequence[Effect], report: PassReport) -> None:
         """Remove the groups of pods that are gone (koordlet's RemoveUnusedResctrlPath)."""
         wanted = {e.name for e in effects if isinstance(e, ResctrlGroup)}
         for name in self.executor.resctrl.groups():
@@ -281,28 +281,32 @@ class NodeReconciler:
             report.fixed["resctrl"] += len(done.written)
             report.errors.extend(done.failed)
 
-    def _pods(self, event: Event) -> dict[str, PodTarget]:
-        return {pod.id: PodTarget.of(pod) for pod in event.pods}
-
     def _containers(
-        self, snapshot: BridgeState, pods: dict[str, PodTarget]
-    ) -> list[tuple[PodTarget, str, list[int]]]:
-        """(pod, container name, PIDs in its cgroup) of every running container."""
+        self, snapshot: BridgeState, pods: frozenset[str]
+    ) -> list[tuple[str, str, list[int]]]:
+        """(pod id, container name, PIDs in its cgroup) of every running container of a known
+        pod."""
         out = []
         for c in snapshot.containers:
             if c.get("state") == "CONTAINER_STOPPED":
                 continue
-            pod = pods.get(str(c.get("pod_sandbox_id", "")))
+            pod_id = str(c.get("pod_sandbox_id", ""))
             linux = c.get("linux") if isinstance(c.get("linux"), dict) else {}
             path = linux.get("cgroups_path") if linux else None
-            if pod is None or not isinstance(path, str) or not path:
+            if pod_id not in pods or not isinstance(path, str) or not path:
                 continue
-            out.append((pod, str(c.get("name", "")), self.files.pids(path)))
+            out.append((pod_id, str(c.get("name", "")), self.files.pids(path)))
         return out
 
-    def _oom(self, running: list[tuple[PodTarget, str, list[int]]], report: PassReport) -> None:
-        for pod, name, pids in running:
-            value, _warning = node_plan.oom_score(pod, name)
+    def _oom(
+        self,
+        running: list[tuple[str, str, list[int]]],
+        scores: Sequence[OomScore],
+        report: PassReport,
+    ) -> None:
+        wanted = {(s.pod_id, s.container): s.value for s in scores}
+        for pod_id, name, pids in running:
+            value = wanted.get((pod_id, name))
             if value is None:
                 continue
             for pid in pids:
@@ -317,17 +321,20 @@ class NodeReconciler:
                     report.errors.append(error)
 
     def _core_sched(
-        self, running: list[tuple[PodTarget, str, list[int]]], rules: Rules, report: PassReport
+        self,
+        running: list[tuple[str, str, list[int]]],
+        wanted: Sequence[CoreSchedGroup],
+        report: PassReport,
     ) -> None:
         if self.prctl is None:
             return
-        rule = node_plan.core_sched_rule(rules)
+        by_pod = {g.pod_id: g.group for g in wanted}
         groups: dict[str, list[int]] = {}
         clear: list[int] = []
-        for pod, _name, pids in running:
-            if not node_plan.manages_core_sched(pod):
-                continue
-            group = node_plan.core_sched_group(pod, rule)
+        for pod_id, _name, pids in running:
+            if pod_id not in by_pod:
+                continue  # not managed (koordinator-qos: SYSTEM pods)
+            group = by_pod[pod_id]
             if group is None:
                 clear.extend(pids)
             else:
@@ -338,8 +345,9 @@ class NodeReconciler:
         report.fixed["coresched"] += changed
         report.errors.extend(outcome.errors)
 
-    def _kernel_switches(self, rules: Rules, report: PassReport) -> None:
-        for name, value in node_plan.kernel_switches(rules).items():
+    def _kernel_switches(self, switches: Sequence[KernelSwitch], report: PassReport) -> None:
+        for switch in switches:
+            name, value = switch.name, switch.value
             current = self.procfs.kernel_switch(name)
             if current is None or current == value:
                 continue  # this kernel has no such switch, or it is set already

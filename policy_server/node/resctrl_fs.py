@@ -4,7 +4,7 @@ Owns every read and write under the resctrl root (``/sys/fs/resctrl`` by default
 so tests can use a fake tree): the probe (mounted, with L3 CAT), the node's cache geometry (the
 root's ``info/L3/cbm_mask`` and the cache ids of the root ``schemata``), the CPU vendor (from
 ``/proc/cpuinfo``, for the MBA value), and group directories named ``koordlet-<pod uid>``.
-Schemata arithmetic lives in ``policy_server.koordinator.resctrl_schemata`` (pure).
+Schemata arithmetic lives in ``resctrl_masks`` (pure).
 
 Must not: touch groups it did not name (only ``koordlet-`` directories are listed or removed),
 or raise out of ``ensure``/``remove`` for an I/O error (they return what happened).
@@ -19,9 +19,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from policy_server.koordinator import keys
-from policy_server.koordinator.resctrl_schemata import schemata_lines
+from policy_server.node.resctrl_masks import schemata_lines
 from policy_server.sdk.decision import ResctrlGroup
+from policy_server.sdk.node_plan import RESCTRL_GROUP_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,13 @@ class ResctrlFS:
             return sorted(
                 entry.name
                 for entry in os.scandir(self.root)
-                if entry.is_dir() and entry.name.startswith(keys.RESCTRL_GROUP_PREFIX)
+                if entry.is_dir() and entry.name.startswith(RESCTRL_GROUP_PREFIX)
             )
         except OSError:
             return []
 
     def _path(self, name: str) -> Path:
-        if not name.startswith(keys.RESCTRL_GROUP_PREFIX) or "/" in name or name in (".", ".."):
+        if not name.startswith(RESCTRL_GROUP_PREFIX) or "/" in name or name in (".", ".."):
             raise ValueError(f"refusing resctrl group name {name!r}")
         return self.root / name
 

@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import policy_server.policies.pod_annotations as notes
-from bridge.contract.catalogue import EventName
-from bridge.contract.nri_version import nri_version_of
 from policy_server.policies.pod_annotations import AnnotationError
 from policy_server.policies.policy_config import (
     NonEmptyString,
@@ -43,7 +41,17 @@ from policy_server.policies.policy_config import (
     Strings,
     describe_value,
 )
-from policy_server.sdk import Adjustment, Decision, Device, Event, FailurePolicy, Mount, Policy
+from policy_server.sdk import (
+    Adjustment,
+    Decision,
+    Device,
+    Event,
+    EventName,
+    FailurePolicy,
+    Mount,
+    Policy,
+    nri_version_of,
+)
 
 NAME = "device-injector"
 DESCRIPTION = "devices, mounts and CDI devices from pod annotations, within allow lists"

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bridge.contract.catalogue import EventName
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
 from policy_server.policies.policy_config import Paths, PolicyConfig, PolicySettings
 from policy_server.sdk import (
@@ -30,6 +29,7 @@ from policy_server.sdk import (
     Container,
     Decision,
     Event,
+    EventName,
     FailurePolicy,
     Policy,
     StagedHook,

@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from policy_server.sdk import PolicyLoadError
+from policy_server.sdk import UNKNOWN_NODE, NodeFacts, PolicyLoadError
 
 _NO_DOC: Mapping[str, Any] = MappingProxyType({})
 
@@ -41,6 +41,10 @@ class PolicySettings:
     source: str = "defaults"
     # Relative paths in the document are relative to the file's directory.
     base_dir: Path | None = None
+    # The file itself (None: defaults), for a policy that reads or watches it on its own.
+    path: Path | None = None
+    # What the server found out about the host at start-up (cgroup version, files).
+    node: NodeFacts = UNKNOWN_NODE
 
     def error(self, key: str, message: str) -> PolicyConfigError:
         where = f"{key}: " if key else ""
@@ -135,10 +139,10 @@ def describe_value(value: object) -> str:
     return "a mapping"
 
 
-def load_settings(name: str, path: Path | None) -> PolicySettings:
+def load_settings(name: str, path: Path | None, node: NodeFacts = UNKNOWN_NODE) -> PolicySettings:
     """Read ``path`` (or nothing: the defaults); raises ``PolicyConfigError``."""
     if path is None:
-        return PolicySettings(name)
+        return PolicySettings(name, node=node)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -156,4 +160,6 @@ def load_settings(name: str, path: Path | None) -> PolicySettings:
     if not isinstance(doc, dict):
         got = describe_value(doc)
         raise PolicyConfigError(f"policy {name}: {path} must hold a mapping, not {got}")
-    return PolicySettings(name, MappingProxyType(doc), str(path), path.parent.absolute())
+    return PolicySettings(
+        name, MappingProxyType(doc), str(path), path.parent.absolute(), path, node
+    )

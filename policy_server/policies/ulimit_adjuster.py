@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
-from bridge.contract.catalogue import EventName
 from policy_server.policies.pod_annotations import AnnotationError
 from policy_server.policies.policy_config import AnyMapping, PolicyConfig, PolicySettings
-from policy_server.sdk import Adjustment, Decision, Event, FailurePolicy, Policy, Rlimit
+from policy_server.sdk import Adjustment, Decision, Event, EventName, FailurePolicy, Policy, Rlimit
 
 NAME = "ulimit-adjuster"
 DESCRIPTION = "rlimits (ulimits) for containers from pod annotations"

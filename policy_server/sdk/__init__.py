@@ -6,12 +6,16 @@ read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it ret
 with its decorators and failure policy, the errors a handler may raise, the cpu-list grammar
 and the merge of several handlers' decisions.
 
+Also the extension points beyond handlers (``extension``: background task, state description,
+reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node).
 Must not: import the engine, the server, host I/O or the bridge link; do I/O. The built-in
-policies (``policy_server.policies``) and koordinator-qos (``policy_server.koordinator``) import
-only this face (an import-linter contract): what they need, every author gets.
+policies (``policy_server.policies``, koordinator-qos among them) import only this face (an
+import-linter contract): what they need, every author gets.
 """
 
 from bridge.contract.catalogue import EventName
+from bridge.contract.nri_version import nri_version_of
+from bridge.contract.quantity import value_of as quantity_value
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
 from policy_server.sdk.cpu_list import (
     canonical_cpu_list,
@@ -33,39 +37,66 @@ from policy_server.sdk.decision import (
     ResourcePatch,
     merge,
 )
+from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
 from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
+from policy_server.sdk.node_plan import (
+    BVT_FILE,
+    NO_NEEDS,
+    NO_PLAN,
+    RESCTRL_GROUP_PREFIX,
+    SYSCTL_GROUP_IDENTITY,
+    CoreSchedGroup,
+    KernelSwitch,
+    NodeNeeds,
+    NodePlan,
+    OomScore,
+)
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
 from policy_server.sdk.registry import FailurePolicy, Policy, PolicyState
 
 __all__ = [
+    "BVT_FILE",
     "CPU",
+    "NO_NEEDS",
+    "NO_PLAN",
     "NO_RESOURCES",
+    "RESCTRL_GROUP_PREFIX",
+    "SYSCTL_GROUP_IDENTITY",
     "UNKNOWN_NODE",
     "Adjustment",
     "CgroupWrite",
+    "ConfigStatus",
     "Container",
     "ContainerUpdate",
+    "CoreSchedGroup",
     "Decision",
     "Device",
     "Effect",
     "Event",
     "EventName",
     "Eviction",
+    "Extensions",
     "FailurePolicy",
     "Hook",
     "HookStage",
     "HostDirectory",
+    "KernelSwitch",
     "Memory",
     "Mount",
     "NodeFacts",
+    "NodeNeeds",
+    "NodePlan",
     "NodeView",
+    "OomScore",
     "Pod",
     "Policy",
     "PolicyError",
+    "PolicyHost",
     "PolicyLoadError",
     "PolicyState",
+    "ReloadResult",
     "ResctrlGroup",
     "ResctrlGroupRemoval",
     "ResourcePatch",
@@ -78,5 +109,7 @@ __all__ = [
     "format_cpu_list",
     "merge",
     "no_strings",
+    "nri_version_of",
     "parse_cpu_list",
+    "quantity_value",
 ]

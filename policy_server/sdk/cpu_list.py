@@ -1,4 +1,5 @@
-"""Linux CPU lists for policies: the bridge contract's one grammar (bridge.contract.cpu_list).
+"""Linux CPU lists for policies: the bridge contract's one grammar
+(bridge.contract.cpu_list_grammar).
 
 Shared by every policy that handles cpusets (koordinator-qos, cpu-pools). `check_cpu_list`
 takes text from a config value, an annotation or a /sys file: it strips the ends (a trailing
@@ -8,17 +9,23 @@ rule, docs/policy-server.md). Pure; must not read ``/sys`` or know about policie
 
 from __future__ import annotations
 
-from bridge.contract.cpu_list import (
+from bridge.contract.cpu_list_grammar import (
     MAX_CPU_ID,
     CpuListError,
     canonical_cpu_list,
     format_cpu_list,
     parse_cpu_list,
 )
-from bridge.contract.cpu_list import check_cpu_list as _check
+from bridge.contract.cpu_list_grammar import check_cpu_list as _check
 
-__all__ = ["MAX_CPU_ID", "CpuListError", "canonical_cpu_list", "check_cpu_list",
-           "format_cpu_list", "parse_cpu_list"]
+__all__ = [
+    "MAX_CPU_ID",
+    "CpuListError",
+    "canonical_cpu_list",
+    "check_cpu_list",
+    "format_cpu_list",
+    "parse_cpu_list",
+]
 
 
 def check_cpu_list(text: str) -> str:

@@ -25,7 +25,13 @@ from policy_server.sdk.model import Container, Event, Pod
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
 __all__ = [
-    "CREATED", "MAX_OBJECTS", "RUNNING", "STOPPED", "NodeSnapshot", "NodeState", "NodeView",
+    "CREATED",
+    "MAX_OBJECTS",
+    "RUNNING",
+    "STOPPED",
+    "NodeSnapshot",
+    "NodeState",
+    "NodeView",
 ]
 
 
@@ -96,8 +102,7 @@ class NodeState:
 
     def __init__(self, facts: NodeFacts = UNKNOWN_NODE) -> None:
         self.facts = facts
-        self._tables: NodeTables[Pod, Container] = NodeTables("node view", _state_of,
-                                                              _with_state)
+        self._tables: NodeTables[Pod, Container] = NodeTables("node view", _state_of, _with_state)
         self.pods: dict[str, Pod] = self._tables.pods
         self.containers: dict[str, Container] = self._tables.containers
         self.pods_view: Mapping[str, Pod] = MappingProxyType(self.pods)
@@ -107,8 +112,9 @@ class NodeState:
         self.view = NodeView(self)
 
     def snapshot(self) -> NodeSnapshot:
-        return NodeSnapshot(dict(self.pods), dict(self.containers), self._tables.adopted,
-                            self.synced)
+        return NodeSnapshot(
+            dict(self.pods), dict(self.containers), self._tables.adopted, self.synced
+        )
 
     def restore(self, snapshot: NodeSnapshot) -> None:
         """Back to ``snapshot``, in place (the views stay valid). The generation still moves

@@ -18,7 +18,10 @@ run in registration order and their outputs are merged.
 State a policy keeps between events is registered with ``Policy.state`` (a ``PolicyState``:
 ``snapshot()``/``restore()``): the engine then answers a dry-run request (``dry_run: true``: a
 shadow-mode webhook, ``replay``, ``try``) from a separate dry-run copy, so a dry run never
-changes what a real request sees. Must not import web frameworks or the engine.
+changes what a real request sees. What a policy may have besides handlers (a background task,
+a state description, a reconcile hook, node needs) is registered with the decorators
+``background``, ``describe``, ``config_status``, ``reconcile`` and ``node_needs``
+(``sdk.extension``). Must not import web frameworks or the engine.
 """
 
 from __future__ import annotations
@@ -26,13 +29,22 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar, overload
 
 from bridge.contract.catalogue import EventName
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
 from policy_server.sdk.decision import Decision
+from policy_server.sdk.extension import (
+    NO_EXTENSIONS,
+    BackgroundTask,
+    ConfigHook,
+    Extensions,
+    NeedsHook,
+    ReconcileHook,
+    StateDescription,
+)
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_view import NodeState, NodeView
 
@@ -40,6 +52,11 @@ C = TypeVar("C")
 H = TypeVar("H", bound=Callable[..., Decision | None])
 Obs = TypeVar("Obs", bound=Callable[..., None])
 S = TypeVar("S", bound="PolicyState")
+B = TypeVar("B", bound=BackgroundTask)
+D = TypeVar("D", bound=StateDescription)
+CH = TypeVar("CH", bound=ConfigHook)
+RH = TypeVar("RH", bound=ReconcileHook)
+NH = TypeVar("NH", bound=NeedsHook)
 Observer = Callable[[Event, NodeView], None]
 
 _POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -143,6 +160,7 @@ class Policy(Generic[C]):
         self._observers: list[tuple[frozenset[EventName], Observer]] = []
         self._by_event: dict[EventName, tuple[HandlerSpec[C], ...]] = {}
         self._states: list[PolicyState] = []
+        self._extensions = NO_EXTENSIONS
 
     def on(self, *events: EventName | str, name: str | None = None) -> Callable[[H], H]:
         """Register the decorated function for ``events`` (at least one)."""
@@ -206,6 +224,44 @@ class Policy(Generic[C]):
     def restore_state(self, snapshots: tuple[object, ...]) -> None:
         for kept, snapshot in zip(self._states, snapshots, strict=True):
             kept.restore(snapshot)
+
+    # --- extension points (sdk.extension) ---------------------------------------------------
+
+    def background(self, fn: B) -> B:
+        """Run ``async def fn(host)`` for as long as the server runs (one task per policy)."""
+        self._extend("background", fn)
+        return fn
+
+    def describe(self, fn: D) -> D:
+        """Serve ``fn()`` (a JSON-able mapping) as ``GET /v1/policies/{name}/state``."""
+        self._extend("describe", fn)
+        return fn
+
+    def config_status(self, fn: CH) -> CH:
+        """``fn()`` says where the configuration comes from and how its last load went."""
+        self._extend("config", fn)
+        return fn
+
+    def reconcile(self, fn: RH) -> RH:
+        """Have the node reconciler re-evaluate this policy on every pass and carry out the
+        ``NodePlan`` that ``fn(synchronize_event)`` returns."""
+        self._extend("reconcile", fn)
+        return fn
+
+    def node_needs(self, fn: NH) -> NH:
+        """``fn()`` says which node features the configuration in force asks for."""
+        self._extend("needs", fn)
+        return fn
+
+    def _extend(self, point: str, fn: Any) -> None:
+        if getattr(self._extensions, point) is not None:
+            raise PolicyLoadError(f"policy {self.name}: a second {point} hook registered")
+        changes: dict[str, Any] = {point: fn}
+        self._extensions = replace(self._extensions, **changes)
+
+    @property
+    def extensions(self) -> Extensions:
+        return self._extensions
 
     @property
     def handlers(self) -> tuple[HandlerSpec[C], ...]:

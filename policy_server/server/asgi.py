@@ -4,7 +4,9 @@ Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the
 ``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves) is served by
 ``hot_route.HotRoute`` in front of the whole FastAPI app and only documented here: it appears in
 ``/openapi.json`` through a declaration that is never routed (``_documented``). FastAPI serves
-``GET /v1/policies``, ``GET /v1/rules``, ``GET /v1/state`` (node effects), ``GET /healthz``,
+``GET /v1/policies``, ``GET /v1/policies/{name}/state`` (a policy's state description, an SDK
+extension point), ``GET /v1/rules`` (the state of the policy ``--rules`` configures, for
+compatibility), ``GET /v1/state`` (node effects), ``GET /healthz``,
 ``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
 ``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
 (``--metrics-address``).
@@ -18,15 +20,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
-from policy_server.koordinator.rules import rules_summary
+from policy_server import policy_host
+from policy_server.exceptions import UnknownPolicyError
 from policy_server.request_service import PolicyServer
+from policy_server.sdk.extension import ConfigStatus
 from policy_server.server.hot_route import HotRoute
 from policy_server.telemetry import CONTENT_TYPE
 
@@ -59,7 +63,7 @@ def _describe_policies(server: PolicyServer) -> list[dict[str, Any]]:
 
 def create_app(server: PolicyServer) -> HotRoute:
     """The ASGI app for ``server``: ``HotRoute`` in front of the FastAPI app (its ``.app``),
-    whose lifespan runs the rules watcher."""
+    whose lifespan runs the policies' background tasks."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -85,14 +89,11 @@ def create_app(server: PolicyServer) -> HotRoute:
 
     @app.get("/healthz", summary="Liveness and rules status")
     async def healthz() -> dict[str, Any]:
+        status = policy_host.config_status(server.registry) or ConfigStatus()
         return {
             "status": "ok",
             "policies": [p.name for p in server.registry],
-            "rules": {
-                "file": str(server.rules.path) if server.rules.path else None,
-                "generation": server.rules.generation,
-                "last_error": server.rules.last_error,
-            },
+            "rules": status.to_json(),
         }
 
     @app.get("/metrics", summary="Prometheus metrics")
@@ -103,14 +104,22 @@ def create_app(server: PolicyServer) -> HotRoute:
     async def policies() -> dict[str, Any]:
         return {"policies": _describe_policies(server)}
 
-    @app.get("/v1/rules", summary="The koordinator-qos rules in force (defaults filled in)")
+    @app.get("/v1/policies/{name}/state", summary="A policy's own state description")
+    async def policy_state(name: str) -> dict[str, Any]:
+        try:
+            state = policy_host.policy_state(server.registry, name)
+        except UnknownPolicyError:
+            raise HTTPException(404, f"no policy named {name!r}") from None
+        if state is None:
+            raise HTTPException(404, f"policy {name!r} describes no state") from None
+        return dict(state)
+
+    @app.get("/v1/rules", summary="The rules in force of the policy --rules configures")
     async def rules() -> dict[str, Any]:
-        return {
-            "file": str(server.rules.path) if server.rules.path else None,
-            "generation": server.rules.generation,
-            "last_error": server.rules.last_error,
-            "rules": rules_summary(server.rules.current),
-        }
+        state = policy_host.rules_state(server.registry)
+        if state is None:
+            raise HTTPException(404, "no policy configured by --rules is served")
+        return dict(state)
 
     @app.get("/v1/state", summary="Which node effects take effect here, and the reconciler")
     async def state() -> dict[str, Any]:

@@ -4,7 +4,8 @@ The bridge calls this once per NRI event while the runtime waits, so it is the o
 written for latency, and the only one for this path (the FastAPI app declares it for the
 OpenAPI document only). The body becomes the SDK's ``Event`` by the one request path
 (``engine.request.parse_request``: one strict pydantic parse, or a 422 naming the field), is
-evaluated, and the reply is checked against ``WebhookReply`` and encoded once (orjson).
+evaluated, and the reply is encoded once and checked against ``WebhookReply``
+(``engine.reply.reply_body``, the check the test kit uses too).
 ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware, routing,
 dependency solving and per-request objects cost more than the route itself
 (docs/performance.md#numbers-behind-the-code). Owns no policy logic (that is
@@ -17,15 +18,13 @@ import logging
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bridge.contract import WebhookReply
-from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
 from bridge.contract.gc_pause import paused_gc
 from policy_server.engine.evaluate import Evaluation
+from policy_server.engine.reply import reply_body
 from policy_server.engine.request import parse_request
-from policy_server.exceptions import RequestError, UnknownPolicyError
+from policy_server.exceptions import InvalidReplyError, RequestError, UnknownPolicyError
 from policy_server.request_service import PolicyServer
 
 log = logging.getLogger(__name__)
@@ -75,29 +74,17 @@ def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
     return _detail(404, f"no policy named {name!r} (known: {known})")
 
 
-# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
-# check costs several times its micro-benchmark figure, its validator being cold
-# (docs/performance.md#numbers-behind-the-code).
-MAX_CHECKED = MAX_ENTRIES
-_CHECKED: CheckedReplies[bytes, bool] = CheckedReplies(MAX_CHECKED)
-
-
 def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
-    body = orjson.dumps(evaluation.reply)
-    if _CHECKED.get(body):
-        return 200, body
     try:
-        WebhookReply.model_validate_json(body)
-    except ValidationError as exc:
+        return 200, reply_body(evaluation.reply)
+    except InvalidReplyError as exc:
         log.error(
             "policy=%s produced a reply outside the contract: %s reply=%s",
             name,
             exc,
             evaluation.reply,
         )
-        return _detail(500, f"policy {name!r} produced an invalid reply: {exc.errors()[:3]}")
-    _CHECKED.remember(body, body, True)
-    return 200, body
+        return _detail(500, f"policy {name!r} produced an invalid reply: {list(exc.errors[:3])}")
 
 
 class HotRoute:

@@ -22,17 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from bridge.contract import WebhookReply
-from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
+from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
 from bridge.contract.replay import Case, Outcome, compare, load_cases
+from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
-from bridge.simulator.profiles import DEFAULT_PROFILE
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
-from policy_server.engine.reply import update_to_json
-from policy_server.exceptions import PolicyServerError, RequestError
+from policy_server.engine.reply import reply_body, update_to_json
+from policy_server.exceptions import InvalidReplyError, PolicyServerError, RequestError
 from policy_server.policies import build_builtin
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
@@ -185,9 +183,9 @@ class PolicyRunner:
             evaluation = self.engine.evaluate_json(name, body)
         except RequestError as exc:
             raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
-        try:
-            WebhookReply.model_validate(evaluation.reply)
-        except ValidationError as exc:
+        try:  # the server's one reply check: the same 500s, as exceptions
+            reply_body(evaluation.reply)
+        except InvalidReplyError as exc:
             raise InvalidReply(f"reply {evaluation.reply} is outside the contract: {exc}") from None
         return Reply(evaluation.reply, evaluation)
 
@@ -265,13 +263,8 @@ def make_request(
     pod's; any other keyword (``linux_resources``, ``pods``, ...) is set as given.
     """
     name = EventName(event)
-    body: dict[str, Any] = copy.deepcopy(dict(base)) if base is not None else {
-        "api_version": API_VERSION,
-        "uid": f"test-{name.value}",
-        "runtime": {"name": "containerd", "version": "2.1.9"},
-        "budget_ms": 1000,
-        "dry_run": False,
-    }  # fmt: skip
+    body: dict[str, Any] = (copy.deepcopy(dict(base)) if base is not None
+                            else default_envelope(name.value, f"test-{name.value}"))
     body["event"] = name.value
     if pod is not None:
         body["pod"] = dict(pod)

@@ -1,14 +1,14 @@
 """`PolicyRunner.send_pod`: a pod manifest's lifecycle through a policy, in-process.
 
 The manifests are translated exactly as `nri-webhook-bridge try` translates them (bridge.kube:
-kubelet's rules, then the simulated runtime's additions from its profile), and the requests
-are the bodies the bridge would POST, in the order `try` plays them (both drive one generator,
-bridge.kube.lifecycle): RunPodSandbox; each init container created, started and stopped (it
-exits) before the next; sidecars and regular containers created and started; then the
-teardown. The container each later event carries is the one the runtime would have: the
-policy's adjustment and updates applied (the simulator's own rules, bridge.simulator.apply). A
-reject stops that container and, for an init container or sidecar, the containers after it, as
-kubelet would. Replies are checked like `send`'s.
+kubelet's rules, then the runtime's additions from its profile, bridge.runtime_facts), and the
+requests are the bodies the bridge would POST, in the order `try` plays them (both drive one
+generator, bridge.kube.call_order): RunPodSandbox; each init container created, started and
+stopped (it exits) before the next; sidecars and regular containers created and started; then
+the teardown. The container each later event carries is the one the runtime would have: the
+policy's adjustment and updates applied (the rules the simulator applies too,
+bridge.runtime_facts.apply). A reject stops that container and, for an init container or
+sidecar, the containers after it, as kubelet would. Replies are checked like `send`'s.
 
 Owns: driving that order for one policy and the per-container result (``PodContainer``, shaped
 like one object of `try --output json`). Must not: start servers or sockets.
@@ -27,7 +27,7 @@ from bridge.contract.adjustment import adjustment_from_json
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
-from bridge.contract.request_body import envelope_document, event_payload
+from bridge.contract.request_body import DEFAULT_BUDGET_MS, envelope_document, event_payload
 from bridge.kube import (
     SNAPSHOT,
     CriPod,
@@ -41,12 +41,9 @@ from bridge.kube import (
     translate,
 )
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_adjustment, apply_update
-from bridge.simulator.cri import CRI_EVENTS
-from bridge.simulator.profiles import DEFAULT_PROFILE, get_profile
-
-# The bridge's per-call budget under the simulator's 2 s request timeout (as `try` runs it).
-BUDGET_MS = 1000
+from bridge.runtime_facts.apply import apply_adjustment, apply_update
+from bridge.runtime_facts.cri_events import CRI_EVENTS
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, get_profile
 
 Send = Callable[[dict[str, Any]], Any]  # body -> Reply (PolicyRunner.send bound to a policy)
 
@@ -101,7 +98,7 @@ def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
         if ctr is not None:
             getattr(request, "container").CopyFrom(ctr)  # noqa: B009
         seq += 1
-        body = envelope_document(event, f"kit-{seq}", runtime, BUDGET_MS, False,
+        body = envelope_document(event, f"kit-{seq}", runtime, DEFAULT_BUDGET_MS, False,
                                  event_payload(event, request))
         reply = send(body)
         for result in results:
@@ -118,7 +115,7 @@ def send_pod(send: Send, paths: Iterable[str | Path], events: frozenset[str],
 def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
           call: Callable[[str, api.PodSandbox, api.Container | None, list[PodContainer]], Any],
           ) -> list[PodContainer]:
-    """Drive kubelet's order (bridge.kube.lifecycle, as `try` does) with the policy in-process:
+    """Drive kubelet's order (bridge.kube.call_order, as `try` does) with the policy in-process:
     the runtime's state of each container kept here, the simulator's rules applied to it."""
     results = {c.name: PodContainer(f"{cri.namespace}/{cri.name}", c.name, c.kind.value,
                                     cri.qos_class, cri.cgroup_parent) for c in cri.containers}

@@ -431,6 +431,6 @@ def bridge_webhooks(text: str, source: str) -> tuple[Any, ...]:
 
 def koordinator_rules(text: str) -> Any:
     """Parse a rules file as ``nri-policy-server --rules`` does."""
-    from policy_server.koordinator.rules import rules_from_yaml
+    from policy_server.policies.koordinator_qos.rules import rules_from_yaml
 
     return rules_from_yaml(text)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.scenario import load_scenario, run_scenario
 from tests.deploy import support as s
+from tests.waiting import log_tail, path_exists, until
 
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
@@ -142,11 +144,11 @@ def compose(root: Path) -> Deployment:
     return d
 
 
-async def _run(argv: Sequence[str], timeout_s: float) -> int:
+async def _passes(argv: Sequence[str], timeout_s: float) -> bool:
     proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.DEVNULL)
     async with asyncio.timeout(timeout_s):
-        return await proc.wait()
+        return await proc.wait() == 0
 
 
 @contextlib.asynccontextmanager
@@ -197,23 +199,6 @@ async def _stop(proc: asyncio.subprocess.Process, log: Path) -> None:
     async with asyncio.timeout(STOP_TIMEOUT_S):
         code = await proc.wait()
     assert code == 0, f"exit {code} on SIGTERM; log:\n{_tail(log)}"
-
-
-async def _wait_for_socket(path: Path, proc: asyncio.subprocess.Process, log: Path) -> None:
-    for _ in range(int(START_TIMEOUT_S / POLL_S)):
-        if _exists(path):
-            return
-        assert proc.returncode is None, f"exited with {proc.returncode}; log:\n{_tail(log)}"
-        await asyncio.sleep(POLL_S)
-    raise AssertionError(f"{path} did not appear within {START_TIMEOUT_S} s")
-
-
-async def _until_ok(argv: Sequence[str], timeout_s: float) -> None:
-    for _ in range(int(START_TIMEOUT_S / POLL_S)):
-        if await _run(argv, timeout_s) == 0:
-            return
-        await asyncio.sleep(POLL_S)
-    raise AssertionError(f"{argv} kept failing for {START_TIMEOUT_S} s")
 
 
 def _mode(path: Path) -> int:
@@ -268,13 +253,17 @@ async def serving(d: Deployment, root: Path) -> AsyncIterator[Served]:
     policy_log, bridge_log = root / "policy-server.log", root / "bridge.log"
 
     async with _process(d.policy_argv, policy_log) as policy:
-        await _wait_for_socket(policy_socket, policy, policy_log)
+        await until(path_exists(policy_socket), what=f"{policy_socket} appears",
+                    timeout_s=START_TIMEOUT_S, interval_s=POLL_S, proc=policy,
+                    details=log_tail(policy_log))
         await runtime.start()
         try:
             async with _process(d.bridge_argv, bridge_log) as bridge:
                 await runtime.wait_plugin(START_TIMEOUT_S)
                 for argv, timeout_s in d.probes:
-                    await _until_ok(argv, timeout_s)
+                    await until(functools.partial(_passes, argv, timeout_s),
+                                what=f"probe {argv} passes", timeout_s=START_TIMEOUT_S,
+                                interval_s=POLL_S)
                 # Shared by group: the bridge and the policy server run as different users.
                 assert _mode(policy_socket) == _mode(control_socket) == 0o660
 

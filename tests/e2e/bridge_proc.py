@@ -14,10 +14,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import wait_until
 
 from .procs import scaled, stop_by_pid
 
@@ -103,17 +104,11 @@ class Bridge:
         self, what: str, match: Callable[[LogLine], bool], timeout_s: float = 15.0
     ) -> LogLine:
         """Wait for a log line that ``match``es; fail with the log tail as context."""
-        timeout_s = scaled(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            for line in self.lines():
-                if match(line):
-                    return line
-            if not self.running():
-                raise BridgeError(f"bridge exited while waiting for {what}:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise BridgeError(f"no {what} in the bridge log after {timeout_s}s:\n{self.tail()}")
-            time.sleep(0.05)
+        def found() -> LogLine | None:
+            return next((line for line in self.lines() if match(line)), None)
+        assert self._proc is not None, "not started"
+        return wait_until(found, what=f"{what} in the bridge log", timeout_s=scaled(timeout_s),
+                          proc=self._proc, details=self.tail)
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.raw_log().splitlines()[-lines:])

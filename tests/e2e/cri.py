@@ -10,13 +10,14 @@ Must not: know about NRI or the bridge; tests assert on what the runtime did.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
+
+from tests.waiting import wait_until
 
 from . import cri_stubs
 from .containerd import CGROUP_PREFIX
@@ -68,28 +69,21 @@ class CriClient:
     def wait_ready(self, timeout_s: float = 30.0) -> Any:
         """Wait until CRI answers Version (the socket exists before CRI serves)."""
         pb = self.pb
-        timeout_s = scaled(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def version() -> Any:
             try:
                 return self.runtime.Version(pb.VersionRequest(), timeout=scaled(2.0))
             except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+                return None
+        return wait_until(version, what="CRI answers Version", timeout_s=scaled(timeout_s),
+                          interval_s=0.1)
 
     def wait_image(self, image: str, timeout_s: float = 30.0) -> None:
         """CRI learns about ctr-imported images asynchronously; wait until it sees one."""
         pb = self.pb
-        timeout_s = scaled(timeout_s)
-        deadline = time.monotonic() + timeout_s
         spec = pb.ImageSpec(image=image)
-        while not self.images.ImageStatus(
-            pb.ImageStatusRequest(image=spec), timeout=CALL_TIMEOUT_S
-        ).HasField("image"):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRI does not see image {image} after {timeout_s}s")
-            time.sleep(0.1)
+        wait_until(lambda: self.images.ImageStatus(
+            pb.ImageStatusRequest(image=spec), timeout=CALL_TIMEOUT_S).HasField("image"),
+            what=f"CRI sees image {image}", timeout_s=scaled(timeout_s), interval_s=0.1)
 
     def run_pod(
         self,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.kube import CriContainer, CriPod
-from bridge.kube.cri import CriResources
+from bridge.kube.cri_config import CriResources
 
 from .containerd import CGROUP_PREFIX
 

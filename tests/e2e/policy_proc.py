@@ -16,12 +16,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.waiting import healthz, wait_until
 
 from .bridge_proc import Bridge
 from .procs import TIME_SCALE, scaled, stop_by_pid
@@ -120,22 +121,16 @@ class PolicyServer:
         return self._proc is not None and self._proc.poll() is None
 
     def wait_healthy(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not self.running():
-                raise PolicyServerError(f"nri-policy-server exited:\n{self.tail()}")
+        def health() -> dict[str, Any] | None:
             try:
                 reply = _uds_get(self.socket, "/healthz")
-                if reply.status_code == 200:
-                    body: dict[str, Any] = reply.json()
-                    return body
             except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise PolicyServerError(
-                    f"nri-policy-server not healthy after {timeout_s}s:\n{self.tail()}"
-                )
-            time.sleep(0.05)
+                return None
+            body: dict[str, Any] | None = reply.json() if reply.status_code == 200 else None
+            return body
+        assert self._proc is not None, "not started"
+        return wait_until(health, what="nri-policy-server is healthy", timeout_s=timeout_s,
+                          proc=self._proc, details=self.tail)
 
     def get(self, path: str) -> dict[str, Any]:
         reply = _uds_get(self.socket, path, timeout_s=5.0)
@@ -194,18 +189,9 @@ class WebhookBridge(Bridge):
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         """``/readyz`` on the control socket: registered with the runtime and serving."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not self.running():
-                raise RuntimeError(f"bridge exited:\n{self.tail()}")
-            try:
-                if _uds_get(self.control_socket, "/readyz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"bridge not ready after {timeout_s}s:\n{self.tail()}")
-            time.sleep(0.05)
+        assert self._proc is not None, "not started"
+        wait_until(healthz(self.control_socket, "/readyz"), what="the bridge is ready",
+                   timeout_s=timeout_s, proc=self._proc, details=self.tail)
 
     def state(self) -> dict[str, Any]:
         """``GET /v1/state``: the pods and containers the bridge knows."""

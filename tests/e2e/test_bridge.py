@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
+
 from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, Bridge, LogLine, has_msg, is_event
 from .conftest import keep_log
 from .containerd import Containerd
@@ -116,10 +118,8 @@ def count(bridge: Bridge, match: Callable[[LogLine], bool]) -> int:
 def wait_containerd_log(
     containerd: Containerd, text: str, offset: int, timeout_s: float = 5
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while text not in containerd.log_since(offset):
-        assert time.monotonic() < deadline, f"containerd never logged {text!r}"
-        time.sleep(0.05)
+    wait_until(lambda: text in containerd.log_since(offset),
+               what=f"containerd logs {text!r}", timeout_s=timeout_s)
 
 
 def test_registers_with_containerd(containerd: Containerd, start_bridge: BridgeFactory) -> None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import grpc
 import pytest
+
+from tests.waiting import wait_until
 
 from .bridge_proc import has_msg
 from .conftest import StackFactory
@@ -56,11 +57,9 @@ def restart(policy: PolicyServer) -> None:
     policy.start()
     policy.wait_healthy()
     # The startup resync: state rebuilt from the bridge's GET /v1/state.
-    deadline = time.monotonic() + MOVE_TIMEOUT_S
-    while policy.raw_log().count("resync policy=cpu-pools") == resyncs:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no resync after the restart:\n{policy.tail()}")
-        time.sleep(0.05)
+    wait_until(lambda: policy.raw_log().count("resync policy=cpu-pools") != resyncs,
+               what="a resync after the restart", timeout_s=MOVE_TIMEOUT_S,
+               details=policy.tail)
 
 
 def cpuset(pid: int) -> str:
@@ -69,13 +68,11 @@ def cpuset(pid: int) -> str:
 
 def wait_cpusets(pids: dict[str, int], expected: str, what: str, stack_logs: str = "") -> None:
     """Until every process's cpuset.cpus is ``expected`` (updates land after the reply)."""
-    deadline = time.monotonic() + MOVE_TIMEOUT_S
-    while (seen := {name: cpuset(pid) for name, pid in pids.items()}) != dict.fromkeys(
-        pids, expected
-    ):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: cpusets {seen}, expected {expected}\n{stack_logs}")
-        time.sleep(0.1)
+    def seen() -> dict[str, str]:
+        return {name: cpuset(pid) for name, pid in pids.items()}
+    wait_until(lambda: seen() == dict.fromkeys(pids, expected),
+               what=f"{what}: every cpuset {expected}", timeout_s=MOVE_TIMEOUT_S,
+               interval_s=0.1, details=lambda: f"cpusets {seen()}\n{stack_logs}")
 
 
 def refused(cri: CriClient, pod: Pod, name: str) -> str:

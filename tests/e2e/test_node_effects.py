@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_until
 
 from .conftest import Stack, StackFactory, outcome_of
 from .containerd import CGROUP_PREFIX
@@ -61,14 +62,6 @@ def read_int(path: Path) -> int:
 
 def policy_log(stack: Stack) -> Callable[[], str]:
     return lambda: f"--- policy server:\n{stack.policy.tail()}"
-
-
-def wait_until(what: str, check: Callable[[], bool], logs: Callable[[], str]) -> None:
-    deadline = time.monotonic() + RESTORE_TIMEOUT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not true after {RESTORE_TIMEOUT_S}s\n{logs()}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -121,8 +114,12 @@ def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
     pod_quota.write_text("50000\n")
     (container_quota / "cpu.cfs_quota_us").write_text("40000\n")
     logs = policy_log(stack)
-    wait_until("pod quota -1 again", lambda: read_int(pod_quota) == -1, logs)
-    wait_until("container quota -1 again", lambda: quota(pid) == -1, logs)
+    wait_until(lambda: read_int(pod_quota) == -1,
+               what="pod quota -1 again", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=logs)
+    wait_until(lambda: quota(pid) == -1,
+               what="container quota -1 again", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=logs)
     assert clean_pods.container_pid(container_id) == pid  # not restarted
     metrics = stack.policy.get_text("/metrics")
     assert 'policy_reconcile_drift_fixed_total{level="pod"}' in metrics
@@ -170,13 +167,17 @@ def test_removed_pod_leaves_no_resctrl_group(
     pod = clean_pods.run_pod("resctrl", annotations={RESCTRL: annotation})
     group = resctrl / f"koordlet-{pod.uid}"
     logs = policy_log(stack)
-    wait_until("the pod's resctrl group", group.is_dir, logs)
+    wait_until(group.is_dir, what="the pod's resctrl group", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=logs)
     assert "L3:0=f" in (group / "schemata").read_text()  # 30% of 11 ways: ways 0-3
-    wait_until("the stale group collected", lambda: not stale.exists(), logs)
+    wait_until(lambda: not stale.exists(),
+               what="the stale group collected", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=logs)
     clean_pods.stop_pod(pod.id)
     clean_pods.remove_pod(pod.id)
-    wait_until("no resctrl group left", lambda: not any(
-        p.name.startswith("koordlet-") for p in resctrl.iterdir()), logs)  # fmt: skip
+    wait_until(lambda: not any(p.name.startswith("koordlet-") for p in resctrl.iterdir()),
+               what="no resctrl group left", timeout_s=RESTORE_TIMEOUT_S, interval_s=0.1,
+               details=logs)
 
 
 def test_oom_score_is_kept_current(
@@ -190,6 +191,10 @@ def test_oom_score_is_kept_current(
     score = Path(f"/proc/{clean_pods.container_pid(container_id)}/oom_score_adj")
     # containerd 2.x applies the NRI value at creation; 1.7.24 speaks NRI v0.6.1, whose
     # adjustment has no oom_score_adj (new in v0.7.0): there the reconciler's first pass sets it.
-    wait_until("oom_score_adj 500", lambda: read_int(score) == 500, policy_log(stack))
+    wait_until(lambda: read_int(score) == 500,
+               what="oom_score_adj 500", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=policy_log(stack))
     score.write_text("0\n")  # behind our back
-    wait_until("oom_score_adj 500 again", lambda: read_int(score) == 500, policy_log(stack))
+    wait_until(lambda: read_int(score) == 500,
+               what="oom_score_adj 500 again", timeout_s=RESTORE_TIMEOUT_S,
+               interval_s=0.1, details=policy_log(stack))

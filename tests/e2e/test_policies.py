@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from typing import Any
 
 import pytest
+
+from tests.waiting import wait_until
 
 from . import resource_policy
 from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, has_msg
@@ -254,15 +255,12 @@ def test_koordinator_rule_change_updates_running_container(
 
     offset = containerd.log_size()
     stack.policy.write_rules(koordinator_rules(ls_pool="1"))
-    deadline = time.monotonic() + RULE_CHANGE_TIMEOUT_S
-    while (cpus := cgroup_values(pid).cpuset_cpus) != "1":
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"cpuset.cpus still {cpus!r} {RULE_CHANGE_TIMEOUT_S}s after the rule change\n"
-                f"--- policy server log:\n{stack.policy.tail()}\n"
-                f"--- bridge log:\n{stack.bridge.tail()}"
-            )
-        time.sleep(0.1)
+    wait_until(lambda: cgroup_values(pid).cpuset_cpus == "1",
+               what="cpuset.cpus 1 after the rule change", timeout_s=RULE_CHANGE_TIMEOUT_S,
+               interval_s=0.1, details=lambda: (
+                   f"cpuset.cpus {cgroup_values(pid).cpuset_cpus!r}\n"
+                   f"--- policy server log:\n{stack.policy.tail()}\n"
+                   f"--- bridge log:\n{stack.bridge.tail()}"))
 
     rules = stack.policy.get("/v1/rules")
     assert rules["generation"] > generation and not rules.get("last_error"), rules
@@ -311,14 +309,11 @@ def test_koordinator_repolicies_containers_created_while_the_bridge_was_away(
         > registrations,
         timeout_s=30,
     )
-    deadline = time.monotonic() + RULE_CHANGE_TIMEOUT_S
-    while (shares := cgroup_values(pid).cpu_shares) != milli_cpu_to_shares(request_milli):
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"cpu.shares still {shares} {RULE_CHANGE_TIMEOUT_S}s after the reconnect\n"
-                f"--- bridge log:\n{stack.bridge.tail()}"
-            )
-        time.sleep(0.1)
+    wait_until(lambda: cgroup_values(pid).cpu_shares == milli_cpu_to_shares(request_milli),
+               what="cpu.shares restored after the reconnect", timeout_s=RULE_CHANGE_TIMEOUT_S,
+               interval_s=0.1, details=lambda: (
+                   f"cpu.shares {cgroup_values(pid).cpu_shares}\n"
+                   f"--- bridge log:\n{stack.bridge.tail()}"))
     assert quota(pid) == milli_cpu_to_quota(limit_milli) == 100000
     assert cgroup_values(pid).memory_limit_bytes == 192 * MIB
     assert clean_pods.container_pid(container_id) == pid  # the same running container

@@ -14,7 +14,6 @@ import json
 import re
 import socket
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ import pytest
 
 from bridge.contract.convert import to_json
 from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, translate
-from bridge.simulator.profiles import PROFILES
+from bridge.runtime_facts.profiles import PROFILES
+from tests.waiting import wait_until
 
 from .conftest import REPO, keep_log
 from .containerd import Containerd
@@ -124,13 +124,12 @@ class RecordingBridge(WebhookBridge):
 
 
 def wait_requests(bridge: RecordingBridge, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    # The recorder writes a file; there is no event to wait on.
+    def enough() -> list[dict[str, Any]] | None:
         got = bridge.requests()
-        if len(got) >= count:
-            return got
-        time.sleep(0.05)  # the recorder writes a file; there is no event to wait on
-    raise AssertionError(f"only {len(bridge.requests())} recorded events:\n{bridge.tail()}")
+        return got if len(got) >= count else None
+    return wait_until(enough, what=f"{count} recorded events", timeout_s=WAIT_S,
+                      details=lambda: f"{len(bridge.requests())} recorded\n{bridge.tail()}")
 
 
 def test_try_sends_what_containerd_sends(containerd: Containerd, clean_pods: CriClient,

@@ -13,15 +13,16 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.waiting import accepts, until
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_SERVER = Path(sys.executable).parent / "nri-policy-server"
@@ -55,30 +56,6 @@ def open_fds(pid: int) -> dict[str, int]:
             "socket", "pipe", "anon_inode") else "file"
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
-
-
-async def wait_listening(path: Path, timeout_s: float = 15.0) -> None:
-    """Until something accepts connections on the Unix socket `path`."""
-    loop = asyncio.get_running_loop()
-    async with asyncio.timeout(timeout_s):
-        while True:
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.setblocking(False)
-            try:
-                await loop.sock_connect(probe, str(path))
-                return
-            except OSError:
-                await asyncio.sleep(0.02)
-            finally:
-                probe.close()
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float,
-                     interval_s: float = 0.01) -> None:
-    """Poll `condition` (state another task or process changes) until true or timeout."""
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # noqa: ASYNC110 - polls state with no event to wait on
-            await asyncio.sleep(interval_s)
 
 
 class Process:
@@ -211,7 +188,8 @@ async def start_policy(workdir: Path, sock: Path, module: Path) -> Process:
         [str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(module),
          "--no-koordinator", "--log-level", "warning"], workdir / "policy.log")
     try:
-        await wait_listening(sock)
+        await until(accepts(sock), what=f"{sock} accepts connections", timeout_s=15.0,
+                    in_thread=True)
     except TimeoutError:
         await process.kill()
         raise AssertionError(f"policy server did not listen:\n{process.log_text()}") from None

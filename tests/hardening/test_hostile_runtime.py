@@ -29,8 +29,8 @@ from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux, ttrpc
 from bridge.wire.status import Code
 from tests.simulator.harness import Harness, connected
+from tests.waiting import until
 
-from .processes import wait_until
 from .wire_model import INPUT_TYPES, ODD_MESSAGE, REUSED_MESSAGE, oversize_message
 
 pytestmark = pytest.mark.timeout(20)
@@ -194,7 +194,8 @@ async def test_a_cut_off_message_waits_for_the_rest_with_the_socket_open(
         await asyncio.sleep(0.3)
         assert replies == [] and plugin_side.is_open and plugin_side.pending_bytes == 40
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[40:]))
-        await wait_until(lambda: bool(replies), TIMEOUT_S)
+        await until(lambda: bool(replies), what="a reply arrives",
+                    timeout_s=TIMEOUT_S)
         [answer] = replies
         assert isinstance(answer, ttrpc.Frame) and answer.stream_id == 101
         assert envelope.decode_response(answer.data).code == Code.OK
@@ -246,7 +247,9 @@ async def test_request_size_limits_answer_and_keep_the_connection(
         assert (reply.code, reply.message) == (Code.RESOURCE_EXHAUSTED,
                                                oversize_message((16 << 20) + 1, 16 << 20))
         # The answer goes out when the header is read; the body is still being discarded.
-        await wait_until(lambda: plugin_side.pending_bytes == 0, TIMEOUT_S)
+        await until(lambda: plugin_side.pending_bytes == 0,
+                    what="the plugin side has sent every byte",
+                    timeout_s=TIMEOUT_S)
         assert runtime_side.is_open
         await _still_serving(h, *pod_and_container)
 

@@ -35,6 +35,7 @@ from bridge.nri.static import StaticHandler, StaticSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import ttrpc
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 PODS, CONTAINERS = 500, 10_000
@@ -91,10 +92,9 @@ class Runtime:
 
 async def synchronized(runner: PluginRunner, runtime: Runtime, containers: int) -> None:
     """Wait until the bridge serves `runtime` with `containers` containers in its view."""
-    async with asyncio.timeout(60):
-        while not (runner.ready and len(runner.cache.containers) == containers):
-            assert runtime.proc.returncode is None, "simulator exited early"
-            await asyncio.sleep(0.05)
+    await until(lambda: runner.ready and len(runner.cache.containers) == containers,
+                what=f"the bridge serves {containers} containers", timeout_s=60,
+                interval_s=0.05, proc=runtime.proc)
 
 
 async def sync_once(runner: PluginRunner, sock: Path, profile: str, pods: int,
@@ -123,9 +123,8 @@ async def test_huge_syncs_are_served_and_resyncs_replace_state(workdir: Path,
     task = asyncio.create_task(runner.run(), name="hardening:runner")
     try:
         # Up and retrying (its counter, not a sleep): no runtime yet.
-        async with asyncio.timeout(30):
-            while runner.reconnects < 1:  # noqa: ASYNC110 - a counter, no event to wait on
-                await asyncio.sleep(0.01)
+        await until(lambda: runner.reconnects >= 1, what="the runner retries", timeout_s=30,
+                    interval_s=0.01)
         baseline = held_bytes()
         after_first, first = await sync_once(runner, sock, "containerd-2.1.9", PODS, CONTAINERS)
         chunks = first["plugin"]["sync_chunks"]

@@ -25,6 +25,7 @@ import pytest
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from tests.integration.harness import pod_and_container
+from tests.waiting import until
 
 from .processes import BridgeProcess, bridge_process, open_fds, policy_process
 
@@ -177,10 +178,9 @@ async def test_sigterm_with_an_event_in_flight(workdir: Path, case: str) -> None
 
 async def wait_until_in_flight(bridge: BridgeProcess, events: int) -> None:
     """Until the bridge's own gauge shows `events` runtime requests being handled."""
-    async with asyncio.timeout(10):  # only a hang takes this long
-        gauge = "nri_webhook_bridge_in_flight_events"
-        while (await bridge.metrics())[gauge] != events:  # noqa: ASYNC110 - another process
-            await asyncio.sleep(0.02)
+    async def in_flight() -> bool:
+        return (await bridge.metrics())["nri_webhook_bridge_in_flight_events"] == events
+    await until(in_flight, what=f"{events} events in flight", timeout_s=10)
 
 
 async def test_recording_to_a_full_disk_keeps_serving(workdir: Path) -> None:

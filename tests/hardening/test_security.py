@@ -52,7 +52,8 @@ from tests.hardening.policy_stack import (
     stack,
 )
 from tests.hardening.policy_tls import Pki, server_context, temporary_pki
-from tests.hardening.processes import POLICY_SERVER, Process, wait_listening, wait_until
+from tests.hardening.processes import POLICY_SERVER, Process
+from tests.waiting import accepts, until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,7 +88,8 @@ async def _started(argv: list[str], log: Path, listens_on: Path) -> AsyncIterato
     process = await Process.start(argv, log)
     try:
         try:
-            await wait_listening(listens_on)
+            await until(accepts(listens_on), what=f"{listens_on} accepts connections",
+                        timeout_s=15.0, in_thread=True)
         except TimeoutError:
             raise AssertionError(f"{argv[:3]} did not listen:\n{process.log_text()}") from None
         yield process
@@ -101,7 +103,9 @@ async def _check_process_socket(argv: list[str], log: Path, path: Path, mode: in
     async with _started(argv, log, path) as process:
         _check_socket(path, mode)
         if ready is not None:
-            await wait_until(lambda: ready in process.log_text(), 15.0)
+            await until(lambda: ready in process.log_text(),
+                        what="the process logs that it is ready",
+                    timeout_s=15.0)
         code, _ = await process.terminate()
     assert code == 0, process.log_text()
     _check_removed(path)
@@ -123,7 +127,8 @@ async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdi
             "--no-koordinator", "--log-level", "warning", stdin=asyncio.subprocess.DEVNULL,
             stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=_block_stop_signals)
     try:
-        await wait_listening(sock, 30.0)
+        await until(accepts(sock), what=f"{sock} accepts connections", timeout_s=30.0,
+                    in_thread=True)
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 30.0)
     finally:

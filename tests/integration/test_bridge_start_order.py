@@ -13,9 +13,9 @@ from fastapi import FastAPI, Response
 from bridge.simulator.runtime import SimulatedRuntime
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
-from tests.hardening.processes import wait_until
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
 from tests.policy_server.servers import serve_on_uds
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -56,10 +56,13 @@ async def test_policy_server_started_before_the_bridge_logs_no_error(
     try:
         async with serve_on_uds(create_app(server), workdir / "policy.sock"):
             # The start-up resync found no control socket and said so, once, at INFO.
-            await wait_until(lambda: bool(_logged(caplog, WAITING)), WAIT_S)
+            await until(lambda: bool(_logged(caplog, WAITING)), what="the bridge logs WAITING",
+                    timeout_s=WAIT_S)
             assert not (workdir / "control.sock").exists()
             async with running_bridge(runtime, [], workdir):
-                await wait_until(lambda: bool(_logged(caplog, ANSWERED)), WAIT_S)
+                await until(lambda: bool(_logged(caplog, ANSWERED)),
+                            what="the bridge logs ANSWERED",
+                    timeout_s=WAIT_S)
                 # It resynced from the bridge's state: the runtime's pod is in its node view.
                 assert pod.id in server.engine.node.pods
                 assert container.id in server.engine.node.containers
@@ -85,7 +88,8 @@ async def test_a_bad_reply_from_the_bridge_is_still_an_error(
     server = _server(workdir)
     async with serve_on_uds(broken, workdir / "control.sock"), \
             serve_on_uds(create_app(server), workdir / "policy.sock"):
-        await wait_until(lambda: bool(_logged(caplog, FAILED)), WAIT_S)
+        await until(lambda: bool(_logged(caplog, FAILED)), what="the bridge logs FAILED",
+                    timeout_s=WAIT_S)
     failed = _logged(caplog, FAILED)[0]
     assert failed.levelno == logging.ERROR
     assert "HTTP 500" in failed.getMessage()
@@ -97,7 +101,8 @@ async def test_a_bridge_that_never_comes_is_an_error_after_the_start_wait(
     caplog.set_level(logging.INFO)
     server = _server(workdir, bridge_start_wait_s=0.0)
     async with serve_on_uds(create_app(server), workdir / "policy.sock"):
-        await wait_until(lambda: bool(_logged(caplog, FAILED)), WAIT_S)
+        await until(lambda: bool(_logged(caplog, FAILED)), what="the bridge logs FAILED",
+                    timeout_s=WAIT_S)
     failed = _logged(caplog, FAILED)[0]
     assert failed.levelno == logging.ERROR
     assert "No such file or directory" in failed.getMessage()

@@ -15,15 +15,10 @@ import pytest
 from bridge.simulator.runtime import SimulatedRuntime
 from tests.integration.harness import pod_and_container, short_tmpdir
 from tests.integration.policy_app import Knobs, serve_policy
+from tests.waiting import path_exists, until
 
 pytestmark = pytest.mark.timeout(40)
 REPO = Path(__file__).resolve().parents[2]
-
-
-async def _wait_for(path: Path, timeout_s: float) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not await asyncio.to_thread(path.exists):  # noqa: ASYNC110 - another process
-            await asyncio.sleep(0.02)
 
 
 async def test_cli_bridge_process_end_to_end() -> None:
@@ -48,7 +43,8 @@ async def test_cli_bridge_process_end_to_end() -> None:
                         stdout=asyncio.subprocess.DEVNULL, stderr=log,
                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
                 await rt.wait_plugin(15.0)
-                await _wait_for(work / "control.sock", 5.0)
+                await until(path_exists(work / "control.sock"), what="the control socket appears",
+                            timeout_s=5.0, in_thread=True)
                 result = await rt.create_container(*pod_and_container())
                 transport = httpx.AsyncHTTPTransport(uds=str(work / "control.sock"))
                 async with httpx.AsyncClient(transport=transport, base_url="http://bridge",

@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.simulator.runtime import SimulatedRuntime
 from tests.integration.harness import pod_and_container, short_tmpdir
+from tests.waiting import log_tail, path_exists, until
 
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
@@ -42,13 +43,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-async def _wait_for(path: Path, proc: asyncio.subprocess.Process, log: Path) -> None:
-    async with asyncio.timeout(START_TIMEOUT_S):
-        while not await asyncio.to_thread(path.exists):
-            assert proc.returncode is None, f"exited {proc.returncode}: see {log}"
-            await asyncio.sleep(0.02)
 
 
 @asynccontextmanager
@@ -93,7 +87,9 @@ async def test_metrics_listeners_and_json_logs_of_both_programs() -> None:
             async with _process(["nri-policy-server", "--uds", str(work / "policy.sock"),
                                  "--metrics-address", f"127.0.0.1:{policy_port}",
                                  "--log-format", "json"], policy_log) as policy:
-                await _wait_for(work / "policy.sock", policy, policy_log)
+                await until(path_exists(work / "policy.sock"), what="the policy socket appears",
+                            timeout_s=START_TIMEOUT_S, proc=policy, details=log_tail(policy_log),
+                            in_thread=True)
                 async with _process(
                         ["nri-webhook-bridge", "run", "--nri-socket", str(work / "nri.sock"),
                          "--policy-url",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.simulator.cri import run_cri
+from bridge.simulator.cri_calls import run_cri
 from bridge.simulator.runtime import SimulatedRuntime
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir, webhook
 from tests.integration.policy_app import Knobs, serve_policy

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir, webhook
 from tests.integration.policy_app import Knobs, serve_policy
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -161,9 +161,8 @@ async def test_late_synchronize_updates_are_delivered_through_update_containers(
     try:
         async with serve_policy(str(workdir / "policy.sock"), knobs), \
                 running_bridge(rt, [hook], workdir):
-            async with asyncio.timeout(30):  # only a hang takes this long
-                while not rt.updates:  # noqa: ASYNC110 - the simulator records, no event
-                    await asyncio.sleep(0.02)
+            await until(lambda: rt.updates, what="the runtime receives the updates",
+                        timeout_s=30)
     finally:
         await rt.stop()
     assert rt.closed_plugins == []

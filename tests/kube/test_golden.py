@@ -18,7 +18,7 @@ import pytest
 
 from bridge.contract.convert import to_json
 from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, read_manifests, translate
-from bridge.simulator.profiles import PROFILES
+from bridge.runtime_facts.profiles import PROFILES
 
 HERE = Path(__file__).parent
 MANIFESTS = sorted((HERE / "manifests").glob("*.yaml"))

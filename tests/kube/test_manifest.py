@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bridge.kube import ManifestError, load_pods, parse_documents, pods_of, read_manifests
-from bridge.kube.model import ContainerKind, Pod
+from bridge.kube.pod_spec import ContainerKind, Pod
 
 MANIFESTS = Path(__file__).parent / "manifests"
 

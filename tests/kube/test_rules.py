@@ -8,9 +8,9 @@ import textwrap
 import pytest
 
 from bridge.kube import NodeSpec, container, parse_documents, pod_sandbox, pods_of, translate
-from bridge.kube.model import Pod
+from bridge.kube.pod_spec import Pod
 from bridge.kube.resources import QosClass, qos_class
-from bridge.simulator.profiles import PROFILES
+from bridge.runtime_facts.profiles import PROFILES
 
 GI = 1 << 30
 MI = 1 << 20

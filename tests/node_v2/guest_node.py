@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from tests.e2e.cri import CriClient, Pod
 from tests.e2e.procs import scaled
 from tests.e2e.runtimes import CACHE_DIR, Runtime
 from tests.shipped.kubelet import CPU_PERIOD_US, Kubelet, pod_resources, qos_class
+from tests.waiting import wait_until
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 RUNC_1_1 = Path("/usr/sbin/runc")  # trixie's: the linear shares->weight conversion
@@ -94,14 +94,9 @@ def read(directory: Path, name: str) -> str:
 
 
 def wait_value(directory: Path, name: str, want: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + scaled(timeout_s)
-    while True:
-        got = read(directory, name)
-        if got == want:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{directory}/{name} is {got!r}, want {want!r}")
-        time.sleep(0.2)
+    wait_until(lambda: read(directory, name) == want, what=f"{directory}/{name} is {want!r}",
+               timeout_s=scaled(timeout_s), interval_s=0.2,
+               details=lambda: f"it is {read(directory, name)!r}")
 
 
 # --- kubelet's side of the systemd driver ---------------------------------------------------
@@ -136,10 +131,8 @@ def slice_dir(unit: str) -> Path:
 def start_slice(unit: str, props: list[tuple[str, str, str]]) -> Path:
     _busctl_start_slice(unit, [("Description", "s", f"nri node-v2 {unit}"), *props])
     directory = slice_dir(unit)
-    deadline = time.monotonic() + scaled(20)
-    while not directory.is_dir():
-        assert time.monotonic() < deadline, f"systemd made no {directory} for {unit}"
-        time.sleep(0.1)
+    wait_until(directory.is_dir, what=f"systemd makes {directory} for {unit}",
+               timeout_s=scaled(20), interval_s=0.1)
     return directory
 
 

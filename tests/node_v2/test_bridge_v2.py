@@ -8,7 +8,6 @@ a validating reject in the CRI error, and re-registration after containerd resta
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from tests.e2e.test_bridge import (
     count,
     wait_containerd_log,
 )
+from tests.waiting import wait_until
 
 from . import guest_node, reject_policy
 from .guest_node import cgroup_dir, read
@@ -191,14 +191,13 @@ def test_pod_removed_after_a_restart_leaves_the_bridge_state(
     clean_pods.remove_container(early_container)
     clean_pods.stop_pod(early.pod.id)
     clean_pods.remove_pod(early.pod.id)
-    deadline = time.monotonic() + scaled(10)
-    while True:
-        state = _bridge_state()
-        pods = {p["id"] for p in state["pods"]}
-        containers = {c["id"] for c in state["containers"]}
-        if early.pod.id not in pods or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    def dropped() -> bool:
+        return early.pod.id not in {p["id"] for p in _bridge_state()["pods"]}
+    wait_until(dropped, what="the bridge drops the removed pod", timeout_s=scaled(10),
+               interval_s=0.5, details=lambda: str(_bridge_state()))
+    state = _bridge_state()
+    pods = {p["id"] for p in state["pods"]}
+    containers = {c["id"] for c in state["containers"]}
     assert early.pod.id not in pods, state
     assert early_container not in containers, state
     assert kept.pod.id in pods and kept_container in containers, state

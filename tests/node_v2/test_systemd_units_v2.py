@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from tests.e2e.procs import scaled
 from tests.e2e.runtimes import BUSYBOX_IMAGE, IMAGE_TARBALLS, PAUSE_IMAGE
+from tests.waiting import wait_until
 
 from . import guest_node
 from .guest_node import RUNC_1_3, SystemdKubeletCri, cgroup_dir, read
@@ -165,10 +165,8 @@ def cri(node: None) -> Iterator[SystemdKubeletCri]:
 
 
 def wait_journal(unit: str, text: str, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + scaled(timeout_s)
-    while text not in journal(unit):
-        assert time.monotonic() < deadline, f"no {text!r} from {unit}:\n{journal(unit)[-3000:]}"
-        time.sleep(0.5)
+    wait_until(lambda: text in journal(unit), what=f"{text!r} from {unit}",
+               timeout_s=scaled(timeout_s), interval_s=0.5, details=lambda: journal(unit)[-3000:])
 
 
 def test_systemd_analyze_verify(node: None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 from tests.e2e.conftest import StackFactory, outcome_of
@@ -21,6 +20,7 @@ from tests.e2e.test_policies import (
     koordinator_rules,
     milli_cpu_to_shares,
 )
+from tests.waiting import wait_until
 
 from . import guest_node
 from .guest_node import cgroup_dir, read
@@ -55,13 +55,13 @@ def check_weights_follow_the_runtime(
         assert read(scope, "cpu.weight") == str(guest_node.runc_weight(runc, shares))
         pods.append((pod, shares))
 
-    deadline = time.monotonic() + scaled(30)
-    while True:
-        weight = stack.policy.get("/v1/state")["node_effects"]["cgroups"]["cpu_weight"]
-        if weight.get("formula") == want_formula:
-            break
-        assert time.monotonic() < deadline, f"no {want_formula} learned: {weight}"
-        time.sleep(0.5)
+    def weight() -> dict[str, object]:
+        state = stack.policy.get("/v1/state")
+        got: dict[str, object] = state["node_effects"]["cgroups"]["cpu_weight"]
+        return got
+    wait_until(lambda: weight().get("formula") == want_formula,
+               what=f"the {want_formula} formula is learned", timeout_s=scaled(30), interval_s=0.5,
+               details=lambda: str(weight()))
     # The pod slices carry the pods' weights in the runtime's conversion too.
     for pod, shares in pods:
         want = str(guest_node.runc_weight(runc, shares))
@@ -70,10 +70,9 @@ def check_weights_follow_the_runtime(
     # Settled: two more passes find no container drift and push nothing.
     before = stack.policy.get_text("/metrics")
     passes = "policy_reconcile_pass_seconds_count"
-    deadline = time.monotonic() + scaled(30)
-    while metric(stack.policy.get_text("/metrics"), passes) < metric(before, passes) + 2:
-        assert time.monotonic() < deadline, "the reconciler made no two passes"
-        time.sleep(0.5)
+    wait_until(lambda: metric(stack.policy.get_text("/metrics"), passes)
+               >= metric(before, passes) + 2,
+               what="two more reconciler passes", timeout_s=scaled(30), interval_s=0.5)
     after = stack.policy.get_text("/metrics")
     for name in ("policy_reconcile_drift_found_total", "policy_pushed_updates_total"):
         assert metric(after, name) == metric(before, name), (name, before, after)

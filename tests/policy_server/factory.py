@@ -7,8 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from policy_server.engine.request import parse_request, synchronize_event
-from policy_server.koordinator.rules import Rules, rules_from_doc
-from policy_server.koordinator.target import ContainerTarget, PodTarget
+from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
+from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc
+from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
+from policy_server.policy_host import Host
+from policy_server.request_service import PolicyServer
+from policy_server.sdk import ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 
@@ -162,3 +166,20 @@ def cgroup_v2_root(
         (root / group / "cgroup.controllers").write_text(V2_CONTROLLERS + "\n")
         (root / group / "cgroup.subtree_control").write_text(passed_on + "\n")
     return root
+
+
+def koordinator_of(server: PolicyServer) -> KoordinatorQoS:
+    """The koordinator-qos a server built (its rules source), reached through its extension."""
+    hook = server.registry.get(POLICY_NAME).extensions.describe
+    owner = getattr(hook, "__self__", None)
+    assert isinstance(owner, KoordinatorQoS)
+    return owner
+
+
+async def poll_rules(server: PolicyServer) -> ReloadResult:
+    """One poll of koordinator-qos's rules file, reported to the server as its background task
+    reports it (``PolicyHost.config_polled``)."""
+    koordinator = koordinator_of(server)
+    result = koordinator.rules.poll()
+    await koordinator.reported(Host(server, POLICY_NAME), result)
+    return result

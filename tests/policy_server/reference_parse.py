@@ -1,6 +1,6 @@
 """The request parser the policy server used before issue 19 unified its request path, kept as
-the oracle tests/policy_server/test_request_path.py checks the one path against: the answer to
-every body (errors included) must be what this parser, behind orjson and the contract in
+the oracle tests/policy_server/engine/test_request_path.py checks the one path against: the
+answer to every body (errors included) must be what this parser, behind orjson and the contract in
 pydantic's lax mode, gave. Not used by the server."""
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 
 from policy_server.main import bind_unix_socket
+from tests.waiting import until
 
 START_TIMEOUT_S = 5.0
 
@@ -23,11 +24,10 @@ async def serve_on_uds(app: Any, path: Path, mode: int = 0o600,
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        async with asyncio.timeout(START_TIMEOUT_S):
-            while not server.started:
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.01)
+        await until(lambda: server.started or task.done(), what=f"uvicorn serves {path}",
+                    timeout_s=START_TIMEOUT_S, interval_s=0.01)
+        if task.done():
+            task.result()  # it ended before it served: raise why
         yield path
     finally:
         server.should_exit = True

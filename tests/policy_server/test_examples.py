@@ -7,7 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from policy_server.engine.loader import load_policies
 from policy_server.exceptions import PolicyLoadError
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.registry import Registry
+from tests.waiting import healthz, wait_until
 
 ROOT = Path(__file__).parents[2]
 REQUESTS = ROOT / "examples" / "requests"
@@ -43,7 +43,6 @@ def test_label_env_policy_module() -> None:
 
 def test_koordinator_examples_give_the_documented_replies() -> None:
     server = PolicyServer(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml"))
-    server.load_rules()
 
     def reply(name: str) -> dict[str, Any]:
         return server.engine.evaluate_json("koordinator-qos", request(name)).reply
@@ -115,14 +114,9 @@ def test_cli_serves_the_example_module(tmp_path: Path) -> None:
     try:
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock), retries=0),
                           base_url="http://p", timeout=5) as client:
-            for _ in range(100):
-                try:
-                    policies = client.get("/v1/policies").json()
-                    break
-                except httpx.TransportError:
-                    proc.poll()
-                    assert proc.returncode is None, "server exited"
-                    time.sleep(0.05)
+            wait_until(healthz(sock), what="the example module's server is healthy",
+                       timeout_s=30, proc=proc)
+            policies = client.get("/v1/policies").json()
             assert [p["name"] for p in policies["policies"]] == ["label-env"]
             reply = client.post("/v1/policies/label-env", json=request("label-env-create.json"))
             assert reply.json() == {"adjust": {"env": [{"key": "TEAM", "value": "payments"}]}}

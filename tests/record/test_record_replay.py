@@ -4,7 +4,6 @@ differences) and against a deliberately changed policy (flagged, exit 1)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -13,10 +12,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario, run_scenario
+from tests.waiting import healthz, until
 
 BIN = Path(sys.executable).parent
 POLICY = """
@@ -30,20 +29,6 @@ def tier(event: Event) -> Decision | None:
     qos = event.pod.labels.get("koordinator.sh/qosClass") if event.pod else None
     return Decision(adjust=Adjustment(env={{"TIER": {value}}})) if qos else None
 """
-
-
-async def _healthy(sock: Path, proc: subprocess.Popen[bytes]) -> None:
-    transport = httpx.AsyncHTTPTransport(uds=str(sock))
-    async with httpx.AsyncClient(transport=transport, base_url="http://x", timeout=1) as client:
-        for _ in range(200):
-            assert proc.poll() is None, f"process exited with {proc.returncode}"
-            try:
-                if (await client.get("/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"{sock} never became healthy")
 
 
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -71,7 +56,8 @@ async def policy(tmp_path: Path) -> AsyncIterator[tuple[Path, Path]]:
     proc = _spawn([str(BIN / "nri-policy-server"), "--uds", str(sock), "--no-koordinator",
                    "--policy-module", str(module)], tmp_path / "policy.log")
     try:
-        await _healthy(sock, proc)
+        await until(healthz(sock), what=f"{sock} healthy", timeout_s=10, proc=proc,
+                    in_thread=True)
         yield sock, module
     finally:
         _stop(proc)
@@ -126,7 +112,8 @@ async def test_record_then_replay_round_trip(tmp_path: Path,
     proc = _spawn([str(BIN / "nri-policy-server"), "--uds", str(sock2), "--no-koordinator",
                    "--policy-module", str(module)], changed / "policy.log")
     try:
-        await _healthy(sock2, proc)
+        await until(healthz(sock2), what=f"{sock2} healthy", timeout_s=10, proc=proc,
+                    in_thread=True)
         different = _replay(recording, f"unix://{sock2}/v1/policies/tier")
     finally:
         _stop(proc)

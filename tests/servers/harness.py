@@ -33,6 +33,7 @@ from typing import Any
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.specs import parse_webhooks
+from tests.waiting import log_tail, path_exists, until
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = (ROOT / "examples" / "requests" / "label-env-create.json").read_bytes()
@@ -135,12 +136,5 @@ async def drive(url: str, *, clients: int, events: int, gap_s: tuple[float, floa
 
 async def appears(path: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Wait until `path` exists (a server writes it once it listens); fail if it exits."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + START_CEILING_S
-    while not os.path.exists(path):  # noqa: ASYNC240 - another process creates it
-        if proc.poll() is not None:
-            tail = log.read_bytes()[-2000:].decode(errors="replace")  # noqa: ASYNC240
-            raise AssertionError(f"server exited ({proc.returncode}):\n{tail}")
-        if loop.time() > deadline:
-            raise AssertionError(f"{path} did not appear within {START_CEILING_S} s")
-        await asyncio.sleep(0.01)
+    await until(path_exists(path), what=f"{path} appears", timeout_s=START_CEILING_S,
+                interval_s=0.01, proc=proc, details=log_tail(log))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Debian's dbus-daemon for tests/policy_server/test_systemd_bus.py: a real bus on a private
+# Debian's dbus-daemon for tests/policy_server/node/test_systemd_bus.py: a real bus on a private
 # socket, where a fake systemd answers SetUnitProperties (the tests skip without it).
 # Idempotent; needs root only when it has to install.
 set -euo pipefail

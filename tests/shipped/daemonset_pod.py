@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy_server.koordinator import Rules, rules_from_yaml
+from policy_server.policies.koordinator_qos import Rules, rules_from_yaml
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.procs import scaled
 from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
+from tests.waiting import wait_until
 
 from .image import BuiltImage, import_as
 from .kubelet import Kubelet, RunningPod
@@ -157,9 +158,7 @@ def restart_containerd_under_the_pod(ds: DaemonSetPod) -> None:
     offset = containerd.log_size()
     containerd.restart()
     ds.cri.wait_ready()
-    deadline = time.monotonic() + scaled(READY_TIMEOUT_S)
-    while needle not in containerd.log_since(offset):
-        assert time.monotonic() < deadline, f"bridge did not re-register\n{ds.logs()}"
-        time.sleep(0.1)
+    wait_until(lambda: needle in containerd.log_since(offset), what="the bridge registers again",
+               timeout_s=scaled(READY_TIMEOUT_S), interval_s=0.1, details=ds.logs)
     assert ds.cri.container_pid(ds.pod.containers["bridge"]) == bridge_pid
     ds.wait_ready()

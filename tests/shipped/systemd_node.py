@@ -17,11 +17,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 from tests.e2e.runtimes import IMAGE_TARBALLS, PAUSE_IMAGE, RUNC
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "tests" / "shipped" / "setup" / "build-systemd-node.sh"
@@ -132,22 +132,19 @@ class SystemdNode:
                 self.cgroup = path
         # Booted: every unit started (or failed, which is-system-running says as "degraded").
         # Until PID 1 has its bus up, systemctl cannot ask it (and prints nothing).
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while True:
+        def booted() -> bool:
             done = subprocess.run(["podman", "exec", self.name, "systemctl", "is-system-running",
                                    "--wait"], capture_output=True, text=True, env=self.env,
                                   timeout=BOOT_TIMEOUT_S, check=False)  # fmt: skip
-            state = done.stdout.strip()
-            if state in ("running", "degraded"):
-                break
-            assert time.monotonic() < deadline, (
-                f"systemd did not boot: {state!r} {done.stderr.strip()}")
-            time.sleep(0.2)
+            last[:] = [done.stdout.strip(), done.stderr.strip()]
+            return last[0] in ("running", "degraded")
+        last: list[str] = []
+        wait_until(booted, what="systemd boots", timeout_s=BOOT_TIMEOUT_S, interval_s=0.2,
+                   details=lambda: f"is-system-running: {last}")
         self.exec("systemctl", "enable", "--now", "containerd.service")
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while not self.cri_socket.exists():
-            assert time.monotonic() < deadline, self.journal("containerd.service")
-            time.sleep(0.1)
+        wait_until(self.cri_socket.exists, what="containerd's CRI socket appears",
+                   timeout_s=BOOT_TIMEOUT_S, interval_s=0.1,
+                   details=lambda: self.journal("containerd.service"))
         for tarball in IMAGE_TARBALLS:
             self.exec("ctr", "-n", "k8s.io", "images", "import", f"/images/{tarball.name}")
 

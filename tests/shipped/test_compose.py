@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.e2e.conftest import _require_installed, keep_log
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE, RUNTIMES, InstanceDirs
+from tests.waiting import wait_until
 
 from .compose import ComposeProject, host_nri_dir
 from .conftest import CGROUP_V1_ROOT
@@ -74,11 +74,11 @@ def test_both_services_run_and_are_healthy(stack: tuple[Containerd, ComposeProje
     _, project = stack
     for service in project.file["services"]:
         assert project.state(service) == "running", project.logs(service)
-        deadline = time.monotonic() + HEALTH_TIMEOUT_S
-        while not project.healthy(service):  # the file's own healthcheck command
+        def healthy(service: str = service) -> bool:  # the file's own healthcheck command
             assert project.state(service) == "running", project.logs(service)
-            assert time.monotonic() < deadline, f"{service} unhealthy:\n{project.logs(service)}"
-            time.sleep(0.5)
+            return project.healthy(service)
+        wait_until(healthy, what=f"{service} is healthy", timeout_s=HEALTH_TIMEOUT_S,
+                   interval_s=0.5, details=lambda service=service: project.logs(service))
     policy = project.logs("policy-server")
     assert "pod cgroup writes cannot take effect" not in policy, policy
 
@@ -87,10 +87,9 @@ def test_bridge_registered_and_a_pod_gets_its_policy(
         stack: tuple[Containerd, ComposeProject]) -> None:
     containerd, project = stack
     pid = project.pid("bridge")
-    deadline = time.monotonic() + HEALTH_TIMEOUT_S
-    while f"[{pid}]\\\" registered" not in containerd.log_text():
-        assert time.monotonic() < deadline, project.logs("bridge")
-        time.sleep(0.2)
+    wait_until(lambda: f"[{pid}]\\\" registered" in containerd.log_text(),
+               what="the bridge registers", timeout_s=HEALTH_TIMEOUT_S, interval_s=0.2,
+               details=lambda: project.logs("bridge"))
     cri = CriClient(containerd.dirs.address)
     prefix = f"nri-shp-compose-{uuid.uuid4().hex[:8]}"
     uid = str(uuid.uuid4())

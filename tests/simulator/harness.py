@@ -24,6 +24,7 @@ from bridge.simulator import SimulatedRuntime
 from bridge.simulator.connection import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginConnection
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux
+from tests.waiting import until
 
 FAST_BACKOFF = Backoff(initial_s=0.05, factor=2.0, max_s=0.2)
 
@@ -36,12 +37,9 @@ def _leaked_tasks() -> set[asyncio.Task[Any]]:
 async def assert_no_leaked_tasks() -> None:
     # Cancelled tasks need a few loop turns (and closing sockets a moment) to finish; the
     # 5 s bound only catches a task that never ends, however busy the machine.
-    for _ in range(500):
-        if not _leaked_tasks():
-            return
-        await asyncio.sleep(0.01)
-    leaked = _leaked_tasks()
-    assert not leaked, f"leaked tasks: {[t.get_name() for t in leaked]}"
+    await until(lambda: not _leaked_tasks(), what="every task the test started has ended",
+                timeout_s=5, interval_s=0.01,
+                details=lambda: f"leaked tasks: {[t.get_name() for t in _leaked_tasks()]}")
 
 
 @dataclass

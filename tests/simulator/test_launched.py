@@ -4,12 +4,12 @@ goes away, because a launched plugin cannot reconnect."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 from bridge.contract.catalogue import Event
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
+from tests.waiting import until_exited
 
 
 async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_path: Path) -> None:
@@ -27,12 +27,11 @@ async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_p
         assert proc.poll() is None
     finally:
         await runtime.stop()  # closes our end of the socketpair, as a runtime shutdown does
-        for _ in range(100):
-            if proc.poll() is not None:
-                break
-            await asyncio.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-            raise AssertionError("the launched bridge did not exit when its socket closed")
+        try:
+            await until_exited(proc, what="the launched bridge exits when its socket closes",
+                               timeout_s=5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
     assert proc.returncode == 0

@@ -4,9 +4,7 @@ wins."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,16 +18,9 @@ from bridge.nri.static import StaticHandler
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import template
 from bridge.webhooks.fanout import WebhookHandler
+from tests.waiting import until_exited
 
 CONF_D = json.dumps({"static": {"adjust": {"env": [{"key": "FROM_CONF_D", "value": "yes"}]}}})
-
-
-async def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> int | None:
-    for _ in range(int(timeout_s / 0.05)):
-        if proc.poll() is not None:
-            return proc.returncode
-        await asyncio.sleep(0.05)
-    return None
 
 
 @pytest.mark.timeout(40)
@@ -46,10 +37,12 @@ async def test_launched_bridge_is_configured_from_the_runtime_config_string(
         assert "FROM_CONF_D=yes" in result.container.env
     finally:
         await runtime.stop()
-        code = await _wait_exit(proc)
-        if code is None:
-            proc.kill()
-            proc.wait(timeout=5)
+        try:
+            code = await until_exited(proc, what="the launched bridge exits", timeout_s=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
     assert code == 0
 
 
@@ -64,8 +57,7 @@ async def test_a_bad_config_string_is_refused_at_configure(tmp_path: Path) -> No
                           name="webhook-bridge", index="07")
     try:
         # The runtime drops the plugin (and would kill it); the bridge exits by itself.
-        code = await _wait_exit(proc, 30)
-        assert code is not None, "the bridge kept running half-configured"
+        await until_exited(proc, what="the half-configured bridge exits", timeout_s=30)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.proto.nri import api_pb2 as api
-from bridge.simulator.apply import apply_adjustment
+from bridge.runtime_facts.apply import apply_adjustment
 from bridge.simulator.ownership import Ownership
 from bridge.simulator.result_merge import CreateResult, MergeError, UpdateResult
 from bridge.simulator.sync import SyncSplitter, SyncTooLarge

@@ -18,11 +18,11 @@ import pytest
 from bridge.contract.catalogue import Event
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.profiles import PROFILES
 from bridge.simulator.connection import PluginConnection
-from bridge.simulator.cri import CriUnimplemented, run_cri
+from bridge.simulator.cri_calls import CriUnimplemented, run_cri
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.handshake import configure_request
-from bridge.simulator.profiles import PROFILES
 from bridge.simulator.recording import WireLine, load_wire_log, rpc_sequence
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.simulator.scenario import SCENARIO_DIR

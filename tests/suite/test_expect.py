@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from bridge.suite.document import Expectation
 from bridge.suite.expect import ABSENT, check, lookup, matches
-from bridge.suite.model import Expectation
 
 
 def result(**over: Any) -> dict[str, Any]:

@@ -7,12 +7,12 @@ import contextlib
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.waiting import healthz, log_tail, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -51,7 +51,8 @@ def policy_server(work: Path, *args: str) -> Iterator[Path]:
         proc = subprocess.Popen([str(BIN / "nri-policy-server"), "--uds", str(sock), *args],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait_healthy(sock, proc, work / "policy.log")
+        wait_until(healthz(sock), what="the private policy server is healthy",
+                   timeout_s=STARTUP_TIMEOUT_S, proc=proc, details=log_tail(work / "policy.log"))
         yield sock
     finally:
         if proc.poll() is None:
@@ -61,21 +62,6 @@ def policy_server(work: Path, *args: str) -> Iterator[Path]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-
-
-def _wait_healthy(sock: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
-    transport = httpx.HTTPTransport(uds=str(sock))
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    with httpx.Client(transport=transport, base_url="http://policy", timeout=2) as client:
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, f"policy server exited: {log.read_text()[-2000:]}"
-            try:
-                if client.get("/healthz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)  # polling a readiness endpoint: the server offers no event
-    raise AssertionError(f"policy server not healthy: {log.read_text()[-2000:]}")
 
 
 def bridge_config(tmp_path: Path, sock: Path) -> Path:

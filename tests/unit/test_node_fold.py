@@ -1,7 +1,8 @@
-"""One pod/container fold (bridge.contract.node_fold): the bridge's state cache (protobuf) and the
-policy server's NodeView (SDK dataclasses, from the envelope the bridge sends) end every
-lifecycle in the same state, and RemovePodSandbox drops the containers still recorded for the
-pod in both."""
+"""One pod/container fold (bridge.contract.node_fold): the bridge's state cache (protobuf), the
+policy server's NodeView (SDK dataclasses, from the envelope the bridge sends) and the simulated
+runtime's own store end every lifecycle in the same state, and RemovePodSandbox drops the
+containers still recorded for the pod in all three. The runtime, the source of truth, differs
+where an observer must guess: it forgets no pod it was seeded with."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from google.protobuf.message import Message
 
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, EventName
+from bridge.contract.codec import request_subjects
 from bridge.contract.node_fold import NodeTables
 from bridge.contract.request_body import PayloadBuilder, encode, envelope
 from bridge.nri.cache import StateCache
 from bridge.proto.nri import api_pb2 as api
+from bridge.simulator.state import RuntimeState
 from policy_server.engine.request import parse_request
 from policy_server.sdk.node_view import NodeState
 
@@ -43,22 +46,34 @@ def lifecycle() -> Iterator[tuple[str, Message]]:
     yield "RemovePodSandbox", api.RemovePodSandboxRequest(pod=P1)
 
 
-def _fold_both(events: Iterator[tuple[str, Message]]) -> tuple[StateCache, NodeState]:
-    cache, node = StateCache(), NodeState()
+def _states(containers: dict[str, api.Container]) -> dict[str, str]:
+    return {cid: api.ContainerState.Name(c.state) for cid, c in containers.items()}
+
+
+def _fold_all(events: Iterator[tuple[str, Message]],
+              ) -> tuple[StateCache, NodeState, RuntimeState]:
+    cache, node, runtime_state = StateCache(), NodeState(), RuntimeState()
     builder = PayloadBuilder()
     runtime = encode(runtime_ref("containerd", "2.1.9", (0, 12, 0)))
     for name, req in events:
         if isinstance(req, api.SynchronizeRequest):
             cache.reset(list(req.pods), list(req.containers))
+            runtime_state.seed(req.pods, req.containers)  # what the runtime had before
             payload = builder.sync(req.pods, req.containers)
         else:
             cache.observe_request(EVENTS_BY_RPC[name], req)
+            runtime_state.observe(EVENTS_BY_RPC[name], *request_subjects(req))
             payload = builder.event(name, req)
         node.apply(parse_request(envelope(name, "u", runtime, 100, False, payload)))
         # After every event, both sides hold the same pods and containers, in the same states.
         assert sorted(cache.pods) == sorted(node.pods), name
-        assert {cid: api.ContainerState.Name(c.state) for cid, c in cache.containers.items()} \
-            == {cid: c.state for cid, c in node.containers.items()}, name
+        assert _states(cache.containers) == {cid: c.state for cid, c in node.containers.items()}, \
+            name
+    return cache, node, runtime_state
+
+
+def _fold_both(events: Iterator[tuple[str, Message]]) -> tuple[StateCache, NodeState]:
+    cache, node, _ = _fold_all(events)
     return cache, node
 
 
@@ -67,6 +82,29 @@ def test_the_bridge_cache_and_the_node_view_fold_alike() -> None:
     assert sorted(cache.pods) == ["p2", "p3"]
     assert {cid: c.state for cid, c in node.containers.items()} == {"c4": "CONTAINER_CREATED"}
     assert not cache.knows_container("c1") and not cache.knows_container("c3")
+
+
+def test_the_simulated_runtime_folds_like_the_bridge() -> None:
+    cache, _, runtime_state = _fold_all(lifecycle())
+    assert sorted(runtime_state.pods) == sorted(cache.pods) == ["p2", "p3"]
+    assert _states(runtime_state.containers) == _states(cache.containers) == {
+        "c4": "CONTAINER_CREATED"}
+
+
+def test_the_simulated_runtime_is_the_truth_not_an_observer() -> None:
+    """It forgets no seeded pod, adds no pod an event merely names, and keeps the container it
+    stored (with its updates) when a later event carries an older copy."""
+    _, _, runtime_state = _fold_all(after_a_runtime_restart())
+    assert sorted(runtime_state.pods) == ["p1", "p2", "p3"]  # the cache and the view: p2, p3
+    runtime_state.observe(EVENTS_BY_RPC["CreateContainer"], api.PodSandbox(id="p7"), _c("c7", "p7"))
+    assert "p7" not in runtime_state.pods and "c7" in runtime_state.containers
+    update = api.ContainerUpdate(container_id="c7")
+    update.linux.resources.cpu.shares.value = 512
+    assert runtime_state.apply_update(update)
+    runtime_state.observe(EVENTS_BY_RPC["StartContainer"], None, _c("c7", "p7"))
+    started = runtime_state.containers["c7"]
+    assert started.state == api.CONTAINER_RUNNING
+    assert started.linux.resources.cpu.shares.value == 512
 
 
 def test_the_tables_are_bounded_and_changed_in_place() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from bridge.contract import quantity
 from bridge.kube import parse_documents, pods_of
-from policy_server.koordinator import annotations, keys
+from policy_server.policies.koordinator_qos import annotations, keys
 
 MAX = 2**63 - 1
 

@@ -10,9 +10,9 @@ Synchronize, the real one or the one the server builds from the bridge's state a
 rebuilds the allocation from what the runtime reports, so a restart loses nothing.
 
 Owns the handlers and the configuration; the state lives in ``pools``, registered with the
-SDK so that a dry run (shadow mode, ``replay``, ``try``) never changes the real allocation.
-Handlers only read: the observer plans and commits each event before they run. Must not do
-I/O after ``build``.
+SDK so that a dry run (shadow mode, ``nri-webhook-bridge replay`` and ``try``) never changes
+the real allocation. Handlers only read: the observer plans and commits each event before they
+run. Must not do I/O after ``build``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from bridge.contract.catalogue import EventName
 from policy_server.policies.cpu_pools.pools import (
     CpuPools,
     Outcome,
@@ -50,6 +49,7 @@ from policy_server.sdk import (
     ContainerUpdate,
     Decision,
     Event,
+    EventName,
     NodeView,
     Policy,
     ResourcePatch,

@@ -1,0 +1,94 @@
+"""CPUSetAllocator (docs/koordinator.md#cpusetallocator): container cpuset from resource-status or
+share pools; quota -1.
+
+Pinned pods (resource-status ``cpuset``) also get CFS quota -1 unless ``disable_unset_cpu_quota``;
+at RunPodSandbox that is a pod-cgroup write (an effect), at Create/Update an NRI field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import ResourceStatus, resource_status
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
+from policy_server.policies.koordinator_qos.rules import CPUSharedPool, Rules
+from policy_server.policies.koordinator_qos.target import (
+    ContainerTarget,
+    HookResult,
+    PodTarget,
+    Stage,
+)
+from policy_server.sdk import CgroupWrite, ResourcePatch, canonical_cpu_list
+
+
+def _join(pools: Iterable[CPUSharedPool]) -> str:
+    # koordlet joins the pool strings ("0-7,8-15"); the kernel stores the set, which reads back
+    # as "0-15", so we send the canonical form (pool cpusets are checked when rules load).
+    joined = ",".join(p.cpuset for p in pools if p.cpuset)
+    return canonical_cpu_list(joined) if joined else ""
+
+
+def _on_nodes(pools: tuple[CPUSharedPool, ...], status: ResourceStatus) -> str:
+    """The pools of the NUMA nodes the scheduler listed, in the order it listed them."""
+    return _join(p for n in status.numa_nodes for p in pools if p.node == n.node)
+
+
+def decide_cpuset(target: PodTarget, status: ResourceStatus | None, rules: Rules) -> str | None:
+    """The container cpuset; ``None`` = leave alone, ``""`` = koordlet's "clear" (a no-op in NRI).
+
+    First match wins, in koordlet's order (docs/koordinator.md#cpusetallocator steps 1-8).
+    """
+    if status is not None and status.cpuset:
+        return status.cpuset
+    topo = rules.topology
+    if topo is None:
+        return None
+    qos = target.qos
+    if status is not None and status.numa_aware:
+        if qos is not QOSClass.BE:
+            return _on_nodes(topo.cpu_shared_pools, status)
+        if rules.features.BECPUManager:
+            return _on_nodes(topo.be_cpu_shared_pools, status)
+    if qos is QOSClass.SYSTEM and topo.system_qos_cpuset:
+        return topo.system_qos_cpuset
+    if qos is QOSClass.LS:
+        return _join(topo.cpu_shared_pools)
+    # Only kube-BestEffort pods are "cleared": a BE-labelled Burstable/Guaranteed pod goes on to
+    # the kubelet-policy steps below and is confined to the shared pools (koordlet's
+    # cpusetRule.getContainerCPUSet checks the kube QoS from the cgroup parent here, not the label).
+    if target.kube_qos is KubeQOS.BEST_EFFORT:
+        return ""
+    if topo.kubelet_cpu_manager_policy == keys.KUBELET_POLICY_STATIC:
+        return None
+    return _join(topo.cpu_shared_pools)
+
+
+def _unset_quota(status: ResourceStatus | None, rules: Rules) -> bool:
+    return status is not None and bool(status.cpuset) and not rules.disable_unset_cpu_quota
+
+
+def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
+    status = resource_status(target.pod.pod.annotations)
+    cpus = decide_cpuset(target.pod, status, rules)
+    patch = ResourcePatch(
+        # An empty cpuset means "unset" in NRI, so koordlet's clearing of BE pods is skipped.
+        cpu_cpus=cpus or None,
+        cpu_quota=keys.UNLIMITED if _unset_quota(status, rules) else None,
+    )
+    return None if patch.is_empty() else HookResult(resources=patch)
+
+
+def pod(target: PodTarget, rules: Rules) -> HookResult | None:
+    status = resource_status(target.pod.annotations)
+    if not _unset_quota(status, rules):
+        return None
+    if not target.pod.cgroup_parent:
+        return HookResult(
+            warnings=(
+                f"CPUSetAllocator: pod {target.label} has no cgroup parent;"
+                " cannot unset its CFS quota",
+            )
+        )
+    write = CgroupWrite(target.pod.cgroup_parent, "cpu.cfs_quota_us", keys.UNLIMITED, target.label)
+    return HookResult(effects=(write,))

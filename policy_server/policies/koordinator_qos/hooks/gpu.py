@@ -1,0 +1,67 @@
+"""GPUEnvInject (docs/koordinator.md#gpuenvinject): NVIDIA_VISIBLE_DEVICES from the device
+allocation, plus HAMi-core.
+
+A HAMi-core error after NVIDIA_VISIBLE_DEVICES was decided keeps that env and reports the error
+(koordlet's partial output under the ``Ignore`` failure policy).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.annotations import (
+    Device,
+    device_allocations,
+    device_quantity,
+)
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
+from policy_server.sdk import HostDirectory, Mount, PolicyError
+
+
+def _bind(source: str, destination: str) -> Mount:
+    return Mount(destination=destination, type="bind", source=source, options=("rbind",))
+
+
+def _hami(first: Device, target: ContainerTarget, rules: Rules) -> HookResult:
+    ratio = device_quantity(first, keys.RESOURCE_GPU_MEMORY_RATIO)
+    if ratio is None:
+        raise PolicyError(f"HAMi-core: first GPU has no {keys.RESOURCE_GPU_MEMORY_RATIO}")
+    if ratio >= 100:
+        return HookResult()
+    memory = device_quantity(first, keys.RESOURCE_GPU_MEMORY)
+    if memory is None:
+        raise PolicyError(f"HAMi-core: first GPU has no {keys.RESOURCE_GPU_MEMORY}")
+    library = rules.hami_core_library_path
+    env = {keys.ENV_CUDA_DEVICE_MEMORY_LIMIT: str(memory)}
+    core = device_quantity(first, keys.RESOURCE_GPU_CORE)
+    if core is not None:
+        env[keys.ENV_CUDA_DEVICE_SM_LIMIT] = str(core)
+    env[keys.ENV_LD_PRELOAD] = library
+    mounts = [_bind(library, library), _bind(keys.HAMI_VGPU_LOCK_DIR, keys.HAMI_VGPU_LOCK_DIR)]
+    effects: tuple[HostDirectory, ...] = ()
+    if rules.features.HamiCoreVGPUMonitor:
+        lib_dir = posixpath.dirname(library)
+        tag = f"{target.pod.pod.uid}_{target.name}"
+        env[keys.ENV_CUDA_DEVICE_MEMORY_SHARED_CACHE] = f"{lib_dir}/{tag}.cache"
+        host_dir = f"{lib_dir}/containers/{tag}"
+        mounts.append(_bind(host_dir, lib_dir))
+        effects = (HostDirectory(host_dir, keys.HAMI_CONTAINER_DIR_MODE, target.pod.label),)
+    return HookResult(env=env, mounts=tuple(mounts), effects=effects)
+
+
+def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
+    allocations = device_allocations(target.pod.pod.annotations)
+    gpus = (allocations or {}).get(keys.DEVICE_TYPE_GPU, ())
+    if not gpus:
+        return None
+    env = {keys.ENV_NVIDIA_VISIBLE_DEVICES: ",".join(str(g.minor) for g in gpus)}
+    provider = target.pod.pod.labels.get(keys.LABEL_GPU_ISOLATION_PROVIDER)
+    if provider != keys.GPU_ISOLATION_HAMI_CORE:
+        return HookResult(env=env)
+    try:
+        hami = _hami(gpus[0], target, rules)
+    except PolicyError as exc:
+        return HookResult(env=env, errors=(str(exc),))
+    return HookResult(env={**env, **hami.env}, mounts=hami.mounts, effects=hami.effects)

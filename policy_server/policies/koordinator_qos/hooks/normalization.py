@@ -1,0 +1,57 @@
+"""CPUNormalization (docs/koordinator.md#cpunormalization): scale LS/unlabeled containers' CFS quota
+by the node ratio.
+
+The base is the container's own quota (CreateContainer), the requested quota (UpdateContainer,
+where koordlet would read the current one), or the unscaled quota remembered from those events
+(reconcile). A pod without a label but with a resource-status cpuset counts as LSR: untouched.
+"""
+
+from __future__ import annotations
+
+from policy_server.policies.koordinator_qos.annotations import AnnotationError, resource_status
+from policy_server.policies.koordinator_qos.formulas import scale_quota
+from policy_server.policies.koordinator_qos.qos import QOSClass
+from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
+from policy_server.sdk import ResourcePatch
+
+UNKNOWN_BASE = (
+    "CPUNormalization: unscaled CFS quota unknown (container not seen at CreateContainer or "
+    "UpdateContainer by this server); quota left as is"
+)
+
+
+def applies(target: ContainerTarget) -> bool:
+    """LS pods, and unlabeled pods that are not pinned by the scheduler."""
+    qos = target.pod.qos
+    if qos is QOSClass.LS:
+        return True
+    if qos is not QOSClass.NONE:
+        return False
+    try:
+        status = resource_status(target.pod.pod.annotations)
+    except AnnotationError:
+        # koordlet's normalization carries on when the resource-status cannot be parsed: the
+        # pod is simply not known to be pinned (CPUSetAllocator reports the bad annotation).
+        return True
+    return status is None or not status.cpuset
+
+
+def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
+    ratio = rules.cpu_normalization_ratio
+    if ratio is None and stage is not Stage.RECONCILE:
+        return None
+    if not applies(target):
+        return None
+    base = target.quota
+    if base is None and stage is Stage.RECONCILE and ratio is not None:
+        return HookResult(warnings=(UNKNOWN_BASE,))
+    if base is None or base <= 0:
+        return None
+    if stage is not Stage.RECONCILE and (ratio is None or ratio <= 1.0):
+        # koordlet re-emits the unchanged quota here; for a new or updated container that is a
+        # no-op, so we leave it out (it would only show up as a conflict with other hooks).
+        return None
+    # Reconcile recomputes from the unscaled base, so removing the ratio or lowering it to <= 1
+    # restores the original quota on running containers.
+    return HookResult(resources=ResourcePatch(cpu_quota=scale_quota(base, ratio)))

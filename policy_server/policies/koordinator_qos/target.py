@@ -1,0 +1,98 @@
+"""What a koordinator hook sees and returns: targets, stages, results, the hook table entry.
+
+Owns the hook interface shared by ``hooks/*`` and the bundle. A hook is a pure function of a
+target and the rules; whole-hook failures raise ``PolicyError`` (nothing set), partial failures
+come back in ``HookResult.errors`` next to what was already decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos, qos_class
+from policy_server.policies.koordinator_qos.rules import Features, Rules
+from policy_server.sdk import (
+    NO_RESOURCES,
+    UNKNOWN_NODE,
+    Effect,
+    Mount,
+    NodeFacts,
+    Pod,
+    ResourcePatch,
+    no_strings,
+)
+
+
+class Stage(StrEnum):
+    """Where a hook runs: koordlet's stages plus our reconcile (Synchronize / rule change)."""
+
+    RUN_POD_SANDBOX = "RunPodSandbox"
+    CREATE_CONTAINER = "CreateContainer"
+    UPDATE_CONTAINER = "UpdateContainer"
+    RECONCILE = "Reconcile"
+
+
+@dataclass(frozen=True, slots=True)
+class PodTarget:
+    """A pod with its classification done once."""
+
+    pod: Pod
+    qos: QOSClass
+    kube_qos: KubeQOS
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodTarget:
+        return cls(pod, qos_class(pod.labels), kube_qos(pod.cgroup_parent))
+
+    @property
+    def label(self) -> str:
+        return f"{self.pod.namespace}/{self.pod.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTarget:
+    """A container of ``pod`` on a node with ``node`` facts; ``quota`` is the CFS quota hooks
+    start from.
+
+    CreateContainer: the container's quota from the runtime; UpdateContainer: the requested
+    quota; reconcile: the unscaled quota remembered from those events (``None`` if unknown).
+    ``node`` says what the container's runtime accepts (no ``unified`` keys on cgroup v1, nor
+    keys whose file the containers' cgroups lack).
+    """
+
+    pod: PodTarget
+    container_id: str
+    name: str
+    quota: int | None = None
+    node: NodeFacts = UNKNOWN_NODE
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """A hook's output for one target."""
+
+    resources: ResourcePatch = NO_RESOURCES
+    env: Mapping[str, str] = field(default_factory=no_strings)
+    mounts: tuple[Mount, ...] = ()
+    oom_score_adj: int | None = None
+    effects: tuple[Effect, ...] = ()
+    warnings: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+PodHook = Callable[[PodTarget, Rules], HookResult | None]
+ContainerHook = Callable[[ContainerTarget, Stage, Rules], HookResult | None]
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """One row of the hook table: koordlet's hook name, its feature gate, where it runs."""
+
+    name: str
+    gate: Callable[[Features], bool]
+    pod: PodHook | None = None
+    container: ContainerHook | None = None
+    container_stages: frozenset[Stage] = frozenset()
+    remove_pod: PodHook | None = None
