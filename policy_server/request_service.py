@@ -11,11 +11,13 @@ gets a synthetic one built from the bridge's state, so a restarted server rebuil
 view and its policies' state; a policy with a reconcile hook (koordinator-qos) is evaluated by
 the node reconciler's pass instead, which also runs every ``--reconcile-interval`` seconds. A
 bridge whose control socket is not there yet at start-up is waited for quietly (the shipped
-units start this server first), for up to ``--bridge-start-wait`` seconds. It says once, at
-start-up and in ``node_state`` (``GET /v1/state``), which node effects cannot take effect here
-and why. ``server.hot_route`` maps HTTP onto ``PolicyServer.handle``; every ``Event`` it, the
-resync and the reconciler evaluate comes from ``engine.request``. Must not: name a policy (the
-catalogue, ``policy_server.policies``, says which built-ins are served) or import one.
+units start this server first), for up to ``--bridge-start-wait`` seconds; so is a bridge not
+yet synchronized with the runtime (its state is empty, or the Synchronize it is answering). It
+says once, at start-up and in ``node_state`` (``GET /v1/state``), which node effects cannot take
+effect here and why. ``server.hot_route`` maps HTTP onto ``PolicyServer.handle``; every
+``Event`` it, the resync and the reconciler evaluate comes from ``engine.request``. Must not:
+name a policy (the catalogue, ``policy_server.policies``, says which built-ins are served) or
+import one.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class _ResyncState:
     started: float = field(default_factory=time.monotonic)  # run_background sets it again
     bridge_answered: bool = False  # the control socket has accepted a connection once
     waiting: bool = False  # the start-up wait was announced (INFO, once)
+    unsynchronized: bool = False  # "the bridge has not synchronized yet" was said (INFO, once)
 
 
 def _effect_notes(
@@ -464,6 +467,9 @@ class PolicyServer:
         requests = state.requests
         async with state.lock:
             try:
+                if not await self.bridge.ready():
+                    self._wait_for_synchronize(full)
+                    return False
                 if full:
                     await self._resync_once(self.bridge)
                 else:
@@ -493,6 +499,25 @@ class PolicyServer:
         state.periodic = False  # a full pass includes the reconciler's
         state.backoff_s = RESYNC_RETRY_INITIAL_S
         return True
+
+    def _wait_for_synchronize(self, full: bool) -> None:
+        """The bridge is up but not synchronized with the runtime (not connected yet, or
+        answering the Synchronize now): its state is empty or about to change, and a pass now
+        would compete with the Synchronize for the CPU. A full resync is retried; a periodic
+        pass waits for the next interval."""
+        state = self._resync
+        state.periodic = False
+        if full:
+            state.pending = True
+            state.next_attempt = time.monotonic() + RESYNC_RETRY_INITIAL_S
+        self.metrics.resyncs.labels("waiting").inc()
+        url = self.bridge.url if self.bridge is not None else "?"
+        if not state.unsynchronized:
+            state.unsynchronized = True
+            log.info("the bridge at %s has not synchronized with the runtime yet; the resync "
+                     "and the reconciler wait for it", url)
+        else:
+            log.debug("the bridge at %s has not synchronized with the runtime yet", url)
 
     def _bridge_not_up_yet(self, exc: Exception) -> bool:
         """True for the expected start-up order: the bridge's control socket is not there (or

@@ -36,6 +36,7 @@ from bridge.contract.capabilities import dropped_fields, runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
+from bridge.contract.gc_pause import paused_gc
 from bridge.contract.nri_version import Version, format_version
 from bridge.contract.request_body import PayloadBuilder, encode
 from bridge.metrics import Metrics
@@ -295,17 +296,20 @@ class WebhookHandler:
         known = {c.id for c in containers}
         merger = Merger()
         who = {"event": "Synchronize", "uid": call.uid}
-        for hook in hooks:
-            # Called even when nothing is chosen: "no pods" is the node's state too, and a
-            # stateful policy (cpu-pools) must learn it before it hands out CPUs.
-            chosen_pods, chosen = _select(hook, pods, containers)
-            scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
-            request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
-                                  self._payloads.sync(chosen_pods, chosen), scope,
-                                  hook.spec.sync_timeout_s)
-            await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
-                                                     "containers": str(len(chosen))},
-                             call.runtime.nri_version)
+        # The whole node: the payload and the replies are built with the collector paused
+        # until the calls are done (bridge.contract.gc_pause).
+        with paused_gc():
+            for hook in hooks:
+                # Called even when nothing is chosen: "no pods" is the node's state too, and a
+                # stateful policy (cpu-pools) must learn it before it hands out CPUs.
+                chosen_pods, chosen = _select(hook, pods, containers)
+                scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
+                request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
+                                      self._payloads.sync(chosen_pods, chosen), scope,
+                                      hook.spec.sync_timeout_s)
+                await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
+                                                         "containers": str(len(chosen))},
+                                 call.runtime.nri_version)
         self._event_children("Synchronize")[0].inc()
         return merger.update_list()
 

@@ -1,4 +1,4 @@
-"""Client for the bridge's control API: ``GET /v1/state`` and ``POST /v1/updates``.
+"""Client for the bridge's control API: ``GET /v1/state``, ``POST /v1/updates``, ``GET /readyz``.
 
 Owns the only HTTP client code in the server; httpx errors are mapped to
 ``BridgeControlError`` here and nowhere else (``BridgeUnreachableError`` when nothing accepts
@@ -67,18 +67,22 @@ class BridgeControl:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _call(
+    async def _request(
         self, method: str, path: str, body: object | None = None, timeout_s: float | None = None
-    ) -> dict[str, Any]:
+    ) -> httpx.Response:
         try:
             if timeout_s is None:
-                response = await self._client.request(method, path, json=body)
-            else:
-                response = await self._client.request(method, path, json=body, timeout=timeout_s)
+                return await self._client.request(method, path, json=body)
+            return await self._client.request(method, path, json=body, timeout=timeout_s)
         except httpx.ConnectError as exc:  # no socket file, or nobody listening on it
             raise BridgeUnreachableError(f"{method} {self.url}{path}: {exc!r}") from None
         except httpx.HTTPError as exc:
             raise BridgeControlError(f"{method} {self.url}{path}: {exc!r}") from None
+
+    async def _call(
+        self, method: str, path: str, body: object | None = None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        response = await self._request(method, path, body, timeout_s)
         if response.status_code != 200:
             raise BridgeControlError(
                 f"{method} {self.url}{path}: HTTP {response.status_code}: {response.text[:200]}"
@@ -90,6 +94,17 @@ class BridgeControl:
         if not isinstance(data, dict):
             raise BridgeControlError(f"{method} {self.url}{path}: reply is not a JSON object")
         return data
+
+    async def ready(self) -> bool:
+        """Whether the bridge is registered with the runtime and has answered its Synchronize
+        (``GET /readyz``: 200, or 503 until then). Before that its state is empty, or the
+        Synchronize it is still answering."""
+        response = await self._request("GET", "/readyz")
+        if response.status_code in (200, 503):
+            return response.status_code == 200
+        raise BridgeControlError(
+            f"GET {self.url}/readyz: HTTP {response.status_code}: {response.text[:200]}"
+        )
 
     async def state(self) -> BridgeState:
         data = await self._call("GET", "/v1/state")

@@ -18,6 +18,7 @@ and never raises: every failure is logged and counted.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -41,6 +42,8 @@ from policy_server.sdk.decision import (
 log = logging.getLogger(__name__)
 
 DEFAULT_CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Pod cgroup directories remembered as text (a node's pods, with room for churn).
+CGROUP_DIR_CACHE_SIZE = 16_384
 # cgroup v1 reports "no memory limit" as a page-rounded huge number, not -1.
 _V1_UNLIMITED_MEMORY = 1 << 62
 
@@ -121,6 +124,12 @@ def _cpu_period_us(directory: Path) -> int | None:
     """The period of ``directory``'s ``cpu.max`` (``$MAX $PERIOD``), None if unreadable."""
     fields = (_read_text(directory / "cpu.max") or "").split()
     return int(fields[1]) if len(fields) == 2 and fields[1].isdigit() else None
+
+
+@functools.lru_cache(maxsize=CGROUP_DIR_CACHE_SIZE)
+def _cgroup_dir_text(parent: str) -> str:
+    """``cgroup_dir`` as text, remembered: each pod's parent is asked for at every write."""
+    return str(cgroup_dir(parent))
 
 
 def cgroup_dir(parent: str) -> PurePosixPath:
@@ -264,15 +273,22 @@ class CgroupExecutor:
 
     def target(self, write: CgroupWrite) -> tuple[Path, str]:
         """The file to write and the text to write into it (``ValueError`` if impossible)."""
+        path, text = self._target(write, self.version)
+        return Path(path), text
+
+    def _target(self, write: CgroupWrite, version: CgroupVersion) -> tuple[str, str]:
+        # Strings, not Paths: a Synchronize writes several files of every pod, and building
+        # Path objects was most of that time (docs/performance.md#numbers-behind-the-code).
         if write.file not in _FILES:
             raise ValueError(f"unsupported cgroup file {write.file!r}")
         controller, v2_file = _FILES[write.file]
-        rel = cgroup_dir(write.cgroup_parent)
-        if self.version is CgroupVersion.V2:
-            return self.root / rel / v2_file, _v2_value(
+        rel = _cgroup_dir_text(write.cgroup_parent)
+        root = str(self.root).rstrip("/")
+        if version is CgroupVersion.V2:
+            return f"{root}/{rel}/{v2_file}", _v2_value(
                 write.file, write.value, self.weights.for_writes
             )
-        return self.root / controller / rel / write.file, str(write.value)
+        return f"{root}/{controller}/{rel}/{write.file}", str(write.value)
 
     def apply(self, effects: Sequence[Effect], context: str = "") -> ExecutionReport:
         report = ExecutionReport()
@@ -281,12 +297,13 @@ class CgroupExecutor:
             return report
         if self.mode is ExecutorMode.ON and self.cgroups.writable and self.units.active:
             self._set_unit_properties(effects, context, report)
+        version = self.version  # looked at once per call, not per file
         for effect in effects:
             if isinstance(effect, CgroupWrite):
                 if self.mode is ExecutorMode.ON and not self.cgroups.writable:
                     report.skipped.append(f"{effect.file} for {effect.pod}: cgroups not writable")
                     continue
-                self._write(effect, context, report)
+                self._write(effect, version, context, report)
             elif isinstance(effect, HostDirectory):
                 self._mkdir(effect, context, report)
             elif isinstance(effect, ResctrlGroup):
@@ -352,9 +369,11 @@ class CgroupExecutor:
         elif result == "removed":
             report.written.append(f"resctrl group {removal.name} removed")
 
-    def _write(self, write: CgroupWrite, context: str, report: ExecutionReport) -> None:
+    def _write(
+        self, write: CgroupWrite, version: CgroupVersion, context: str, report: ExecutionReport
+    ) -> None:
         try:
-            path, text = self.target(write)
+            path, text = self._target(write, version)
         except ValueError as exc:
             report.failed.append(f"{write.file} for {write.pod}: {exc}")
             log.error("pod cgroup write refused: %s pod=%s %s", exc, write.pod, context)
@@ -364,28 +383,17 @@ class CgroupExecutor:
             report.logged.append(line)
             log.info("dry-run: would write %s pod=%s %s", line, write.pod, context)
             return
-        if not path.parent.is_dir():
-            report.skipped.append(line)
-            log.warning(
-                "pod cgroup %s does not exist; skipped %s pod=%s %s",
-                path.parent,
-                write.file,
-                write.pod,
-                context,
-            )
-            return
-        if write.file == "cpu.bvt_warp_ns" and not path.exists():
-            # Group identity is an Alibaba Cloud Linux / Anolis kernel feature; without it there
-            # is nothing to write (reported once at start-up, not per pod).
-            report.skipped.append(f"{line}: kernel has no {write.file}")
-            return
         try:
-            # O_WRONLY without O_CREAT: cgroup files exist or the controller is not there.
+            # O_WRONLY without O_CREAT: cgroup files exist or the controller is not there. A
+            # missing file is told apart only then (one open per file on the common path).
             fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, text.encode())
             finally:
                 os.close(fd)
+        except FileNotFoundError as exc:
+            self._missing(write, path, line, exc, context, report)
+            return
         except OSError as exc:
             report.failed.append(f"{line}: {exc.strerror}")
             log.error(
@@ -394,6 +402,37 @@ class CgroupExecutor:
             return
         report.written.append(line)
         log.info("wrote %s pod=%s %s", line, write.pod, context)
+
+    def _missing(
+        self,
+        write: CgroupWrite,
+        path: str,
+        line: str,
+        exc: OSError,
+        context: str,
+        report: ExecutionReport,
+    ) -> None:
+        """A file that could not be opened: its pod cgroup is gone, the kernel lacks it, or it
+        is a failure."""
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            report.skipped.append(line)
+            log.warning(
+                "pod cgroup %s does not exist; skipped %s pod=%s %s",
+                directory,
+                write.file,
+                write.pod,
+                context,
+            )
+        elif write.file == "cpu.bvt_warp_ns":
+            # Group identity is an Alibaba Cloud Linux / Anolis kernel feature; without it there
+            # is nothing to write (reported once at start-up, not per pod).
+            report.skipped.append(f"{line}: kernel has no {write.file}")
+        else:
+            report.failed.append(f"{line}: {exc.strerror}")
+            log.error(
+                "pod cgroup write failed: %s: %s pod=%s %s", line, exc.strerror, write.pod, context
+            )
 
     def _mkdir(self, effect: HostDirectory, context: str, report: ExecutionReport) -> None:
         line = f"mkdir {effect.path} mode {effect.mode:o}"

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bridge.contract.gc_pause import paused_gc
 from policy_server.engine.evaluate import Evaluation
 from policy_server.engine.reply import reply_body
 from policy_server.engine.request import parse_request
@@ -29,6 +30,9 @@ from policy_server.request_service import PolicyServer
 log = logging.getLogger(__name__)
 
 PREFIX = "/v1/policies/"
+# A body this large holds many pods (a Synchronize, ~4 KB a pod and container); an event about
+# one container is a few KB.
+BULK_BODY_BYTES = 256 << 10
 _JSON = b"application/json"
 
 
@@ -103,25 +107,38 @@ class HotRoute:
             # router would, 405 naming the method allowed.
             status, body = _detail(405, "Method Not Allowed")
             headers.append((b"allow", b"POST"))
-        else:
-            content_type = None
-            for key, value in scope["headers"]:
-                if key == b"content-type":
-                    content_type = value.decode("latin-1")
-            if not is_json(content_type):
-                status, body = _detail(
-                    415, f"expected content-type application/json, got {content_type!r}"
-                )
-            else:
-                raw = await _read(receive)
-                if raw is None:
-                    return  # the client went away mid-body: nobody to answer
-                status, body = await evaluate_body(self.server, name, raw)
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send(
-            {"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body}
-        )
+            await _answer(send, scope, status, body, headers)
+            return
+        content_type = None
+        for key, value in scope["headers"]:
+            if key == b"content-type":
+                content_type = value.decode("latin-1")
+        if not is_json(content_type):
+            status, body = _detail(
+                415, f"expected content-type application/json, got {content_type!r}"
+            )
+            await _answer(send, scope, status, body, headers)
+            return
+        raw = await _read(receive)
+        if raw is None:
+            return  # the client went away mid-body: nobody to answer
+        if len(raw) < BULK_BODY_BYTES:
+            status, body = await evaluate_body(self.server, name, raw)
+            await _answer(send, scope, status, body, headers)
+            return
+        # The whole node: the collector waits until the answer has left (its first young
+        # collection walks everything the request left alive; bridge.contract.gc_pause).
+        with paused_gc():
+            status, body = await evaluate_body(self.server, name, raw)
+            await _answer(send, scope, status, body, headers)
+
+
+async def _answer(
+    send: Send, scope: Scope, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
 
 
 async def _read(receive: Receive) -> bytes | None:

@@ -77,6 +77,10 @@ async def test_a_bad_reply_from_the_bridge_is_still_an_error(
     caplog.set_level(logging.INFO)
     broken = FastAPI()
 
+    @broken.get("/readyz")
+    async def readyz() -> dict[str, bool]:
+        return {"ready": True}  # synchronized with its runtime; its state route is what broke
+
     @broken.get("/v1/state")
     async def state() -> Response:
         return Response("bridge broke", status_code=500)

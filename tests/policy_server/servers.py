@@ -36,7 +36,8 @@ async def serve_on_uds(app: Any, path: Path, mode: int = 0o600,
 
 
 class FakeBridgeControl:
-    """The bridge's control API (GET /v1/state, POST /v1/updates) as a real ASGI app."""
+    """The bridge's control API (GET /readyz, GET /v1/state, POST /v1/updates) as a real ASGI
+    app; the bridge is always synchronized with its runtime."""
 
     def __init__(self, pods: list[dict[str, Any]], containers: list[dict[str, Any]]) -> None:
         self.pods = pods
@@ -44,8 +45,12 @@ class FakeBridgeControl:
         self.pushed: list[dict[str, Any]] = []
         self.received = asyncio.Event()
         self.app = FastAPI()
+        self.app.get("/readyz")(self.readyz)
         self.app.get("/v1/state")(self.state)
         self.app.post("/v1/updates")(self.updates)
+
+    async def readyz(self) -> dict[str, bool]:
+        return {"ready": True}
 
     async def state(self) -> dict[str, Any]:
         return {"pods": self.pods, "containers": self.containers}

@@ -28,11 +28,16 @@ class FakeBridge:
                            container(cid="c2", pod_id="p2", cpu={"cpus": "0-3"})]
         self.pushed: list[list[dict[str, Any]]] = []
         self.down = False
+        self.ready = True  # synchronized with its runtime
+        self.fetched = 0  # GET /v1/state calls
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         if self.down:
             raise httpx.ConnectError("bridge down")
+        if request.url.path == "/readyz":
+            return httpx.Response(200 if self.ready else 503, json={"ready": self.ready})
         if request.url.path == "/v1/state":
+            self.fetched += 1
             return httpx.Response(200, json={"pods": self.pods, "containers": self.containers})
         updates = json.loads(request.content)["update"]
         self.pushed.append(updates)
@@ -117,6 +122,32 @@ async def test_a_bridge_not_up_yet_is_waited_for_quietly(
     metrics = server.metrics.render().decode()
     assert 'policy_resyncs_total{result="waiting"} 2.0' in metrics
     assert 'result="failed"' not in metrics
+
+
+async def test_a_bridge_not_synchronized_yet_is_waited_for_without_a_pass(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 27: a pass while the bridge answers the runtime's Synchronize reads a state about to
+    # change and competes with the Synchronize for the CPU; before it the state is empty.
+    server, fake, _ = make(tmp_path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
+    fake.ready = False
+    with caplog.at_level(logging.DEBUG, logger="policy_server"):
+        assert await server.resync() is False
+        assert await server.resync() is False
+        assert fake.fetched == 0 and fake.pushed == []  # the state was not even fetched
+        server._resync.periodic = True
+        assert await server.resync(full=False) is False  # a periodic pass waits its turn
+        assert server._resync.periodic is False and server._resync.pending is True
+        fake.ready = True
+        assert await server.resync() is True
+    assert fake.fetched == 1
+    assert fake.pushed == [[{"container_id": "c1",
+                             "linux": {"resources": {"cpu": {"cpus": "0-3"}}}}]]
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    unsynced = [level for level, msg in said if "has not synchronized" in msg]
+    assert unsynced == ["INFO", "DEBUG", "DEBUG"]  # said once, then quietly
+    metrics = server.metrics.render().decode()
+    assert 'policy_resyncs_total{result="waiting"} 3.0' in metrics
+    assert 'policy_resyncs_total{result="ok"} 1.0' in metrics
 
 
 async def test_no_bridge_means_no_push(tmp_path: Path) -> None:

@@ -45,6 +45,8 @@ class FakeBridge:
         self.pushed: list[dict[str, Any]] = []
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/readyz":
+            return httpx.Response(200, json={"ready": True})
         if request.url.path == "/v1/state":
             return httpx.Response(200, json={"pods": self.pods, "containers": self.containers})
         self.pushed.extend(json.loads(request.content)["update"])

@@ -153,6 +153,8 @@ class Bridge:
         self.status = status
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/readyz":
+            return httpx.Response(200, json={"ready": True})
         if request.url.path == "/v1/state":
             return httpx.Response(200, json={"pods": [], "containers": []})
         self.pushed.append(json.loads(request.content)["update"])

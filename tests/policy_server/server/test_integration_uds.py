@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import os
 import stat
 from pathlib import Path
@@ -12,6 +14,7 @@ import httpx
 from bridge.contract import WebhookReply
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.server.hot_route import BULK_BODY_BYTES
 from tests.policy_server.factory import batch_spec, container, envelope, pod
 from tests.policy_server.servers import FakeBridgeControl, serve_on_uds
 from tests.waiting import until
@@ -73,3 +76,36 @@ async def test_group_readable_socket(tmp_path: Path) -> None:
         assert stat.S_IMODE(os.stat(sock).st_mode) == 0o660
         async with uds_client(sock) as client:
             assert (await client.get("/v1/policies")).status_code == 200
+
+
+async def test_a_synchronize_of_many_pods_is_answered_with_the_collector_paused_meanwhile(
+    tmp_path: Path,
+) -> None:
+    # Bodies from BULK_BODY_BYTES up are answered with the cyclic GC off until the reply has
+    # left (bridge.contract.gc_pause); the answer is the same, and the collector is on after.
+    pods_n = 700
+    pods, containers = [], []
+    for i in range(pods_n):
+        pods.append(pod(pod_id=f"p{i}", uid=f"u{i}", qos="BE",
+                        cgroup_parent=f"/kubepods/besteffort/p{i}", annotations=batch_spec(
+                            {"app": {"limits": {"kubernetes.io/batch-cpu": "2k"}}})))
+        containers.append(container(cid=f"c{i}", pod_id=f"p{i}"))
+    body = envelope("Synchronize", pods=pods, containers=containers)
+    assert len(json.dumps(body)) >= BULK_BODY_BYTES
+    server = PolicyServer(ServerOptions())
+    assert gc.isenabled()
+    async with (
+        serve_on_uds(create_app(server), tmp_path / "policy.sock") as sock,
+        uds_client(sock) as client,
+    ):
+        reply = await client.post("/v1/policies/koordinator-qos", json=body)
+        small = await client.post("/v1/policies/koordinator-qos", json=envelope(
+            "Synchronize", pods=pods[:1], containers=containers[:1]))
+    assert reply.status_code == 200 and small.status_code == 200
+    updates = reply.json()["update"]
+    assert [u["container_id"] for u in updates] == [f"c{i}" for i in range(pods_n)]
+    # Each container's update is what a Synchronize of its pod alone gets.
+    assert updates[0] == small.json()["update"][0]
+    assert {json.dumps(u["linux"], sort_keys=True) for u in updates} == {
+        json.dumps(updates[0]["linux"], sort_keys=True)}
+    assert gc.isenabled()
