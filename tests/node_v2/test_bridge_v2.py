@@ -15,9 +15,8 @@ import grpc
 import httpx
 import pytest
 
-from bridge.control.settings import DEFAULT_SOCKET
 from tests.e2e import resource_policy
-from tests.e2e.bridge_proc import has_msg, is_event
+from tests.e2e.bridge_proc import Bridge, has_msg, is_event
 from tests.e2e.conftest import StackFactory, outcome_of
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
@@ -160,8 +159,8 @@ def test_reregisters_after_containerd_restarts(
     assert_static_adjustment(containerd, clean_pods, after)
 
 
-def _bridge_state() -> dict[str, Any]:
-    transport = httpx.HTTPTransport(uds=DEFAULT_SOCKET)
+def _bridge_state(bridge: Bridge) -> dict[str, Any]:
+    transport = httpx.HTTPTransport(uds=str(bridge.control_socket))
     with httpx.Client(transport=transport, base_url="http://bridge", timeout=30) as client:
         reply = client.get("/v1/state")
         reply.raise_for_status()
@@ -180,7 +179,7 @@ def test_pod_removed_after_a_restart_leaves_the_bridge_state(
     early_container = clean_pods.run_container(early.pod)
     kept = guest_node.run_pod(clean_pods, "kept")
     kept_container = clean_pods.run_container(kept.pod)
-    assert {p["id"] for p in _bridge_state()["pods"]} >= {early.pod.id, kept.pod.id}
+    assert {p["id"] for p in _bridge_state(bridge)["pods"]} >= {early.pod.id, kept.pod.id}
     registrations = count(bridge, has_msg("registered"))
     containerd.restart()
     clean_pods.wait_ready()
@@ -192,10 +191,10 @@ def test_pod_removed_after_a_restart_leaves_the_bridge_state(
     clean_pods.stop_pod(early.pod.id)
     clean_pods.remove_pod(early.pod.id)
     def dropped() -> bool:
-        return early.pod.id not in {p["id"] for p in _bridge_state()["pods"]}
+        return early.pod.id not in {p["id"] for p in _bridge_state(bridge)["pods"]}
     wait_until(dropped, what="the bridge drops the removed pod", timeout_s=scaled(10),
-               interval_s=0.5, details=lambda: str(_bridge_state()))
-    state = _bridge_state()
+               interval_s=0.5, details=lambda: str(_bridge_state(bridge)))
+    state = _bridge_state(bridge)
     pods = {p["id"] for p in state["pods"]}
     containers = {c["id"] for c in state["containers"]}
     assert early.pod.id not in pods, state
