@@ -128,8 +128,21 @@ def _cpu_period_us(directory: Path) -> int | None:
 
 @functools.lru_cache(maxsize=CGROUP_DIR_CACHE_SIZE)
 def _cgroup_dir_text(parent: str) -> str:
-    """``cgroup_dir`` as text, remembered: each pod's parent is asked for at every write."""
-    return str(cgroup_dir(parent))
+    """``cgroup_dir`` as text, remembered: each pod's parent is asked for at every write (text,
+    not a path: a Synchronize asks for every pod's once, docs/performance.md)."""
+    parent = parent.strip()
+    if not parent:
+        raise ValueError("empty cgroup parent")
+    if "/" not in parent and parent.endswith(".slice"):
+        parts = parent.removesuffix(".slice").split("-")
+        if not all(parts):
+            raise ValueError(f"invalid systemd slice name {parent!r}")
+        return "/".join("-".join(parts[: i + 1]) + ".slice" for i in range(len(parts)))
+    # As a path reads it: empty and "." components dropped, ".." refused.
+    names = [name for name in parent.split("/") if name and name != "."]
+    if not names or ".." in names:
+        raise ValueError(f"invalid cgroup parent {parent!r}")
+    return "/".join(names)
 
 
 def cgroup_dir(parent: str) -> PurePosixPath:
@@ -137,21 +150,9 @@ def cgroup_dir(parent: str) -> PurePosixPath:
 
     cgroupfs: ``/kubepods/burstable/pod<uid>`` as is. systemd: ``kubepods-burstable-pod<uid>.slice``
     expands to ``kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice``.
+    Raises ``ValueError`` for an empty parent, a bad slice name or a ``..``.
     """
-    parent = parent.strip()
-    if not parent:
-        raise ValueError("empty cgroup parent")
-    if "/" not in parent and parent.endswith(".slice"):
-        name = parent.removesuffix(".slice")
-        parts = name.split("-")
-        if not all(parts):
-            raise ValueError(f"invalid systemd slice name {parent!r}")
-        rel = PurePosixPath(*(("-".join(parts[: i + 1])) + ".slice" for i in range(len(parts))))
-    else:
-        rel = PurePosixPath(parent.lstrip("/"))
-    if any(part in ("..", ".") for part in rel.parts) or not rel.parts:
-        raise ValueError(f"invalid cgroup parent {parent!r}")
-    return rel
+    return PurePosixPath(_cgroup_dir_text(parent))
 
 
 @dataclass(slots=True)
@@ -298,12 +299,15 @@ class CgroupExecutor:
         if self.mode is ExecutorMode.ON and self.cgroups.writable and self.units.active:
             self._set_unit_properties(effects, context, report)
         version = self.version  # looked at once per call, not per file
+        # Files this call found the kernel without (cpu.bvt_warp_ns on a stock kernel): not
+        # opened again for the other pods of a Synchronize or a reconciler pass.
+        lacking: set[str] = set()
         for effect in effects:
             if isinstance(effect, CgroupWrite):
                 if self.mode is ExecutorMode.ON and not self.cgroups.writable:
                     report.skipped.append(f"{effect.file} for {effect.pod}: cgroups not writable")
                     continue
-                self._write(effect, version, context, report)
+                self._write(effect, version, context, report, lacking)
             elif isinstance(effect, HostDirectory):
                 self._mkdir(effect, context, report)
             elif isinstance(effect, ResctrlGroup):
@@ -370,7 +374,12 @@ class CgroupExecutor:
             report.written.append(f"resctrl group {removal.name} removed")
 
     def _write(
-        self, write: CgroupWrite, version: CgroupVersion, context: str, report: ExecutionReport
+        self,
+        write: CgroupWrite,
+        version: CgroupVersion,
+        context: str,
+        report: ExecutionReport,
+        lacking: set[str],
     ) -> None:
         try:
             path, text = self._target(write, version)
@@ -383,6 +392,9 @@ class CgroupExecutor:
             report.logged.append(line)
             log.info("dry-run: would write %s pod=%s %s", line, write.pod, context)
             return
+        if write.file in lacking:
+            report.skipped.append(f"{line}: kernel has no {write.file}")
+            return
         try:
             # O_WRONLY without O_CREAT: cgroup files exist or the controller is not there. A
             # missing file is told apart only then (one open per file on the common path).
@@ -392,7 +404,8 @@ class CgroupExecutor:
             finally:
                 os.close(fd)
         except FileNotFoundError as exc:
-            self._missing(write, path, line, exc, context, report)
+            if self._missing(write, path, line, exc, context, report):
+                lacking.add(write.file)
             return
         except OSError as exc:
             report.failed.append(f"{line}: {exc.strerror}")
@@ -411,9 +424,9 @@ class CgroupExecutor:
         exc: OSError,
         context: str,
         report: ExecutionReport,
-    ) -> None:
-        """A file that could not be opened: its pod cgroup is gone, the kernel lacks it, or it
-        is a failure."""
+    ) -> bool:
+        """A file that could not be opened: its pod cgroup is gone, the kernel lacks it (True),
+        or it is a failure."""
         directory = os.path.dirname(path)
         if not os.path.isdir(directory):
             report.skipped.append(line)
@@ -428,11 +441,13 @@ class CgroupExecutor:
             # Group identity is an Alibaba Cloud Linux / Anolis kernel feature; without it there
             # is nothing to write (reported once at start-up, not per pod).
             report.skipped.append(f"{line}: kernel has no {write.file}")
+            return True
         else:
             report.failed.append(f"{line}: {exc.strerror}")
             log.error(
                 "pod cgroup write failed: %s: %s pod=%s %s", line, exc.strerror, write.pod, context
             )
+        return False
 
     def _mkdir(self, effect: HostDirectory, context: str, report: ExecutionReport) -> None:
         line = f"mkdir {effect.path} mode {effect.mode:o}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,45 @@ def test_kernel_without_bvt_is_skipped_quietly(tmp_path: Path) -> None:
     assert not report.failed and "kernel has no cpu.bvt_warp_ns" in report.skipped[0]
 
 
+def test_a_file_the_kernel_lacks_is_looked_for_once_per_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Synchronize writes cpu.bvt_warp_ns into every pod; a stock kernel has it in none.
+    root = tmp_path
+    parents = [f"/kubepods/besteffort/pod{i}" for i in range(5)]
+    for parent in parents:
+        pod = root / "cpu" / parent.lstrip("/")
+        pod.mkdir(parents=True)
+        (pod / "cpu.shares").write_text("2\n")
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: str, flags: int, *args: int) -> int:
+        opened.append(os.path.basename(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    effects = [
+        write
+        for parent in parents
+        for write in (
+            CgroupWrite(parent, "cpu.bvt_warp_ns", 2),
+            CgroupWrite(parent, "cpu.shares", 3),
+        )
+    ]
+    executor = CgroupExecutor(ExecutorMode.ON, root, CgroupVersion.V1)
+    for _ in range(2):  # each call looks once (a kernel's files are not cached across calls)
+        opened.clear()
+        report = executor.apply(effects)
+        assert opened.count("cpu.bvt_warp_ns") == 1
+        assert opened.count("cpu.shares") == 5
+        assert [line.rsplit(": ", 1)[1] for line in report.skipped] == [
+            "kernel has no cpu.bvt_warp_ns"
+        ] * 5
+        assert len(report.written) == 5 and not report.failed
+    assert all((root / "cpu" / p.lstrip("/") / "cpu.shares").read_text() == "3" for p in parents)
+
+
 def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     (root / "cpu/kubepods/besteffort/pod1/cpu.shares").unlink()  # controller not there
@@ -137,7 +177,9 @@ def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
     assert len(report.failed) == 1 and "No such file" in report.failed[0]
 
 
-@pytest.mark.parametrize("parent", ["/kubepods/../../etc", "", "kubepods--x.slice", "/"])
+@pytest.mark.parametrize(
+    "parent", ["/kubepods/../../etc", "", "kubepods--x.slice", "/", ".", "/./", "a/..", "  "]
+)
 def test_bad_parents_are_refused(tmp_path: Path, parent: str) -> None:
     report = CgroupExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
         [CgroupWrite(parent, "cpu.shares", 2)])
@@ -157,6 +199,9 @@ def test_unknown_file_is_refused(tmp_path: Path) -> None:
         ("kubepods-pod1.slice", "kubepods.slice/kubepods-pod1.slice"),
         (V2_PARENT, V2_DIR),
         ("/kubepods.slice/kubepods-pod1.slice", "kubepods.slice/kubepods-pod1.slice"),
+        # Read as a path reads it: empty and "." components dropped.
+        ("//kubepods/./burstable//pod1/", "kubepods/burstable/pod1"),
+        (" /kubepods/pod1 ", "kubepods/pod1"),
     ],
 )
 def test_cgroup_dir_for_both_drivers(parent: str, relative: str) -> None:
