@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from google.protobuf.descriptor import FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from bridge.contract.convert import is_wrapper
+from bridge.contract.descriptor_types import field_type
 from bridge.proto.nri import api_pb2
 
 FD = FieldDescriptor
@@ -49,25 +49,12 @@ def _scalar_type(fd: Any) -> Any:
     raise TypeError(f"unsupported field type {fd.type} for {fd.full_name}")
 
 
-def _value_type(fd: Any) -> Any:
-    if fd.type == FD.TYPE_MESSAGE:
-        if is_wrapper(fd.message_type):
-            inner = fd.message_type.fields_by_name["value"]
-            item = _scalar_type(inner)
-            return list[item] if inner.is_repeated else item  # type: ignore[valid-type]
-        return nri_model(fd.message_type.name)
-    return _scalar_type(fd)
+def _map_key(fd: Any) -> Any:
+    return str if _scalar_type(fd) is str else int
 
 
 def _field_type(fd: Any) -> Any:
-    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-        key: Any = str if _scalar_type(fd.message_type.fields_by_name["key"]) is str else int
-        value: Any = _value_type(fd.message_type.fields_by_name["value"])
-        return dict[key, value]
-    if fd.is_repeated:
-        item = _value_type(fd)
-        return list[item]  # type: ignore[valid-type]
-    return _value_type(fd)
+    return field_type(fd, _scalar_type, nri_model, _map_key)
 
 
 def nri_model(name: str) -> type[NriModel]:

@@ -1,9 +1,12 @@
 """The one request path: webhook request bytes -> the SDK's ``Event``, or the 422 that says why not.
 
-``parse_request`` is the only way a request becomes an ``Event``. pydantic parses the bytes
-straight into the contract's ``WebhookRequest`` in strict mode (JSON types exactly: no ``"5"``
-for an integer, no ``1`` for a boolean) and the frozen ``Event`` is built from that model by
-attribute reads, no second decode and no second check. Four things the strict model holds are
+``parse_request`` is the only way a request becomes an ``Event``. The contract is pydantic's
+``WebhookRequest`` in strict mode (JSON types exactly: no ``"5"`` for an integer, no ``1`` for
+a boolean). A body is first decoded into the contract's msgspec Structs
+(``bridge.contract.request_structs``), which take a subset of what the strict model takes, 3-4x
+faster; a body they take with nothing the SDK refuses becomes the frozen ``Event`` by attribute
+reads. Any other body is parsed by the strict model, and its ``Event`` is built from the model
+the same way (no second decode of a body either way). Four things the strict model holds are
 still refused, each with a ``PayloadError`` naming the field: ``api_version`` absent (the model
 fills in its default), a container ``state`` given as its enum number, and a missing ``pod`` /
 ``container`` for the event.
@@ -35,7 +38,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bridge.contract import WebhookRequest
+from bridge.contract import WebhookRequest, request_structs
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.webhook_models import Container as ContainerModel
 from bridge.contract.webhook_models import PodSandbox as PodModel
@@ -52,6 +55,14 @@ _ORJSON_INT_END = 2**64
 
 def parse_request(raw: bytes) -> Event:
     """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail)."""
+    clean = request_structs.decode(raw)
+    if (
+        clean is not None
+        and clean.api_version is not request_structs.ABSENT
+        and not _shape_problems(clean)
+    ):
+        return _event(clean)
+    # Anything else is the strict model's to answer (the Structs take a subset of what it takes).
     try:
         request = WebhookRequest.model_validate_json(raw, strict=True)
     except ValueError as exc:  # ValidationError, or anything else the parser refuses
@@ -70,13 +81,14 @@ def synchronize_event(
     """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
     bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
     first entry the contract refuses."""
-    try:
-        state = _State.model_validate_json(
-            orjson.dumps({"pods": pods, "containers": containers}), strict=True
-        )
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        raise PayloadError(_field(error["loc"]), error["msg"]) from None
+    raw = orjson.dumps({"pods": pods, "containers": containers})
+    state: Any = request_structs.decode_state(raw)
+    if state is None:  # the strict model's to explain (or to take after all)
+        try:
+            state = _State.model_validate_json(raw, strict=True)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            raise PayloadError(_field(error["loc"]), error["msg"]) from None
     problems = [
         problem
         for i, container in enumerate(state.containers)
@@ -155,6 +167,12 @@ def _problems(request: WebhookRequest) -> list[_Problem]:
     out: list[_Problem] = []
     if "api_version" not in request.model_fields_set:
         out.append(((_TOP["api_version"],), PayloadError("api_version", _wrong_version(""))))
+    return out + _shape_problems(request)
+
+
+def _shape_problems(request: Any) -> list[_Problem]:
+    """``_problems`` but the absent ``api_version``, for the model or the Structs."""
+    out: list[_Problem] = []
     name = _EVENTS[request.event]
     if request.pod is None and name is not EventName.SYNCHRONIZE:
         out.append(((_REQUIRED, 0), PayloadError("pod", f"required for {name}")))
@@ -334,7 +352,8 @@ def field_loc(field: str) -> list[str | int]:
 # .nri_models), so the type checker sees them as Any.
 
 
-def _event(request: WebhookRequest) -> Event:
+def _event(request: Any) -> Event:
+    """The SDK's ``Event`` from the strict model or the Structs (the same attributes)."""
     runtime = request.runtime
     capabilities = runtime.capabilities
     return Event(
