@@ -14,6 +14,7 @@ dependency solving and per-request objects cost more than the route itself
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -34,6 +35,7 @@ PREFIX = "/v1/policies/"
 # one container is a few KB.
 BULK_BODY_BYTES = 256 << 10
 _JSON = b"application/json"
+_NO_PAUSE = contextlib.nullcontext()
 
 
 def _dumps(value: Any) -> bytes:
@@ -122,13 +124,9 @@ class HotRoute:
         raw = await _read(receive)
         if raw is None:
             return  # the client went away mid-body: nobody to answer
-        if len(raw) < BULK_BODY_BYTES:
-            status, body = await evaluate_body(self.server, name, raw)
-            await _answer(send, scope, status, body, headers)
-            return
-        # The whole node: the collector waits until the answer has left (its first young
-        # collection walks everything the request left alive; bridge.contract.gc_pause).
-        with paused_gc():
+        # A body the size of the node: the collector waits until the answer has left (its first
+        # young collection walks everything the request left alive; bridge.contract.gc_pause).
+        with paused_gc() if len(raw) >= BULK_BODY_BYTES else _NO_PAUSE:
             status, body = await evaluate_body(self.server, name, raw)
             await _answer(send, scope, status, body, headers)
 
