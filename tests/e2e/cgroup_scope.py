@@ -2,9 +2,11 @@
 
 Owns: the run id (``NRI_E2E_RUN_ID``, inherited by every process the run starts), the cgroup
 prefix derived from it (``nri-e2e-<run id>``, one top-level directory per cgroup v1
-hierarchy), killing processes left in this run's cgroups and removing those directories.
+hierarchy), killing processes left in this run's cgroups and removing those directories, and
+removing the empty directories of runs that died without their clean-up (``sweep_dead_runs``).
 
-Must not: look at, signal or remove anything under another prefix. ``make e2e`` and
+Must not: signal anything under another prefix, or remove another run's directories unless
+that run's process is gone and its cgroups hold no process. ``make e2e`` and
 ``make shipped`` may run side by side on one machine (docs/e2e.md); each run's pods live under
 its own prefix, so one run's clean-up can never kill the other's containers.
 """
@@ -12,7 +14,9 @@ its own prefix, so one run's clean-up can never kill the other's containers.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import signal
 import time
 import uuid
@@ -22,6 +26,10 @@ RUN_ID_ENV = "NRI_E2E_RUN_ID"
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 RMDIR_ATTEMPTS = 20
 RMDIR_RETRY_S = 0.05
+# A run id made by run_id(): "<pid of the run's pytest>-<6 hex digits>".
+_DEFAULT_RUN_PREFIX = re.compile(r"nri-e2e-(\d+)-[0-9a-f]{6}")
+
+log = logging.getLogger(__name__)
 
 
 def run_id() -> str:
@@ -66,6 +74,47 @@ def remove_cgroups(prefix: str, root: Path = CGROUP_V1_ROOT) -> None:
                     break
                 except OSError:
                     time.sleep(RMDIR_RETRY_S)  # processes may still be exiting
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holds_processes(prefix: str, root: Path) -> bool:
+    for tree in cgroup_trees(prefix, root):
+        for procs in tree.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError):
+                if procs.read_text().split():
+                    return True
+    return False
+
+
+def sweep_dead_runs(root: Path = CGROUP_V1_ROOT) -> list[str]:
+    """Remove what runs that died without their clean-up left: the prefixes of default run ids
+    whose pytest process is gone and whose cgroups hold no process. A run id given by hand, a
+    live run (or a PID reused since) and a prefix with a process in it are left alone.
+    Returns the prefixes removed."""
+    found: set[str] = set()
+    for hierarchy in root.iterdir():
+        with contextlib.suppress(OSError):
+            names = [d.name for d in hierarchy.iterdir()]
+            found.update(name for name in names if _DEFAULT_RUN_PREFIX.fullmatch(name))
+    removed = []
+    for prefix in sorted(found):
+        match = _DEFAULT_RUN_PREFIX.fullmatch(prefix)
+        assert match is not None
+        if _alive(int(match.group(1))) or _holds_processes(prefix, root):
+            continue
+        remove_cgroups(prefix, root)
+        log.info("removed the cgroups a dead run left: /%s", prefix)
+        removed.append(prefix)
+    return removed
 
 
 CGROUP_PREFIX = cgroup_prefix(run_id())

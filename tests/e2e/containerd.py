@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .cgroup_scope import CGROUP_PREFIX, kill_cgroup_processes, remove_cgroups
+from .cgroup_scope import CGROUP_PREFIX, kill_cgroup_processes, remove_cgroups, sweep_dead_runs
 from .procs import scaled, stop_by_pid
 from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
 
@@ -60,6 +60,7 @@ class Containerd:
             raise ContainerdError("containerd already running")
         for stale in (self.dirs.address, self.dirs.nri_socket):
             stale.unlink(missing_ok=True)
+        sweep_dead_runs()  # what a run that died without its clean-up left (empty cgroups)
         with self.dirs.log.open("ab") as out:
             out.write(f"==== e2e: starting containerd {self.runtime.version} ====\n".encode())
             out.flush()

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from .cgroup_scope import RUN_ID_ENV, cgroup_prefix, kill_cgroup_processes, remove_cgroups
+from .cgroup_scope import (
+    RUN_ID_ENV,
+    cgroup_prefix,
+    kill_cgroup_processes,
+    remove_cgroups,
+    sweep_dead_runs,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HIERARCHIES = ("cpu", "memory", "cpuset")
@@ -75,3 +81,32 @@ def test_clean_up_kills_and_removes_only_its_own_prefix(
         assert not (tmp_path / hierarchy / mine).exists()
         assert (tmp_path / hierarchy / theirs / "podu1" / "c1" / "cgroup.procs").is_file()
     assert (tmp_path / "memory" / "unrelated").is_dir()
+
+
+def never_a_pid() -> int:
+    """A PID no process can have (above the kernel's pid_max)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+def test_sweep_removes_only_dead_runs_with_empty_cgroups(
+    tmp_path: Path, sleepers: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    dead = cgroup_prefix(f"{never_a_pid()}-abc123")  # its pytest is gone, nothing left in it
+    live = cgroup_prefix(f"{os.getpid()}-def456")  # a run still going (this process)
+    busy = cgroup_prefix(f"{never_a_pid()}-0a0b0c")  # gone, but a process is still in it
+    by_hand = cgroup_prefix("r1")  # NRI_E2E_RUN_ID given by hand: never swept
+    for hierarchy in HIERARCHIES:
+        (tmp_path / hierarchy / dead / "podu1" / "c1").mkdir(parents=True)
+        for prefix in (live, by_hand):
+            (tmp_path / hierarchy / prefix / "podu1").mkdir(parents=True)
+    make_pod_tree(tmp_path, busy, sleepers["theirs"].pid)
+    (tmp_path / "memory" / "unrelated").mkdir()
+
+    assert sweep_dead_runs(tmp_path) == [dead]
+    for hierarchy in HIERARCHIES:
+        assert not (tmp_path / hierarchy / dead).exists()
+        for prefix in (live, busy, by_hand):
+            assert (tmp_path / hierarchy / prefix / "podu1").is_dir()
+    assert (tmp_path / "memory" / "unrelated").is_dir()
+    assert sleepers["theirs"].poll() is None  # a sweep signals nothing
+    assert sweep_dead_runs(tmp_path) == []
