@@ -27,7 +27,8 @@ from google.protobuf.message import Message
 from bridge.errors import BridgeError
 
 FD = FieldDescriptor
-_INT_RANGES: dict[int, tuple[int, int]] = {
+# The integer range of each protobuf integer type (also the JSON models' bounds).
+INT_RANGES: dict[int, tuple[int, int]] = {
     FD.TYPE_INT32: (-(2**31), 2**31 - 1), FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
     FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
     FD.TYPE_INT64: (-(2**63), 2**63 - 1), FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
@@ -198,8 +199,8 @@ def _scalar(fd: Any, value: Any, path: str) -> Any:
         if not isinstance(value, bool):
             raise ConversionError(path, f"expected true or false, got {_kind(value)}")
         return value
-    if t in _INT_RANGES:
-        lo, hi = _INT_RANGES[t]
+    if t in INT_RANGES:
+        lo, hi = INT_RANGES[t]
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 value = int(value)

@@ -13,15 +13,11 @@ from typing import Annotated, Any, Literal
 from google.protobuf.descriptor import FieldDescriptor
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from bridge.contract.convert import INT_RANGES
 from bridge.contract.descriptor_types import field_type
 from bridge.proto.nri import api_pb2
 
 FD = FieldDescriptor
-
-_INT_BOUNDS: dict[int, tuple[int, int]] = {
-    FD.TYPE_INT32: (-(2**31), 2**31 - 1), FD.TYPE_INT64: (-(2**63), 2**63 - 1),
-    FD.TYPE_UINT32: (0, 2**32 - 1), FD.TYPE_UINT64: (0, 2**64 - 1),
-}
 
 
 class NriModel(BaseModel):
@@ -36,8 +32,8 @@ def _scalar_type(fd: Any) -> Any:
         return str
     if fd.type == FD.TYPE_BOOL:
         return bool
-    if fd.type in _INT_BOUNDS:
-        lo, hi = _INT_BOUNDS[fd.type]
+    if fd.type in INT_RANGES:
+        lo, hi = INT_RANGES[fd.type]
         return Annotated[int, Field(ge=lo, le=hi, strict=True)]
     if fd.type == FD.TYPE_ENUM:
         names = tuple(fd.enum_type.values_by_name)

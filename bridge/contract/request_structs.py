@@ -28,23 +28,21 @@ Owns that mirror and nothing else; it does no I/O.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from google.protobuf.descriptor import FieldDescriptor
 
 from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
+from bridge.contract.convert import INT_RANGES
 from bridge.contract.descriptor_types import field_type
 from bridge.proto.nri import api_pb2
 
 FD = FieldDescriptor
 _INT64_MAX = 2**63 - 1
-_INT_BOUNDS: dict[int, tuple[int, int]] = {
-    FD.TYPE_INT32: (-(2**31), 2**31 - 1),
-    FD.TYPE_INT64: (-(2**63), _INT64_MAX),
-    FD.TYPE_UINT32: (0, 2**32 - 1),
-    FD.TYPE_UINT64: (0, _INT64_MAX),  # the model's bound is 2**64 - 1: a larger value falls back
-}
+# The models' bounds, but no higher than int64's: msgspec cannot bound an integer above it, so an
+# unsigned 64-bit value past it is refused here and answered by the model.
+_INT_BOUNDS = {kind: (lo, min(hi, _INT64_MAX)) for kind, (lo, hi) in INT_RANGES.items()}
 
 # The value of an envelope key the body does not have (``api_version``: refused when absent).
 ABSENT: Any = msgspec.UNSET
@@ -129,21 +127,23 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
 
 _REQUEST = msgspec.json.Decoder(Request)
 _STATE = msgspec.json.Decoder(State)
+T = TypeVar("T")
 
 
-def decode(raw: bytes) -> Request | None:
-    """The request if these Structs take ``raw`` (then the strict model takes it too), else
-    None: ask the model."""
+def _decoded(decoder: msgspec.json.Decoder[T], raw: bytes) -> T | None:
     try:
-        return _REQUEST.decode(raw)
+        return decoder.decode(raw)
     except (msgspec.DecodeError, ValueError, RecursionError):
         # DecodeError covers ValidationError; ValueError: bytes that are not UTF-8.
         return None
 
 
+def decode(raw: bytes) -> Request | None:
+    """The request if these Structs take ``raw`` (then the strict model takes it too), else
+    None: ask the model."""
+    return _decoded(_REQUEST, raw)
+
+
 def decode_state(raw: bytes) -> State | None:
     """``{"pods": [...], "containers": [...]}`` as ``decode`` takes it, else None."""
-    try:
-        return _STATE.decode(raw)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        return None
+    return _decoded(_STATE, raw)
