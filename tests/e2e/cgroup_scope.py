@@ -47,14 +47,20 @@ def cgroup_trees(prefix: str, root: Path = CGROUP_V1_ROOT) -> list[Path]:
     return [h / prefix for h in sorted(root.iterdir()) if (h / prefix).is_dir()]
 
 
-def kill_cgroup_processes(prefix: str, root: Path = CGROUP_V1_ROOT) -> set[int]:
-    """SIGKILL the processes left in ``prefix``'s cgroups (only after a failed teardown);
-    returns their PIDs."""
+def cgroup_pids(prefix: str, root: Path = CGROUP_V1_ROOT) -> set[int]:
+    """The PIDs in ``prefix``'s cgroups, every hierarchy."""
     pids: set[int] = set()
     for tree in cgroup_trees(prefix, root):
         for procs in tree.rglob("cgroup.procs"):
             with contextlib.suppress(OSError, ValueError):
                 pids.update(int(p) for p in procs.read_text().split())
+    return pids
+
+
+def kill_cgroup_processes(prefix: str, root: Path = CGROUP_V1_ROOT) -> set[int]:
+    """SIGKILL the processes left in ``prefix``'s cgroups (only after a failed teardown);
+    returns their PIDs."""
+    pids = cgroup_pids(prefix, root)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -78,21 +84,12 @@ def remove_cgroups(prefix: str, root: Path = CGROUP_V1_ROOT) -> None:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError: it exists, as another user's
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
     return True
-
-
-def _holds_processes(prefix: str, root: Path) -> bool:
-    for tree in cgroup_trees(prefix, root):
-        for procs in tree.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError):
-                if procs.read_text().split():
-                    return True
-    return False
 
 
 def sweep_dead_runs(root: Path = CGROUP_V1_ROOT) -> list[str]:
@@ -109,7 +106,7 @@ def sweep_dead_runs(root: Path = CGROUP_V1_ROOT) -> list[str]:
     for prefix in sorted(found):
         match = _DEFAULT_RUN_PREFIX.fullmatch(prefix)
         assert match is not None
-        if _alive(int(match.group(1))) or _holds_processes(prefix, root):
+        if _alive(int(match.group(1))) or cgroup_pids(prefix, root):
             continue
         remove_cgroups(prefix, root)
         log.info("removed the cgroups a dead run left: /%s", prefix)
