@@ -23,7 +23,12 @@ from bridge.proto.nri import api_pb2
 from policy_server.engine import request as request_path
 from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.sdk.model import Event
-from tests.policy_server.engine.test_request_path import REQUESTS
+from tests.policy_server.engine.test_request_path import (
+    DELETE,
+    REQUESTS,
+    json_paths,
+    with_change,
+)
 
 # Values a mutation puts somewhere: wrong JSON types, integer edges of every NRI width, enum
 # names that do not exist, strings a lax parser would coerce.
@@ -69,32 +74,16 @@ def assert_subset(raw: bytes, where: str) -> bool:
     return True
 
 
-def places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Every path to a value inside a JSON document."""
-    yield path
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from places(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from places(item, (*path, index))
-
-
 def mutated(doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    path = rng.choice([p for p in places(out) if p])
-    parent: Any = out
-    for part in path[:-1]:
-        parent = parent[part]
-    last = path[-1]
+    """``doc`` with one key deleted, one odd value put in, or an unknown key added."""
+    path = rng.choice(list(json_paths(doc)))
     action = rng.randrange(4)
-    if action == 0 and isinstance(parent, dict):
-        del parent[last]
-    elif action == 1 and isinstance(parent, dict):
-        parent[rng.choice(["zzz", "Pid", "id ", "labels"])] = rng.choice(ODD_VALUES)
-    else:
-        parent[last] = rng.choice(ODD_VALUES)
-    return out
+    if action == 0 and isinstance(path[-1], str):
+        return with_change(doc, path, DELETE)
+    if action == 1 and isinstance(path[-1], str):
+        key = rng.choice(["zzz", "Pid", "id ", "labels"])
+        return with_change(doc, (*path[:-1], key), rng.choice(ODD_VALUES))
+    return with_change(doc, path, rng.choice(ODD_VALUES))
 
 
 def test_the_structs_take_the_recorded_requests_with_the_same_event() -> None:

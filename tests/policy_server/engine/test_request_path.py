@@ -176,26 +176,28 @@ def test_every_field_the_engine_reads_is_carried_over() -> None:
 
 # --- the route answers exactly as the checked path does -----------------------------------------
 
-_DELETE = object()
-_REPLACEMENTS: tuple[Any, ...] = (_DELETE, None, "5", 5, 5.0, True, [], {})
+DELETE = object()  # a change that removes the key
+_REPLACEMENTS: tuple[Any, ...] = (DELETE, None, "5", 5, 5.0, True, [], {})
 
 
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+def json_paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every value inside a JSON document (a list's first item only)."""
     if isinstance(value, dict):
         for key, item in value.items():
             yield (*path, key)
-            yield from _paths(item, (*path, key))
+            yield from json_paths(item, (*path, key))
     elif isinstance(value, list) and value:
         yield (*path, 0)
-        yield from _paths(value[0], (*path, 0))
+        yield from json_paths(value[0], (*path, 0))
 
 
-def _mutated(body: dict[str, Any], path: tuple[Any, ...], new: Any) -> dict[str, Any]:
+def with_change(body: dict[str, Any], path: tuple[Any, ...], new: Any) -> dict[str, Any]:
+    """A copy of ``body`` with ``new`` at ``path`` (``DELETE``: without the key)."""
     out = copy.deepcopy(body)
     parent = out
     for key in path[:-1]:
         parent = parent[key]
-    if new is _DELETE:
+    if new is DELETE:
         del parent[path[-1]]
     else:
         parent[path[-1]] = new
@@ -206,8 +208,8 @@ def mutations() -> list[bytes]:
     """Every field of three rich examples deleted, nulled, or given each JSON type."""
     bodies = [json.loads((CONTRACT_EXAMPLES / f"{name}.request.json").read_text())
               for name in ("CreateContainer", "Synchronize", "ValidateContainerAdjustment")]
-    return [_raw(_mutated(body, path, new))
-            for body in bodies for path in _paths(body) for new in _REPLACEMENTS]
+    return [_raw(with_change(body, path, new))
+            for body in bodies for path in json_paths(body) for new in _REPLACEMENTS]
 
 
 def _create(**changes: Any) -> dict[str, Any]:
