@@ -276,8 +276,9 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
         hook["events"] = [e for e in hook["events"] if e != "Synchronize"]
     config = root / "bridge.yaml"
     config.write_text(yaml.safe_dump({"webhooks": [hook]}))
+    cri = nri.with_name("cri.sock")  # the bridge updates containerd 2.1.9 through CRI
     runtime = SimulatedRuntime(nri, PROFILES["containerd-2.1.9"], request_timeout_s=30.0,
-                               registration_timeout_s=30.0)
+                               registration_timeout_s=30.0, cri_socket=cri)
     runtime.state = RuncState(root, {c.id: c.linux.cgroups_path for c in state[1]})
     runtime.state.seed(*state)
     async with contextlib.AsyncExitStack() as stack:
@@ -288,7 +289,8 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
              str(root / "no-resctrl"), "--reconcile-interval", str(interval_s),
              "--log-level", "warning"], root / "policy.log", stop_timeout_s=STOP_TIMEOUT_S))
         bridge = await stack.enter_async_context(process(
-            ["-m", "bridge", "run", "--nri-socket", str(nri), "--plugin-name", "koord",
+            ["-m", "bridge", "run", "--nri-socket", str(nri), "--cri-socket", str(cri),
+             "--plugin-name", "koord",
              "--plugin-index", "10", "--config", str(config), "--control-socket", str(control),
              "--log-level", "warning"], root / "bridge.log", stop_timeout_s=STOP_TIMEOUT_S))
         await wait_file(policy, server, root / "policy.log")

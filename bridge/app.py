@@ -110,7 +110,8 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
         recorder = Recorder(options.record.path, options.record.redaction)
         served = RecordingHandler(handler, recorder)
     runner = PluginRunner(options.identity, served, socket_path=options.socket_path,
-                          fd=options.fd, options=ServiceOptions(), cache=cache)
+                          fd=options.fd, options=ServiceOptions(), cache=cache,
+                          updates=options.config.updates)
     watch_runner(metrics, runner)
     control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
     servers = [control]

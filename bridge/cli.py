@@ -51,6 +51,14 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-address", metavar="HOST:PORT",
                    help="also serve GET /metrics (and nothing else) on this TCP address, any "
                         "interface, e.g. 0.0.0.0:9464 for Prometheus in a pod")
+    p.add_argument("--cri-socket", metavar="PATH",
+                   help="the runtime's CRI socket, for container updates on runtimes where NRI "
+                        "UpdateContainers can deadlock (default: the config's "
+                        "updates.cri_socket, else the runtime's own: "
+                        "/run/containerd/containerd.sock, /var/run/crio/crio.sock)")
+    p.add_argument("--update-route", choices=("auto", "cri", "nri"),
+                   help="how container updates reach the runtime: auto (CRI where NRI "
+                        "UpdateContainers can deadlock, else NRI; the default), cri, nri")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
     p.add_argument("--log-format", default="text", choices=("text", "json"))
@@ -122,13 +130,22 @@ def _identity_defaults(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig:
-    """Command-line overrides on top of the file: --policy-url, --control-*, --metrics-*."""
+    """Command-line overrides on top of the file: --policy-url, --cri-socket, --update-route,
+    --control-*, --metrics-*."""
     from dataclasses import replace
 
     from bridge.webhooks.specs import webhook_from_url
 
     if args.policy_url:
         config = replace(config, webhooks=(webhook_from_url(args.policy_url),))
+    updates = config.updates
+    if getattr(args, "cri_socket", None):
+        if not args.cri_socket.startswith("/"):
+            raise ConfigError("--cri-socket", "must be an absolute path")
+        updates = replace(updates, cri_socket=args.cri_socket)
+    if getattr(args, "update_route", None):
+        updates = replace(updates, route=args.update_route)
+    config = replace(config, updates=updates)
     control = config.control
     if args.control_socket is not None:
         path = args.control_socket or None

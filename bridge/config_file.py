@@ -3,7 +3,7 @@
 Loading never raises anything but ConfigError, whose key names the offending
 setting (`webhooks[0].timeout: ...`); the CLI turns it into exit code 2.
 The webhook section is validated by bridge.webhooks.specs, the control
-section by bridge.control.settings.
+section by bridge.control.settings, the updates section by bridge.nri.update_routes.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import yaml
 from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
+from bridge.nri.update_routes import UpdateSettings
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
-TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control"})
+TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control", "updates"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class BridgeConfig:
     static: StaticSettings
     webhooks: tuple[WebhookSpec, ...] = ()
     control: ControlSettings = field(default_factory=ControlSettings)
+    updates: UpdateSettings = field(default_factory=UpdateSettings)
 
 
 def parse(document: Any, source: str = "config") -> BridgeConfig:
@@ -39,7 +41,8 @@ def parse(document: Any, source: str = "config") -> BridgeConfig:
             raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
     return BridgeConfig(static=StaticSettings.parse(document.get("static")),
                         webhooks=parse_webhooks(document.get("webhooks")),
-                        control=parse_control(document.get("control")))
+                        control=parse_control(document.get("control")),
+                        updates=UpdateSettings.parse(document.get("updates")))
 
 
 def load_text(text: str, source: str) -> BridgeConfig:

@@ -4,8 +4,9 @@ Starts `nri-policy-server` (koordinator-qos rules) and `nri-webhook-bridge` as r
 processes in a private temporary directory, plays a koordinator-style node through
 the runtime simulator over the real NRI protocol, prints one table row per event
 (event -> webhook -> decision -> adjustment), then edits the rules file to show a
-rule change reaching running containers through UpdateContainers. Everything it
-started is stopped before it exits; exit code 0 means every step behaved.
+rule change reaching running containers (through CRI UpdateContainerResources, as the
+simulated containerd 2.1.9 can deadlock on NRI UpdateContainers). Everything it started is
+stopped before it exits; exit code 0 means every step behaved.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ async def wait_first_resync(sock: Path) -> None:
 
 async def demo(work: Path) -> int:
     policy_sock, control_sock = work / "policy.sock", work / "control.sock"
-    nri_sock = work / "nri.sock"
+    nri_sock, cri_sock = work / "nri.sock", work / "cri.sock"
     rules = work / "rules.yaml"
     shutil.copy(RULES_EXAMPLE, rules)
     config = work / "bridge.yaml"
@@ -198,7 +199,7 @@ async def demo(work: Path) -> int:
 
     scenario = load_scenario(SCENARIO)
     runtime = SimulatedRuntime(str(nri_sock), PROFILES[scenario.profile or "containerd-2.1.9"],
-                               request_timeout_s=2.0)
+                               request_timeout_s=2.0, cri_socket=cri_sock)
     scenario.seed(runtime)
     await runtime.start()
     print(f"{BOLD}nri-webhook-bridge demo{RESET}  (work dir {work})")
@@ -207,7 +208,8 @@ async def demo(work: Path) -> int:
     policy_argv = [str(BIN / "nri-policy-server"), "--uds", str(policy_sock), "--rules", str(rules),
                    "--rules-poll-interval", "0.2", "--bridge-control", f"unix://{control_sock}"]
     bridge_argv = [str(BIN / "nri-webhook-bridge"), "run", "--nri-socket", str(nri_sock),
-                   "--config", str(config), "--control-socket", str(control_sock),
+                   "--cri-socket", str(cri_sock), "--config", str(config),
+                   "--control-socket", str(control_sock),
                    "--log-format", "json", "--log-file", str(bridge_log)]
     try:
         with started("policy server", policy_argv, work / "policy.log") as policy, \
@@ -226,7 +228,10 @@ async def demo(work: Path) -> int:
             if runtime.closed_plugins:
                 print(f"{RED}runtime closed plugins: {runtime.closed_plugins}{RESET}")
                 failures += 1
-            print(f"\nlogs: {work}/bridge.log (JSON), {work}/policy.log")
+            if os.environ.get("DEMO_KEEP") is not None:
+                print(f"\nlogs: {work}/bridge.log (JSON), {work}/policy.log")
+            else:
+                print(f"\n{DIM}(DEMO_KEEP=1 make demo keeps the logs and sockets){RESET}")
             return 0 if failures == 0 else 1
     finally:
         await runtime.stop()
@@ -265,13 +270,16 @@ async def _rule_change(runtime: SimulatedRuntime, rules: Path) -> int:
     try:
         await runtime.wait_updates(count=before + 1, timeout_s=10)
     except Exception:
-        print(f"{RED}no UpdateContainers arrived within 10 s{RESET}")
+        print(f"{RED}no container update arrived within 10 s{RESET}")
         return 1
     await asyncio.sleep(0.5)  # let the rest of the batch arrive
     names = {c.id: c.name for c in runtime.state.containers.values()}
+    via_cri = {id(u) for u in runtime.cri_updates}
     for update in runtime.updates[before:]:
         summary = ", ".join(_resources(to_json(update).get("linux", {}).get("resources", {})))
-        print(f"  UpdateContainers -> {names.get(update.container_id, update.container_id[:12])}: "
+        # On runtimes where NRI UpdateContainers can deadlock, the bridge updates through CRI.
+        route = "CRI UpdateContainerResources" if id(update) in via_cri else "UpdateContainers"
+        print(f"  {route} -> {names.get(update.container_id, update.container_id[:12])}: "
               f"{summary}")
     return 0
 

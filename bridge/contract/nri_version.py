@@ -37,6 +37,7 @@ _CONTAINERD: tuple[tuple[Version, Version, Version], ...] = (
     ((2, 2, 0), (2, 2, 0), (0, 10, 0)),
     ((2, 2, 1), (2, 2, 999), (0, 11, 0)),  # recorded: 2.2.7 -> v0.11.0
     ((2, 3, 0), (2, 3, 999), (0, 12, 0)),  # recorded: 2.3.4 sends NRI_version v0.12.0
+    ((2, 4, 0), (2, 4, 999), (0, 12, 1)),  # the first to vendor containerd/nri#301 (it reports it)
 )
 _CRIO: tuple[tuple[Version, Version, Version], ...] = (
     ((1, 29, 2), (1, 30, 999), (0, 6, 0)),
@@ -84,3 +85,20 @@ def supported_mask(nri: Version | None) -> int:
 
 def format_version(nri: Version | None) -> str:
     return "unknown" if nri is None else "v{}.{}.{}".format(*nri)
+
+
+# NRI before v0.12.1 holds its Adaptation lock while the runtime applies a plugin's
+# UpdateContainers, and the runtime's own NRI lock is taken first by every lifecycle event and
+# second there: a container exit during an unsolicited update deadlocks the runtime
+# (containerd/containerd#13733, fixed by containerd/nri#301 in v0.12.1;
+# docs/protocol.md#unsolicited-updates-and-the-runtimes-locks). CRI-O wraps the same library in
+# locks of its own that nobody has checked against it, so only containerd counts as fixed.
+PLUGIN_UPDATES_SAFE_FROM: Version = (0, 12, 1)
+_CHECKED_RUNTIMES = frozenset({"containerd", "v2"})
+
+
+def plugin_updates_can_deadlock(runtime_name: str, nri: Version | None) -> bool:
+    """Whether an unsolicited UpdateContainers may deadlock this runtime (unknown: yes)."""
+    if runtime_name.strip().lower() not in _CHECKED_RUNTIMES:
+        return True
+    return nri is None or nri < PLUGIN_UPDATES_SAFE_FROM

@@ -1,10 +1,12 @@
 """The control API as a Starlette app; everything it touches comes in as `ControlDeps`.
 
 Routes:
-- `POST /v1/updates` `{"update": [ContainerUpdate JSON]}` → `{"failed": [...]}`:
-  validated (resources only, known container ids, cpuset syntax) and then sent
-  through the runner's UpdateContainers queue, i.e. never from inside an event
-  handler (the runtime holds its lock while it waits for our answers);
+- `POST /v1/updates` `{"update": [ContainerUpdate JSON]}` → `{"failed": [...]}` (and
+  `"dropped": [{"container_id", "fields"}]` when the route cannot carry some fields):
+  validated (resources only, known container ids, cpuset syntax) and then sent through the
+  runner's update queue, never from inside an event handler, by the route the runtime is safe
+  with (NRI UpdateContainers, or CRI UpdateContainerResources where that deadlocks the runtime:
+  bridge.nri.update_routes);
 - `GET /v1/state` → `{"pods": [...], "containers": [...]}` in webhook JSON form;
 - `GET /healthz` (the loop answers), `GET /readyz` (registered and serving);
 - `GET /metrics` (Prometheus text format).
@@ -34,16 +36,20 @@ from starlette.routing import Route
 from bridge.contract.convert import to_json
 from bridge.errors import BridgeError
 from bridge.metrics import CONTENT_TYPE, Metrics
+from bridge.nri.updates import UpdateOutcome
 from bridge.proto.nri import api_pb2 as api
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 MAX_UPDATES = 10_000
-SEND_TIMEOUT_S = 35.0  # UpdateContainers itself is bounded at 30 s; queueing on top
+SEND_TIMEOUT_S = 35.0  # one delivery is bounded at 30 s; queueing on top
 # Characters of a refusal reason in the log (it can quote keys from the body; even
 # escaped as JSON at 12 bytes a character, the line stays small).
 LOG_REASON_CHARS = 256
+# The dropped-fields metric's event and webhook labels for what the control API could not carry.
+CONTROL_EVENT = "UnsolicitedUpdate"
+CONTROL_SOURCE = "control-api"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +59,8 @@ class ControlDeps:
     containers: Callable[[], Sequence[api.Container]]
     # JSON list -> checked updates; raises BridgeError with a path-naming message.
     parse_updates: Callable[[Any], Sequence[api.ContainerUpdate]]
-    # Queue and wait for the runtime's answer; returns the failed ones.
-    send_updates: Callable[[list[api.ContainerUpdate]], Awaitable[list[api.ContainerUpdate]]]
+    # Queue and wait for the runtime's answer: what it refused, took and could not carry.
+    send_updates: Callable[[list[api.ContainerUpdate]], Awaitable[UpdateOutcome]]
     metrics: Metrics
 
 
@@ -112,18 +118,26 @@ def create_app(deps: ControlDeps) -> Starlette:
             return _error(503, "not connected to the runtime")
         try:
             async with asyncio.timeout(SEND_TIMEOUT_S):
-                failed = await deps.send_updates(updates)
+                outcome = await deps.send_updates(updates)
         except TimeoutError:
             deps.metrics.unsolicited.labels("timeout").inc(len(updates))
             return _error(504, f"runtime did not answer within {SEND_TIMEOUT_S:.0f}s")
         except BridgeError as exc:
             deps.metrics.unsolicited.labels("error").inc(len(updates))
-            return _error(502, f"UpdateContainers failed: {exc}")
+            return _error(502, f"container updates failed: {exc}")
+        failed = outcome.failed
         deps.metrics.unsolicited.labels("sent").inc(len(updates) - len(failed))
         deps.metrics.unsolicited.labels("failed").inc(len(failed))
-        log.info("unsolicited updates sent", extra={"updates": len(updates),
-                                                     "failed": len(failed)})
-        return JSONResponse({"failed": [to_json(u) for u in failed]})
+        for fields in outcome.dropped.values():
+            for name in fields:
+                deps.metrics.dropped_fields.labels(CONTROL_EVENT, CONTROL_SOURCE, name).inc()
+        log.info("unsolicited updates sent", extra={
+            "updates": len(updates), "failed": len(failed), "route": outcome.route})
+        answer: dict[str, Any] = {"failed": [to_json(u) for u in failed]}
+        if outcome.dropped:
+            answer["dropped"] = [{"container_id": cid, "fields": list(fields)}
+                                 for cid, fields in outcome.dropped.items()]
+        return JSONResponse(answer)
 
     async def get_state(request: Request) -> Response:
         # orjson: the reconciler fetches this every 10 s, a body of ~1 MiB at 1,000 pods;

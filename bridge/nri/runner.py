@@ -21,6 +21,8 @@ from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import Opener, PluginIdentity, PluginSession
+from bridge.nri.update_routes import UpdateSettings
+from bridge.nri.updates import UpdateOutcome
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport import connect
 from bridge.transport.socket_watch import SocketId, socket_identity, wait_for_new_socket
@@ -45,7 +47,7 @@ class PluginRunner:
     def __init__(self, identity: PluginIdentity, handler: EventHandler, *,
                  socket_path: str = connect.DEFAULT_SOCKET_PATH, fd: int | None = None,
                  options: ServiceOptions | None = None, backoff: Backoff | None = None,
-                 cache: StateCache | None = None) -> None:
+                 cache: StateCache | None = None, updates: UpdateSettings | None = None) -> None:
         self.identity = identity
         self.handler = handler
         self.socket_path = socket_path
@@ -53,6 +55,7 @@ class PluginRunner:
         self.options = options or ServiceOptions()
         self.backoff = backoff or Backoff()
         self.cache = cache if cache is not None else StateCache()
+        self.update_settings = updates or UpdateSettings()
         self.session: PluginSession | None = None
         self.reconnects = 0
         self._stopping = False
@@ -73,17 +76,14 @@ class PluginRunner:
     def in_flight(self) -> int:
         return self.session.in_flight if self.session is not None else 0
 
-    async def update_containers(
-        self, updates: list[api.ContainerUpdate],
-    ) -> list[api.ContainerUpdate]:
-        """Send unsolicited updates now (not from event handlers); returns failed ones."""
+    async def update_containers(self, updates: list[api.ContainerUpdate]) -> UpdateOutcome:
+        """Send unsolicited updates now (not from event handlers): what the runtime did."""
         session = self.session
         if session is None or session.sender is None or not self.ready:
             raise BridgeError("not connected to the runtime")
-        failed = await session.sender.send(updates)
-        refused = {u.container_id for u in failed}
-        self.cache.apply_updates([u for u in updates if u.container_id not in refused])
-        return failed
+        outcome = await session.sender.send(updates)
+        self.cache.apply_updates(outcome.applied)
+        return outcome
 
     def _opener(self) -> Opener:
         if self.fd is not None:
@@ -97,7 +97,8 @@ class PluginRunner:
         attempt = 0
         while not self._stopping:
             self.cache.clear()
-            session = PluginSession(self.identity, self.handler, self.cache, self.options)
+            session = PluginSession(self.identity, self.handler, self.cache, self.options,
+                                    self.update_settings)
             self.session = session
             tried: SocketId | None = (socket_identity(self.socket_path) if self.fd is None
                                       else None)

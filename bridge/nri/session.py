@@ -19,7 +19,8 @@ from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler, RuntimeInfo
 from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
-from bridge.nri.updates import UpdateSender
+from bridge.nri.update_routes import CriRoute, UpdateSettings, choose_route
+from bridge.nri.updates import Deliver, UpdateOutcome, UpdateSender
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.trunk import Trunk
 from bridge.wire import mux
@@ -54,8 +55,11 @@ Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
 
 class PluginSession:
     def __init__(self, identity: PluginIdentity, handler: EventHandler, cache: StateCache,
-                 options: ServiceOptions) -> None:
+                 options: ServiceOptions, updates: UpdateSettings | None = None) -> None:
         self.identity = identity
+        self._cache = cache
+        self._update_settings = updates or UpdateSettings()
+        self._route: Deliver | None = None
         self.lifecycle = Lifecycle("session")
         self.trunk: Trunk | None = None
         self.sender: UpdateSender | None = None
@@ -91,7 +95,7 @@ class PluginSession:
             services=self.service.table(), max_request_bytes=MAX_REQUEST_BYTES, name="nri",
         ))
         self.trunk = trunk
-        self.sender = UpdateSender(self._call_update_containers)
+        self.sender = UpdateSender(self._deliver_updates)
         sender_task = asyncio.get_running_loop().create_task(self.sender.run(), name="updates")
         try:
             await self._handshake(trunk)
@@ -113,6 +117,8 @@ class PluginSession:
             sender_task.cancel()
             self.service.shutdown()
             self.sender.abandon(ConnectionClosed("connection closed"))
+            if isinstance(self._route, CriRoute):
+                self._route.client.close()
             await asyncio.gather(sender_task, return_exceptions=True)
             await trunk.wait_closed()
 
@@ -151,6 +157,15 @@ class PluginSession:
             if closed in done:
                 raise ConnectionClosed(f"connection closed while waiting for {what}")
             raise TimeoutError(f"no {what} from the runtime within {timeout_s:.0f}s")
+
+    async def _deliver_updates(self, updates: list[api.ContainerUpdate]) -> UpdateOutcome:
+        """Deliver by the route chosen for this runtime (bridge.nri.update_routes)."""
+        if self._route is None:
+            if self.runtime is None:
+                raise ConnectionClosed("not configured by the runtime yet")
+            self._route = choose_route(self._update_settings, self.runtime,
+                                       self._call_update_containers, self._cache.containers.get)
+        return await self._route(updates)
 
     async def _call_update_containers(
         self, request: api.UpdateContainersRequest, timeout_s: float,

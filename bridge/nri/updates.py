@@ -1,9 +1,14 @@
-"""Unsolicited container updates (Runtime.UpdateContainers), sent outside event handlers.
+"""Unsolicited container updates, sent outside event handlers by one task.
 
-containerd handles events, Synchronize and UpdateContainers under one lock, so
-awaiting UpdateContainers from inside a handler deadlocks until the runtime's
-timeout drops us (docs/protocol.md#updatecontainers-and-the-runtimes-lock). Handlers therefore only
-*defer* updates; this sender delivers them from its own task after the answer has been written.
+A runtime handles events, Synchronize and a plugin's UpdateContainers under its locks, so
+awaiting an update from inside a handler would wait for the answer it is part of
+(docs/protocol.md#updatecontainers-and-the-runtimes-lock). Handlers therefore only *defer*
+updates; this sender delivers them from its own task, by the route the session chose for the
+runtime (bridge.nri.update_routes: NRI UpdateContainers, or CRI UpdateContainerResources where
+UpdateContainers can deadlock the runtime).
+
+Owns: the bounded queue, the one delivering task, and what a delivery returns
+(`UpdateOutcome`). Must not: choose the route or know how it travels.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from bridge.errors import BridgeError
 from bridge.proto.nri import api_pb2 as api
@@ -20,17 +26,29 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_BATCHES = 1024
 UPDATE_TIMEOUT_S = 30.0
 
-CallUpdate = Callable[[api.UpdateContainersRequest, float], Awaitable[api.UpdateContainersResponse]]
+
+@dataclass(frozen=True, slots=True)
+class UpdateOutcome:
+    """What the runtime did with a batch of updates."""
+
+    route: str
+    failed: list[api.ContainerUpdate] = field(default_factory=list)
+    # What reached the runtime and was accepted, without the leaves the route cannot carry.
+    applied: list[api.ContainerUpdate] = field(default_factory=list)
+    # container id -> dotted NRI leaves the route could not carry ("memory.swappiness").
+    dropped: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+Deliver = Callable[[list[api.ContainerUpdate]], Awaitable[UpdateOutcome]]
+Batch = tuple[list[api.ContainerUpdate], "asyncio.Future[UpdateOutcome] | None"]
 
 
 class UpdateSender:
-    """Serializes UpdateContainers calls through one bounded queue and one task."""
+    """Serializes deliveries through one bounded queue and one task."""
 
-    def __init__(self, call: CallUpdate) -> None:
-        self._call = call
-        self._queue: asyncio.Queue[
-            tuple[list[api.ContainerUpdate], asyncio.Future[list[api.ContainerUpdate]] | None]
-        ] = asyncio.Queue(MAX_QUEUED_BATCHES)
+    def __init__(self, deliver: Deliver) -> None:
+        self._deliver = deliver
+        self._queue: asyncio.Queue[Batch] = asyncio.Queue(MAX_QUEUED_BATCHES)
 
     def defer(self, updates: Sequence[api.ContainerUpdate]) -> None:
         """Queue updates without waiting (safe from inside event handlers)."""
@@ -41,13 +59,12 @@ class UpdateSender:
         except asyncio.QueueFull:
             log.error("update queue full; dropping %d container updates", len(updates))
 
-    async def send(self, updates: Sequence[api.ContainerUpdate]) -> list[api.ContainerUpdate]:
-        """Queue updates and wait for the runtime's answer; returns the failed ones.
+    async def send(self, updates: Sequence[api.ContainerUpdate]) -> UpdateOutcome:
+        """Queue updates and wait for the runtime's answer.
 
         Never call this from an event handler (see module docstring).
         """
-        future: asyncio.Future[list[api.ContainerUpdate]] = (
-            asyncio.get_running_loop().create_future())
+        future: asyncio.Future[UpdateOutcome] = asyncio.get_running_loop().create_future()
         await self._queue.put((list(updates), future))
         return await future
 
@@ -56,14 +73,16 @@ class UpdateSender:
         while True:
             updates, future = await self._queue.get()
             try:
-                failed = await self._deliver(updates)
+                outcome = await self._deliver(updates)
             except BridgeError as exc:
-                log.warning("UpdateContainers failed for %d containers: %s", len(updates), exc)
+                log.warning("container updates failed", extra={
+                    "containers": len(updates), "reason": str(exc)})
                 if future is not None and not future.done():
                     future.set_exception(exc)
                 continue
+            _log_outcome(outcome)
             if future is not None and not future.done():
-                future.set_result(failed)
+                future.set_result(outcome)
 
     def abandon(self, error: BridgeError) -> None:
         """Fail every waiting caller (the connection is gone)."""
@@ -72,8 +91,11 @@ class UpdateSender:
             if future is not None and not future.done():
                 future.set_exception(error)
 
-    async def _deliver(self, updates: list[api.ContainerUpdate]) -> list[api.ContainerUpdate]:
-        response = await self._call(api.UpdateContainersRequest(update=updates), UPDATE_TIMEOUT_S)
-        if response.failed:
-            log.warning("runtime reported %d failed container updates", len(response.failed))
-        return list(response.failed)
+
+def _log_outcome(outcome: UpdateOutcome) -> None:
+    if outcome.failed:
+        log.warning("runtime refused container updates", extra={
+            "route": outcome.route, "failed": [u.container_id for u in outcome.failed]})
+    for container_id, leaves in outcome.dropped.items():
+        log.warning("update fields the runtime cannot apply were dropped", extra={
+            "route": outcome.route, "container": container_id, "fields": list(leaves)})

@@ -1,4 +1,4 @@
-"""Regenerate bridge/proto/nri/*_pb2.py (and their *_pb2.pyi type stubs) from schemas/nri/*.proto.
+"""Regenerate bridge/proto/{nri,cri}/*_pb2.py (and their *_pb2.pyi type stubs) from schemas/.
 
 grpcio-tools' protoc writes both; the stubs let mypy check every use of an NRI message.
 
@@ -14,7 +14,11 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_ROOT = REPO_ROOT / "schemas"
-PROTO_FILES = ("nri/api.proto", "nri/ttrpc.proto")
+PROTO_FILES = ("nri/api.proto", "nri/ttrpc.proto", "cri/runtime.proto")
+PACKAGE_DOCS = {
+    "nri": "Generated NRI and ttrpc messages (see bridge/proto/generate.py).",
+    "cri": "Generated CRI messages the bridge uses (see bridge/proto/generate.py).",
+}
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -32,12 +36,14 @@ def generate(out_dir: Path) -> list[Path]:
     ]
     if protoc.main(args) != 0:
         raise RuntimeError("protoc failed for " + ", ".join(PROTO_FILES))
-    (out_dir / "nri").mkdir(exist_ok=True)
-    for stub in (out_dir / "nri").glob("*_pb2.pyi"):
-        stub.write_text(_fix_stub(stub.read_text()))
-    init = out_dir / "nri" / "__init__.py"
-    init.write_text('"""Generated NRI and ttrpc messages (see bridge/proto/generate.py)."""\n')
-    return sorted(p for p in (out_dir / "nri").iterdir() if p.is_file())
+    written: list[Path] = []
+    for package, doc in PACKAGE_DOCS.items():
+        (out_dir / package).mkdir(exist_ok=True)
+        for stub in (out_dir / package).glob("*_pb2.pyi"):
+            stub.write_text(_fix_stub(stub.read_text()))
+        (out_dir / package / "__init__.py").write_text(f'"""{doc}"""\n')
+        written += (p for p in (out_dir / package).iterdir() if p.is_file())
+    return sorted(written)
 
 
 def _fix_stub(text: str) -> str:

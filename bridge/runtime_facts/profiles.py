@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
-from bridge.contract.nri_version import Version, supported_mask
+from bridge.contract.nri_version import Version, plugin_updates_can_deadlock, supported_mask
 from bridge.runtime_facts.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
@@ -95,6 +95,13 @@ class RuntimeProfile:
     def checks_plugin_name(self) -> bool:
         """RegisterPlugin names must match [A-Za-z0-9_.+-]+ (v0.12.0+)."""
         return self.nri >= (0, 12, 0)
+
+    @property
+    def plugin_updates_deadlock(self) -> bool:
+        """Whether a plugin's UpdateContainers can deadlock this runtime: NRI < v0.12.1, or a
+        runtime not known to be fixed (docs/protocol.md#unsolicited-updates-and-the-runtimes-locks).
+        """
+        return plugin_updates_can_deadlock(self.runtime_name, self.nri)
 
     @property
     def max_send_bytes(self) -> int:

@@ -14,6 +14,10 @@ per profile) -> active. Only then is the next connection accepted.
 Events, Synchronize and UpdateContainers share one lock, as in containerd
 (docs/protocol.md#updatecontainers-and-the-runtimes-lock), so a plugin that awaits UpdateContainers
 inside an event handler deadlocks until the request timeout closes it, as it would for real.
+On a profile whose NRI can deadlock on a plugin's UpdateContainers even outside handlers
+(docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), every such call is applied and
+also kept in `unsafe_updates`, so a test can require that none came. With `cri_socket` the
+runtime also serves CRI UpdateContainerResources there (bridge.simulator.cri_server).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from google.protobuf.message import Message
 
@@ -80,15 +85,22 @@ class SimulatedRuntime:
         serialize_events: bool = True,
         config: str = "",
         default_validator: DefaultValidator | None = None,
+        cri_socket: str | os.PathLike[str] | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
+        self.cri_socket = Path(cri_socket) if cri_socket is not None else None
+        self._cri_server: Any = None
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.request_timeout_s = request_timeout_s
         self.registration_timeout_s = registration_timeout_s
         self.serialize_events = serialize_events
         self.config = config
         self.state = RuntimeState()
-        self.updates: list[api.ContainerUpdate] = []  # received through UpdateContainers
+        # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources.
+        self.updates: list[api.ContainerUpdate] = []
+        self.cri_updates: list[api.ContainerUpdate] = []  # those that came through CRI
+        # UpdateContainers calls on a profile they can deadlock (plugin label, update count).
+        self.unsafe_updates: list[tuple[str, int]] = []
         self.failed_updates: list[api.ContainerUpdate] = []
         self.sync_updates: list[api.ContainerUpdate] = []  # returned by Synchronize
         self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
@@ -137,11 +149,20 @@ class SimulatedRuntime:
         self._listener = listener
         self._accept_task = asyncio.get_running_loop().create_task(
             self._accept_loop(listener), name="sim:accept")
+        if self.cri_socket is not None:
+            # Imported here: the CRI server runs this runtime's CRI calls (cri_calls), which
+            # import this module.
+            from bridge.simulator.cri_server import CriServer
+            self._cri_server = CriServer(self, self.cri_socket)
+            await self._cri_server.start()
         log.info("simulated %s %s (NRI v%d.%d.%d) listening on %s", self.profile.runtime_name,
                  self.profile.runtime_version, *self.profile.nri, path)
 
     async def stop(self) -> None:
         """Close all plugins and the listener; `start()` may be called again."""
+        cri_server, self._cri_server = self._cri_server, None
+        if cri_server is not None:
+            await cri_server.stop()
         task, self._accept_task = self._accept_task, None
         if task is not None:
             task.cancel()
@@ -173,7 +194,7 @@ class SimulatedRuntime:
 
     async def wait_updates(self, count: int = 1, timeout_s: float = 5.0,
                            ) -> list[api.ContainerUpdate]:
-        """Wait until `count` updates in total arrived through UpdateContainers."""
+        """Wait until `count` unsolicited updates in total arrived (NRI or CRI)."""
         async with asyncio.timeout(timeout_s):
             while len(self.updates) < count:
                 self._updates_arrived.clear()
@@ -328,6 +349,11 @@ class SimulatedRuntime:
         if conn.state in (Phase.CONNECTED, Phase.CLOSED):
             raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
         failed: list[api.ContainerUpdate] = []
+        if self.profile.plugin_updates_deadlock:
+            log.warning("%s: UpdateContainers from plugin %s can deadlock %s (NRI v%d.%d.%d)",
+                        self.profile.key, conn.label, self.profile.runtime_name,
+                        *self.profile.nri)
+            self.unsafe_updates.append((conn.label, len(req.update)))
         async with self._event_lock():
             for update in req.update:
                 self.updates.append(update)
@@ -341,6 +367,12 @@ class SimulatedRuntime:
             # ttrpc drops the payload on error: the plugin never sees `failed`.
             raise RpcError(Code.UNKNOWN, "NRI update of some containers failed")
         return b""
+
+    def note_cri_update(self, update: api.ContainerUpdate) -> None:
+        """Record an update that came through CRI UpdateContainerResources."""
+        self.updates.append(update)
+        self.cri_updates.append(update)
+        self._updates_arrived.set()
 
     # -- events -------------------------------------------------------------------------
 

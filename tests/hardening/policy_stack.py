@@ -98,7 +98,7 @@ async def stack(workdir: Path, served: Behaviour | RawPolicy, *, tcp: bool = Fal
         await server.start_unix(workdir / "policy.sock")
         url = f"unix://{workdir}/policy.sock/v1/policy"
     runtime = SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9",
-                               request_timeout_s=REQUEST_TIMEOUT_S)
+                               request_timeout_s=REQUEST_TIMEOUT_S, cri_socket=workdir / "cri.sock")
     runtime.state.seed(list(seed[0]), list(seed[1]))
     try:
         webhooks = hooks(url) if hooks is not None else specs(url, **hook)

@@ -22,6 +22,7 @@ from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import RpcError
 from bridge.nri import lifecycle
 from bridge.nri.handler_api import EventContext, Handler
+from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PLUGIN_SERVICE
 from bridge.simulator.synthetic import synthetic_state
@@ -257,7 +258,8 @@ async def test_request_size_limits_answer_and_keep_the_connection(
 async def test_an_oversized_response_fails_that_call_and_keeps_the_connection(
         sock_path: Path, pod_and_container: tuple[api.PodSandbox, api.Container]) -> None:
     pod, container = pod_and_container
-    async with connected(sock_path, Handler(),
+    # Route nri: the response poisoned here is UpdateContainers' own, on the NRI connection.
+    async with connected(sock_path, Handler(), updates=UpdateSettings(route="nri"),
                          seed=lambda rt: rt.state.seed([pod], [container])) as h:
         runtime_side, plugin_side = _trunks(h)
         forward = runtime_side.server.frame_received
@@ -281,7 +283,7 @@ async def test_an_oversized_response_fails_that_call_and_keeps_the_connection(
         assert refused.value.code == Code.RESOURCE_EXHAUSTED
         assert refused.value.message == f"response of {ttrpc.MAX_MESSAGE_BYTES + 1} bytes " \
                                         "exceeds the limit"
-        assert await h.runner.update_containers([update]) == []  # the next call works
+        assert (await h.runner.update_containers([update])).failed == []  # the next call works
         assert poisoned == [3]  # RegisterPlugin was 1
         assert plugin_side.is_open and plugin_side.pending_bytes == 0
         assert h.runtime.state.containers[container.id].linux.resources.cpu.shares.value == 321

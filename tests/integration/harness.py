@@ -23,6 +23,7 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
+from tests.simulator.harness import updates_for
 
 
 @contextlib.contextmanager
@@ -56,7 +57,7 @@ async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], wor
     cache = StateCache()
     handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container)
     runner = PluginRunner(PluginIdentity("webhook-bridge", "50"), handler,
-                          socket_path=str(rt.socket_path), cache=cache)
+                          socket_path=str(rt.socket_path), cache=cache, updates=updates_for(rt))
     watch_runner(metrics, runner)
     control_sock = workdir / "control.sock"
     control = ControlServer(create_app(control_deps(runner, metrics)),

@@ -19,6 +19,7 @@ from typing import Any
 from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.connection import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginConnection
@@ -42,6 +43,16 @@ async def assert_no_leaked_tasks() -> None:
                 details=lambda: f"leaked tasks: {[t.get_name() for t in _leaked_tasks()]}")
 
 
+def cri_socket_beside(nri_socket: Path) -> Path:
+    return nri_socket.with_name(nri_socket.name + ".cri")
+
+
+def updates_for(runtime: SimulatedRuntime) -> UpdateSettings:
+    """The bridge's update settings for `runtime`: its CRI socket, if it serves one."""
+    cri = runtime.cri_socket
+    return UpdateSettings(cri_socket=str(cri) if cri is not None else None)
+
+
 @dataclass
 class Harness:
     runtime: SimulatedRuntime
@@ -54,13 +65,17 @@ class Harness:
 async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1.9", *,
                     name: str = "test", index: str = "10", wait_s: float = 5.0,
                     seed: Callable[[SimulatedRuntime], None] | None = None,
+                    updates: UpdateSettings | None = None,
                     **runtime_kwargs: Any) -> AsyncIterator[Harness]:
+    # Like a real runtime, the simulated one serves CRI beside NRI: the bridge sends its
+    # updates there on profiles where NRI UpdateContainers can deadlock.
+    runtime_kwargs.setdefault("cri_socket", cri_socket_beside(path))
     runtime = SimulatedRuntime(path, profile, **runtime_kwargs)
     if seed is not None:
         seed(runtime)
     await runtime.start()
     runner = PluginRunner(PluginIdentity(name, index), handler, socket_path=str(path),
-                          backoff=FAST_BACKOFF)
+                          backoff=FAST_BACKOFF, updates=updates or updates_for(runtime))
     task = asyncio.create_task(runner.run(), name="test:runner")
     try:
         conn = await runtime.wait_plugin(wait_s)

@@ -1,4 +1,4 @@
-"""UpdateContainers from the plugin, concurrent events, and the runtime's single NRI lock."""
+"""Unsolicited updates (through NRI or CRI), concurrent events, and the runtime's NRI lock."""
 
 from __future__ import annotations
 
@@ -9,15 +9,20 @@ from typing import Any
 
 import pytest
 
+from bridge.contract.nri_version import plugin_updates_can_deadlock
 from bridge.errors import RpcError
 from bridge.nri.handler_api import EventContext, Handler
+from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
+from bridge.runtime_facts.profiles import PROFILES
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import envelope
 from bridge.wire.status import Code
 
 from .harness import RawPlugin, connected, raw_connected
+
+DEADLOCKING = sorted(k for k, p in PROFILES.items() if p.plugin_updates_deadlock)
 
 
 def seed_two(runtime: SimulatedRuntime) -> None:
@@ -48,13 +53,17 @@ class Deferring(Handler):
 
 
 @pytest.mark.timeout(10)
-async def test_update_containers_reach_the_runtime(sock_path: Path) -> None:
-    async with connected(sock_path, Handler(), seed=seed_two) as h:
+async def test_update_containers_reach_a_fixed_runtime_through_nri(sock_path: Path) -> None:
+    """Route `nri` (what `auto` picks on NRI >= v0.12.1): Runtime.UpdateContainers."""
+    async with connected(sock_path, Handler(), seed=seed_two,
+                         updates=UpdateSettings(route="nri")) as h:
         running, stopped = list(h.runtime.state.containers)
-        failed = await h.runner.update_containers([cpu_update(running, 999),
-                                                   cpu_update("unknown-id", 1)])
-        assert failed == []  # unknown ids are skipped silently
+        outcome = await h.runner.update_containers([cpu_update(running, 999),
+                                                    cpu_update("unknown-id", 1)])
+        assert outcome.route == "UpdateContainers"
+        assert outcome.failed == []  # unknown ids are skipped silently
         assert [u.container_id for u in h.runtime.updates] == [running, "unknown-id"]
+        assert h.runtime.cri_updates == []
         shares = h.runtime.state.containers[running].linux.resources.cpu.shares.value
         assert shares == 999
         # A failed update without ignore_failure is an error status (payload dropped).
@@ -63,9 +72,48 @@ async def test_update_containers_reach_the_runtime(sock_path: Path) -> None:
         assert failure.value.code == Code.UNKNOWN
         assert failure.value.message == "NRI update of some containers failed"
         # ... and with ignore_failure it is not reported at all.
-        assert await h.runner.update_containers([cpu_update(stopped, 5, ignore=True)]) == []
+        assert (await h.runner.update_containers([cpu_update(stopped, 5, ignore=True)])
+                ).failed == []
         assert [u.container_id for u in h.runtime.failed_updates] == [stopped, stopped]
+        # containerd 2.1.9 is not fixed: the simulated runtime counts every such call.
+        assert [n for _, n in h.runtime.unsafe_updates] == [2, 1, 1]
         assert h.conn.is_active
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("profile", DEADLOCKING)
+async def test_updates_go_through_cri_where_update_containers_deadlocks(
+        sock_path: Path, profile: str) -> None:
+    async with connected(sock_path, Handler(), profile, seed=seed_two) as h:
+        running, _ = list(h.runtime.state.containers)
+        with_pids = cpu_update(running, 999)
+        with_pids.linux.resources.pids.limit = 64  # CRI cannot carry it
+        outcome = await h.runner.update_containers([with_pids, cpu_update("unknown-id", 1)])
+        assert outcome.route == "CRI UpdateContainerResources"
+        # CRI answers NOT_FOUND for an unknown container: reported, not skipped.
+        assert [u.container_id for u in outcome.failed] == ["unknown-id"]
+        assert outcome.dropped == {running: ("pids",)}
+        [applied] = outcome.applied
+        assert not applied.linux.resources.HasField("pids")
+        assert [u.container_id for u in h.runtime.cri_updates] == [running]
+        container = h.runtime.state.containers[running]
+        assert container.linux.resources.cpu.shares.value == 999
+        assert not container.linux.resources.HasField("pids")
+        assert h.runtime.unsafe_updates == []  # not one UpdateContainers reached it
+        # The bridge's own view holds what the runtime took, not what was asked.
+        cached = h.runner.cache.containers[running].linux.resources
+        assert cached.cpu.shares.value == 999 and not cached.HasField("pids")
+
+
+def test_which_profiles_deadlock() -> None:
+    """Every runtime we have a profile of embeds an NRI before v0.12.1 (or is not containerd)."""
+    assert sorted(PROFILES) == DEADLOCKING
+    assert not plugin_updates_can_deadlock("containerd", (0, 12, 1))
+    assert not plugin_updates_can_deadlock("v2", (0, 13, 0))
+    assert plugin_updates_can_deadlock("containerd", (0, 12, 0))
+    assert plugin_updates_can_deadlock("containerd", None)  # unknown: affected
+    assert plugin_updates_can_deadlock("cri-o", (0, 12, 2))  # not checked against CRI-O
+    assert plugin_updates_can_deadlock("somebody", (0, 12, 2))
 
 
 @pytest.mark.timeout(10)
@@ -77,6 +125,7 @@ async def test_deferred_updates_from_an_event_handler(
         assert (await h.runtime.run_event("StartContainer", pod, container)).ok
         [update] = await h.runtime.wait_updates(1, timeout_s=2)
         assert update.container_id == handler.target
+        assert h.runtime.unsafe_updates == [] and h.runtime.cri_updates == [update]
         assert h.runtime.state.containers[handler.target].linux.resources.cpu.shares.value == 4321
         assert h.runtime.closed_plugins == []
 

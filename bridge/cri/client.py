@@ -1,0 +1,108 @@
+"""A small CRI client over the runtime's Unix socket (grpcio), callable from asyncio.
+
+Owns: one gRPC channel to the CRI socket, the two calls the bridge makes (Version,
+UpdateContainerResources), each with a deadline, and the translation of gRPC failures into
+`CriError`, once, here. Must not: decide what to update or when (bridge.nri.update_routes).
+
+The calls are grpcio's blocking ones, run in the loop's default executor: grpcio's asyncio API
+does not run on uvloop, which serves the bridge. A call occupies one executor thread for at
+most its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from bridge.contract.cri_service import CRI_API_VERSION, UPDATE_CONTAINER_RESOURCES, VERSION
+from bridge.errors import BridgeError
+from bridge.proto.cri import runtime_pb2 as cri
+
+log = logging.getLogger(__name__)
+
+# The default CRI socket of each runtime, by the name it gives NRI at registration.
+DEFAULT_SOCKETS = {
+    "containerd": "/run/containerd/containerd.sock",
+    "v2": "/run/containerd/containerd.sock",
+    "cri-o": "/var/run/crio/crio.sock",
+    "crio": "/var/run/crio/crio.sock",
+}
+VERSION_TIMEOUT_S = 5.0
+
+
+class CriError(BridgeError):
+    """A CRI call failed; `code` is the gRPC status name ("NOT_FOUND", "DEADLINE_EXCEEDED")."""
+
+    def __init__(self, call: str, code: str, detail: str) -> None:
+        super().__init__(f"CRI {call}: {code}: {detail}")
+        self.call = call
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class CriVersion:
+    runtime_name: str
+    runtime_version: str
+    runtime_api_version: str
+
+
+def default_socket(runtime_name: str) -> str | None:
+    return DEFAULT_SOCKETS.get(runtime_name.strip().lower())
+
+
+class CriClient:
+    """UpdateContainerResources and Version on one CRI socket."""
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self._channel: grpc.Channel | None = None
+        self._update: Any = None
+        self._version: Any = None
+
+    def _open(self) -> None:
+        if self._channel is not None:
+            return
+        if not os.path.exists(self.socket_path):
+            raise CriError("connect", "UNAVAILABLE", f"no CRI socket at {self.socket_path}")
+        channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+        self._update = channel.unary_unary(
+            UPDATE_CONTAINER_RESOURCES,
+            request_serializer=cri.UpdateContainerResourcesRequest.SerializeToString,
+            response_deserializer=cri.UpdateContainerResourcesResponse.FromString)
+        self._version = channel.unary_unary(
+            VERSION, request_serializer=cri.VersionRequest.SerializeToString,
+            response_deserializer=cri.VersionResponse.FromString)
+        self._channel = channel
+
+    async def version(self) -> CriVersion:
+        reply: cri.VersionResponse = await self._call(
+            "Version", "version", cri.VersionRequest(version=CRI_API_VERSION), VERSION_TIMEOUT_S)
+        return CriVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
+
+    async def update_container_resources(self, request: cri.UpdateContainerResourcesRequest,
+                                         timeout_s: float) -> None:
+        await self._call("UpdateContainerResources", "update", request, timeout_s)
+
+    async def _call(self, call: str, which: str, request: Any, timeout_s: float) -> Any:
+        self._open()
+        method = self._update if which == "update" else self._version
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                None, lambda: method(request, timeout=timeout_s, wait_for_ready=False))
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            detail = exc.details() if hasattr(exc, "details") else str(exc)
+            raise CriError(call, code.name if code is not None else "UNKNOWN",
+                           str(detail or "")) from None
+
+    def close(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()

@@ -1,0 +1,1 @@
+"""Generated CRI messages the bridge uses (see bridge/proto/generate.py)."""
