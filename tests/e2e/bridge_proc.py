@@ -21,6 +21,7 @@ from typing import Any
 from tests.waiting import wait_until
 
 from .procs import scaled, stop_by_pid
+from .runtimes import InstanceDirs
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_NAME = "e2e-bridge"
@@ -37,8 +38,13 @@ class BridgeError(RuntimeError):
 class Bridge:
     """One bridge process. ``static`` is the config's ``static`` section."""
 
-    def __init__(self, nri_socket: Path, workdir: Path, static: dict[str, Any]) -> None:
+    def __init__(self, nri_socket: Path, workdir: Path, static: dict[str, Any],
+                 cri_socket: Path | None = None) -> None:
         self.nri_socket = nri_socket
+        # The bridge updates containers through the runtime's CRI socket (containerd 1.7.24 and
+        # 2.1.9 can deadlock on NRI UpdateContainers); by default, that of the containerd whose
+        # NRI socket this is (tests/e2e/runtimes.py: InstanceDirs).
+        self.cri_socket = cri_socket or InstanceDirs(nri_socket.parent.parent).address
         self.static = static
         self.workdir = workdir
         self.config = workdir / "bridge.yaml"
@@ -61,6 +67,7 @@ class Bridge:
         return [
             sys.executable, "-m", "bridge", "run",
             "--nri-socket", str(self.nri_socket),
+            "--cri-socket", str(self.cri_socket),
             "--plugin-name", PLUGIN_NAME,
             "--plugin-index", PLUGIN_INDEX,
             "--config", str(self.config),
