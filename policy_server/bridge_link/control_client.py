@@ -9,6 +9,8 @@ timeout.
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +18,10 @@ import httpx
 
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError
 
+log = logging.getLogger(__name__)
+
 BRIDGE_TIMEOUT_S = 5.0
-# The bridge waits up to 35 s for the runtime to answer UpdateContainers.
+# The bridge waits up to 35 s for the runtime to take an update.
 PUSH_TIMEOUT_S = 40.0
 
 
@@ -116,4 +120,10 @@ class BridgeControl:
         failed = data.get("failed") or []
         if not isinstance(failed, list):
             raise BridgeControlError("bridge updates reply: 'failed' is not a list")
+        dropped = data.get("dropped") or []
+        if dropped:
+            # Fields the route to the runtime cannot carry (CRI UpdateContainerResources has no
+            # pids, memory reservation, ...): applied nowhere, so say so once per push.
+            log.warning("the bridge dropped update fields the runtime cannot apply: %s",
+                        json.dumps(dropped)[:500])
         return failed
