@@ -180,3 +180,18 @@ def test_validate_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "webhooks[1].timeout: expected a duration" in err
     assert main(["validate-config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_update_flags_override_the_file() -> None:
+    from bridge.cli import _apply_flags, build_parser
+
+    config = load_text("updates: {route: nri, cri_socket: /a/cri.sock}", "f.yaml")
+    args = build_parser("run").parse_args(["run", "--cri-socket", "/b/cri.sock",
+                                           "--update-route", "cri"])
+    updates = _apply_flags(config, args).updates
+    assert (updates.route, updates.cri_socket) == ("cri", "/b/cri.sock")
+    untouched = _apply_flags(config, build_parser("run").parse_args(["run"])).updates
+    assert (untouched.route, untouched.cri_socket) == ("nri", "/a/cri.sock")
+    args = build_parser("run").parse_args(["run", "--cri-socket", "cri.sock"])
+    with pytest.raises(ConfigError, match=r"^--cri-socket: must be an absolute path"):
+        _apply_flags(config, args)
