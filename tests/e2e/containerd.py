@@ -49,6 +49,10 @@ class Containerd:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def _env(self) -> dict[str, str]:
         # containerd finds containerd-shim-runc-v2 on PATH: this build's own shim first.
         env = dict(os.environ)
@@ -99,6 +103,14 @@ class Containerd:
         proc, self._proc = self._proc, None
         if stop_by_pid(proc, STOP_TIMEOUT_S) and proc is not None:
             log.warning("containerd pid %d ignored SIGTERM; it was killed", proc.pid)
+
+    def kill(self) -> None:
+        """SIGKILL our containerd by PID at once: a wedged one (its NRI locks held in a cycle)
+        need not act on SIGTERM, and every CRI call on it would wait out its deadline."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=STOP_TIMEOUT_S)
 
     def restart(self) -> None:
         self.stop()

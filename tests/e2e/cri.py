@@ -117,9 +117,14 @@ class CriClient:
         return Pod(id=reply.pod_sandbox_id, uid=uid, config=config)
 
     def create_container(
-        self, pod: Pod, name: str = "app", resources: dict[str, Any] | None = None
+        self,
+        pod: Pod,
+        name: str = "app",
+        resources: dict[str, Any] | None = None,
+        command: list[str] | None = None,
     ) -> str:
-        """``resources`` overrides LinuxContainerResources fields (e.g. ``cpu_quota``)."""
+        """``resources`` overrides LinuxContainerResources fields (e.g. ``cpu_quota``);
+        ``command`` replaces CONTAINER_COMMAND."""
         pb = self.pb
         own = {
             "cpu_shares": BASE_CPU_SHARES,
@@ -131,7 +136,7 @@ class CriClient:
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
             image=pb.ImageSpec(image=BUSYBOX_IMAGE),
-            command=CONTAINER_COMMAND,
+            command=command or CONTAINER_COMMAND,
             envs=[pb.KeyValue(key="PATH", value="/bin"), pb.KeyValue(key="E2E_BASE", value="1")],
             labels={"app": "nri-e2e"},
             linux=pb.LinuxContainerConfig(
@@ -154,9 +159,13 @@ class CriClient:
         )
 
     def run_container(
-        self, pod: Pod, name: str = "app", resources: dict[str, Any] | None = None
+        self,
+        pod: Pod,
+        name: str = "app",
+        resources: dict[str, Any] | None = None,
+        command: list[str] | None = None,
     ) -> str:
-        container_id = self.create_container(pod, name, resources)
+        container_id = self.create_container(pod, name, resources, command)
         self.start_container(container_id)
         return container_id
 
