@@ -74,6 +74,9 @@ class Tally:
     updates_failed: int = 0  # the runtime answered "failed" for them
     update_errors: int = 0  # the bridge refused or did not answer the POST
     errors: list[str] = field(default_factory=list)  # CRI calls that failed
+    # Round trips of the POST /v1/updates that succeeded: how long an update takes to be
+    # applied by the runtime (the bridge answers once the runtime did), under the churn.
+    update_s: list[float] = field(default_factory=list)
 
 
 class InFlight:
@@ -264,6 +267,7 @@ class Churn:
                 n += 1
                 body = {"update": [{"container_id": cid,
                                     "linux": {"resources": {"cpu": {"shares": shares}}}}]}
+                started = time.monotonic()
                 try:
                     with self.flight.call(worker, POST_UPDATES):
                         reply = client.post("/v1/updates", json=body)
@@ -274,9 +278,26 @@ class Churn:
                         failed = len(reply.json()["failed"])
                         self.tally.updates_sent += 1 - failed
                         self.tally.updates_failed += failed
+                        self.tally.update_s.append(time.monotonic() - started)
                         continue
                     self.tally.update_errors += 1
                 self.stop.wait(UPDATE_RETRY_S)
+
+    def quiet_round_trips(self, count: int) -> list[float]:
+        """`count` updates one after another before the churn: the latency on a quiet node."""
+        transport = httpx.HTTPTransport(uds=str(self.control_socket))
+        out = []
+        with httpx.Client(transport=transport, base_url="http://bridge",
+                          timeout=UPDATE_HTTP_TIMEOUT_S) as client:
+            for n in range(count):
+                cid = self.steady[n % len(self.steady)]
+                body = {"update": [{"container_id": cid, "linux": {"resources": {
+                    "cpu": {"shares": UPDATE_SHARES[n % len(UPDATE_SHARES)]}}}}]}
+                started = time.monotonic()
+                reply = client.post("/v1/updates", json=body)
+                out.append(time.monotonic() - started)
+                assert reply.status_code == 200 and reply.json()["failed"] == [], reply.text
+        return out
 
     def report(self, pushes: int) -> str:
         t = self.tally
@@ -285,4 +306,17 @@ class Churn:
                     f"({t.pod_cycles} pod cycles, {t.exclusive_cycles} exclusive-CPU cycles), "
                     f"{t.updates_sent} updates sent through POST /v1/updates "
                     f"({t.updates_failed} reported failed, {t.update_errors} POSTs refused "
-                    f"or unanswered), {pushes} pushes by cpu-pools, {len(t.errors)} CRI errors")
+                    f"or unanswered; round trip {percentiles(t.update_s)}), "
+                    f"{pushes} pushes by cpu-pools, {len(t.errors)} CRI errors")
+
+
+def percentiles(samples: list[float]) -> str:
+    """p50/p95/max in milliseconds, for the report line."""
+    if not samples:
+        return "no samples"
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return f"p50 {at(0.5):.0f} ms, p95 {at(0.95):.0f} ms, max {ordered[-1] * 1000:.0f} ms"

@@ -27,7 +27,7 @@ import pytest
 from .conftest import LOG_DIR, StackFactory
 from .containerd import Containerd
 from .cri import CriClient
-from .cri_churn import HANG_S, JOIN_TIMEOUT_S, Call, Churn
+from .cri_churn import HANG_S, JOIN_TIMEOUT_S, Call, Churn, percentiles
 from .goroutine_dump import DUMP_TIMEOUT_S, dump_goroutines
 from .procs import scaled
 from .test_cpu_pools import CONFIG, GUARANTEED_1_CPU
@@ -38,6 +38,7 @@ pytestmark = pytest.mark.e2e
 CHURN_S = float(os.environ.get("NRI_E2E_CHURN_S", "75"))
 POD_WORKERS = 4
 UPDATE_LOOPS = 2
+QUIET_UPDATES = 40  # before the churn: the update latency on a quiet node (docs/e2e.md)
 STEADY_CONTAINERS = 5
 # containerd and stack start-up, the steady pod, a hang's dump, joining the workers, clean-up.
 TIMEOUT_S = CHURN_S + HANG_S + DUMP_TIMEOUT_S + JOIN_TIMEOUT_S + scaled(90.0)
@@ -72,6 +73,9 @@ def test_cri_calls_return_while_updates_are_delivered(
     steady = [cri.run_container(steady_pod, f"steady-{i}") for i in range(STEADY_CONTAINERS)]
 
     churn = Churn(cri, stack.bridge.control_socket, steady, GUARANTEED_1_CPU)
+    quiet = churn.quiet_round_trips(QUIET_UPDATES)
+    print(f"containerd {version}: quiet node, {QUIET_UPDATES} updates one after another: "
+          f"round trip {percentiles(quiet)}")
     churn.start(pod_workers=POD_WORKERS, update_loops=UPDATE_LOOPS)
     hung = churn.run(CHURN_S)
     dump_text = ""
