@@ -26,7 +26,7 @@ from bridge.contract.nri_version import (
     parse_version,
     plugin_updates_can_deadlock,
 )
-from bridge.cri.client import CriClient, CriError, default_socket
+from bridge.cri.runtime_service import CriClient, CriError, default_socket
 from bridge.errors import BridgeError, ConfigError
 from bridge.nri.event_call import RuntimeInfo
 from bridge.nri.updates import UPDATE_TIMEOUT_S, Deliver, UpdateOutcome
@@ -49,7 +49,7 @@ class UpdateSettings:
     """The `updates:` section: which route, and where the runtime's CRI socket is."""
 
     route: str = "auto"  # auto: CRI where UpdateContainers can deadlock, else NRI
-    cri_socket: str | None = None  # None: the runtime's default (bridge.cri.client)
+    cri_socket: str | None = None  # None: the runtime's default (bridge.cri.runtime_service)
 
     @classmethod
     def parse(cls, section: Any, key: str = "updates") -> UpdateSettings:

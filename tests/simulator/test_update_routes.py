@@ -9,7 +9,7 @@ import pytest
 
 from bridge.config_file import load_text
 from bridge.contract.nri_version import nri_version_of
-from bridge.cri.client import CriClient, CriError
+from bridge.cri.runtime_service import CriClient, CriError
 from bridge.errors import BridgeError, ConfigError
 from bridge.nri.event_call import RuntimeInfo
 from bridge.nri.handler_api import Handler

@@ -15,11 +15,13 @@ def test_generated_code_is_not_stale(tmp_path: Path) -> None:
     fresh = generate.generate(tmp_path)
     assert {p.name for p in fresh} >= {"api_pb2.py", "api_pb2.pyi", "ttrpc_pb2.py",
                                        "ttrpc_pb2.pyi"}
+    assert {p.relative_to(tmp_path).as_posix() for p in fresh} >= {"cri/runtime_pb2.py",
+                                                                   "cri/runtime_pb2.pyi"}
     for path in fresh:
-        committed = generate.PACKAGE_DIR / "nri" / path.name
+        committed = generate.PACKAGE_DIR / path.relative_to(tmp_path)
         assert committed.exists(), f"{committed} missing: run `make proto`"
         assert committed.read_text() == path.read_text(), (
-            f"{committed.name} is stale: run `make proto`")
+            f"{committed} is stale: run `make proto`")
 
 
 # Spot checks of field numbers against the upstream API (docs/protocol.md#messages).

@@ -21,7 +21,8 @@ from bridge.contract.nri_version import nri_version_of, supported_mask
     ("containerd", "v2.3.4", "v0.12.0", (0, 12, 0)),  # as recorded
     ("containerd", "v2.3.4", "", (0, 12, 0)),
     ("containerd", "1.7.31", "", (0, 8, 0)),
-    ("containerd", "2.4.0", "", (0, 12, 0)),  # newer than the table: the newest known
+    ("containerd", "2.4.0", "", (0, 12, 1)),  # the first to vendor containerd/nri#301
+    ("containerd", "2.5.0", "", (0, 12, 1)),  # newer than the table: the newest known
     ("cri-o", "1.31.2", "", (0, 6, 1)),
     ("cri-o", "1.33.1", "", (0, 9, 1)),
     ("cri-o", "1.34.0", "", (0, 10, 0)),
