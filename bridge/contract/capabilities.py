@@ -56,7 +56,7 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
 
 def dropped_fields(used: set[str], nri: Version | None) -> list[str]:
     """The fields in `used` a runtime with NRI version `nri` would silently drop (those that
-    would crash it are runtime_hazards.hazardous_fields: the bridge drops them itself)."""
+    would crash it are in runtime_hazards.hazards_for: the bridge drops them itself)."""
     if nri is None:
         return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
     return sorted(p for p in used if FIELD_SINCE.get(p, _UNKNOWN) > nri)

@@ -30,7 +30,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment_fields import FIELD_PATHS
-from bridge.contract.nri_version import Version, format_version
+from bridge.contract.nri_version import Version
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +46,6 @@ class Hazard:
 
     def affects(self, nri: Version | None) -> bool:
         return nri is None or self.first <= nri < self.fixed
-
-    @property
-    def versions(self) -> str:
-        return f"{format_version(self.first)} up to (not including) {format_version(self.fixed)}"
 
     def set_off_by(self, msg: Message) -> bool:
         """Whether `msg` (a ContainerAdjustment) carries what sets this hazard off: a map entry
@@ -85,11 +81,6 @@ for _row in HAZARDS:
 def hazards_for(nri: Version | None) -> tuple[Hazard, ...]:
     """The rows that affect a runtime with NRI version `nri` (all of them if unknown)."""
     return tuple(row for row in HAZARDS if row.affects(nri))
-
-
-def hazardous_fields(used: set[str], nri: Version | None) -> list[str]:
-    """The field paths in `used` that would crash a runtime with NRI version `nri`."""
-    return sorted(row.path for row in hazards_for(nri) if row.path in used)
 
 
 def value_at(msg: Message, path: str) -> Any:
