@@ -12,7 +12,7 @@ Names follow containerd's `containerd_nri_plugin_*` style with our own prefix:
 | nri_webhook_bridge_webhook_fail_open_total | event, webhook | failures dropped under Ignore |
 | nri_webhook_bridge_webhook_rejections_total | event, webhook | operations failed: reject or Fail |
 | nri_webhook_bridge_webhook_conflicts_total | event, webhook | contributions refused as conflicts |
-| nri_webhook_bridge_dropped_fields_total | event, webhook, field | fields the runtime drops |
+| nri_webhook_bridge_dropped_fields_total | event, webhook, field | fields not applied (dropped) |
 | nri_webhook_bridge_webhook_circuit_state | webhook | 0 closed, 1 open, 2 half-open |
 | nri_webhook_bridge_webhook_retries_total | webhook | requests re-sent after the keep-alive race |
 | nri_webhook_bridge_connected | | 1 while registered and serving |
@@ -103,7 +103,8 @@ class Metrics:
                                  "refused because an earlier webhook set the same field", ew,
                                  registry=r)
         self.dropped_fields = Counter(f"{PREFIX}_dropped_fields", "Fields a policy set that "
-                                      "the runtime's NRI version does not apply",
+                                      "the runtime's NRI version does not apply or would "
+                                      "crash on",
                                       [*ew, "field"], registry=r)
         self.unsolicited = Counter(f"{PREFIX}_unsolicited_updates", "Container updates "
                                    "received on POST /v1/updates", ["result"], registry=r)

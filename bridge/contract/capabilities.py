@@ -3,7 +3,9 @@
 A runtime ignores fields its NRI version does not know: an adjustment that uses
 them is silently dropped, with no error (docs/protocol.md#what-each-nri-version-added). So the
 envelope tells a policy what the connected runtime applies (`runtime.capabilities`), and the
-bridge warns and counts when a policy sets a field that runtime would drop.
+bridge warns and counts when a policy sets a field that runtime would drop. A field that would
+crash the runtime (bridge.contract.runtime_hazards) is not a capability either: the bridge drops
+it itself.
 
 Fields are named by their path in ContainerAdjustment / ContainerUpdate, as in
 the webhook JSON (`linux.resources.pids`, `CDI_devices`, `args`); a removal of an
@@ -24,6 +26,7 @@ from typing import Any
 
 from bridge.contract.adjustment_fields import FIELD_PATHS
 from bridge.contract.nri_version import Version, format_version
+from bridge.contract.runtime_hazards import hazards_for
 
 # Adjustment field path -> first NRI version whose runtimes apply it (the `since` column of
 # bridge.contract.adjustment_fields, the one list of adjustable fields).
@@ -38,7 +41,9 @@ def capabilities(nri: Version | None) -> tuple[str, ...] | None:
     """The adjustment fields a runtime with NRI version `nri` applies; None if unknown."""
     if nri is None:
         return None
-    return tuple(sorted(path for path, since in FIELD_SINCE.items() if since <= nri))
+    hazardous = {row.path for row in hazards_for(nri)}
+    return tuple(sorted(path for path, since in FIELD_SINCE.items()
+                        if since <= nri and path not in hazardous))
 
 
 def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
@@ -50,7 +55,8 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
 
 
 def dropped_fields(used: set[str], nri: Version | None) -> list[str]:
-    """The fields in `used` a runtime with NRI version `nri` would silently drop."""
+    """The fields in `used` a runtime with NRI version `nri` would silently drop (those that
+    would crash it are in runtime_hazards.hazards_for: the bridge drops them itself)."""
     if nri is None:
         return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
     return sorted(p for p in used if FIELD_SINCE.get(p, _UNKNOWN) > nri)

@@ -43,8 +43,9 @@ class RuntimeRef(_Strict):
         "it (NRI v0.12+), else inferred from name and version; null if unknown")
     capabilities: list[str] | None = Field(
         None, description="adjustment fields this runtime's NRI version applies, by path "
-        "(e.g. linux.resources.pids, args, linux.sysctl); a field not listed is dropped "
-        "silently by the runtime; null if the NRI version is unknown")
+        "(e.g. linux.resources.pids, args, linux.sysctl); a field not listed is dropped: "
+        "silently by the runtime, or, if it would crash the runtime (linux.sysctl on NRI "
+        "v0.11), by the bridge; null if the NRI version is unknown")
 
 
 class Removals(_Strict):

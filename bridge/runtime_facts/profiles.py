@@ -18,6 +18,10 @@ so a profile states them (recorded 2026-11-24, bridge/simulator/scenarios): whet
 CRI UpdatePodSandboxResources reaches NRI at all (containerd 2.2.x leaves the
 CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
 1.36 never sends it).
+
+Which reply fields crash the runtime is a function of the NRI version too, from the contract's
+table (bridge.contract.runtime_hazards): containerd 2.2.7 and CRI-O 1.36.3 (NRI v0.11.0) die on
+an added sysctl, and so does their simulation (bridge.simulator.result_merge).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
 from bridge.contract.nri_version import Version, plugin_updates_can_deadlock, supported_mask
+from bridge.contract.runtime_hazards import Hazard, hazards_for
 from bridge.runtime_facts.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
 # ttrpc >= v1.2.6 refuses locally to send a message above 4 MiB; that refusal is
@@ -90,6 +95,12 @@ class RuntimeProfile:
         if event is Event.POST_UPDATE_POD_SANDBOX:
             return self.resizes_pods and self.post_resize_event
         return True
+
+    @property
+    def hazards(self) -> tuple[Hazard, ...]:
+        """Reply fields whose merge panics this runtime
+        (docs/protocol.md#reply-fields-that-crash-a-runtime)."""
+        return hazards_for(self.nri)
 
     @property
     def checks_plugin_name(self) -> bool:

@@ -102,6 +102,8 @@ class CriServer:
 async def update_resources(runtime: SimulatedRuntime, request: cri.UpdateContainerResourcesRequest,
                            ) -> tuple[grpc.StatusCode, str] | None:
     """Run one CRI UpdateContainerResources on the runtime; an error code and text, or None."""
+    if runtime.crashed is not None:  # a dead runtime answers nothing on its CRI socket either
+        return grpc.StatusCode.UNAVAILABLE, f"runtime crashed: {runtime.crashed}"
     container = runtime.state.containers.get(request.container_id)
     if container is None:
         return grpc.StatusCode.NOT_FOUND, f"failed to find container: {request.container_id}"

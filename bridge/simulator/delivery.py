@@ -190,7 +190,8 @@ class Dispatcher:
         event = Event.CREATE_CONTAINER
         original = api.Container()
         original.CopyFrom(request.container)
-        result = CreateResult(request.container)  # later plugins see earlier changes
+        # Later plugins see earlier changes; RuntimeCrashed propagates: the runtime is gone.
+        result = CreateResult(request.container, self.profile.hazards)
         responses: list[tuple[str, Message | None]] = []
         for conn in self._targets(plugins, event):
             try:

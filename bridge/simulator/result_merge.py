@@ -18,7 +18,10 @@ docs/protocol.md#updates):
   limits are claimed per key and appended, `args` starting with "" override;
 - an update targeting the container being created is an error;
 - updates with `ignore_failure` that fail to merge are dropped for that
-  plugin; the merged flag is the AND of the contributors'.
+  plugin; the merged flag is the AND of the contributors';
+- a response that sets off one of the profile's hazards (bridge.contract.runtime_hazards: an
+  added sysctl on NRI v0.11.x) crashes the runtime (`RuntimeCrashed`), as the real merge
+  panics there.
 
 Sans-IO.
 """
@@ -30,6 +33,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
+from bridge.contract.runtime_hazards import Hazard
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import HOOK_KINDS, env_key, set_env
 from bridge.runtime_facts.linux_resources import merge_resources
@@ -70,7 +74,12 @@ _SINGLE_LINUX_FIELDS = (("oom_score_adj", F.OomScoreAdj, True),
                         ("scheduler", F.LinuxSched, True),
                         ("memory_policy", F.MemoryPolicy, False))
 
-__all__ = ["CreateResult", "MergeError", "UpdateResult"]
+__all__ = ["CreateResult", "MergeError", "RuntimeCrashed", "UpdateResult"]
+
+
+class RuntimeCrashed(Exception):
+    """A plugin's response made the runtime panic: the process is gone, and every plugin with
+    it. The message is the panic and where it happens."""
 
 
 def _removal(key: str) -> str | None:
@@ -139,15 +148,21 @@ class UpdateResult:
 class CreateResult:
     """The merged outcome of one CreateContainer across plugins."""
 
-    def __init__(self, container: api.Container) -> None:
+    def __init__(self, container: api.Container, hazards: tuple[Hazard, ...] = ()) -> None:
         self.container = container  # the request view, mutated for later plugins
+        self.hazards = hazards  # the runtime's (RuntimeProfile.hazards)
         self.id = container.id
         self.owners = Ownership()
         self.adjust = api.ContainerAdjustment()
         self.updates = UpdateResult(self.owners, creating=container.id)
 
     def apply(self, plugin: str, response: api.CreateContainerResponse) -> None:
-        """Fold one plugin's response in; raises MergeError on a conflict."""
+        """Fold one plugin's response in; raises MergeError on a conflict, RuntimeCrashed
+        on a response that sets off one of the runtime's hazards."""
+        for hazard in self.hazards:
+            if hazard.set_off_by(response.adjust):
+                raise RuntimeCrashed(f"{hazard.panic} merging {hazard.path} from plugin "
+                                     f"{plugin} ({hazard.upstream})")
         if response.HasField("adjust"):
             self._adjust(plugin, response.adjust)
         self.updates.add(plugin, response.update)

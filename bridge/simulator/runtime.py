@@ -18,6 +18,12 @@ On a profile whose NRI can deadlock on a plugin's UpdateContainers even outside 
 (docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), every such call is applied and
 also kept in `unsafe_updates`, so a test can require that none came. With `cri_socket` the
 runtime also serves CRI UpdateContainerResources there (bridge.simulator.cri_server).
+
+A plugin response that sets off one of the profile's hazards
+(docs/protocol.md#reply-fields-that-crash-a-runtime) crashes the runtime as it would for real:
+the operation fails with `runtime crashed: <panic>`, every plugin connection and the listener
+close (the socket file stays, as a dead process leaves it), `crashed` says why, and nothing is
+served until `start()`.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from bridge.simulator.handshake import (
     identity_problem,
     synchronize,
 )
+from bridge.simulator.result_merge import RuntimeCrashed
 from bridge.simulator.state import RuntimeState
 from bridge.transport.trunk import Trunk
 from bridge.transport.ttrpc_server import MethodHandler
@@ -106,6 +113,7 @@ class SimulatedRuntime:
         self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
         self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
         self.connections: list[PluginConnection] = []
+        self.crashed: str | None = None  # the panic that took the runtime down, until start()
         if default_validator is not None and not self.profile.pod_update_events:
             raise SimulatorError(f"{self.profile.key} has no default validator (NRI < v0.10)")
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
@@ -147,6 +155,7 @@ class SimulatedRuntime:
             listener.close()
             raise
         self._listener = listener
+        self.crashed = None
         self._accept_task = asyncio.get_running_loop().create_task(
             self._accept_loop(listener), name="sim:accept")
         if self.cri_socket is not None:
@@ -417,7 +426,10 @@ class SimulatedRuntime:
         """Run a ready-made request message (scenarios use this)."""
         kind = self._event(event)
         async with self._event_lock():
-            result = await self.dispatcher.run(kind, self.plugins, request)
+            try:
+                result = await self.dispatcher.run(kind, self.plugins, request)
+            except RuntimeCrashed as exc:
+                return await self._crash(kind, str(exc))
             if result.ok:
                 self._fold(kind, request, result)
         return result
@@ -453,6 +465,8 @@ class SimulatedRuntime:
                 raise SimulatorError(f"unknown event {event!r}") from None
         if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
             raise SimulatorError("validation runs as part of CreateContainer")
+        if self.crashed is not None:
+            raise SimulatorError(f"{self.profile.key} crashed: {self.crashed}")
         if not self.dispatcher.supports(event):
             raise SimulatorError(f"{self.profile.key} has no {event.rpc_name} "
                                  f"(NRI v{'.'.join(map(str, self.profile.nri))})")
@@ -464,6 +478,22 @@ class SimulatedRuntime:
         if self.serialize_events:
             return self._lock
         return contextlib.nullcontext()
+
+    async def _crash(self, event: Event, panic: str) -> EventResult:
+        """The runtime process dies: no listener, no plugins (see the module docstring)."""
+        log.error("simulated %s %s crashed during %s: %s", self.profile.runtime_name,
+                  self.profile.runtime_version, event.rpc_name, panic)
+        self.crashed = panic
+        task, self._accept_task = self._accept_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        for conn in self.connections:
+            conn.close("runtime crashed", by_runtime=False)
+        return EventResult(event.rpc_name, 0.0, error=f"runtime crashed: {panic}")
 
     def _close_plugin(self, conn: PluginConnection, reason: str) -> None:
         if conn.close(reason):

@@ -15,7 +15,11 @@ Outcomes (decisions documented in docs/webhooks.md):
 - shadow mode: call with dry_run, log the would-be change or failure, apply nothing;
 - a contribution that sets a field the connected runtime's NRI version does not
   apply (it would be dropped silently, docs/protocol.md#what-each-nri-version-added) is still merged
-  and answered in time, with a warning and `dropped_fields_total` per field.
+  and answered in time, with a warning and `dropped_fields_total` per field;
+- a field that would crash the connected runtime (bridge.contract.runtime_hazards: an added
+  sysctl on NRI v0.11.x) is taken out of the contribution before the merge
+  (bridge.webhooks.crash_guard), so the container is created without it, with a warning naming
+  the webhook and the runtime and `dropped_fields_total` per field.
 
 Synchronize is different: a webhook gets its own `sync_timeout`, not the
 runtime's budget; if that runs past the runtime's deadline, the core answers
@@ -39,6 +43,7 @@ from bridge.contract.convert import to_json
 from bridge.contract.gc_pause import paused_gc
 from bridge.contract.nri_version import Version, format_version
 from bridge.contract.request_body import PayloadBuilder, encode
+from bridge.contract.runtime_hazards import Hazard
 from bridge.metrics import Metrics
 from bridge.nri.event_call import (
     NO_CHANGE,
@@ -48,6 +53,7 @@ from bridge.nri.event_call import (
     RuntimeInfo,
 )
 from bridge.proto.nri import api_pb2 as api
+from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope
 from bridge.webhooks.log_text import clip, truncated_json
@@ -165,7 +171,7 @@ class WebhookHandler:
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
                 request = CallRequest(call.name, call.uid, self._runtime_json(call.runtime),
                                       payload, scope, budget)
-                await self._call(hook, request, merger, who, call.runtime.nri_version)
+                await self._call(hook, request, merger, who, call.runtime)
         finally:
             count, duration = self._event_children(call.name)
             count.inc()
@@ -173,14 +179,18 @@ class WebhookHandler:
         return merger
 
     async def _call(self, hook: Webhook, call: CallRequest, merger: Merger,
-                    who: dict[str, str], nri: Version | None) -> None:
+                    who: dict[str, str], runtime: RuntimeInfo) -> None:
         """One webhook call, its merge, its log line and its metrics."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        nri = runtime.nri_version
         extra: dict[str, Any] = {**who, "webhook": hook.name,
                                  "budget_ms": round(max(call.budget_s, 0) * 1000)}
         try:
-            contribution = await hook.consult(call)
+            asked = await hook.consult(call)
+            # Before anything else sees it: a field that would crash the runtime never reaches
+            # the merge, not even as a shadow webhook's would-be change.
+            contribution, hazards = without_hazards(asked, nri)
             if hook.shadow:
                 self._shadow(merger, contribution, extra)
             elif contribution.reject is None:
@@ -190,13 +200,14 @@ class WebhookHandler:
             self._failed(hook, call.event, failure, extra)
             return
         outcome = ("rejected" if contribution.reject is not None
-                   else "ok" if contribution.changes_something else "no_change")
+                   else "ok" if asked.changes_something else "no_change")
         self._record(hook, call.event, "shadow_" + outcome if hook.shadow else outcome,
                      loop.time() - started, extra)
         self._report(hook, contribution, extra)
         if contribution.reject is None and not hook.shadow:
             # After the call's own line, so the warning follows the call it is about.
             self._dropped(hook, call.event, contribution, nri, extra)
+            self._crashing(hook, call.event, hazards, runtime, extra)
         if contribution.reject is not None and not hook.shadow:
             self.metrics.rejections.labels(call.event, hook.name).inc()
             raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
@@ -215,6 +226,22 @@ class WebhookHandler:
         log.warning("the runtime will ignore fields this policy set (its NRI version does "
                     "not apply them)", extra={**extra, "fields": dropped,
                                               "nri_version": format_version(nri)})
+
+    def _crashing(self, hook: Webhook, event: str, hazards: tuple[Hazard, ...],
+                  runtime: RuntimeInfo, extra: dict[str, Any]) -> None:
+        """Warn about and count the fields taken out because they would crash the runtime."""
+        if not hazards:
+            return
+        fields = [row.path for row in hazards]
+        for path in fields:
+            self.metrics.dropped_fields.labels(event, hook.name, path).inc()
+        nri = format_version(runtime.nri_version)
+        log.warning(
+            f'dropped {", ".join(fields)} from webhook "{hook.name}": it would crash the '
+            f"runtime ({runtime.name} {runtime.version}, NRI {nri})",
+            extra={**extra, "fields": fields, "runtime": f"{runtime.name} {runtime.version}",
+                   "nri_version": nri,
+                   "why": "; ".join(f"{row.panic} in {row.upstream}" for row in hazards)})
 
     def _record(self, hook: Webhook, event: str, outcome: str, elapsed_s: float,
                 extra: dict[str, Any]) -> None:
@@ -309,7 +336,7 @@ class WebhookHandler:
                                       hook.spec.sync_timeout_s)
                 await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
                                                          "containers": str(len(chosen))},
-                                 call.runtime.nri_version)
+                                 call.runtime)
         self._event_children("Synchronize")[0].inc()
         return merger.update_list()
 

@@ -113,7 +113,8 @@ class Event:
     runtime_name: str = ""
     runtime_version: str = ""
     # The runtime's NRI version ("v0.11.0", "" if unknown) and the adjustment fields it
-    # applies (None if unknown); a field not listed is dropped silently by the runtime.
+    # applies (None if unknown); a field not listed is dropped, silently by the runtime or, if it
+    # would crash the runtime (linux.sysctl on NRI v0.11), by the bridge.
     runtime_nri_version: str = ""
     runtime_capabilities: frozenset[str] | None = None
     budget_ms: int | None = None
