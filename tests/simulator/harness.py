@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridge.call_watch import CallWatch
 from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
@@ -54,13 +55,14 @@ class Harness:
 async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1.9", *,
                     name: str = "test", index: str = "10", wait_s: float = 5.0,
                     seed: Callable[[SimulatedRuntime], None] | None = None,
+                    calls: CallWatch | None = None,
                     **runtime_kwargs: Any) -> AsyncIterator[Harness]:
     runtime = SimulatedRuntime(path, profile, **runtime_kwargs)
     if seed is not None:
         seed(runtime)
     await runtime.start()
     runner = PluginRunner(PluginIdentity(name, index), handler, socket_path=str(path),
-                          backoff=FAST_BACKOFF)
+                          backoff=FAST_BACKOFF, calls=calls)
     task = asyncio.create_task(runner.run(), name="test:runner")
     try:
         conn = await runtime.wait_plugin(wait_s)
