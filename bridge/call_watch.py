@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
-# containerd answers a healthy UpdateContainers in milliseconds; RegisterPlugin is bounded at
-# 5 s by the runtime's registration timeout. A call open for 5 s is not slow, it is stuck.
+# containerd answers a healthy UpdateContainers in milliseconds, and RegisterPlugin before its
+# registration timeout (5 s, which our call waits too, so an unanswered one shows as stuck just
+# before it times out). A call open for 5 s is not slow, it is stuck.
 STUCK_AFTER_S = 5.0
 
 
