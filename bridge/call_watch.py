@@ -60,7 +60,7 @@ class CallWatch:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.stuck_after_s = stuck_after_s
         self._clock = clock
-        self._open: set[_Open] = set()
+        self._open: dict[_Open, None] = {}  # in start order: the oldest is marked first
         # Calls that became stuck, by name; every declared or tracked name has an entry, so
         # the metric exists at 0 before the first one (Prometheus' increase() needs that).
         self.became_stuck: dict[str, int] = {}
@@ -81,11 +81,11 @@ class CallWatch:
             loop = None
         if loop is not None:
             entry.timer = loop.call_later(self.stuck_after_s, self._mark, entry)
-        self._open.add(entry)
+        self._open[entry] = None
         try:
             yield
         finally:
-            self._open.discard(entry)
+            del self._open[entry]
             if entry.timer is not None:
                 entry.timer.cancel()
             if entry.stuck:
