@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; Debian's
+# System tools the suite runs: kubectl (Debian's kubernetes-client) for tests/deploy; promtool
+# (unpacked from Debian's prometheus package under tests/deploy/.build, not installed: the
+# package would start a Prometheus) for the alerting rules in deploy/prometheus; Debian's
 # dbus-daemon for the system-bus tests (tests/policy_server/node/test_systemd_bus.py); for the
 # conformance matrix (tests/servers) Debian's Go 1.24 builds the Go policy and Debian's nginx
 # binary is unpacked, both under tests/servers/*/.build (nothing installed system-wide).
@@ -25,6 +27,7 @@ tools:
 	flock $(SETUP_LOCK) bash tests/setup/trixie-source.sh
 	flock $(SETUP_LOCK) bash tests/setup/install-dbus-daemon.sh
 	flock $(SETUP_LOCK) bash tests/deploy/setup/install-kubectl.sh
+	flock $(SETUP_LOCK) bash tests/deploy/setup/fetch-promtool.sh >/dev/null
 	bash tests/servers/gopolicy/build.sh >/dev/null
 	flock $(SETUP_LOCK) bash tests/servers/nginx/fetch.sh >/dev/null
 

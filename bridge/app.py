@@ -72,14 +72,17 @@ def control_deps(runner: PluginRunner, metrics: Metrics) -> ControlDeps:
         parse_updates=parse,
         send_updates=runner.update_containers,
         metrics=metrics,
+        stuck_calls=runner.calls.stuck,
     )
 
 
 def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
-    """Expose the runner's connection state through the metrics (read at scrape time)."""
+    """Expose the runner's connection state and its calls to the runtime through the metrics
+    (read at scrape time)."""
     metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects,
                          lambda: runner.deadline_misses)
     metrics.watch_loop(lambda: runner.in_flight, _task_count)
+    metrics.watch_calls(runner.calls.stuck_now, lambda: runner.calls.became_stuck)
 
 
 def _task_count() -> int:

@@ -21,15 +21,17 @@ Names follow containerd's `containerd_nri_plugin_*` style with our own prefix:
 | nri_webhook_bridge_in_flight_events | | runtime requests being handled right now |
 | nri_webhook_bridge_asyncio_tasks | | tasks alive in the event loop (a leak shows as growth) |
 | nri_webhook_bridge_unsolicited_updates_total | result | container updates from POST /v1/updates |
+| nri_webhook_bridge_runtime_calls_stuck | call | our calls to the runtime open past the threshold |
+| nri_webhook_bridge_runtime_calls_became_stuck_total | call | calls of ours that got stuck |
 
-State that lives elsewhere (circuits, the runner) is read at scrape time
+State that lives elsewhere (circuits, the runner, the call watch) is read at scrape time
 through callables, so the hot path pays nothing for it. This module imports
 no other bridge module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -50,6 +52,8 @@ class _Sources(Collector):
         self.deadline_misses: Callable[[], int] = lambda: 0
         self.in_flight: Callable[[], int] = lambda: 0
         self.tasks: Callable[[], int] = lambda: 0
+        self.calls_stuck: Callable[[], Mapping[str, int]] = dict
+        self.calls_became_stuck: Callable[[], Mapping[str, int]] = dict
 
     def collect(self) -> Iterator[Metric]:
         circuit = GaugeMetricFamily(f"{PREFIX}_webhook_circuit_state",
@@ -75,6 +79,18 @@ class _Sources(Collector):
                                 "right now", value=self.in_flight())
         yield GaugeMetricFamily(f"{PREFIX}_asyncio_tasks", "Tasks alive in the event loop",
                                 value=self.tasks())
+        stuck = GaugeMetricFamily(f"{PREFIX}_runtime_calls_stuck", "Calls of ours to the "
+                                  "runtime open longer than the stuck threshold (a runtime "
+                                  "deadlock if it lasts)", labels=["call"])
+        for call, open_calls in sorted(self.calls_stuck().items()):
+            stuck.add_metric([call], open_calls)
+        yield stuck
+        became = CounterMetricFamily(f"{PREFIX}_runtime_calls_became_stuck", "Calls of ours "
+                                     "to the runtime that stayed open past the stuck threshold",
+                                     labels=["call"])
+        for call, total in sorted(self.calls_became_stuck().items()):
+            became.add_metric([call], total)
+        yield became
 
 
 class Metrics:
@@ -126,6 +142,12 @@ class Metrics:
     def watch_loop(self, in_flight: Callable[[], int], tasks: Callable[[], int]) -> None:
         self.sources.in_flight = in_flight
         self.sources.tasks = tasks
+
+    def watch_calls(self, stuck: Callable[[], Mapping[str, int]],
+                    became_stuck: Callable[[], Mapping[str, int]]) -> None:
+        """Calls stuck now and calls that became stuck, by call name (bridge.call_watch)."""
+        self.sources.calls_stuck = stuck
+        self.sources.calls_became_stuck = became_stuck
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

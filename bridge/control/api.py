@@ -8,7 +8,9 @@ Routes:
   with (NRI UpdateContainers, or CRI UpdateContainerResources where that deadlocks the runtime:
   bridge.nri.update_routes);
 - `GET /v1/state` → `{"pods": [...], "containers": [...]}` in webhook JSON form;
-- `GET /healthz` (the loop answers), `GET /readyz` (registered and serving);
+- `GET /healthz` (the loop answers), `GET /readyz` (registered and serving: 200, else 503;
+  the body `{"ready": bool, "stuck_calls": [{"call", "detail", "seconds"}]}` also lists our
+  calls to the runtime that have not returned for a few seconds, bridge.call_watch);
 - `GET /metrics` (Prometheus text format).
 
 `create_metrics_app` serves `GET /metrics` alone: the app behind
@@ -33,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bridge.call_watch import StuckCall
 from bridge.contract.convert import to_json
 from bridge.errors import BridgeError
 from bridge.metrics import CONTENT_TYPE, Metrics
@@ -62,6 +65,8 @@ class ControlDeps:
     # Queue and wait for the runtime's answer: what it refused, took and could not carry.
     send_updates: Callable[[list[api.ContainerUpdate]], Awaitable[UpdateOutcome]]
     metrics: Metrics
+    # Our calls to the runtime that have not returned past the threshold (bridge.call_watch).
+    stuck_calls: Callable[[], Sequence[StuckCall]]
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -151,7 +156,10 @@ def create_app(deps: ControlDeps) -> Starlette:
 
     async def readyz(request: Request) -> Response:
         ready = deps.ready()
-        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+        stuck = [{"call": c.call, "detail": c.detail, "seconds": c.seconds}
+                 for c in deps.stuck_calls()]
+        return JSONResponse({"ready": ready, "stuck_calls": stuck},
+                            status_code=200 if ready else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(deps.metrics.exposition(), media_type=CONTENT_TYPE)

@@ -15,12 +15,13 @@ import logging
 import random
 from dataclasses import dataclass
 
+from bridge.call_watch import CallWatch
 from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import BridgeError
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler
 from bridge.nri.service import ServiceOptions
-from bridge.nri.session import Opener, PluginIdentity, PluginSession
+from bridge.nri.session import RUNTIME_CALLS, Opener, PluginIdentity, PluginSession
 from bridge.nri.update_routes import UpdateSettings
 from bridge.nri.updates import UpdateOutcome
 from bridge.proto.nri import api_pb2 as api
@@ -47,7 +48,8 @@ class PluginRunner:
     def __init__(self, identity: PluginIdentity, handler: EventHandler, *,
                  socket_path: str = connect.DEFAULT_SOCKET_PATH, fd: int | None = None,
                  options: ServiceOptions | None = None, backoff: Backoff | None = None,
-                 cache: StateCache | None = None, updates: UpdateSettings | None = None) -> None:
+                 cache: StateCache | None = None, updates: UpdateSettings | None = None,
+                 calls: CallWatch | None = None) -> None:
         self.identity = identity
         self.handler = handler
         self.socket_path = socket_path
@@ -56,6 +58,9 @@ class PluginRunner:
         self.backoff = backoff or Backoff()
         self.cache = cache if cache is not None else StateCache()
         self.update_settings = updates or UpdateSettings()
+        # Every call of ours to the runtime, across sessions (the metrics and /readyz read it).
+        self.calls = calls if calls is not None else CallWatch()
+        self.calls.declare(*RUNTIME_CALLS)
         self.session: PluginSession | None = None
         self.reconnects = 0
         self._stopping = False
@@ -98,7 +103,7 @@ class PluginRunner:
         while not self._stopping:
             self.cache.clear()
             session = PluginSession(self.identity, self.handler, self.cache, self.options,
-                                    self.update_settings)
+                                    updates=self.update_settings, calls=self.calls)
             self.session = session
             tried: SocketId | None = (socket_identity(self.socket_path) if self.fd is None
                                       else None)

@@ -14,12 +14,13 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from bridge.call_watch import CallWatch
 from bridge.contract.plugin_lifecycle import Lifecycle, Phase, Step
 from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import EventHandler, RuntimeInfo
 from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
-from bridge.nri.update_routes import CriRoute, UpdateSettings, choose_route
+from bridge.nri.update_routes import CRI_UPDATE_CALL, CriRoute, UpdateSettings, choose_route
 from bridge.nri.updates import Deliver, UpdateOutcome, UpdateSender
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.trunk import Trunk
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 NRI_API_VERSION = "v0.12.2"  # the API revision schemas/nri/api.proto follows
+# What the session calls on the runtime: NRI over the plugin connection, CRI for updates on
+# runtimes where NRI UpdateContainers can deadlock (bridge.nri.update_routes).
+RUNTIME_CALLS = ("RegisterPlugin", "UpdateContainers", CRI_UPDATE_CALL)
 SYNC_WAIT_S = 300.0  # how long we wait for the runtime to synchronize us
 # v0.6.x runtimes never split a large Synchronize; accept their oversized
 # frames up to 16 MiB instead of dropping the sync (docs/protocol.md#hostile-input).
@@ -55,11 +59,13 @@ Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
 
 class PluginSession:
     def __init__(self, identity: PluginIdentity, handler: EventHandler, cache: StateCache,
-                 options: ServiceOptions, updates: UpdateSettings | None = None) -> None:
+                 options: ServiceOptions, updates: UpdateSettings | None = None,
+                 calls: CallWatch | None = None) -> None:
         self.identity = identity
         self._cache = cache
         self._update_settings = updates or UpdateSettings()
         self._route: Deliver | None = None
+        self.calls = calls if calls is not None else CallWatch()
         self.lifecycle = Lifecycle("session")
         self.trunk: Trunk | None = None
         self.sender: UpdateSender | None = None
@@ -131,9 +137,9 @@ class PluginSession:
         closed: asyncio.Future[object] = asyncio.ensure_future(trunk.wait_closed())
         try:
             try:
-                await trunk.client.call(RUNTIME_SERVICE, "RegisterPlugin",
-                                        request.SerializeToString(),
-                                        timeout_s=DEFAULT_REGISTRATION_TIMEOUT_S)
+                await self._call(trunk, "RegisterPlugin", request.SerializeToString(),
+                                 timeout_s=DEFAULT_REGISTRATION_TIMEOUT_S,
+                                 detail=f"{self.identity.index}-{self.identity.name}")
             except RpcError as exc:
                 # The runtime does not close the socket after refusing us; we do.
                 raise BridgeError(f"registration refused: {exc.message}") from None
@@ -164,7 +170,8 @@ class PluginSession:
             if self.runtime is None:
                 raise ConnectionClosed("not configured by the runtime yet")
             self._route = choose_route(self._update_settings, self.runtime,
-                                       self._call_update_containers, self._cache.containers.get)
+                                       self._call_update_containers, self._cache.containers.get,
+                                       self.calls)
         return await self._route(updates)
 
     async def _call_update_containers(
@@ -172,12 +179,19 @@ class PluginSession:
     ) -> api.UpdateContainersResponse:
         if self.trunk is None:
             raise ConnectionClosed("not connected")
-        payload = await self.trunk.client.call(
-            RUNTIME_SERVICE, "UpdateContainers", request.SerializeToString(),
-            timeout_s=timeout_s, send_timeout=False)
+        payload = await self._call(self.trunk, "UpdateContainers", request.SerializeToString(),
+                                   timeout_s=timeout_s, send_timeout=False,
+                                   detail=f"{len(request.update)} containers")
         response = api.UpdateContainersResponse()
         response.ParseFromString(payload)
         return response
+
+    async def _call(self, trunk: Trunk, method: str, payload: bytes, *, timeout_s: float,
+                    detail: str, send_timeout: bool = True) -> bytes:
+        """Every call of ours to the runtime: watched, so one that hangs is seen."""
+        with self.calls.track(method, detail):
+            return await trunk.client.call(RUNTIME_SERVICE, method, payload,
+                                           timeout_s=timeout_s, send_timeout=send_timeout)
 
     @property
     def in_flight(self) -> int:

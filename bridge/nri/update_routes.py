@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.call_watch import CallWatch
 from bridge.contract.cri_service import CriConversionError, to_cri
 from bridge.contract.nri_version import (
     format_version,
@@ -39,6 +40,9 @@ NRI_ROUTE = "UpdateContainers"
 CRI_ROUTE = "CRI UpdateContainerResources"
 CRI_CONCURRENCY = 4  # containers updated at once through CRI (each one a runc update)
 UPSTREAM_ISSUE = "containerd/containerd#13733"
+# The names our CRI calls have in the call watch (stuck-call metrics, /readyz, log lines).
+CRI_UPDATE_CALL = "UpdateContainerResources"
+CRI_VERSION_CALL = "CRI Version"
 
 CallNri = Callable[[api.UpdateContainersRequest, float], Awaitable[api.UpdateContainersResponse]]
 Current = Callable[[str], "api.Container | None"]
@@ -91,8 +95,9 @@ class CriRoute:
     name = CRI_ROUTE
 
     def __init__(self, client: CriClient, current: Current, runtime: RuntimeInfo,
-                 timeout_s: float = UPDATE_TIMEOUT_S) -> None:
+                 timeout_s: float = UPDATE_TIMEOUT_S, calls: CallWatch | None = None) -> None:
         self.client = client
+        self._calls = calls if calls is not None else CallWatch()
         self._current = current
         self._runtime = runtime
         self._timeout_s = timeout_s
@@ -130,7 +135,8 @@ class CriRoute:
         if not converted.carried.linux.resources.ListFields():
             return  # nothing CRI can carry: the drop is the whole answer
         try:
-            await self.client.update_container_resources(converted.request, self._timeout_s)
+            with self._calls.track(CRI_UPDATE_CALL, update.container_id):
+                await self.client.update_container_resources(converted.request, self._timeout_s)
         except CriError as exc:
             log.warning("runtime refused a container update", extra={
                 "container": update.container_id, "route": self.name, "reason": str(exc),
@@ -142,7 +148,8 @@ class CriRoute:
 
     async def _check_socket(self) -> None:
         """Refuse a CRI socket that serves another runtime than the NRI socket (once)."""
-        served = await self.client.version()
+        with self._calls.track(CRI_VERSION_CALL, self.client.socket_path):
+            served = await self.client.version()
         ours, theirs = parse_version(self._runtime.version), parse_version(served.runtime_version)
         if ours is not None and theirs is not None and ours != theirs:
             raise BridgeError(
@@ -166,7 +173,7 @@ class Unroutable:
 
 
 def choose_route(settings: UpdateSettings, runtime: RuntimeInfo, call_nri: CallNri,
-                 current: Current) -> Deliver:
+                 current: Current, calls: CallWatch | None = None) -> Deliver:
     """The route for this runtime, logged once with the reason."""
     deadlocks = plugin_updates_can_deadlock(runtime.name, runtime.nri_version)
     who = f"{runtime.name} {runtime.version} (NRI {format_version(runtime.nri_version)})"
@@ -188,4 +195,4 @@ def choose_route(settings: UpdateSettings, runtime: RuntimeInfo, call_nri: CallN
            else f"NRI UpdateContainers can deadlock this runtime ({UPSTREAM_ISSUE})")
     log.info("updates go through CRI UpdateContainerResources", extra={
         "runtime": who, "cri_socket": socket, "why": why})
-    return CriRoute(CriClient(socket), current, runtime)
+    return CriRoute(CriClient(socket), current, runtime, calls=calls)

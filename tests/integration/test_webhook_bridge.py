@@ -119,7 +119,7 @@ async def test_control_api_updates_state_health_and_metrics(
         async with httpx.AsyncClient(transport=transport, base_url="http://bridge",
                                      timeout=5) as client:
             assert (await client.get("/healthz")).status_code == 200
-            assert (await client.get("/readyz")).json() == {"ready": True}
+            assert (await client.get("/readyz")).json() == {"ready": True, "stuck_calls": []}
             state = (await client.get("/v1/state")).json()
             assert [c["id"] for c in state["containers"]] == [container.id]
             update = {"container_id": container.id,

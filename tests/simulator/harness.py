@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridge.call_watch import CallWatch
 from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
@@ -66,6 +67,7 @@ async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1
                     name: str = "test", index: str = "10", wait_s: float = 5.0,
                     seed: Callable[[SimulatedRuntime], None] | None = None,
                     updates: UpdateSettings | None = None,
+                    calls: CallWatch | None = None,
                     **runtime_kwargs: Any) -> AsyncIterator[Harness]:
     # Like a real runtime, the simulated one serves CRI beside NRI: the bridge sends its
     # updates there on profiles where NRI UpdateContainers can deadlock.
@@ -75,7 +77,8 @@ async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1
         seed(runtime)
     await runtime.start()
     runner = PluginRunner(PluginIdentity(name, index), handler, socket_path=str(path),
-                          backoff=FAST_BACKOFF, updates=updates or updates_for(runtime))
+                          backoff=FAST_BACKOFF, updates=updates or updates_for(runtime),
+                          calls=calls)
     task = asyncio.create_task(runner.run(), name="test:runner")
     try:
         conn = await runtime.wait_plugin(wait_s)
