@@ -147,7 +147,11 @@ class ComposeProject:
         return done.returncode == 0
 
     def logs(self, service: str) -> str:
-        return self.run("podman", "logs", self.container(service), check=False)
+        """The container's output: stdout and stderr (where both programs log), which
+        ``podman logs`` replays on its own stdout and stderr."""
+        done = subprocess.run(["podman", "logs", self.container(service)], capture_output=True,
+                              text=True, env=self.env, timeout=60, check=False)
+        return done.stdout + done.stderr
 
     def down(self) -> None:
         """Stop and remove the project's containers and volumes. Never raises."""
