@@ -5,11 +5,14 @@ the deployment's filesystem is laid out under a temporary directory (config
 files written there, socket directories and /var/run/nri as directories), every
 path in the command lines, the probes and the config files is moved there, and
 the two commands run as processes of the installed console scripts. The
-runtime simulator listens where the runtime's NRI socket would be and plays
-the koordinator scenario. This checks what the static tests cannot: that the
-pair as written comes up, passes its own probe commands, serves a node, and
-exits cleanly on SIGTERM. A metrics listener on a pod port (`--metrics-address
-0.0.0.0:9464`) is moved to a free loopback port, and its /metrics is scraped.
+runtime simulator listens where the runtime's NRI socket would be (and serves
+CRI where its CRI socket would be) and plays the koordinator scenario. This
+checks what the static tests cannot: that the pair as written comes up, passes
+its own probe commands, serves a node, sends a container update through the
+control socket to the runtime's CRI socket (containerd 2.1.9 can deadlock on
+NRI UpdateContainers), and exits cleanly on SIGTERM. A metrics listener on a
+pod port (`--metrics-address 0.0.0.0:9464`) is moved to a free loopback port,
+and its /metrics is scraped.
 """
 
 from __future__ import annotations
@@ -111,11 +114,12 @@ def kubernetes(root: Path, variant: Path) -> Deployment:
 def systemd(root: Path) -> Deployment:
     units = [s.read_unit(s.SYSTEMD / f"{name}.service") for name in (s.POLICY_SERVER, s.BRIDGE)]
     d = Deployment(root)
-    d.mount("/var/run/nri")
     for unit in units:
         d.mount("/run/" + unit.value("Service", "RuntimeDirectory"))
     _, bridge_args = s.parse_command(s.exec_argv(units[1]))
     _, policy_args = s.parse_command(s.exec_argv(units[0]))
+    for socket_path in (bridge_args.nri_socket, bridge_args.cri_socket):
+        d.mount(os.path.dirname(socket_path))
     installed = {bridge_args.config: s.SYSTEMD / "config.yaml",
                  str(policy_args.rules): s.SYSTEMD / "rules.yaml"}
     for path in installed:
@@ -207,6 +211,21 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(st.st_mode)
 
 
+async def _update_through_control_socket(runtime: SimulatedRuntime, control: Path) -> None:
+    """POST /v1/updates as the policy server does: the runtime gets it through its CRI socket,
+    where the deployment points the bridge, and not one NRI UpdateContainers."""
+    cid = next(iter(runtime.state.containers))
+    update = {"container_id": cid, "linux": {"resources": {"cpu": {"shares": 321}}}}
+    transport = httpx.AsyncHTTPTransport(uds=str(control))
+    async with httpx.AsyncClient(transport=transport, base_url="http://bridge",
+                                 timeout=10.0) as client:
+        reply = await client.post("/v1/updates", json={"update": [update]})
+    assert reply.status_code == 200 and reply.json() == {"failed": []}, reply.text
+    assert [u.container_id for u in runtime.cri_updates] == [cid]
+    assert runtime.unsafe_updates == []
+    assert runtime.state.containers[cid].linux.resources.cpu.shares.value == 321
+
+
 @pytest.fixture
 def root() -> Iterator[Path]:
     # Short: Unix socket paths are limited to 107 bytes.
@@ -243,12 +262,14 @@ async def serving(d: Deployment, root: Path) -> AsyncIterator[Served]:
     """Start the pair as written, pass its probes, play the scenario, scrape; stop on exit."""
     _, policy_args = s.parse_command(d.policy_argv)
     _, bridge_args = s.parse_command(d.bridge_argv)
-    policy_socket, control_socket, nri_socket = (
-        Path(policy_args.uds), Path(bridge_args.control_socket), Path(bridge_args.nri_socket))
-    for path in (policy_socket, control_socket, nri_socket):
+    policy_socket, control_socket, nri_socket, cri_socket = (
+        Path(policy_args.uds), Path(bridge_args.control_socket), Path(bridge_args.nri_socket),
+        Path(bridge_args.cri_socket))
+    for path in (policy_socket, control_socket, nri_socket, cri_socket):
         assert path.is_relative_to(root), f"{path} was not moved under the test directory"
     scenario = load_scenario("koordinator-qos.json")
-    runtime = SimulatedRuntime(nri_socket, scenario.profile or "containerd-2.1.9")
+    runtime = SimulatedRuntime(nri_socket, scenario.profile or "containerd-2.1.9",
+                               cri_socket=cri_socket)
     scenario.seed(runtime)
     policy_log, bridge_log = root / "policy-server.log", root / "bridge.log"
 
@@ -273,6 +294,7 @@ async def serving(d: Deployment, root: Path) -> AsyncIterator[Served]:
                 assert "2-3" in {r.container.linux.resources.cpu.cpus for r in results
                                  if r.event == "CreateContainer" and r.container is not None}
                 assert not runtime.closed_plugins and not runtime.lost_plugins
+                await _update_through_control_socket(runtime, control_socket)
                 metrics = {program: await scrape(url)
                            for program, url in d.metrics_urls().items()}
                 yield Served(d, metrics)

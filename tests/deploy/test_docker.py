@@ -7,6 +7,7 @@ import posixpath
 
 import pytest
 
+from bridge.cri.client import default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 
@@ -110,6 +111,15 @@ def test_compose_bind_mounts_the_nri_directory(compose: s.Compose) -> None:
     assert nri == [{"type": "bind", "source": "/var/run/nri", "target": "/var/run/nri",
                     "read_only": True, "bind": {"create_host_path": False}}]
     assert all(m["target"] != "/var/run/nri" for m in compose.mounts(compose.policy))
+
+
+def test_compose_bind_mounts_the_cri_socket_directory(compose: s.Compose) -> None:
+    socket = compose.bridge_args.cri_socket
+    assert socket == default_socket("containerd")
+    cri = [m for m in compose.mounts(compose.bridge) if m["target"] == posixpath.dirname(socket)]
+    assert cri == [{"type": "bind", "source": "/run/containerd", "target": "/run/containerd",
+                    "read_only": True, "bind": {"create_host_path": False}}]
+    assert all(m["target"] != "/run/containerd" for m in compose.mounts(compose.policy))
 
 
 def test_compose_sockets_meet_on_a_shared_tmpfs_volume(compose: s.Compose) -> None:

@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 
+from bridge.cri.client import DEFAULT_SOCKETS, default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 
 VARIANTS = [s.BASE, *s.OVERLAYS]
 IDS = [p.name for p in VARIANTS]
 NAMESPACE = "nri-webhook-bridge"
+CRI_O = s.KUSTOMIZE / "components" / "cri-o"
+CRI_DIRECTORIES = {posixpath.dirname(p) for p in DEFAULT_SOCKETS.values()}
 
 
 @pytest.fixture(params=VARIANTS, ids=IDS)
@@ -142,6 +145,52 @@ def test_nri_socket_directory_is_mounted_from_the_host_as_a_directory(pod: s.Pod
     assert mount["readOnly"] is True
     # The policy server has no business with the runtime's socket.
     assert all(m["name"] != mount["name"] for m in pod.policy["volumeMounts"])
+
+
+def _cri_socket_directory_is_mounted(pod: s.Pod, runtime: str) -> None:
+    """The runtime's CRI socket (where the bridge sends container updates) is the runtime's
+    default, on a read-only hostPath of its directory mounted at the same path."""
+    socket = pod.bridge_args.cri_socket
+    assert socket == default_socket(runtime)
+    volume, inside, mount = s.volume_for(pod.spec, pod.bridge, socket)
+    # The directory, not the file: the runtime recreates its socket when it restarts.
+    assert volume["hostPath"] == {"path": posixpath.dirname(socket), "type": "Directory"}
+    assert mount["mountPath"] == posixpath.dirname(socket)
+    assert inside == posixpath.basename(socket)
+    assert "subPath" not in mount
+    # connect() needs no write access; the directory also holds the shims' state.
+    assert mount["readOnly"] is True
+    assert all(m["name"] != mount["name"] for m in pod.policy["volumeMounts"])
+    # One runtime's directory only.
+    assert [v["hostPath"]["path"] for v in pod.spec["volumes"]
+            if v.get("hostPath", {}).get("path") in CRI_DIRECTORIES] == [posixpath.dirname(socket)]
+
+
+def test_cri_socket_directory_is_mounted_from_the_host_as_a_directory(pod: s.Pod) -> None:
+    _cri_socket_directory_is_mounted(pod, "containerd")
+
+
+@pytest.mark.parametrize("directory", VARIANTS, ids=IDS)
+def test_cri_o_component_mounts_and_dials_cri_os_socket(directory: Path, tmp_path: Path) -> None:
+    # As docs/deployment.md says to use it: last, in an overlay of its own on top of the base
+    # or of an overlay.
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{os.path.relpath(directory, tmp_path)}]\n"
+        f"components: [{os.path.relpath(CRI_O, tmp_path)}]\n")
+    docs = s.render(tmp_path)
+    pod = s.Pod(docs)
+    _cri_socket_directory_is_mounted(pod, "cri-o")
+    errors = [e for e in map(s.schema_errors, docs) if e is not None]
+    assert not errors, "\n".join(errors)
+    # Nothing else changes.
+    plain = s.Pod(s.render(directory))
+    for c in (pod.bridge, plain.bridge):
+        c["args"] = [a for a in c["args"] if not a.startswith("--cri-socket=")]
+        c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] != "cri"]
+    for p in (pod, plain):
+        p.spec["volumes"] = sorted((v for v in p.spec["volumes"] if v["name"] != "cri"),
+                                   key=lambda v: v["name"])
+    assert pod.docs == plain.docs
 
 
 def test_policy_socket_is_where_the_bridge_calls_it_on_a_shared_emptydir(pod: s.Pod) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from bridge.config_file import load_text
+from bridge.cri.client import default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 
@@ -69,6 +71,14 @@ def test_bridge_dials_the_default_nri_socket(units: Units) -> None:
     # Nothing may hide the runtime's socket directory from the bridge.
     for key in ("InaccessiblePaths", "TemporaryFileSystem", "RootDirectory", "PrivateNetwork"):
         assert not units.bridge.values("Service", key), key
+
+
+def test_bridge_sends_updates_to_containerds_cri_socket(units: Units) -> None:
+    # The unit is written for containerd (After=containerd.service): its CRI socket.
+    assert units.bridge_args.cri_socket == default_socket("containerd")
+    assert units.bridge_args.update_route is None  # auto: the config's, else the default
+    config = units.example(units.bridge_args.config)
+    assert load_text(config.read_text(encoding="utf-8"), str(config)).updates.route == "auto"
 
 
 def test_policy_socket_is_in_the_policy_servers_runtime_directory(units: Units) -> None:

@@ -7,7 +7,8 @@ overlay, the CNI plugins. Here the image is imported into containerd's k8s.io na
 the reference the manifest names, and the pod is created as kubelet creates it with the
 systemd driver: its slice first, then the sandbox with the declared volumes, users, groups,
 capabilities, read-only root and seccomp profile, and its own network namespace; the probes
-run as declared. Only the NRI directory moves (the private containerd's). Then workload pods
+run as declared. Only the NRI directory and containerd's (where its CRI socket is) move (the
+private containerd's). Then workload pods
 get koordinator-qos's values from it: every assertion reads cgroup v2 files of a pod slice
 or a container scope in this guest.
 """
@@ -30,6 +31,7 @@ from tests.shipped.daemonset_pod import (
     check_liveness_probes,
     check_registered,
     check_security_context,
+    check_update_reaches_a_running_container,
     fake_resctrl,
     restart_containerd_under_the_pod,
     running,
@@ -61,7 +63,8 @@ REPAIR_TIMEOUT_S = 30
 def daemonset(containerd: Containerd, cri: SystemdKubeletCri) -> Iterator[DaemonSetPod]:
     shipped = shipped_export.load()
     workdir = Path(tempfile.mkdtemp(prefix="kubelet-", dir=containerd.dirs.base))
-    host_paths = {"/var/run/nri": containerd.dirs.nri_socket.parent}
+    host_paths = {"/var/run/nri": containerd.dirs.nri_socket.parent,
+                  "/run/containerd": containerd.dirs.address.parent}
     if not RESCTRL.is_dir():
         # The kernel makes /sys/fs/resctrl only where the CPU has RDT; this emulated one may
         # not, and the overlay's hostPath (type: Directory) would keep the pod from starting.
@@ -222,6 +225,13 @@ def test_oom_score_of_running_processes_is_kept(daemonset: DaemonSetPod) -> None
     cri.remove_pod(pod.pod.id)
 
 
+def test_a_posted_update_reaches_a_running_container_through_cri(
+    daemonset: DaemonSetPod,
+) -> None:
+    check_update_reaches_a_running_container(daemonset, "update")
+
+
 def test_containerd_restart_bridge_reconnects_and_polices(daemonset: DaemonSetPod) -> None:
     restart_containerd_under_the_pod(daemonset)
     lsr_pod_is_pinned(daemonset, "after-restart")
+    check_update_reaches_a_running_container(daemonset, "update-after-restart")

@@ -1,16 +1,20 @@
 """docker-compose.yml run with podman-compose next to a private containerd whose NRI directory
-is mounted at the file's /var/run/nri.
+is mounted at the file's /var/run/nri and whose CRI socket at /run/containerd/containerd.sock.
 
-Owns: the machine-wide lock this needs (the compose file names the host path /var/run/nri, so
-only one such run at a time: flock on /run/nri-webhook-bridge-shipped-compose.lock), binding
-the private containerd's NRI directory onto /var/run/nri (and undoing it), a private compose
+Owns: the machine-wide lock this needs (the compose file names the host paths /var/run/nri and
+/run/containerd, so only one such run at a time: flock on
+/run/nri-webhook-bridge-shipped-compose.lock), binding the private containerd's NRI directory
+onto /var/run/nri and its CRI socket onto /run/containerd/containerd.sock (and undoing both;
+the directory /run/containerd itself stays as it is: the shims of every containerd on this
+machine keep their sockets in /run/containerd/s), a private compose
 project name, the work-arounds for this machine's podman (they live here, never in the shipped
 file): the tmpfs sockets volume made beforehand without ``size=`` (podman 4.3 refuses it), the
 image tagged as the file's ``image:`` (no build here: the session built it), health checks run
 with ``podman healthcheck run`` (without systemd podman runs none by itself and ignores
 ``depends_on: service_healthy``), explicit rlimits via CONTAINERS_CONF.
 
-Must not: edit docker-compose.yml, or touch /var/run/nri without holding the lock.
+Must not: edit docker-compose.yml, or touch /var/run/nri or /run/containerd without holding
+the lock.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -32,26 +37,54 @@ COMPOSE_BIN = Path(os.environ.get("NRI_SHIPPED_CACHE_DIR", "/var/cache/nri-webho
                    ) / "podman-compose-1.6.0" / "bin" / "podman-compose"
 LOCK = Path("/run/nri-webhook-bridge-shipped-compose.lock")
 NRI_DIR = Path("/var/run/nri")
+CRI_SOCKET = Path("/run/containerd/containerd.sock")
+
+
+@contextlib.contextmanager
+def machine_lock() -> Iterator[None]:
+    """The lock for /var/run/nri and /run/containerd/containerd.sock."""
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @contextlib.contextmanager
 def host_nri_dir(private: Path) -> Iterator[None]:
-    """/var/run/nri is the private containerd's NRI directory for the duration (locked)."""
-    with LOCK.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        made = not NRI_DIR.exists()
-        if not made and any(NRI_DIR.iterdir()):
-            raise AssertionError(f"{NRI_DIR} is in use on this machine (not empty); the compose "
-                                 "test needs it for its private containerd")
-        NRI_DIR.mkdir(mode=0o700, exist_ok=True)
-        subprocess.run(["mount", "--bind", str(private), str(NRI_DIR)], check=True)
-        try:
-            yield
-        finally:
-            subprocess.run(["umount", str(NRI_DIR)], check=False)
-            if made:
-                with contextlib.suppress(OSError):
-                    NRI_DIR.rmdir()
+    """/var/run/nri is the private containerd's NRI directory for the duration (call with
+    machine_lock held)."""
+    made = not NRI_DIR.exists()
+    if not made and any(NRI_DIR.iterdir()):
+        raise AssertionError(f"{NRI_DIR} is in use on this machine (not empty); the compose "
+                             "test needs it for its private containerd")
+    NRI_DIR.mkdir(mode=0o700, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(private), str(NRI_DIR)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(NRI_DIR)], check=False)
+        if made:
+            with contextlib.suppress(OSError):
+                NRI_DIR.rmdir()
+
+
+@contextlib.contextmanager
+def host_cri_socket(private: Path) -> Iterator[None]:
+    """/run/containerd/containerd.sock is the private containerd's socket for the duration (a
+    bind mount of the socket file; call with machine_lock held). Only the file: the directory
+    holds the shim sockets of every containerd on this machine."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(CRI_SOCKET.lstat().st_mode):
+            raise AssertionError(f"{CRI_SOCKET} is in use on this machine (a containerd); the "
+                                 "compose test needs it for its private containerd")
+    CRI_SOCKET.parent.mkdir(mode=0o711, exist_ok=True)
+    CRI_SOCKET.touch(mode=0o600)
+    subprocess.run(["mount", "--bind", str(private), str(CRI_SOCKET)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(CRI_SOCKET)], check=False)
+        with contextlib.suppress(OSError):
+            CRI_SOCKET.unlink()
 
 
 class ComposeProject:
@@ -114,7 +147,11 @@ class ComposeProject:
         return done.returncode == 0
 
     def logs(self, service: str) -> str:
-        return self.run("podman", "logs", self.container(service), check=False)
+        """The container's output: stdout and stderr (where both programs log), which
+        ``podman logs`` replays on its own stdout and stderr."""
+        done = subprocess.run(["podman", "logs", self.container(service)], capture_output=True,
+                              text=True, env=self.env, timeout=60, check=False)
+        return done.stdout + done.stderr
 
     def down(self) -> None:
         """Stop and remove the project's containers and volumes. Never raises."""

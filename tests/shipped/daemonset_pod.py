@@ -4,14 +4,17 @@ Owns: starting the pod of the rendered objects with a given kubelet (the image i
 the references the manifests name, readiness probes run until they pass), what the tests read
 from it (container logs, koordinator-qos's rules from the rendered ConfigMap), and the checks
 shared by `make shipped` (cgroup v1, cgroupfs) and `make node-v2` (cgroup v2, systemd): the
-declared security context, the liveness probes, the bridge's registration, the containerd
-restart under the running pod.
+declared security context, the liveness probes, the bridge's registration, a container update
+posted to the bridge reaching a running container through the runtime's CRI socket, the
+containerd restart under the running pod.
 
 Must not: change what the manifests declare, or build the image (image.py does).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from policy_server.policies.koordinator_qos import Rules, rules_from_yaml
+from tests.deploy.support import Pod
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
+from tests.e2e.inspect_proc import cgroup_values
 from tests.e2e.procs import scaled
 from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 from tests.waiting import wait_until
@@ -31,6 +36,10 @@ from .kubelet import Kubelet, RunningPod
 from .security_context import assert_is, identity, read_proc
 
 READY_TIMEOUT_S = 60.0
+UPDATE_TIMEOUT_S = 40  # the bridge answers a POST /v1/updates within 35 s (its send bound)
+CRI_ROUTE_LOG = "updates go through CRI UpdateContainerResources"
+# containerd's log line for a plugin's NRI UpdateContainers (the call that can deadlock it).
+NRI_UPDATES_LOG = "requested container updates"
 PLUGIN_ID = "50-webhook-bridge"
 RULES_CONFIGMAP = "nri-policy-server-rules"
 
@@ -147,6 +156,41 @@ def check_liveness_probes(ds: DaemonSetPod) -> None:
 
 def check_registered(ds: DaemonSetPod) -> None:
     assert ds.registered_needle() in ds.containerd.log_text(), ds.logs()
+
+
+def post_update(ds: DaemonSetPod, update: dict[str, Any]) -> dict[str, Any]:
+    """POST /v1/updates on the bridge's control socket from inside the bridge container (the
+    socket the policy server pushes to, as the manifests name it); the bridge's answer."""
+    control = Pod(ds.docs).bridge_args.control_socket
+    timeout_s = math.ceil(scaled(UPDATE_TIMEOUT_S))
+    code, out = ds.cri.exec_sync(
+        ds.pod.containers["bridge"],
+        ["curl", "--fail-with-body", "--silent", "--show-error", "--max-time", str(timeout_s),
+         "--unix-socket", control, "--header", "content-type: application/json",
+         "--data", json.dumps({"update": [update]}), "http://bridge/v1/updates"],
+        timeout_s=timeout_s + 5)  # fmt: skip
+    assert code == 0, f"POST /v1/updates: exit {code}: {out}\n{ds.logs()}"
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
+def check_update_reaches_a_running_container(ds: DaemonSetPod, name: str) -> None:
+    """An update posted to the bridge (as the policy server pushes rule changes and repairs)
+    changes a running container through the runtime's CRI socket, which the pod mounts from
+    the node: containerd 1.7.24 and 2.1.9 can deadlock on NRI UpdateContainers
+    (containerd/containerd#13733), so not one of those reaches containerd."""
+    cri = ds.cri
+    pod = cri.run_pod(name)
+    cid = cri.run_container(pod)
+    offset = ds.containerd.log_size()
+    answer = post_update(ds, {"container_id": cid,
+                              "linux": {"resources": {"cpu": {"cpus": "0"}}}})
+    assert answer == {"failed": []}, (answer, ds.logs())
+    assert cgroup_values(cri.container_pid(cid)).cpuset_cpus == "0", ds.logs()
+    assert CRI_ROUTE_LOG in ds.log("bridge"), ds.logs()
+    assert NRI_UPDATES_LOG not in ds.containerd.log_since(offset)
+    cri.stop_pod(pod.id)
+    cri.remove_pod(pod.id)
 
 
 def restart_containerd_under_the_pod(ds: DaemonSetPod) -> None:

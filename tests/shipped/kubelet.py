@@ -10,9 +10,10 @@ running the declared exec probes with their timeouts.
 
 Must not: read the manifests from anywhere but the rendered objects it is given, or change what
 they declare. The one thing a test decides is where host paths live (``host_paths``): the NRI
-directory of the private containerd, a fake resctrl tree. One machine limit is applied and
-said (``notes``): a capability this machine's own bounding set lacks cannot be granted by any
-runtime here (runc fails "unable to apply caps"), so it is left out of ``add``.
+directory and the CRI socket's directory of the private containerd, a fake resctrl tree. One
+machine limit is applied and said (``notes``): a capability this machine's own bounding set
+lacks cannot be granted by any runtime here (runc fails "unable to apply caps"), so it is left
+out of ``add``.
 """
 
 from __future__ import annotations

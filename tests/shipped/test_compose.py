@@ -1,10 +1,12 @@
 """docker-compose.yml for real: both services from the built image, with podman-compose, next to
-a containerd 1.7.24 with NRI on /var/run/nri/nri.sock (the path the file names).
+a containerd 1.7.24 with NRI on /var/run/nri/nri.sock and CRI on
+/run/containerd/containerd.sock (the paths the file names).
 
 The file is used as shipped; what this machine's podman needs is done by the harness
 (tests/shipped/compose.py). Checked: both containers running and healthy by their own
-healthchecks, the bridge registered with that containerd, and a pod created through CRI gets
-koordinator-qos's pod-level value from the policy server container.
+healthchecks, the bridge registered with that containerd, a pod created through CRI gets
+koordinator-qos's pod-level value from the policy server container, and an update posted to the
+bridge reaches its container through containerd's CRI socket.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.support import Compose
 from tests.e2e.conftest import _require_installed, keep_log
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
+from tests.e2e.inspect_proc import cgroup_values
 from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE, RUNTIMES, InstanceDirs
 from tests.waiting import wait_until
 
-from .compose import ComposeProject, host_nri_dir
+from .compose import ComposeProject, host_cri_socket, host_nri_dir, machine_lock
 from .conftest import CGROUP_V1_ROOT
 from .image import BuiltImage
 
@@ -48,21 +52,24 @@ def stack(image: BuiltImage, containers_conf: Path,
         project = ComposeProject(image.ref, containers_conf, log)
         try:
             containerd.dirs.nri_socket.parent.mkdir(parents=True, exist_ok=True)
-            with host_nri_dir(containerd.dirs.nri_socket.parent):
+            with machine_lock(), host_nri_dir(containerd.dirs.nri_socket.parent):
                 containerd.start()
-                containerd.import_images()
-                project.prepare()
-                project.up()
                 try:
-                    yield containerd, project
+                    containerd.import_images()
+                    with host_cri_socket(containerd.dirs.address):
+                        project.prepare()
+                        project.up()
+                        try:
+                            yield containerd, project
+                        finally:
+                            with contextlib.suppress(Exception):
+                                client = CriClient(containerd.dirs.address)
+                                client.remove_all()
+                                client.close()
+                            for service in project.file["services"]:
+                                log.write(f"--- {service}\n{project.logs(service)}\n")
+                            project.down()
                 finally:
-                    with contextlib.suppress(Exception):
-                        client = CriClient(containerd.dirs.address)
-                        client.remove_all()
-                        client.close()
-                    for service in project.file["services"]:
-                        log.write(f"--- {service}\n{project.logs(service)}\n")
-                    project.down()
                     containerd.stop()
         finally:
             keep_log(containerd.dirs.log, f"test_compose-containerd-{runtime.version}.log")
@@ -107,6 +114,19 @@ def test_bridge_registered_and_a_pod_gets_its_policy(
             "policy-server")[-3000:]
         cpuset = CGROUP_V1_ROOT / "cpuset" / prefix / f"pod{uid}" / cid / "cpuset.cpus"
         assert cpuset.read_text().strip() == "1"
+        # An update posted to the bridge (as the policy server pushes them) reaches a running
+        # container through the CRI socket the file mounts.
+        plain = cri.run_pod("update", cgroup_prefix=prefix)
+        plain_id = cri.run_container(plain)
+        update = {"container_id": plain_id, "linux": {"resources": {"cpu": {"cpus": "0"}}}}
+        answer = project.run(
+            "podman", "exec", project.container("bridge"), "curl", "--fail-with-body",
+            "--silent", "--show-error", "--max-time", "40", "--unix-socket",
+            Compose().bridge_args.control_socket, "--header", "content-type: application/json",
+            "--data", json.dumps({"update": [update]}), "http://bridge/v1/updates")
+        assert json.loads(answer) == {"failed": []}, project.logs("bridge")[-3000:]
+        assert cgroup_values(cri.container_pid(plain_id)).cpuset_cpus == "0"
+        assert "updates go through CRI UpdateContainerResources" in project.logs("bridge")
         cri.remove_all()
     finally:
         cri.close()

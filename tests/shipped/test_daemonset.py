@@ -7,7 +7,9 @@ run as kubelet runs them. Only
 host paths move: /var/run/nri is the private containerd's NRI directory. Then workload pods are
 created through CRI and koordinator-qos's values must reach their pod cgroups (written by the
 policy server in its container, through the host cgroup mount) and their containers (through
-NRI), also after containerd restarts under the running pod.
+NRI), also after containerd restarts under the running pod; an update posted to the bridge
+reaches a running container through containerd's CRI socket (/run/containerd is the private
+containerd's directory), before and after the restart.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .daemonset_pod import (
     check_liveness_probes,
     check_registered,
     check_security_context,
+    check_update_reaches_a_running_container,
     fake_resctrl,
     restart_containerd_under_the_pod,
     running,
@@ -60,6 +63,7 @@ def daemonset(
         CGROUP_PREFIX,
         host_paths={
             "/var/run/nri": node.dirs.nri_socket.parent,
+            "/run/containerd": node.dirs.address.parent,
             "/sys/fs/resctrl": fake_resctrl(node.dirs.base),
         },
     )
@@ -153,6 +157,14 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
     daemonset.cri.remove_pod(pod.id)
 
 
+def test_a_posted_update_reaches_a_running_container_through_cri(
+    daemonset: DaemonSetPod,
+) -> None:
+    check_update_reaches_a_running_container(daemonset, "update")
+
+
 def test_containerd_restart_bridge_reconnects_and_polices(daemonset: DaemonSetPod) -> None:
     restart_containerd_under_the_pod(daemonset)
     lsr_pod_is_pinned(daemonset, "after-restart")
+    # The directory mount sees the socket containerd made anew.
+    check_update_reaches_a_running_container(daemonset, "update-after-restart")

@@ -5,7 +5,8 @@ The node image installs the project by running docs/deployment.md's systemd bloc
 start at boot with their sandboxing as shipped (ProtectSystem=strict, ProtectKernelTunables,
 ReadWritePaths=/sys/fs/cgroup, an empty capability bounding set, ...). A pod created through
 the node's CRI must then get its koordinator-qos pod-level values, written by the policy server
-unit into the pod cgroup.
+unit into the pod cgroup, and an update posted to the bridge must reach a running container
+through containerd's CRI socket from inside the bridge unit's sandbox.
 """
 
 from __future__ import annotations
@@ -110,4 +111,24 @@ def test_node_effects_under_the_unit_sandbox(node: SystemdNode, cri: CriClient) 
     cri.run_container(be, name="app")
     assert pod_int(node, "cpu", be.uid, "cpu.shares") == 307, logs()
     assert pod_int(node, "memory", be.uid, "memory.limit_in_bytes") == 128 * MIB
+    cri.remove_all()
+
+
+def test_an_update_reaches_a_container_through_cri_from_the_unit_sandbox(
+        node: SystemdNode, cri: CriClient) -> None:
+    """POST /v1/updates, as the policy server pushes them: the bridge unit sends it to
+    containerd's CRI socket (--cri-socket; ProtectSystem=strict leaves connect() alone)."""
+    uid = str(uuid.uuid4())
+    pod = cri.run_pod("update", uid=uid, cgroup_prefix=node.pod_prefix)
+    cid = cri.run_container(pod)
+    update = {"container_id": cid, "linux": {"resources": {"cpu": {"cpus": "0"}}}}
+    answer = node.exec("curl", "--fail-with-body", "--silent", "--show-error", "--max-time",
+                       "40", "--unix-socket", "/run/nri-webhook-bridge/control.sock", "--header",
+                       "content-type: application/json", "--data",
+                       json.dumps({"update": [update]}), "http://bridge/v1/updates",
+                       check=False)  # fmt: skip
+    journal = node.journal("nri-webhook-bridge.service")
+    assert answer and json.loads(answer) == {"failed": []}, (answer, journal[-3000:])
+    assert (node.pod_cgroup("cpuset", uid) / cid / "cpuset.cpus").read_text().strip() == "0"
+    assert "updates go through CRI UpdateContainerResources" in journal
     cri.remove_all()
