@@ -42,8 +42,20 @@ from bridge.contract import WebhookRequest, request_structs
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.webhook_models import Container as ContainerModel
 from bridge.contract.webhook_models import PodSandbox as PodModel
+from policy_server.engine.decision_json import adjustment_from_json, update_from_json
 from policy_server.exceptions import PayloadError, RequestError
-from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
+from policy_server.sdk.model import (
+    CPU,
+    Container,
+    Event,
+    Image,
+    Memory,
+    Pod,
+    Resources,
+    User,
+)
+from policy_server.sdk.oci import Mount, Rlimit, no_strings
+from policy_server.sdk.validation import NO_OWNERS, FieldOwners, Owners, Plugin, field_name
 
 _EMPTY = no_strings()
 _EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
@@ -61,7 +73,7 @@ def parse_request(raw: bytes) -> Event:
         and clean.api_version is not request_structs.ABSENT
         and not _shape_problems(clean)
     ):
-        return _event(clean)
+        return _event(clean, raw)
     # Anything else is the strict model's to answer (the Structs take a subset of what it takes).
     try:
         request = WebhookRequest.model_validate_json(raw, strict=True)
@@ -72,7 +84,7 @@ def parse_request(raw: bytes) -> Event:
     problems = _problems(request)
     if problems:
         raise _refused(request.event, min(problems, key=_first)[1])
-    return _event(request)
+    return _event(request, raw)
 
 
 def synchronize_event(
@@ -105,6 +117,7 @@ def synchronize_event(
         budget_ms=0,
         pods=tuple(_pod(p) for p in state.pods),
         containers=tuple(_container(c) for c in state.containers),
+        body=raw,
     )
 
 
@@ -152,7 +165,7 @@ def _explained(raw: bytes, strict: ValueError | None) -> Event:
         problems += _read_by_the_sdk(strict)
     if problems:
         raise _refused(request.event, min(problems, key=_first)[1])
-    return _event(request)
+    return _event(request, raw)
 
 
 _Problem = tuple[tuple[int, ...], PayloadError]
@@ -207,10 +220,20 @@ _RESOURCES = {
         "period": "an integer",
         "cpus": "a string",
         "mems": "a string",
+        "realtime_runtime": "an integer",
+        "realtime_period": "an integer",
     },
-    "memory": {"limit": "an integer"},
+    "memory": {
+        "limit": "an integer",
+        "reservation": "an integer",
+        "swap": "an integer",
+        "swappiness": "an integer",
+    },
     "unified": _MAP,
     "rdt_class": "a string",
+    "blockio_class": "a string",
+    "pids": {"limit": "an integer"},
+    "hugepage_limits": [{"page_size": "a string", "limit": "an integer"}],
 }
 _POD = {
     "id": "a string",
@@ -224,7 +247,7 @@ _POD = {
     "ips": ["a string"],
 }
 _CONTAINER = {
-    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer"},
+    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer", "sysctl": _MAP},
     "pid": "an integer",
     "id": "a string",
     "pod_sandbox_id": "a string",
@@ -242,6 +265,13 @@ _CONTAINER = {
             "options": ["a string"],
         }
     ],
+    "user": {"uid": "an integer", "gid": "an integer", "additional_gids": ["an integer"]},
+    "image": {"name": "a string", "digest": "a string", "config_digest": "a string"},
+    "exit_code": "an integer",
+    "status_reason": "a string",
+    "status_message": "a string",
+    "CDI_devices": [{"name": "a string"}],
+    "rlimits": [{"type": "a string", "hard": "an integer", "soft": "an integer"}],
 }
 _SCHEMA: dict[str, Any] = {
     "api_version": "a string",
@@ -352,10 +382,13 @@ def field_loc(field: str) -> list[str | int]:
 # .nri_models), so the type checker sees them as Any.
 
 
-def _event(request: Any) -> Event:
-    """The SDK's ``Event`` from the strict model or the Structs (the same attributes)."""
+def _event(request: Any, raw: bytes) -> Event:
+    """The SDK's ``Event`` from the strict model or the Structs (the same attributes; only the
+    model has ValidateContainerAdjustment's ``adjust``, ``update``, ``owners``, ``plugins``)."""
     runtime = request.runtime
     capabilities = runtime.capabilities
+    adjust = getattr(request, "adjust", None)
+    owners = getattr(request, "owners", None)
     return Event(
         name=_EVENTS[request.event],
         uid=request.uid,
@@ -373,7 +406,31 @@ def _event(request: Any) -> Event:
         ),
         pods=tuple(_pod(p) for p in request.pods or ()),
         containers=tuple(_container(c) for c in request.containers or ()),
+        adjust=adjustment_from_json(_json(adjust)) if adjust is not None else None,
+        update=tuple(update_from_json(_json(u)) for u in getattr(request, "update", None) or ()),
+        owners=_owners(owners) if owners is not None else NO_OWNERS,
+        plugins=tuple(
+            Plugin(p.name or "", p.index or "") for p in getattr(request, "plugins", None) or ()
+        ),
+        body=raw,
     )
+
+
+def _json(model: Any) -> dict[str, Any]:
+    """A contract model (a pydantic model) as its JSON value."""
+    dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
+    return dumped
+
+
+def _owners(owning: Any) -> Owners:
+    containers = {}
+    for cid, owners in (owning.owners or {}).items():
+        simple = {field_name(n): who for n, who in (owners.simple or {}).items()}
+        compound = {
+            field_name(n): dict(keyed.owners or {}) for n, keyed in (owners.compound or {}).items()
+        }
+        containers[cid] = FieldOwners(simple, compound)
+    return Owners(containers)
 
 
 def _pod(p: Any) -> Pod:
@@ -426,16 +483,40 @@ def _container(c: Any) -> Container:
         resources=resources,
         oom_score_adj=oom,
         pid=c.pid or 0,
+        user=_user(c.user) if c.user is not None else None,
+        image=Image(c.image.name or "", c.image.digest or "", c.image.config_digest or "")
+        if c.image is not None
+        else None,
+        exit_code=c.exit_code,
+        status_reason=c.status_reason or "",
+        status_message=c.status_message or "",
+        cdi_devices=tuple(d.name or "" for d in c.CDI_devices) if c.CDI_devices else (),
+        sysctl=_EMPTY if linux is None or linux.sysctl is None else linux.sysctl,
+        rlimits=tuple(Rlimit(r.type or "", r.soft or 0, r.hard or 0) for r in c.rlimits)
+        if c.rlimits
+        else (),
     )
 
 
+def _user(u: Any) -> User:
+    gids = u.additional_gids
+    return User(u.uid or 0, u.gid or 0, tuple(gids) if gids else ())
+
+
+def _cpu(c: Any) -> CPU:
+    return CPU(c.shares, c.quota, c.period, c.cpus, c.mems, c.realtime_runtime, c.realtime_period)
+
+
 def _resources(r: Any) -> Resources:
-    cpu, memory, unified = r.cpu, r.memory, r.unified
+    cpu, memory, unified, pids, pages = r.cpu, r.memory, r.unified, r.pids, r.hugepage_limits
     return Resources(
-        cpu=CPU(cpu.shares, cpu.quota, cpu.period, cpu.cpus, cpu.mems)
-        if cpu is not None
-        else CPU(),
-        memory=Memory(memory.limit) if memory is not None else Memory(),
+        cpu=_cpu(cpu) if cpu is not None else CPU(),
+        memory=Memory(memory.limit, memory.reservation, memory.swap, memory.swappiness)
+        if memory is not None
+        else Memory(),
         unified=_EMPTY if unified is None else unified,
         rdt_class=r.rdt_class,
+        blockio_class=r.blockio_class,
+        pids_limit=pids.limit if pids is not None else None,
+        hugepage_limits={h.page_size or "": h.limit or 0 for h in pages} if pages else {},
     )
