@@ -3,8 +3,8 @@
 Owns the SDK's ``Event`` and the objects it carries, as frozen dataclasses. The fields policies
 commonly read are typed; every other field of the request (a container's hooks, namespaces,
 seccomp profile, devices, ...) is in ``Event.json()``, the request body as the server received
-it (``SDK_RAW_ONLY`` lists them; tests/policy_server/sdk/test_contract_reach.py fails on a
-contract field that is neither typed nor listed). A request body becomes an ``Event`` in one
+it (tests/policy_server/sdk/test_contract_reach.py lists them, and fails on a contract field
+that is neither typed nor listed). A request body becomes an ``Event`` in one
 place, the engine's request path (``policy_server.engine.request``), which refuses a malformed
 body with an error naming the field. Must not import web frameworks or do I/O; it parses JSON
 only when a policy asks for ``Event.json()``.

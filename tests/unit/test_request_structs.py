@@ -56,7 +56,7 @@ def model_of(raw: bytes) -> Any:
 
 
 def event_of(request: Any) -> Event:
-    return request_path._event(request)
+    return request_path._event(request, b"")
 
 
 def assert_subset(raw: bytes, where: str) -> bool:
