@@ -34,9 +34,10 @@ from bridge.contract.catalogue import EventName
 from policy_server import policy_host
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
+from policy_server.engine.decision_json import update_to_json
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
-from policy_server.engine.reply import update_to_json, updates_to_json
+from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import synchronize_event
 from policy_server.exceptions import (
     BridgeControlError,

@@ -4,7 +4,10 @@ Synchronize replaces the whole view; lifecycle events add, update and remove ent
 fold the policy server's NodeView and the simulated runtime use too (bridge.contract.node_fold,
 over protobuf messages by bridge.contract.message_tables; bounded so a hostile runtime cannot
 grow it without limit). On top of it, the cache folds in what the bridge
-answered (our adjustments and updates), so the view shows effective resources.
+answered (our adjustments and updates), so the view shows effective resources: laid over the
+container's resources by the runtime's own rule (bridge.contract.resource_overlay: set scalars
+replace, hugepage limits per page size, unified per key, device rules appended), never
+protobuf's MergeFrom, which would append a second hugepage limit of the same page size.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from google.protobuf.message import Message
 from bridge.contract.catalogue import Event, updates_in
 from bridge.contract.codec import request_subjects
 from bridge.contract.message_tables import FOLD_NAMES, message_tables
+from bridge.contract.resource_overlay import overlay_resources
 from bridge.proto.nri import api_pb2 as api
 
 
@@ -54,21 +58,23 @@ class StateCache:
                      response: Message | None) -> None:
         """Fold what we answered into the view, so it shows effective resources.
 
-        CreateContainer: our adjustment's resources merge into the new
-        container. UpdateContainer: the requested resources, with our update for
-        that container merged on top, become its resources. Updates for other
-        containers merge into theirs (the runtime applies them the same way).
+        CreateContainer: our adjustment's resources are laid over the new
+        container's. UpdateContainer: the requested resources are laid over the
+        container's (containerd applies CRI UpdateContainerResources onto the spec
+        it has: what the request does not carry, device rules say, stays), then our
+        update for that container. Updates for other containers are laid over
+        theirs (the runtime applies them the same way).
         """
         if (isinstance(req, api.CreateContainerRequest)
                 and isinstance(response, api.CreateContainerResponse)
                 and response.HasField("adjust")):
             created = self.containers.get(req.container.id)
             if created is not None and response.adjust.linux.HasField("resources"):
-                created.linux.resources.MergeFrom(response.adjust.linux.resources)
+                overlay_resources(created.linux.resources, response.adjust.linux.resources)
         if isinstance(req, api.UpdateContainerRequest):
             target = self.containers.get(req.container.id)
             if target is not None:
-                target.linux.resources.CopyFrom(req.linux_resources)
+                overlay_resources(target.linux.resources, req.linux_resources)
         self.apply_updates(updates_in(response))
 
     def apply_updates(self, updates: Sequence[api.ContainerUpdate]) -> None:
@@ -76,4 +82,4 @@ class StateCache:
         for update in updates:
             current = self.containers.get(update.container_id)
             if current is not None and update.linux.HasField("resources"):
-                current.linux.resources.MergeFrom(update.linux.resources)
+                overlay_resources(current.linux.resources, update.linux.resources)

@@ -1,7 +1,7 @@
 """The reply body for a merged decision (the webhook contract's JSON), and its check.
 
-Owns the conversion of ``Decision`` values to the reply's JSON objects, with proto field names
-and only the set fields, and the one check of a reply against the contract (``reply_body``:
+Owns the reply body of a merged decision (its parts' JSON: ``policy_server.engine.decision_json``),
+and the one check of a reply against the contract (``reply_body``:
 encoded once, checked against ``WebhookReply``, remembered when it passed) that the hot route
 and the test kit both use, so a reply the kit accepts is one the server sends. Must not merge
 or do I/O.
@@ -17,71 +17,9 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
+from policy_server.engine.decision_json import adjustment_to_json, update_to_json
 from policy_server.exceptions import InvalidReplyError
-from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision
-from policy_server.sdk.model import Mount
-from policy_server.sdk.oci import hooks_to_json
-
-
-def _mount_json(mount: Mount) -> dict[str, Any]:
-    out: dict[str, Any] = {"destination": mount.destination}
-    if mount.type:
-        out["type"] = mount.type
-    if mount.source:
-        out["source"] = mount.source
-    if mount.options:
-        out["options"] = list(mount.options)
-    return out
-
-
-def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
-    """The reply's ``adjust`` object."""
-    out: dict[str, Any] = {}
-    if adj.env:
-        out["env"] = [{"key": k, "value": v} for k, v in adj.env.items()]
-    if adj.annotations:
-        out["annotations"] = dict(adj.annotations)
-    if adj.mounts:
-        out["mounts"] = [_mount_json(m) for m in adj.mounts]
-    if adj.hooks:
-        out["hooks"] = hooks_to_json(adj.hooks)
-    if adj.rlimits:
-        out["rlimits"] = [r.to_json() for r in adj.rlimits]
-    if adj.cdi_devices:
-        out["CDI_devices"] = [{"name": name} for name in adj.cdi_devices]
-    linux: dict[str, Any] = {}
-    if adj.devices:
-        linux["devices"] = [d.to_json() for d in adj.devices]
-    resources = adj.resources.to_json()
-    if resources:
-        linux["resources"] = resources
-    if adj.oom_score_adj is not None:
-        linux["oom_score_adj"] = adj.oom_score_adj
-    if linux:
-        out["linux"] = linux
-    remove = {
-        key: list(values)
-        for key, values in (
-            ("env", adj.remove_env),
-            ("annotations", adj.remove_annotations),
-            ("mounts", adj.remove_mounts),
-        )
-        if values
-    }
-    if remove:
-        out["remove"] = remove
-    return out
-
-
-def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
-    """One element of the reply's ``update`` list."""
-    out: dict[str, Any] = {"container_id": upd.container_id}
-    resources = upd.resources.to_json()
-    if resources:
-        out["linux"] = {"resources": resources}
-    if upd.ignore_failure:
-        out["ignore_failure"] = True
-    return out
+from policy_server.sdk.decision import Decision
 
 
 def updates_to_json(decision: Decision) -> list[dict[str, Any]]:

@@ -5,11 +5,11 @@
 a boolean). A body is first decoded into the contract's msgspec Structs
 (``bridge.contract.request_structs``), which take a subset of what the strict model takes, 3-4x
 faster; a body they take with nothing the SDK refuses becomes the frozen ``Event`` by attribute
-reads. Any other body is parsed by the strict model, and its ``Event`` is built from the model
-the same way (no second decode of a body either way). Four things the strict model holds are
-still refused, each with a ``PayloadError`` naming the field: ``api_version`` absent (the model
-fills in its default), a container ``state`` given as its enum number, and a missing ``pod`` /
-``container`` for the event.
+reads (``policy_server.engine.request_event``). Any other body is parsed by the strict model,
+and its ``Event`` is built from the model the same way (no second decode of a body either way).
+Four things the strict model holds are still refused, each with a ``PayloadError`` naming the
+field: ``api_version`` absent (the model fills in its default), a container ``state`` given as
+its enum number, and a missing ``pod`` / ``container`` for the event.
 
 A body strict mode refuses is not parsed again for its answer, only explained: it is decoded
 with orjson and checked against the contract in pydantic's lax mode, whose errors (or orjson's)
@@ -42,11 +42,10 @@ from bridge.contract import WebhookRequest, request_structs
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
 from bridge.contract.webhook_models import Container as ContainerModel
 from bridge.contract.webhook_models import PodSandbox as PodModel
+from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
 from policy_server.exceptions import PayloadError, RequestError
-from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
+from policy_server.sdk.model import Event
 
-_EMPTY = no_strings()
-_EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
 # orjson decodes an integer outside [-2**63, 2**64) as a float, which the contract refuses;
 # pydantic's own JSON parser keeps it an int. Only budget_ms is an unbounded integer in the
 # envelope (every NRI integer is range-checked by the contract).
@@ -61,7 +60,7 @@ def parse_request(raw: bytes) -> Event:
         and clean.api_version is not request_structs.ABSENT
         and not _shape_problems(clean)
     ):
-        return _event(clean)
+        return event_of(clean, raw)
     # Anything else is the strict model's to answer (the Structs take a subset of what it takes).
     try:
         request = WebhookRequest.model_validate_json(raw, strict=True)
@@ -72,7 +71,7 @@ def parse_request(raw: bytes) -> Event:
     problems = _problems(request)
     if problems:
         raise _refused(request.event, min(problems, key=_first)[1])
-    return _event(request)
+    return event_of(request, raw)
 
 
 def synchronize_event(
@@ -103,8 +102,9 @@ def synchronize_event(
         runtime_name="nri-policy-server",
         runtime_version=source,
         budget_ms=0,
-        pods=tuple(_pod(p) for p in state.pods),
-        containers=tuple(_container(c) for c in state.containers),
+        pods=tuple(pod_of(p) for p in state.pods),
+        containers=tuple(container_of(c) for c in state.containers),
+        body=raw,
     )
 
 
@@ -152,7 +152,7 @@ def _explained(raw: bytes, strict: ValueError | None) -> Event:
         problems += _read_by_the_sdk(strict)
     if problems:
         raise _refused(request.event, min(problems, key=_first)[1])
-    return _event(request)
+    return event_of(request, raw)
 
 
 _Problem = tuple[tuple[int, ...], PayloadError]
@@ -173,7 +173,7 @@ def _problems(request: WebhookRequest) -> list[_Problem]:
 def _shape_problems(request: Any) -> list[_Problem]:
     """``_problems`` but the absent ``api_version``, for the model or the Structs."""
     out: list[_Problem] = []
-    name = _EVENTS[request.event]
+    name = EVENTS[request.event]
     if request.pod is None and name is not EventName.SYNCHRONIZE:
         out.append(((_REQUIRED, 0), PayloadError("pod", f"required for {name}")))
     if request.container is None and name in CONTAINER_EVENTS:
@@ -207,10 +207,20 @@ _RESOURCES = {
         "period": "an integer",
         "cpus": "a string",
         "mems": "a string",
+        "realtime_runtime": "an integer",
+        "realtime_period": "an integer",
     },
-    "memory": {"limit": "an integer"},
+    "memory": {
+        "limit": "an integer",
+        "reservation": "an integer",
+        "swap": "an integer",
+        "swappiness": "an integer",
+    },
     "unified": _MAP,
     "rdt_class": "a string",
+    "blockio_class": "a string",
+    "pids": {"limit": "an integer"},
+    "hugepage_limits": [{"page_size": "a string", "limit": "an integer"}],
 }
 _POD = {
     "id": "a string",
@@ -224,7 +234,7 @@ _POD = {
     "ips": ["a string"],
 }
 _CONTAINER = {
-    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer"},
+    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer", "sysctl": _MAP},
     "pid": "an integer",
     "id": "a string",
     "pod_sandbox_id": "a string",
@@ -242,6 +252,13 @@ _CONTAINER = {
             "options": ["a string"],
         }
     ],
+    "user": {"uid": "an integer", "gid": "an integer", "additional_gids": ["an integer"]},
+    "image": {"name": "a string", "digest": "a string", "config_digest": "a string"},
+    "exit_code": "an integer",
+    "status_reason": "a string",
+    "status_message": "a string",
+    "CDI_devices": [{"name": "a string"}],
+    "rlimits": [{"type": "a string", "hard": "an integer", "soft": "an integer"}],
 }
 _SCHEMA: dict[str, Any] = {
     "api_version": "a string",
@@ -345,97 +362,3 @@ def field_loc(field: str) -> list[str | int]:
         for index in rest.split("[") if rest else ():
             loc.append(int(index.rstrip("]")))
     return loc
-
-
-# --- the conversion ----------------------------------------------------------------------------
-# The NRI models are built from the proto descriptors at import time (bridge.contract
-# .nri_models), so the type checker sees them as Any.
-
-
-def _event(request: Any) -> Event:
-    """The SDK's ``Event`` from the strict model or the Structs (the same attributes)."""
-    runtime = request.runtime
-    capabilities = runtime.capabilities
-    return Event(
-        name=_EVENTS[request.event],
-        uid=request.uid,
-        api_version=request.api_version,
-        runtime_name=runtime.name,
-        runtime_version=runtime.version,
-        runtime_nri_version=runtime.nri_version or "",
-        runtime_capabilities=frozenset(capabilities) if capabilities is not None else None,
-        budget_ms=request.budget_ms,
-        dry_run=request.dry_run,
-        pod=_pod(request.pod) if request.pod is not None else None,
-        container=_container(request.container) if request.container is not None else None,
-        linux_resources=(
-            _resources(request.linux_resources) if request.linux_resources is not None else None
-        ),
-        pods=tuple(_pod(p) for p in request.pods or ()),
-        containers=tuple(_container(c) for c in request.containers or ()),
-    )
-
-
-def _pod(p: Any) -> Pod:
-    linux = p.linux
-    labels, annotations = p.labels, p.annotations
-    return Pod(
-        id=p.id or "",
-        name=p.name or "",
-        uid=p.uid or "",
-        namespace=p.namespace or "",
-        labels=_EMPTY if labels is None else labels,
-        annotations=_EMPTY if annotations is None else annotations,
-        runtime_handler=p.runtime_handler or "",
-        cgroup_parent=(linux.cgroup_parent or "") if linux is not None else "",
-        cgroups_path=(linux.cgroups_path or "") if linux is not None else "",
-        ips=tuple(p.ips) if p.ips is not None else (),
-    )
-
-
-def _container(c: Any) -> Container:
-    linux = c.linux
-    resources = oom = None
-    if linux is not None:
-        if linux.resources is not None:
-            resources = _resources(linux.resources)
-        oom = linux.oom_score_adj
-    labels, annotations, args, env, mounts = c.labels, c.annotations, c.args, c.env, c.mounts
-    return Container(
-        id=c.id or "",
-        pod_sandbox_id=c.pod_sandbox_id or "",
-        name=c.name or "",
-        state=c.state or "",
-        labels=_EMPTY if labels is None else labels,
-        annotations=_EMPTY if annotations is None else annotations,
-        args=tuple(args) if args is not None else (),
-        env=tuple(env) if env is not None else (),
-        mounts=tuple(
-            [
-                Mount(
-                    m.destination or "",
-                    m.type or "",
-                    m.source or "",
-                    tuple(m.options) if m.options else (),
-                )
-                for m in mounts
-            ]
-        )
-        if mounts is not None
-        else (),
-        resources=resources,
-        oom_score_adj=oom,
-        pid=c.pid or 0,
-    )
-
-
-def _resources(r: Any) -> Resources:
-    cpu, memory, unified = r.cpu, r.memory, r.unified
-    return Resources(
-        cpu=CPU(cpu.shares, cpu.quota, cpu.period, cpu.cpus, cpu.mems)
-        if cpu is not None
-        else CPU(),
-        memory=Memory(memory.limit) if memory is not None else Memory(),
-        unified=_EMPTY if unified is None else unified,
-        rdt_class=r.rdt_class,
-    )

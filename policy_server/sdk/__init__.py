@@ -2,7 +2,8 @@
 
 Owns the values a handler receives (``Event``, ``Pod``, ``Container``, ``Resources``, the
 read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it returns
-(``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), ``Policy``
+(``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), what a
+validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
 with its decorators and failure policy, the errors a handler may raise, the cpu-list grammar
 and the merge of several handlers' decisions.
 
@@ -24,7 +25,6 @@ from policy_server.sdk.cpu_list import (
     parse_cpu_list,
 )
 from policy_server.sdk.decision import (
-    NO_RESOURCES,
     Adjustment,
     CgroupWrite,
     ContainerUpdate,
@@ -34,11 +34,10 @@ from policy_server.sdk.decision import (
     HostDirectory,
     ResctrlGroup,
     ResctrlGroupRemoval,
-    ResourcePatch,
-    merge,
 )
 from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
-from policy_server.sdk.model import CPU, Container, Event, Memory, Mount, Pod, Resources, no_strings
+from policy_server.sdk.merge import merge
+from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_plan import (
     BVT_FILE,
@@ -53,8 +52,19 @@ from policy_server.sdk.node_plan import (
     OomScore,
 )
 from policy_server.sdk.node_view import NodeView
-from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
+from policy_server.sdk.oci import (
+    Device,
+    DeviceRule,
+    Hook,
+    HookStage,
+    Mount,
+    Rlimit,
+    StagedHook,
+    no_strings,
+)
 from policy_server.sdk.registry import FailurePolicy, Policy, PolicyState
+from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
+from policy_server.sdk.validation import FieldOwners, Owners, Plugin
 
 __all__ = [
     "BVT_FILE",
@@ -73,15 +83,18 @@ __all__ = [
     "CoreSchedGroup",
     "Decision",
     "Device",
+    "DeviceRule",
     "Effect",
     "Event",
     "EventName",
     "Eviction",
     "Extensions",
     "FailurePolicy",
+    "FieldOwners",
     "Hook",
     "HookStage",
     "HostDirectory",
+    "Image",
     "KernelSwitch",
     "Memory",
     "Mount",
@@ -90,6 +103,8 @@ __all__ = [
     "NodePlan",
     "NodeView",
     "OomScore",
+    "Owners",
+    "Plugin",
     "Pod",
     "Policy",
     "PolicyError",
@@ -104,6 +119,7 @@ __all__ = [
     "Rlimit",
     "RulesError",
     "StagedHook",
+    "User",
     "canonical_cpu_list",
     "check_cpu_list",
     "format_cpu_list",

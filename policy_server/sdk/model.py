@@ -1,10 +1,13 @@
 """Typed, immutable views of the webhook request envelope (what a policy handler receives).
 
-Owns the SDK's ``Event`` and the objects it carries, as frozen dataclasses. Fields a policy is
-unlikely to need (hooks, rlimits, seccomp, ...) are not modelled. A request body becomes an
-``Event`` in one place, the engine's request path (``policy_server.engine.request``), which
-refuses a malformed body with an error naming the field. Must not import web frameworks, parse
-JSON or do I/O.
+Owns the SDK's ``Event`` and the objects it carries, as frozen dataclasses. The fields policies
+commonly read are typed; every other field of the request (a container's hooks, namespaces,
+seccomp profile, devices, ...) is in ``Event.json()``, the request body as the server received
+it (tests/policy_server/sdk/test_contract_reach.py lists them, and fails on a contract field
+that is neither typed nor listed). A request body becomes an ``Event`` in one
+place, the engine's request path (``policy_server.engine.request``), which refuses a malformed
+body with an error naming the field. Must not import web frameworks or do I/O; it parses JSON
+only when a policy asks for ``Event.json()``.
 """
 
 from __future__ import annotations
@@ -12,16 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any
+
+import orjson
 
 from bridge.contract.catalogue import API_VERSION, EventName
+from policy_server.sdk.decision import Adjustment, ContainerUpdate
+from policy_server.sdk.oci import Mount, Rlimit, no_strings
+from policy_server.sdk.validation import NO_OWNERS, Owners, Plugin
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-def no_strings() -> Mapping[str, str]:
-    """The shared empty string map (a default that costs no allocation)."""
-    return _EMPTY
+_NO_PAGES: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,32 +36,51 @@ class CPU:
     period: int | None = None
     cpus: str | None = None
     mems: str | None = None
+    realtime_runtime: int | None = None
+    realtime_period: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Memory:
-    """``LinuxMemory`` (only the limit is modelled)."""
+    """``LinuxMemory``: the limits in bytes, every field optional."""
 
     limit: int | None = None
+    reservation: int | None = None
+    swap: int | None = None
+    swappiness: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Resources:
-    """``LinuxResources`` as a container currently has it, or as an update requests it."""
+    """``LinuxResources`` as a container currently has it, or as an update requests it
+    (``event.container.resources.memory.limit``; device cgroup rules are in ``Event.json()``)."""
 
     cpu: CPU = CPU()
     memory: Memory = Memory()
     unified: Mapping[str, str] = field(default_factory=no_strings)
     rdt_class: str | None = None
+    blockio_class: str | None = None
+    pids_limit: int | None = None
+    # page size ("2MB") -> limit in bytes
+    hugepage_limits: Mapping[str, int] = field(default_factory=lambda: _NO_PAGES)
 
 
-class Mount(NamedTuple):
-    """An OCI mount (a named tuple: containers carry a dozen, built on every request)."""
+@dataclass(frozen=True, slots=True)
+class User:
+    """``User``: the ids the container's process runs as."""
 
-    destination: str
-    type: str = ""
-    source: str = ""
-    options: tuple[str, ...] = ()
+    uid: int = 0
+    gid: int = 0
+    additional_gids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """``Image``: the container's image as the runtime resolved it."""
+
+    name: str = ""
+    digest: str = ""
+    config_digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +115,15 @@ class Container:
     resources: Resources | None = None
     oom_score_adj: int | None = None
     pid: int = 0
+    user: User | None = None
+    image: Image | None = None
+    # Set once the container has stopped (StopContainer, RemoveContainer).
+    exit_code: int | None = None
+    status_reason: str = ""
+    status_message: str = ""
+    cdi_devices: tuple[str, ...] = ()
+    sysctl: Mapping[str, str] = field(default_factory=no_strings)
+    rlimits: tuple[Rlimit, ...] = ()
 
     def env_map(self) -> dict[str, str]:
         """``KEY=VALUE`` entries as a dict (a later duplicate wins, as in execve)."""
@@ -124,3 +155,17 @@ class Event:
     linux_resources: Resources | None = None
     pods: tuple[Pod, ...] = ()
     containers: tuple[Container, ...] = ()
+    # ValidateContainerAdjustment: what every plugin asked for, merged (``container`` is the
+    # container before it), who set each field, and the plugins connected to the runtime.
+    adjust: Adjustment | None = None
+    update: tuple[ContainerUpdate, ...] = ()
+    owners: Owners = NO_OWNERS
+    plugins: tuple[Plugin, ...] = ()
+    # The request body as received (b"" for an Event built by hand): ``json()``.
+    body: bytes = field(default=b"", repr=False)
+
+    def json(self) -> dict[str, Any]:
+        """The whole request as JSON (webhook contract field names, docs/webhooks.md): the
+        escape hatch to any field the typed view leaves out. Parsed on each call; ``{}`` for an
+        ``Event`` built by hand."""
+        return orjson.loads(self.body) if self.body else {}

@@ -1,17 +1,40 @@
-"""OCI values a CreateContainer adjustment can add besides env, mounts and resources.
+"""OCI values a container has and an adjustment can add besides env and resources.
 
-Owns the frozen value types for devices (``LinuxDevice``), OCI hooks (``Hook`` per lifecycle
-stage), POSIX rlimits and CDI device names, and their reply JSON (the contract's proto field
-names). These are the privileged kinds of an adjustment: the bridge refuses them unless the
-webhook's ``allow`` list names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Must not
-do I/O or know about particular policies.
+Owns the frozen value types for mounts (also in every request's containers), devices
+(``LinuxDevice``), device cgroup rules (``LinuxDeviceCgroup``), OCI hooks (``Hook`` per
+lifecycle stage), POSIX rlimits and CDI device names, their reply JSON (the contract's proto
+field names), and the shared empty string map. Devices, hooks, rlimits and CDI devices are the
+privileged kinds of an adjustment: the bridge refuses them unless the webhook's ``allow`` list
+names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Must not do I/O or know about
+particular policies.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def no_strings() -> Mapping[str, str]:
+    """The shared empty string map (a default that costs no allocation)."""
+    return _EMPTY
+
+
+class Mount(NamedTuple):
+    """An OCI mount (a named tuple: containers carry a dozen, built on every request)."""
+
+    destination: str
+    type: str = ""
+    source: str = ""
+    options: tuple[str, ...] = ()
+
+
+
 
 
 class HookStage(StrEnum):
@@ -88,6 +111,35 @@ class Rlimit:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "soft": self.soft, "hard": self.hard}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRule:
+    """A ``LinuxDeviceCgroup`` rule: allow or deny ``access`` (``rwm``) to devices of ``type``
+    (``c``, ``b``, ``a``) and ``major``:``minor`` (``None``: any)."""
+
+    allow: bool
+    access: str = "rwm"
+    type: str = ""
+    major: int | None = None
+    minor: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"allow": self.allow}
+        if self.access:
+            out["access"] = self.access
+        if self.type:
+            out["type"] = self.type
+        if self.major is not None:
+            out["major"] = self.major
+        if self.minor is not None:
+            out["minor"] = self.minor
+        return out
+
+    @classmethod
+    def from_json(cls, rule: Any) -> DeviceRule:
+        return cls(bool(rule.get("allow", False)), rule.get("access") or "",
+                   rule.get("type") or "", rule.get("major"), rule.get("minor"))
 
 
 def hooks_to_json(hooks: tuple[StagedHook, ...]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from bridge.contract.catalogue import API_VERSION
 from bridge.contract.convert import is_wrapper
 from bridge.proto.nri import api_pb2
 from policy_server.engine import request as request_path
+from policy_server.engine import request_event
 from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.sdk.model import Event
 from tests.policy_server.engine.test_request_path import (
@@ -56,7 +57,7 @@ def model_of(raw: bytes) -> Any:
 
 
 def event_of(request: Any) -> Event:
-    return request_path._event(request)
+    return request_event.event_of(request, b"")
 
 
 def assert_subset(raw: bytes, where: str) -> bool:
@@ -178,8 +179,8 @@ def test_synchronize_event_from_the_bridge_state_is_the_models() -> None:
     state = request_path._State.model_validate_json(
         orjson.dumps({"pods": pods, "containers": containers}), strict=True
     )
-    assert fast.pods == tuple(request_path._pod(p) for p in state.pods)
-    assert fast.containers == tuple(request_path._container(c) for c in state.containers)
+    assert fast.pods == tuple(request_event.pod_of(p) for p in state.pods)
+    assert fast.containers == tuple(request_event.container_of(c) for c in state.containers)
 
 
 def scalar_paths(desc: Any, prefix: tuple[Any, ...] = (), depth: int = 0) -> Iterator[Any]:

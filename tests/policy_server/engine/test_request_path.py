@@ -27,7 +27,8 @@ from bridge.simulator.scenario import SCENARIO_DIR
 from policy_server.engine.request import field_loc, parse_request, synchronize_event
 from policy_server.exceptions import PayloadError, RequestError, UnknownPolicyError
 from policy_server.request_service import PolicyServer, ServerOptions
-from policy_server.sdk.model import Event
+from policy_server.sdk.model import Container, Event, Memory, Resources
+from policy_server.sdk.validation import NO_OWNERS
 from policy_server.server import hot_route
 from policy_server.server.hot_route import evaluate_body
 from tests.policy_server.reference_parse import parse_event
@@ -124,21 +125,52 @@ async def reference_answer(server: PolicyServer, name: str, raw: bytes) -> tuple
     return hot_route._reply(name, evaluation)
 
 
+def _resources_as_the_oracle_reads(r: Resources | None) -> Resources | None:
+    if r is None:
+        return None
+    cpu = dataclasses.replace(r.cpu, realtime_runtime=None, realtime_period=None)
+    return dataclasses.replace(r, cpu=cpu, memory=Memory(r.memory.limit), blockio_class=None,
+                               pids_limit=None, hugepage_limits={})
+
+
+def _container_as_the_oracle_reads(c: Container) -> Container:
+    return dataclasses.replace(
+        c, resources=_resources_as_the_oracle_reads(c.resources), user=None, image=None,
+        exit_code=None, status_reason="", status_message="", cdi_devices=(), sysctl={},
+        rlimits=())
+
+
+def as_the_oracle_reads(event: Event) -> Event:
+    """``event`` with only the fields the old parser read (issue 33 typed more of the request;
+    tests/policy_server/sdk/test_contract_reach.py checks those)."""
+    return dataclasses.replace(
+        event,
+        container=_container_as_the_oracle_reads(event.container) if event.container else None,
+        containers=tuple(map(_container_as_the_oracle_reads, event.containers)),
+        linux_resources=_resources_as_the_oracle_reads(event.linux_resources),
+        adjust=None, update=(), owners=NO_OWNERS, plugins=(), body=b"")
+
+
 def test_every_example_and_recorded_request_converts_to_the_old_parsers_event() -> None:
     assert len(EXAMPLE_FILES) >= len(EventName) and len(WIRE_LOGS) >= 8
     events = set()
     for where, body in REQUESTS:
         event = strict_event(_raw(body))
         assert event is not None, where  # every real request takes the fast path
-        assert event == parse_event(body), where
+        assert as_the_oracle_reads(event) == parse_event(body), where
+        assert event.json() == body, where
         events.add(event.name)
     assert events == set(EventName)  # every event, ValidateContainerAdjustment with owners too
 
 
 def _resources(n: int) -> dict[str, Any]:
-    return {"cpu": {"shares": n, "quota": n + 1, "period": n + 2, "cpus": f"0-{n}", "mems": "0"},
-            "memory": {"limit": n << 20}, "unified": {"memory.high": str(n)},
-            "rdt_class": f"class-{n}"}
+    return {"cpu": {"shares": n, "quota": n + 1, "period": n + 2, "cpus": f"0-{n}", "mems": "0",
+                    "realtime_runtime": n + 3, "realtime_period": n + 4},
+            "memory": {"limit": n << 20, "reservation": n << 19, "swap": n << 21,
+                       "swappiness": n},
+            "unified": {"memory.high": str(n)}, "rdt_class": f"class-{n}",
+            "blockio_class": f"io-{n}", "pids": {"limit": n * 100},
+            "hugepage_limits": [{"page_size": "2MB", "limit": n << 21}]}
 
 
 def _every_field(value: Any, where: str) -> Iterator[tuple[str, Any]]:
@@ -162,15 +194,25 @@ def test_every_field_the_engine_reads_is_carried_over() -> None:
                  "args": ["/bin/app", "-v"], "env": ["A=1"], "pid": 4321,
                  "mounts": [{"destination": "/data", "type": "bind", "source": "/srv",
                              "options": ["rbind", "ro"]}],
-                 "linux": {"resources": _resources(2), "oom_score_adj": -998}}
+                 "linux": {"resources": _resources(2), "oom_score_adj": -998,
+                           "sysctl": {"net.core.somaxconn": "1024"}},
+                 "user": {"uid": 1000, "gid": 1000, "additional_gids": [5]},
+                 "image": {"name": "busybox:1.0", "digest": "sha256:aa",
+                           "config_digest": "sha256:bb"},
+                 "exit_code": 137, "status_reason": "OOMKilled", "status_message": "oom",
+                 "CDI_devices": [{"name": "vendor.com/gpu=0"}],
+                 "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 4096, "soft": 1024}]}
     body = {"api_version": "nri-webhook-bridge/v1", "uid": "u-42", "event": "UpdateContainer",
             "runtime": {"name": "containerd", "version": "2.3.4", "nri_version": "v0.12.0",
                         "capabilities": ["env"]},
             "budget_ms": 1500, "dry_run": True, "pod": pod, "container": container,
             "linux_resources": _resources(3), "pods": [pod], "containers": [container]}
     event = strict_event(_raw(body))
-    assert event is not None and event == parse_event(body)
-    unset = [where for where, value in _every_field(event, "event") if not value]
+    assert event is not None and as_the_oracle_reads(event) == parse_event(body)
+    # ValidateContainerAdjustment's keys: tests/policy_server/sdk/test_contract_reach.py
+    validator_only = {"event.adjust", "event.update", "event.owners.containers", "event.plugins"}
+    unset = [where for where, value in _every_field(event, "event")
+             if not value and where not in validator_only]
     assert unset == []  # so a field the conversion forgot cannot hide behind its default
 
 

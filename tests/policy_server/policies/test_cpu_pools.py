@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from policy_server.engine.reply import update_to_json
+from policy_server.engine.decision_json import update_to_json
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies.cpu_pools.allocator import take
 from policy_server.policies.cpu_pools.topology import TopologyError, from_layout, from_sysfs

@@ -11,10 +11,10 @@ from policy_server.policies.koordinator_qos import build_policy
 from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
 from policy_server.policies.koordinator_qos.reconcile import diff
 from policy_server.policies.koordinator_qos.rules import Rules
-from policy_server.sdk.decision import ResourcePatch
 from policy_server.sdk.model import CPU, Memory, Resources
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.registry import Registry
+from policy_server.sdk.resource_patch import ResourcePatch
 from tests.policy_server.factory import (
     ANOLIS_V2,
     STOCK_V2,

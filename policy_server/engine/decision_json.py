@@ -1,0 +1,156 @@
+"""A decision's parts as the webhook contract's JSON, both ways.
+
+Owns ``Adjustment`` <-> the ``adjust`` object (proto field names, only the set fields; the
+typed fields first, ``Adjustment.extra`` laid over them) and ``ContainerUpdate`` <-> one
+element of ``update``. To JSON builds the reply (``policy_server.engine.reply``); from JSON
+builds a ValidateContainerAdjustment's ``Event.adjust`` and ``Event.update``
+(``policy_server.engine.request``), every field the SDK does not type kept in ``extra``, so
+``adjustment_from_json(adjustment_to_json(a)) == a``. Must not merge, check or do I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from policy_server.sdk.decision import Adjustment, ContainerUpdate
+from policy_server.sdk.oci import Device, Hook, HookStage, Mount, Rlimit, StagedHook, hooks_to_json
+from policy_server.sdk.resource_patch import ResourcePatch
+
+# adjust.remove keys -> the Adjustment field holding them.
+_REMOVALS = {
+    "env": "remove_env",
+    "annotations": "remove_annotations",
+    "mounts": "remove_mounts",
+    "devices": "remove_devices",
+    "namespaces": "remove_namespaces",
+    "sysctl": "remove_sysctl",
+    "net_devices": "remove_net_devices",
+}
+
+
+def _mount_json(mount: Mount) -> dict[str, Any]:
+    out: dict[str, Any] = {"destination": mount.destination}
+    if mount.type:
+        out["type"] = mount.type
+    if mount.source:
+        out["source"] = mount.source
+    if mount.options:
+        out["options"] = list(mount.options)
+    return out
+
+
+def _overlay(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """``extra`` over ``into``: objects key by key, any other value replaces."""
+    for key, value in extra.items():
+        inner = into.get(key)
+        if isinstance(value, Mapping) and isinstance(inner, dict):
+            _overlay(inner, value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
+    """The reply's ``adjust`` object."""
+    out: dict[str, Any] = {}
+    if adj.env:
+        out["env"] = [{"key": k, "value": v} for k, v in adj.env.items()]
+    if adj.annotations:
+        out["annotations"] = dict(adj.annotations)
+    if adj.mounts:
+        out["mounts"] = [_mount_json(m) for m in adj.mounts]
+    if adj.hooks:
+        out["hooks"] = hooks_to_json(adj.hooks)
+    if adj.rlimits:
+        out["rlimits"] = [r.to_json() for r in adj.rlimits]
+    if adj.cdi_devices:
+        out["CDI_devices"] = [{"name": name} for name in adj.cdi_devices]
+    if adj.args is not None:
+        out["args"] = list(adj.args)
+    linux: dict[str, Any] = {}
+    if adj.devices:
+        linux["devices"] = [d.to_json() for d in adj.devices]
+    resources = adj.resources.to_json()
+    if resources:
+        linux["resources"] = resources
+    if adj.oom_score_adj is not None:
+        linux["oom_score_adj"] = adj.oom_score_adj
+    if adj.sysctl:
+        linux["sysctl"] = dict(adj.sysctl)
+    if linux:
+        out["linux"] = linux
+    remove = {key: list(values) for key, values in adj.removals().items()}
+    if remove:
+        out["remove"] = remove
+    if adj.extra:
+        _overlay(out, adj.extra)
+    return out
+
+
+def adjustment_from_json(adjust: Mapping[str, Any]) -> Adjustment:
+    """The ``Adjustment`` for an ``adjust`` object (a validator's request); what the SDK does not
+    type stays in ``extra``."""
+    rest: dict[str, Any] = copy.deepcopy(dict(adjust))
+    linux: dict[str, Any] = rest.pop("linux", None) or {}
+    remove: dict[str, Any] = rest.pop("remove", None) or {}
+    values: dict[str, Any] = {
+        field: tuple(remove.pop(key)) for key, field in _REMOVALS.items() if key in remove
+    }
+    if "args" in rest:
+        values["args"] = tuple(rest.pop("args") or ())
+    if "oom_score_adj" in linux:
+        values["oom_score_adj"] = linux.pop("oom_score_adj")
+    hooks = rest.pop("hooks", None) or {}
+    values.update(
+        env={kv.get("key", ""): kv.get("value", "") for kv in rest.pop("env", None) or ()},
+        annotations=dict(rest.pop("annotations", None) or {}),
+        mounts=tuple(
+            Mount(m.get("destination", ""), m.get("type", ""), m.get("source", ""),
+                  tuple(m.get("options") or ()))
+            for m in rest.pop("mounts", None) or ()
+        ),
+        resources=ResourcePatch.from_json(linux.pop("resources", None) or {}),
+        devices=tuple(
+            Device(d.get("path", ""), d.get("type", ""), d.get("major", 0), d.get("minor", 0),
+                   d.get("file_mode"), d.get("uid"), d.get("gid"))
+            for d in linux.pop("devices", None) or ()
+        ),
+        cdi_devices=tuple(c.get("name", "") for c in rest.pop("CDI_devices", None) or ()),
+        hooks=tuple(
+            StagedHook(HookStage(stage), Hook(h.get("path", ""), tuple(h.get("args") or ()),
+                                              tuple(h.get("env") or ()), h.get("timeout")))
+            for stage, staged in hooks.items() for h in staged or ()
+        ),
+        rlimits=tuple(
+            Rlimit(r.get("type", ""), r.get("soft", 0), r.get("hard", 0))
+            for r in rest.pop("rlimits", None) or ()
+        ),
+        sysctl=dict(linux.pop("sysctl", None) or {}),
+    )
+    if linux:
+        rest["linux"] = linux
+    if remove:
+        rest["remove"] = remove
+    return Adjustment(**values, extra=rest) if rest else Adjustment(**values)
+
+
+def update_to_json(upd: ContainerUpdate) -> dict[str, Any]:
+    """One element of the reply's ``update`` list."""
+    out: dict[str, Any] = {"container_id": upd.container_id}
+    resources = upd.resources.to_json()
+    if resources:
+        out["linux"] = {"resources": resources}
+    if upd.ignore_failure:
+        out["ignore_failure"] = True
+    return out
+
+
+def update_from_json(update: Mapping[str, Any]) -> ContainerUpdate:
+    """The ``ContainerUpdate`` for one element of an ``update`` list (every field is typed)."""
+    linux = update.get("linux") or {}
+    return ContainerUpdate(
+        update.get("container_id", ""),
+        ResourcePatch.from_json(linux.get("resources") or {}),
+        bool(update.get("ignore_failure", False)),
+    )

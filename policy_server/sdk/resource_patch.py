@@ -1,0 +1,122 @@
+"""``ResourcePatch``: the ``LinuxResources`` a decision sets, every field of the contract typed.
+
+Owns the patch value, its table of fields (``SCALAR_PATHS``: attribute -> JSON path inside
+``LinuxResources``, which the reply JSON, the merge's conflict paths and the request's
+``Resources`` all read) and its JSON both ways. ``unified`` and ``hugepage_limits`` are owned
+per key (per page size), ``device_rules`` are appended, as NRI does. Must not do I/O or merge
+several handlers' patches (``policy_server.sdk.merge``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from policy_server.sdk.oci import DeviceRule, no_strings
+
+_NO_PAGES: Mapping[str, int] = MappingProxyType({})
+
+# Every scalar of LinuxResources: patch attribute -> path inside LinuxResources.
+SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "cpu_shares": ("cpu", "shares"),
+    "cpu_quota": ("cpu", "quota"),
+    "cpu_period": ("cpu", "period"),
+    "cpu_realtime_runtime": ("cpu", "realtime_runtime"),
+    "cpu_realtime_period": ("cpu", "realtime_period"),
+    "cpu_cpus": ("cpu", "cpus"),
+    "cpu_mems": ("cpu", "mems"),
+    "memory_limit": ("memory", "limit"),
+    "memory_reservation": ("memory", "reservation"),
+    "memory_swap": ("memory", "swap"),
+    "memory_kernel": ("memory", "kernel"),
+    "memory_kernel_tcp": ("memory", "kernel_tcp"),
+    "memory_swappiness": ("memory", "swappiness"),
+    "memory_disable_oom_killer": ("memory", "disable_oom_killer"),
+    "memory_use_hierarchy": ("memory", "use_hierarchy"),
+    "pids_limit": ("pids", "limit"),
+    "blockio_class": ("blockio_class",),
+    "rdt_class": ("rdt_class",),
+})
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePatch:
+    """The ``LinuxResources`` fields a decision sets; ``None`` / empty means "leave alone".
+
+    What a runtime applies of them, and on which path, is docs/webhooks.md's "Runtime
+    capabilities" (at CreateContainer NRI applies only ``memory_limit`` of the memory fields)."""
+
+    cpu_shares: int | None = None
+    cpu_quota: int | None = None
+    cpu_period: int | None = None
+    cpu_realtime_runtime: int | None = None
+    cpu_realtime_period: int | None = None
+    cpu_cpus: str | None = None
+    cpu_mems: str | None = None
+    memory_limit: int | None = None
+    memory_reservation: int | None = None
+    memory_swap: int | None = None
+    memory_kernel: int | None = None
+    memory_kernel_tcp: int | None = None
+    memory_swappiness: int | None = None
+    memory_disable_oom_killer: bool | None = None
+    memory_use_hierarchy: bool | None = None
+    pids_limit: int | None = None
+    blockio_class: str | None = None
+    rdt_class: str | None = None
+    unified: Mapping[str, str] = field(default_factory=no_strings)
+    # page size ("2MB", "1GB") -> limit in bytes
+    hugepage_limits: Mapping[str, int] = field(default_factory=lambda: _NO_PAGES)
+    # device cgroup rules, appended after the container's own
+    device_rules: tuple[DeviceRule, ...] = ()
+
+    def scalars(self) -> dict[str, Any]:
+        """The set scalar fields, by attribute name."""
+        return {name: value for name in SCALAR_PATHS
+                if (value := getattr(self, name)) is not None}
+
+    def is_empty(self) -> bool:
+        return (not (self.unified or self.hugepage_limits or self.device_rules)
+                and not self.scalars())
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``LinuxResources`` JSON object with only the set fields."""
+        out: dict[str, Any] = {}
+        for name, value in self.scalars().items():
+            *parents, leaf = SCALAR_PATHS[name]
+            node = out
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        if self.unified:
+            out["unified"] = dict(self.unified)
+        if self.hugepage_limits:
+            out["hugepage_limits"] = [
+                {"page_size": size, "limit": limit} for size, limit in self.hugepage_limits.items()
+            ]
+        if self.device_rules:
+            out["devices"] = [rule.to_json() for rule in self.device_rules]
+        return out
+
+    @classmethod
+    def from_json(cls, resources: Mapping[str, Any]) -> ResourcePatch:
+        """The patch for a ``LinuxResources`` JSON object (every field of it is typed)."""
+        values: dict[str, Any] = {}
+        for name, path in SCALAR_PATHS.items():
+            node: Any = resources
+            for part in path:
+                node = node.get(part) if isinstance(node, Mapping) else None
+            if node is not None:
+                values[name] = node
+        return cls(
+            **values,
+            unified=dict(resources.get("unified") or {}),
+            hugepage_limits={h.get("page_size", ""): h.get("limit", 0)
+                             for h in resources.get("hugepage_limits") or ()},
+            device_rules=tuple(DeviceRule.from_json(d) for d in resources.get("devices") or ()),
+        )
+
+
+NO_RESOURCES = ResourcePatch()
