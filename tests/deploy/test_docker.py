@@ -7,7 +7,7 @@ import posixpath
 
 import pytest
 
-from bridge.cri.client import default_socket
+from bridge.cri.runtime_service import default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bridge.cri.client import DEFAULT_SOCKETS, default_socket
+from bridge.cri.runtime_service import DEFAULT_SOCKETS, default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 

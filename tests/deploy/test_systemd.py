@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bridge.config_file import load_text
-from bridge.cri.client import default_socket
+from bridge.cri.runtime_service import default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 
