@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from bridge import strict_yaml
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.pod_spec import (
@@ -97,9 +98,9 @@ def read_documents(paths: Sequence[str]) -> Iterator[tuple[str, Any]]:
 def parse_documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
     """The documents of one YAML or JSON text; empty documents are skipped."""
     try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ManifestError(name, "", f"not YAML or JSON: {exc}") from None
+        docs = strict_yaml.load_all(text, name)
+    except yaml.YAMLError as exc:  # kubectl refuses a key given twice too
+        raise ManifestError(name, "", f"not YAML or JSON: {strict_yaml.one_line(exc)}") from None
     for index, doc in enumerate(docs, start=1):
         if doc is not None:
             yield (name if len(docs) == 1 else f"{name} document {index}"), doc

@@ -24,7 +24,8 @@ from typing import Any
 from bridge.config_file import BridgeConfig, parse
 from bridge.errors import ConfigError
 from bridge.suite.expect import Mismatch, check
-from bridge.suite.load import LoadedCase, LoadedSuite, SuiteError
+from bridge.suite.load import LoadedCase, LoadedSuite
+from bridge.suite.problems import SuiteError
 from bridge.trial import report
 from bridge.trial.play import TrialError, TrialResult, run_trial
 from bridge.trial.private_server import PolicySetupError, private_server
@@ -52,6 +53,13 @@ async def run_suite(suite: LoadedSuite,
     private server refuses to start."""
     async with contextlib.AsyncExitStack() as stack:
         servers: dict[int, Webhooks] = {}
+        # Every private server first: the names of the webhooks it serves are checked against
+        # the expectations before any case runs (a misspelt one would hold vacuously).
+        for case in suite.cases:
+            await _webhooks(stack, suite, case, servers)
+        if suite.target.private is not None:
+            suite.check_webhooks(sorted({w.name for config, _ in servers.values()
+                                         for w in config.webhooks}))
         results = []
         for case in suite.cases:
             hooks = await _webhooks(stack, suite, case, servers)

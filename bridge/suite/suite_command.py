@@ -16,7 +16,8 @@ import logging
 import sys
 
 from bridge.suite import junit
-from bridge.suite.load import LoadedSuite, SuiteError, load
+from bridge.suite.load import LoadedSuite, load
+from bridge.suite.problems import SuiteError
 from bridge.suite.run import CaseResult, run_suite
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_SUITE = 0, 1, 2
@@ -29,17 +30,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        suites = [load(path) for path in args.suites]
-    except SuiteError as exc:
-        print(f"nri-webhook-bridge test: {exc}", file=sys.stderr)
+    suites, bad = [], []
+    for path in args.suites:  # every bad suite is named, each with every problem it has
+        try:
+            suites.append(load(path))
+        except SuiteError as exc:
+            bad.append(exc)
+    if bad:
+        for error in bad:
+            _bad_suite(error)
         return EXIT_BAD_SUITE
     # The simulator warns of every rejected or failed event; each case's line already says it.
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
         results = asyncio.run(_run(suites))
     except SuiteError as exc:
-        print(f"nri-webhook-bridge test: {exc}", file=sys.stderr)
+        _bad_suite(exc)
         return EXIT_BAD_SUITE
     except OSError as exc:
         print(f"nri-webhook-bridge test: cannot run: {exc}", file=sys.stderr)
@@ -60,6 +66,11 @@ async def _run(suites: list[LoadedSuite]) -> list[CaseResult]:
     for suite in suites:
         results += await run_suite(suite, _print)
     return results
+
+
+def _bad_suite(exc: SuiteError) -> None:
+    for line in str(exc).splitlines():
+        print(f"nri-webhook-bridge test: {line}", file=sys.stderr)
 
 
 def _print(result: CaseResult) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from bridge.config_file import BridgeConfig
+from bridge.contract.handler_crash import crashes
 from bridge.errors import BridgeError
 from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
 from bridge.runtime_facts.profiles import RuntimeProfile
@@ -117,7 +118,17 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
             await runtime.stop()
     finally:
         await relay.stop()
-    return TrialResult(tuple(runs), with_bridge_failures(relay.exchanges, log))
+    return TrialResult(tuple(runs), with_bridge_failures(with_crashes(relay.exchanges), log))
+
+
+def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
+    """`exchanges` with a reply that says a handler raised (bridge.contract.handler_crash)
+    marked failed: a crash is a failed call, as a reply that is not JSON is (issue 34)."""
+    out = []
+    for ex in exchanges:
+        crashed = crashes(ex.reply) if ex.error is None and ex.reply is not None else []
+        out.append(replace(ex, error="; ".join(crashed)) if crashed else ex)
+    return out
 
 
 def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange, ...]:
