@@ -67,7 +67,8 @@ def problem(kind: str, path: str) -> str | None:
     known = sorted(_leaves(root, root, "", 0))
     near = difflib.get_close_matches(path, known, n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]}?" if near else ""
-    return f"no container's {kind} can have {path}{hint}"
+    what = "adjustment" if kind == "adjust" else "effective values"
+    return f"no container's {what} can have {path}{hint}"
 
 
 def _resolve(root: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
