@@ -30,6 +30,7 @@ import yaml
 from bridge import strict_yaml
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
+from bridge.kube.metadata_rules import check_annotations, check_labels
 from bridge.kube.pod_spec import (
     Container,
     ContainerKind,
@@ -279,6 +280,8 @@ def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
     labels = {**_strings(metadata.get("labels"), where, f"{prefix}metadata.labels"),
               **extra_labels}
     annotations = _strings(metadata.get("annotations"), where, f"{prefix}metadata.annotations")
+    check_labels(labels, where, f"{prefix}metadata.labels")
+    check_annotations(annotations, where, f"{prefix}metadata.annotations")
     uid = metadata.get("uid") if not prefix else None
     uid = _str(uid, where, "metadata.uid") if uid else str(uuid.uuid5(UID_NAMESPACE,
                                                                       f"{namespace}/{name}"))

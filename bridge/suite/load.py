@@ -19,7 +19,6 @@ import yaml
 from pydantic import ValidationError
 
 from bridge import strict_yaml
-
 from bridge.config_file import BridgeConfig, parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError

@@ -102,9 +102,9 @@ def _walk(root: dict[str, Any], schema: dict[str, Any], parts: list[str], depth:
             for j in range(len(parts), 0, -1):
                 if _walk(root, extra, parts[j:], depth + 1):
                     return True
-        if option.get("type") == "array" and _INDEX.fullmatch(parts[0]):
-            if _walk(root, option.get("items", {}), parts[1:], depth + 1):
-                return True
+        if option.get("type") == "array" and _INDEX.fullmatch(parts[0]) \
+                and _walk(root, option.get("items", {}), parts[1:], depth + 1):
+            return True
     return False
 
 

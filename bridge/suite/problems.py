@@ -77,7 +77,8 @@ def from_validation(exc: ValidationError, model: type[BaseModel],
         kind = error["type"]
         if kind == "extra_forbidden":
             known = _fields(model, loc[:-1])
-            near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) or [
+                k for k in known if k.startswith(str(loc[-1]))][:1]
             if near:
                 suggested.add((*loc[:-1], near[0]))
             text = "unknown key" + (f"; did you mean {near[0]}?" if near else
@@ -88,7 +89,8 @@ def from_validation(exc: ValidationError, model: type[BaseModel],
             text = str(error["msg"]).removeprefix("Value error, ")
         problems.append((loc, Problem(field_name(loc), text, line_of(lines, loc))))
     # `manifest:` misspelt is one problem (an unknown key, with the suggestion), not two.
-    return [p for loc, p in problems if not (p.problem == "required" and loc in suggested)]
+    kept = [p for loc, p in problems if not (p.problem == "required" and loc in suggested)]
+    return sorted(kept, key=lambda p: p.line if p.line is not None else 1 << 30)
 
 
 def _fields(model: type[BaseModel], loc: Path) -> list[str]:

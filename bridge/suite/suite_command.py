@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+from pathlib import Path
 
 from bridge.suite import junit
 from bridge.suite.load import LoadedSuite, load
@@ -36,6 +38,9 @@ def main(args: argparse.Namespace) -> int:
             suites.append(load(path))
         except SuiteError as exc:
             bad.append(exc)
+    if args.junit and (problem := _unwritable(args.junit)):
+        print(f"nri-webhook-bridge test: --junit {args.junit}: {problem}", file=sys.stderr)
+        return EXIT_BAD_SUITE
     if bad:
         for error in bad:
             _bad_suite(error)
@@ -66,6 +71,19 @@ async def _run(suites: list[LoadedSuite]) -> list[CaseResult]:
     for suite in suites:
         results += await run_suite(suite, _print)
     return results
+
+
+def _unwritable(path: str) -> str | None:
+    """Why the JUnit file cannot be written (found before any case runs), or None."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a directory"
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        return f"no such directory: {parent}"
+    if not os.access(target if target.exists() else parent, os.W_OK):
+        return "permission denied"
+    return None
 
 
 def _bad_suite(exc: SuiteError) -> None:
