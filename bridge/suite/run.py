@@ -38,6 +38,8 @@ class CaseResult:
     mismatches: tuple[Mismatch, ...] = ()
     error: str | None = None  # the case could not run, or webhook calls failed (a line each)
     duration_s: float = 0.0
+    objects: tuple[dict[str, Any], ...] = ()  # what `try --output json` says of the case
+    webhooks: tuple[str, ...] = ()  # the names of the webhooks under test
 
     @property
     def ok(self) -> bool:
@@ -70,7 +72,8 @@ async def run_suite(suite: LoadedSuite,
                 result = CaseResult(suite, case.name, error=str(exc))
             else:
                 result = judge(suite, case, trial)
-            results.append(replace(result, duration_s=time.monotonic() - started))
+            results.append(replace(result, duration_s=time.monotonic() - started,
+                                   webhooks=tuple(w.name for w in hooks[0].webhooks)))
             done(results[-1])
         return results
 
@@ -86,7 +89,8 @@ def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResul
               for (webhook, error), events in failed.items()]
     objects = report.results(trial)
     mismatches = tuple(m for e in case.expect for m in check(e, objects))
-    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None)
+    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None,
+                      objects=tuple(objects))
 
 
 async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,
