@@ -119,11 +119,15 @@ def _file(path: str, base: Path, field: str, name: str) -> str:
 
 def _target(path: str, base: Path, suite: Suite) -> Target:
     hooks = suite.webhooks
-    if hooks.policy_modules or hooks.rules:
+    if hooks.policy_modules or hooks.rules or hooks.policies:
         modules = tuple(_file(path, base, f"webhooks.policy_modules[{i}]", m)
                         for i, m in enumerate(hooks.policy_modules))
         rules = _file(path, base, "webhooks.rules", hooks.rules) if hooks.rules else None
-        return Target(private=PrivatePolicies(modules, rules, suite.node.cgroup_version))
+        builtins = tuple((name, _file(path, base, f"webhooks.policies.{name}", config)
+                          if isinstance(config, str) else config)
+                         for name, config in hooks.policies.items())
+        return Target(private=PrivatePolicies(modules, rules, suite.node.cgroup_version,
+                                              builtins, tuple(hooks.env.items())))
     if hooks.url is not None:
         document: Any = {"webhooks": [{"name": "policy", "url": hooks.url}]}
         where = "webhooks.url"

@@ -103,7 +103,8 @@ async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: 
         work = Path(tempfile.mkdtemp(prefix="nri-test-policy-"))  # mode 0700
         stack.callback(shutil.rmtree, work, True)
         private = replace(target.private, cgroup_version=case.cgroup_version)
-        field = "webhooks.policy_modules" if private.modules else "webhooks.rules"
+        field = ("webhooks.policy_modules" if private.modules else
+                 "webhooks.rules" if private.rules else "webhooks.policies")
         try:
             document = await stack.enter_async_context(private_server(private, work))
             config = parse(document, field)

@@ -6,7 +6,8 @@ protocol), and the bridge as a real `nri-webhook-bridge run` process connected t
 per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
-started — a snapshot of what each container ends with, and the teardown (stop, remove).
+started — then, once every pod is on the node, a snapshot of what each container ends with,
+and the teardowns (stop, remove), pod by pod: the pods of one trial share the node.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -22,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,16 @@ import yaml
 from bridge.config_file import BridgeConfig
 from bridge.contract.handler_crash import crashes
 from bridge.errors import BridgeError
-from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
+from bridge.kube import (
+    IN_PLACE,
+    SNAPSHOT,
+    CriPod,
+    Step,
+    container,
+    effective,
+    kubelet_order,
+    pod_sandbox,
+)
 from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
@@ -111,7 +122,7 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
                     stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
             await _wait_plugin(runtime, proc, work)
-            runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+            runs = await _play_all(runtime, pods, profile)
         finally:
             if proc is not None:
                 await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
@@ -210,39 +221,70 @@ def _tail(path: Path) -> str:
     return ""
 
 
-async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
-                index: int) -> PodRun:
-    """Drive kubelet's order (bridge.kube.call_order) over the simulated runtime."""
-    sandbox = pod_sandbox(pod, profile, index)
-    run = PodRun(pod, sandbox.id)
-    ctrs = {spec.name: container(pod, spec, sandbox, profile) for spec in pod.containers}
-    runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in ctrs.items()}
-    run.containers = list(runs.values())
-    order = kubelet_order(pod)
-    step = next(order)
-    while True:
-        if step.container is None:
-            result = await run_cri(runtime, step.call, sandbox)
-            if step.call == "RunPodSandbox":
-                run.sandbox = result
-            else:
-                run.teardown.append(result)
-            ok = result.ok
-        else:
-            # The container as the runtime has it now (adjusted, updated), before it exists
-            # the one kubelet asks for.
-            ctr = ctrs[step.container]
-            current = runtime.state.containers.get(ctr.id, ctr)
-            if step.call == SNAPSHOT:
-                runs[step.container].effective = effective(current)
-                ok = True
-            else:
-                result = await run_cri(runtime, step.call, sandbox, current)
-                runs[step.container].calls.append(result)
-                ok = result.ok
+async def _play_all(runtime: SimulatedRuntime, pods: list[CriPod],
+                    profile: RuntimeProfile) -> list[PodRun]:
+    """Every pod onto the node, each until its containers are in place, before any is torn
+    down: a trial's pods share the node (exclusive CPUs run out as they would, issue 34).
+    Then each pod's last snapshots, and then the teardowns, pods in the order they came."""
+    players = [_Player(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+    for player in players:
+        await player.advance(lambda step: step.call == IN_PLACE)
+        await player.skip()
+    for player in players:
+        await player.advance(lambda step: step.call != SNAPSHOT)
+    for player in players:
+        await player.advance(lambda step: False)
+    return [player.run for player in players]
+
+
+class _Player:
+    """One pod in kubelet's order (bridge.kube.call_order) over the simulated runtime, played
+    up to a step and held there."""
+
+    def __init__(self, runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
+                 index: int) -> None:
+        self.runtime = runtime
+        self.sandbox = pod_sandbox(pod, profile, index)
+        self.run = PodRun(pod, self.sandbox.id)
+        self.ctrs = {spec.name: container(pod, spec, self.sandbox, profile)
+                     for spec in pod.containers}
+        self.runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in self.ctrs.items()}
+        self.run.containers = list(self.runs.values())
+        self.order = kubelet_order(pod)
+        self.step: Step | None = next(self.order)  # the next step; None once the pod is done
+
+    async def advance(self, stop: Callable[[Step], bool]) -> None:
+        """Perform steps until the next one satisfies `stop` (not performed) or none is left."""
+        while self.step is not None and not stop(self.step):
+            self._send(await self._perform(self.step))
+
+    async def skip(self) -> None:
+        if self.step is not None:
+            self._send(True)
+
+    def _send(self, ok: bool) -> None:
         try:
-            step = order.send(ok)
+            self.step = self.order.send(ok)
         except StopIteration as done:
+            self.step = None
             for name, why in done.value.items():
-                runs[name].not_started = why
-            return run
+                self.runs[name].not_started = why
+
+    async def _perform(self, step: Step) -> bool:
+        if step.container is None:
+            result = await run_cri(self.runtime, step.call, self.sandbox)
+            if step.call == "RunPodSandbox":
+                self.run.sandbox = result
+            else:
+                self.run.teardown.append(result)
+            return result.ok
+        # The container as the runtime has it now (adjusted, updated), before it exists the
+        # one kubelet asks for.
+        ctr = self.ctrs[step.container]
+        current = self.runtime.state.containers.get(ctr.id, ctr)
+        if step.call == SNAPSHOT:
+            self.runs[step.container].effective = effective(current)
+            return True
+        result = await run_cri(self.runtime, step.call, self.sandbox, current)
+        self.runs[step.container].calls.append(result)
+        return result.ok

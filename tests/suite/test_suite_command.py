@@ -172,7 +172,7 @@ POD = "{kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]
      "expect: [{pod: p}]}]", "suite.yaml: node.profile: unknown profile 'docker'"),
     (f"webhooks: {{url: x, rules: r.yaml}}\ncases: [{{name: a, manifests: [{POD}], "
      "expect: [{pod: p}]}]", "suite.yaml: webhooks: give one of config, url or "
-     "policy_modules/rules, not url and policy_modules/rules"),
+     "policy_modules/rules/policies, not url and policy_modules/rules/policies"),
     (f"webhooks: {{policy_modules: [gone.py]}}\ncases: [{{name: a, manifests: [{POD}], "
      "expect: [{pod: p}]}]", "suite.yaml: webhooks.policy_modules[0]: gone.py: no such file"),
     (f"webhooks: {{url: 'ftp://x/p'}}\ncases: [{{name: a, manifests: [{POD}], "
