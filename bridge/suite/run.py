@@ -3,7 +3,8 @@
 Owns: per suite, the webhooks under test — the configuration as given, or a private policy
 server (bridge.trial.private_server) started on first use, one per cgroup version the cases
 ask for (what the policies are told about the node), stopped when the suite ends — and per
-case one trial (bridge.trial.play.run_trial: the real bridge, the runtime simulator), its
+case one trial (bridge.trial.play.TrialBridge: the real bridge, one process for the cases
+that share webhooks, and a fresh runtime simulator per case), its
 results (bridge.trial.report.results) checked against the expectations (bridge.suite.expect).
 A webhook call that failed makes the case fail whatever the expectations say: a policy that
 cannot be reached passes nothing.
@@ -27,7 +28,7 @@ from bridge.suite.expect import Mismatch, check
 from bridge.suite.load import LoadedCase, LoadedSuite
 from bridge.suite.problems import SuiteError
 from bridge.trial import report
-from bridge.trial.play import TrialError, TrialResult, run_trial
+from bridge.trial.play import TrialBridge, TrialError, TrialResult
 from bridge.trial.private_server import PolicySetupError, private_server
 
 
@@ -63,11 +64,16 @@ async def run_suite(suite: LoadedSuite,
             suite.check_webhooks(sorted({w.name for config, _ in servers.values()
                                          for w in config.webhooks}))
         results = []
+        bridges: dict[int, TrialBridge] = {}  # id of the webhooks -> the bridge for them
         for case in suite.cases:
             hooks = await _webhooks(stack, suite, case, servers)
             started = time.monotonic()
             try:
-                trial = await run_trial(list(case.pods), hooks[0], hooks[1], case.profile)
+                bridge = bridges.get(id(hooks[1]))
+                if bridge is None:
+                    bridge = await stack.enter_async_context(TrialBridge(*hooks))
+                    bridges[id(hooks[1])] = bridge
+                trial = await bridge.trial(list(case.pods), case.profile)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
             else:

@@ -92,44 +92,92 @@ class TrialResult:
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
                     profile: RuntimeProfile) -> TrialResult:
     """Play `pods` through the bridge configured by `document` (already parsed as `config`)."""
-    work = Path(tempfile.mkdtemp(prefix="nri-try-"))
-    os.chmod(work, 0o700)
-    try:
-        return await _run(work, pods, config, document, profile)
-    except (OSError, BridgeError, SimulatorError) as exc:
-        raise TrialError(f"cannot run the trial: {exc}") from exc
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    async with TrialBridge(config, document) as bridge:
+        return await bridge.trial(pods, profile)
 
 
-async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-               profile: RuntimeProfile) -> TrialResult:
-    relay = Relay(config.webhooks, str(work / "relay.sock"))
-    bridge_config = work / "bridge.yaml"
-    bridge_config.write_text(yaml.safe_dump(relayed_document(document, relay.socket_path)))
-    runtime = SimulatedRuntime(work / "nri.sock", profile, request_timeout_s=REQUEST_TIMEOUT_S)
-    log = work / "bridge.log"
-    await relay.start()
-    try:
-        await runtime.start()
-        proc: asyncio.subprocess.Process | None = None
+class TrialBridge:
+    """The relay and the bridge process for one configuration, for one trial or many in a row
+    (`test` plays a suite's cases through one, issue 34: starting a bridge is most of what a
+    small case costs). Each trial has a simulated runtime of its own: it takes over the NRI
+    socket path and the previous one goes, so the bridge reconnects at once (it watches the
+    path for a new socket), registers and synchronizes afresh — the policies see an empty node
+    again, their dry-run state taken anew from the real one — and the trial's exchanges and
+    log lines are its own. Everything is stopped by its handle when the block ends.
+    TrialError when the bridge cannot be started."""
+
+    def __init__(self, config: BridgeConfig, document: dict[str, Any]) -> None:
+        self._config, self._document = config, document
+        self._stack = contextlib.AsyncExitStack()
+        self._runtime: SimulatedRuntime | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> TrialBridge:
         try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start(self) -> None:
+        work = self.work = Path(tempfile.mkdtemp(prefix="nri-try-"))
+        self._stack.callback(shutil.rmtree, work, True)
+        os.chmod(work, 0o700)
+        try:
+            self.relay = Relay(self._config.webhooks, str(work / "relay.sock"))
+            bridge_config = work / "bridge.yaml"
+            bridge_config.write_text(yaml.safe_dump(relayed_document(self._document,
+                                                                     self.relay.socket_path)))
+            await self.relay.start()
+            self._stack.push_async_callback(self.relay.stop)
+            self._stack.push_async_callback(self._stop_runtime)
             with (work / "bridge.out").open("wb") as out:
-                proc = await asyncio.create_subprocess_exec(
+                self._proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "bridge", "run", "--nri-socket", str(work / "nri.sock"),
                     "--config", str(bridge_config), "--control-socket", "",
-                    "--log-format", "json", "--log-file", str(log), "--plugin-name", "try",
-                    stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    "--log-format", "json", "--log-file", str(work / "bridge.log"),
+                    "--plugin-name", "try", stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-            await _wait_plugin(runtime, proc, work)
+            self._stack.push_async_callback(stop_process, self._proc, BRIDGE_STOP_TIMEOUT_S)
+        except (OSError, BridgeError) as exc:
+            raise TrialError(f"cannot run the trial: {exc}") from exc
+
+    async def _stop_runtime(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.stop()
+
+    async def trial(self, pods: list[CriPod], profile: RuntimeProfile) -> TrialResult:
+        """Play `pods` on a fresh node (runtime) through this bridge."""
+        assert self._proc is not None, "use TrialBridge as an async context manager"
+        log = self.work / "bridge.log"
+        first, offset = len(self.relay.exchanges), _size(log)
+        self.relay.begin()
+        runtime = SimulatedRuntime(self.work / "nri.sock", profile,
+                                   request_timeout_s=REQUEST_TIMEOUT_S)
+        try:
+            # The new runtime's socket replaces the old one's before the old one closes the
+            # bridge's connection: the bridge finds the new socket at once when it looks.
+            await runtime.start()
+            previous, self._runtime = self._runtime, runtime
+            if previous is not None:
+                await previous.stop(unlink=False)
+            await _wait_plugin(runtime, self._proc, self.work)
             runs = await _play_all(runtime, pods, profile)
-        finally:
-            if proc is not None:
-                await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
-            await runtime.stop()
-    finally:
-        await relay.stop()
-    return TrialResult(tuple(runs), with_bridge_failures(with_crashes(relay.exchanges), log))
+        except (OSError, BridgeError, SimulatorError) as exc:
+            raise TrialError(f"cannot run the trial: {exc}") from exc
+        exchanges = with_crashes(self.relay.exchanges[first:])
+        return TrialResult(tuple(runs), with_bridge_failures(exchanges, log, offset))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
@@ -142,13 +190,14 @@ def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
     return out
 
 
-def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange, ...]:
+def with_bridge_failures(exchanges: list[Exchange], log: Path,
+                         offset: int = 0) -> tuple[Exchange, ...]:
     """`exchanges` with the failures only the bridge saw: a reply it refused marks the exchange
     failed; a call it never made (circuit open, no budget left) becomes an exchange of its own,
     naming the pod and container the bridge's log names."""
     out = list(exchanges)
     by_uid = {(ex.bridge_uid, ex.webhook): i for i, ex in enumerate(out)}
-    for line in _log_lines(log):
+    for line in _log_lines(log, offset):
         if line.get("msg") != CALL_FAILED:
             continue
         webhook, reason = str(line.get("webhook", "")), str(line.get("reason", ""))
@@ -165,10 +214,14 @@ def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange
     return tuple(out)
 
 
-def _log_lines(log: Path) -> list[dict[str, Any]]:
+def _log_lines(log: Path, offset: int = 0) -> list[dict[str, Any]]:
+    """The bridge's JSON log lines from byte `offset` on (those of one trial)."""
     lines = []
     with contextlib.suppress(OSError):
-        for text in log.read_text(errors="replace").splitlines():
+        with log.open("rb") as f:
+            f.seek(offset)
+            content = f.read().decode(errors="replace")
+        for text in content.splitlines():
             with contextlib.suppress(ValueError):
                 line = json.loads(text)
                 if isinstance(line, dict):
