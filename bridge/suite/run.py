@@ -13,6 +13,7 @@ Must not: print, or decide exit codes (bridge.suite.suite_command).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
@@ -63,16 +64,16 @@ async def run_suite(suite: LoadedSuite,
         if suite.target.private is not None:
             suite.check_webhooks(sorted({w.name for config, _ in servers.values()
                                          for w in config.webhooks}))
+        bridges = await _bridges(stack, [await _webhooks(stack, suite, case, servers)
+                                         for case in suite.cases])
         results = []
-        bridges: dict[int, TrialBridge] = {}  # id of the webhooks -> the bridge for them
         for case in suite.cases:
             hooks = await _webhooks(stack, suite, case, servers)
             started = time.monotonic()
             try:
-                bridge = bridges.get(id(hooks[1]))
-                if bridge is None:
-                    bridge = await stack.enter_async_context(TrialBridge(*hooks))
-                    bridges[id(hooks[1])] = bridge
+                bridge = bridges[id(hooks[1])]
+                if isinstance(bridge, TrialError):
+                    raise bridge
                 trial = await bridge.trial(list(case.pods), case.profile)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
@@ -82,6 +83,30 @@ async def run_suite(suite: LoadedSuite,
                                    webhooks=tuple(w.name for w in hooks[0].webhooks)))
             done(results[-1])
         return results
+
+
+async def _bridges(stack: contextlib.AsyncExitStack, hooks: list[Webhooks],
+                   ) -> dict[int, TrialBridge | TrialError]:
+    """A bridge per webhook configuration the cases use (by the document's identity), their
+    processes started side by side before the first case: the start is the suite's set-up,
+    as the private server's is. A bridge that cannot start is the error of its cases."""
+    distinct = {id(document): (config, document) for config, document in hooks}
+    bridges = {key: TrialBridge(*pair) for key, pair in distinct.items()}
+    entered = await asyncio.gather(*(b.__aenter__() for b in bridges.values()),
+                                   return_exceptions=True)
+    out: dict[int, TrialBridge | TrialError] = {}
+    unexpected: BaseException | None = None
+    for (key, bridge), outcome in zip(bridges.items(), entered, strict=True):
+        if isinstance(outcome, TrialError):
+            out[key] = outcome
+        elif isinstance(outcome, BaseException):
+            unexpected = unexpected or outcome
+        else:  # started: stopped with the suite, whatever happens next
+            stack.push_async_exit(bridge.__aexit__)
+            out[key] = bridge
+    if unexpected is not None:
+        raise unexpected
+    return out
 
 
 def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResult:

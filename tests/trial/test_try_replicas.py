@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_POOLS = REPO / "examples" / "policies" / "cpu-pools.yaml"  # 8 CPUs, CPU 0 reserved
-DB = REPO / "examples" / "pods" / "db-statefulset.yaml"  # 2 exclusive CPUs a pod
+DB = REPO / "examples" / "tests" / "manifests" / "db-statefulset.yaml"  # 2 exclusive CPUs each
 
 
 @pytest.mark.timeout(300)
