@@ -106,6 +106,11 @@ class Node(_Strict):
     )
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    pods: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description="Pods already on the node: manifest files (relative to the suite) or "
+        "inline documents, played before each case's own (they stay until the case ends).",
+    )
 
     @field_validator("profile")
     @classmethod

@@ -156,14 +156,23 @@ def _case(path: str, base: Path, suite_node: Node, index: int, case: Case,
         update=case.node.model_dump(exclude_unset=True))
     node = _node(path, f"{field}.node" if case.node and "memory" in case.node.model_fields_set
                  else "node", node_model)
+    # The node's pods (the case's node.pods, else the suite's) first, then the case's own.
+    node_field = f"{field}.node.pods" if case.node and "pods" in case.node.model_fields_set \
+        else "node.pods"
     try:
-        manifests = manifests_from(_documents(path, base, field, case), replicas=case.replicas)
+        on_node = manifests_from(_documents(path, base, node_field, node_model.pods))
+    except ManifestError as exc:
+        raise SuiteError(path, node_field, str(exc)) from None
+    try:
+        manifests = manifests_from(_documents(path, base, f"{field}.manifests", case.manifests),
+                                   replicas=case.replicas)
     except ManifestError as exc:
         raise SuiteError(path, f"{field}.manifests", str(exc),
                          line=strict_yaml.line_of(lines, ("cases", index, "manifests"))) from None
     if not manifests.pods:
         raise SuiteError(path, f"{field}.manifests", "the manifests describe no pods")
-    pods = tuple(translate(with_topology(p, node), node) for p in manifests.pods)
+    pods = tuple(translate(with_topology(p, node), node)
+                 for p in (*on_node.pods, *manifests.pods))
     problems = names_problems(case.expect, pods, index, lines)
     if problems:
         raise SuiteError(path, problems=problems)
@@ -171,12 +180,13 @@ def _case(path: str, base: Path, suite_node: Node, index: int, case: Case,
                       tuple(case.expect))
 
 
-def _documents(path: str, base: Path, field: str, case: Case) -> Iterator[tuple[str, Any]]:
-    for j, entry in enumerate(case.manifests):
+def _documents(path: str, base: Path, field: str,
+               entries: list[str | dict[str, Any]]) -> Iterator[tuple[str, Any]]:
+    for j, entry in enumerate(entries):
         if isinstance(entry, str):
-            yield from read_documents([_file(path, base, f"{field}.manifests[{j}]", entry)])
+            yield from read_documents([_file(path, base, f"{field}[{j}]", entry)])
         else:  # an inline document: messages name the suite and the field
-            yield from parse_documents(yaml.safe_dump(entry), f"{path} {field}.manifests[{j}]")
+            yield from parse_documents(yaml.safe_dump(entry), f"{path} {field}[{j}]")
 
 
 def _node(path: str, field: str, node: Node) -> NodeSpec:

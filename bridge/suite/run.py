@@ -42,6 +42,7 @@ class CaseResult:
     duration_s: float = 0.0
     objects: tuple[dict[str, Any], ...] = ()  # what `try --output json` says of the case
     webhooks: tuple[str, ...] = ()  # the names of the webhooks under test
+    calls_failed: bool = False  # a webhook call failed (the error says which): exit 3
 
     @property
     def ok(self) -> bool:
@@ -121,7 +122,7 @@ def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResul
     objects = report.results(trial)
     mismatches = tuple(m for e in case.expect for m in check(e, objects))
     return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None,
-                      objects=tuple(objects))
+                      objects=tuple(objects), calls_failed=bool(errors))
 
 
 async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,

@@ -102,7 +102,7 @@ def test_3_a_raising_handler_fails_the_case_and_try(tmp_path: Path) -> None:
         f"cases: [{{name: a crash, manifests: [{LSR_POD}],\n"
         "          expect: [{pod: shop/latency-critical, verdict: unchanged}]}]\n")
     done = run("test", "suite.yaml", cwd=tmp_path)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr  # a failed call, as `try` says
     assert "FAIL suite.yaml: a crash" in done.stdout
     assert ("error: webhook crashing: call failed (CreateContainer): handler "
             "reads_a_missing_label raised KeyError: 'not-there'") in done.stdout
