@@ -1,10 +1,14 @@
-"""Reading a suite file into what a run needs, or one clear error naming the file and field.
+"""Reading a suite file into what a run needs, or every problem it has, each naming the file,
+line and field.
 
-Owns: parsing the YAML, validating it (bridge.suite.document), resolving the files it names
+Owns: parsing the YAML (bridge.strict_yaml: a key given twice is an error), validating it
+(bridge.suite.document; problems by bridge.suite.problems), resolving the files it names
 relative to the suite, building each case's node (bridge.kube.NodeSpec) and reading and
-translating its manifests exactly as `try` does (bridge.kube), and the bridge configuration
-of a `config` or `url` target. Everything that can be wrong with a suite is found here,
-before any policy is called: a `SuiteError` is exit 2.
+translating its manifests — the node's pods first — exactly as `try` does (bridge.kube), the
+bridge configuration of a `config` or `url` target or the private server's policies, and what
+the expectations name (bridge.suite.checks). Everything that can be wrong with a suite is found
+here, before any policy is called — except the webhook names a private server serves, checked
+when it has started (LoadedSuite.check_webhooks) — and a `SuiteError` is exit 2.
 Must not: start anything or call a webhook.
 """
 

@@ -43,7 +43,7 @@ from bridge.kube import (
     kubelet_order,
     pod_sandbox,
 )
-from bridge.runtime_facts.profiles import RuntimeProfile
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.process import stop_process
@@ -143,7 +143,13 @@ class TrialBridge:
                     "--plugin-name", "try", stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
             self._stack.push_async_callback(stop_process, self._proc, BRIDGE_STOP_TIMEOUT_S)
-        except (OSError, BridgeError) as exc:
+            # Connected and synchronized before the first trial: a node of its own, which the
+            # first trial's takes over as every later one does.
+            self._runtime = SimulatedRuntime(work / "nri.sock", PROFILES[DEFAULT_PROFILE],
+                                             request_timeout_s=REQUEST_TIMEOUT_S)
+            await self._runtime.start()
+            await _wait_plugin(self._runtime, self._proc, work)
+        except (OSError, BridgeError, SimulatorError) as exc:
             raise TrialError(f"cannot run the trial: {exc}") from exc
 
     async def _stop_runtime(self) -> None:
@@ -163,7 +169,7 @@ class TrialBridge:
             # bridge's connection: the bridge finds the new socket at once when it looks.
             await runtime.start()
             previous, self._runtime = self._runtime, runtime
-            if previous is not None:
+            if previous is not None:  # always, but for a bridge that failed to start
                 await previous.stop(unlink=False)
             await _wait_plugin(runtime, self._proc, self.work)
             runs = await _play_all(runtime, pods, profile)
