@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_http_client.py
 	$(BIN)/python benchmarks/bench_webhook.py
 	$(BIN)/python benchmarks/bench_node_scale.py
+	$(BIN)/python benchmarks/bench_suite.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

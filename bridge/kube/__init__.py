@@ -10,7 +10,7 @@ rules and what kubelet does that this package does not. Must not: do I/O beyond 
 manifests it is given, or import the plugin's runtime layers.
 """
 
-from bridge.kube.call_order import SNAPSHOT, Step, kubelet_order
+from bridge.kube.call_order import IN_PLACE, SNAPSHOT, Step, kubelet_order
 from bridge.kube.cri_config import CriContainer, CriPod
 from bridge.kube.kubelet import translate
 from bridge.kube.manifest import (
@@ -34,6 +34,7 @@ from bridge.kube.runtime_view import (
 )
 
 __all__ = [
+    "IN_PLACE",
     "SNAPSHOT",
     "ContainerKind",
     "CriContainer",

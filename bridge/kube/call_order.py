@@ -3,6 +3,7 @@
 Owns: which CRI call comes next given how the previous ones went — RunPodSandbox; each init
 container created, started and (it exits) stopped before the next; a sidecar (restartPolicy
 Always) created and started and left running; the regular containers created and started; then
+`IN_PLACE` (a player of several pods holds each pod here until all are); then
 the teardown: regular containers stopped, sidecars stopped in reverse order, StopPodSandbox,
 RemoveContainer for every created container, RemovePodSandbox. A failed call stops what kubelet
 would not get past: a sandbox that was not created stops the pod; an init container or sidecar
@@ -29,6 +30,9 @@ from bridge.kube.cri_config import CriPod
 from bridge.kube.pod_spec import ContainerKind
 
 SNAPSHOT = "snapshot"  # not a CRI call: take the container's effective values now
+# Not a CRI call either: every container of the pod that will run is in place. A player of
+# several pods brings each to here before any goes on (pods share the node until the end).
+IN_PLACE = "in-place"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ def kubelet_order(pod: CriPod) -> Order:
             yield Step("StopContainer", spec.name)  # it exits; the runtime reports the stop
         else:
             running.append((spec.name, spec.kind))
+    yield Step(IN_PLACE)
     for name, _ in running:  # the effective values once every container is in place
         yield Step(SNAPSHOT, name)
     regular = [n for n, kind in running if kind is ContainerKind.REGULAR]

@@ -27,8 +27,10 @@ from typing import Any
 
 import yaml
 
+from bridge import strict_yaml
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
+from bridge.kube.metadata_rules import check_annotations, check_labels
 from bridge.kube.pod_spec import (
     Container,
     ContainerKind,
@@ -97,9 +99,9 @@ def read_documents(paths: Sequence[str]) -> Iterator[tuple[str, Any]]:
 def parse_documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
     """The documents of one YAML or JSON text; empty documents are skipped."""
     try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ManifestError(name, "", f"not YAML or JSON: {exc}") from None
+        docs = strict_yaml.load_all(text, name)
+    except yaml.YAMLError as exc:  # kubectl refuses a key given twice too
+        raise ManifestError(name, "", f"not YAML or JSON: {strict_yaml.one_line(exc)}") from None
     for index, doc in enumerate(docs, start=1):
         if doc is not None:
             yield (name if len(docs) == 1 else f"{name} document {index}"), doc
@@ -278,6 +280,8 @@ def _pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
     labels = {**_strings(metadata.get("labels"), where, f"{prefix}metadata.labels"),
               **extra_labels}
     annotations = _strings(metadata.get("annotations"), where, f"{prefix}metadata.annotations")
+    check_labels(labels, where, f"{prefix}metadata.labels")
+    check_annotations(annotations, where, f"{prefix}metadata.annotations")
     uid = metadata.get("uid") if not prefix else None
     uid = _str(uid, where, "metadata.uid") if uid else str(uuid.uuid5(UID_NAMESPACE,
                                                                       f"{namespace}/{name}"))

@@ -167,8 +167,9 @@ class SimulatedRuntime:
         log.info("simulated %s %s (NRI v%d.%d.%d) listening on %s", self.profile.runtime_name,
                  self.profile.runtime_version, *self.profile.nri, path)
 
-    async def stop(self) -> None:
-        """Close all plugins and the listener; `start()` may be called again."""
+    async def stop(self, unlink: bool = True) -> None:
+        """Close all plugins and the listener; `start()` may be called again. `unlink=False`
+        leaves the socket path alone: another runtime has already taken it over."""
         cri_server, self._cri_server = self._cri_server, None
         if cri_server is not None:
             await cri_server.stop()
@@ -179,8 +180,9 @@ class SimulatedRuntime:
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.close()
-            with contextlib.suppress(FileNotFoundError):
-                self.socket_path.unlink()
+            if unlink:
+                with contextlib.suppress(FileNotFoundError):
+                    self.socket_path.unlink()
         trunks = [c.trunk for c in self.connections if c.trunk is not None]
         for conn in self.connections:
             conn.close("runtime stopped", by_runtime=False)

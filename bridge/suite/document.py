@@ -58,23 +58,38 @@ class Webhooks(_Strict):
         description="koordinator-qos rules for the private "
         "nri-policy-server (relative to the suite).",
     )
+    policies: dict[str, str | dict[str, Any] | None] = Field(
+        default_factory=dict,
+        description="Built-in policies the private nri-policy-server serves (its --policy): "
+        "name -> configuration file (relative to the suite), inline configuration, or null "
+        "for the defaults; e.g. `cpu-pools: ../policies/cpu-pools.yaml`.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables of the private nri-policy-server, over the "
+        "caller's: what its policy modules read (the suite pins them).",
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> Webhooks:
+        private = bool(self.policy_modules or self.rules or self.policies)
         given = [
             name
             for name, on in (
                 ("config", self.config),
                 ("url", self.url),
-                ("policy_modules/rules", self.policy_modules or self.rules),
+                ("policy_modules/rules/policies", private),
             )
             if on
         ]
         if len(given) != 1:
             raise ValueError(
-                "give one of config, url or policy_modules/rules"
+                "give one of config, url or policy_modules/rules/policies"
                 + (f", not {' and '.join(given)}" if given else "")
             )
+        if self.env and not private:
+            raise ValueError("env is for the private nri-policy-server (policy_modules, "
+                             "rules, policies)")
         return self
 
 
@@ -91,6 +106,11 @@ class Node(_Strict):
     )
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    pods: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description="Pods already on the node: manifest files (relative to the suite) or "
+        "inline documents, played before each case's own (they stay until the case ends).",
+    )
 
     @field_validator("profile")
     @classmethod

@@ -95,6 +95,9 @@ def _pod_matches(pattern: str, pod: str) -> bool:
     return fnmatchcase(pod if "/" in pattern else pod.partition("/")[2], pattern)
 
 
+pod_matches = _pod_matches  # bridge.suite.checks matches the case's pods before it runs
+
+
 def _check_one(e: Expectation, o: dict[str, Any]) -> list[Mismatch]:
     label = f"{o['pod']} {o['container']}"
     mine = e.webhook is None
@@ -107,6 +110,8 @@ def _check_one(e: Expectation, o: dict[str, Any]) -> list[Mismatch]:
     verdict = e.verdict or ("rejected" if e.reject is not None else None)
     if verdict is not None:
         got = _verdict(reject, [w for w, _ in adjusts], updated)
+        if got == "unchanged" and o["effective"] is None:
+            got = _never_created(o)  # not `unchanged`: nothing ran to be left alone
         if not got.startswith(verdict):
             out.append(Mismatch(f"{label}: verdict", Text(verdict), Text(got)))
     if e.qos_class is not None and o["qos_class"] != e.qos_class:
@@ -137,6 +142,16 @@ def _verdict(reject: dict[str, Any] | None, adjusted: list[str], updated: list[s
     if adjusted or updated:
         return "adjusted (by " + ", ".join(dict.fromkeys([*adjusted, *updated])) + ")"
     return "unchanged"
+
+
+def _never_created(o: dict[str, Any]) -> str:
+    """Why a container that is neither rejected nor adjusted (for the webhooks looked at)
+    has no effective values: another webhook rejected it, or kubelet never got to it."""
+    if o["reject"] is not None:
+        r = o["reject"]
+        return f"never created (rejected by {r['webhook'] or 'runtime'}, {r['event']})"
+    why = next((w["message"] for w in o["warnings"] if not w["webhook"]), "")
+    return f"never created ({why})" if why else "never created"
 
 
 def _warnings(label: str, patterns: list[str] | None, messages: list[str]) -> list[Mismatch]:

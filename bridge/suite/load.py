@@ -1,10 +1,14 @@
-"""Reading a suite file into what a run needs, or one clear error naming the file and field.
+"""Reading a suite file into what a run needs, or every problem it has, each naming the file,
+line and field.
 
-Owns: parsing the YAML, validating it (bridge.suite.document), resolving the files it names
+Owns: parsing the YAML (bridge.strict_yaml: a key given twice is an error), validating it
+(bridge.suite.document; problems by bridge.suite.problems), resolving the files it names
 relative to the suite, building each case's node (bridge.kube.NodeSpec) and reading and
-translating its manifests exactly as `try` does (bridge.kube), and the bridge configuration
-of a `config` or `url` target. Everything that can be wrong with a suite is found here,
-before any policy is called: a `SuiteError` is exit 2.
+translating its manifests — the node's pods first — exactly as `try` does (bridge.kube), the
+bridge configuration of a `config` or `url` target or the private server's policies, and what
+the expectations name (bridge.suite.checks). Everything that can be wrong with a suite is found
+here, before any policy is called — except the webhook names a private server serves, checked
+when it has started (LoadedSuite.check_webhooks) — and a `SuiteError` is exit 2.
 Must not: start anything or call a webhook.
 """
 
@@ -18,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from bridge import strict_yaml
 from bridge.config_file import BridgeConfig, parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError
@@ -31,17 +36,11 @@ from bridge.kube import (
     translate,
 )
 from bridge.runtime_facts.profiles import PROFILES, RuntimeProfile
+from bridge.suite.checks import names_problems, webhook_problems
 from bridge.suite.document import Case, Expectation, Node, Suite
+from bridge.suite.problems import Problem, SuiteError, from_validation, with_lines
 from bridge.trial.private_server import PrivatePolicies
 from bridge.trial.try_command import HOSTNAME_LABEL, with_topology
-
-
-class SuiteError(Exception):
-    """A bad suite: `path: field: problem`."""
-
-    def __init__(self, path: str, field: str, problem: str) -> None:
-        super().__init__(f"{path}: {field + ': ' if field else ''}{problem}")
-        self.path, self.field, self.problem = path, field, problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,27 +67,51 @@ class LoadedSuite:
     name: str
     target: Target
     cases: tuple[LoadedCase, ...]
+    lines: dict[strict_yaml.Path, int]  # key path -> line in the file
+
+    def check_webhooks(self, names: list[str]) -> None:
+        """SuiteError when an expectation names a webhook not among `names`."""
+        problems = webhook_problems(((i, c.expect) for i, c in enumerate(self.cases)), names,
+                                    self.lines)
+        if problems:
+            raise SuiteError(self.path, problems=problems)
 
 
 def load(path: str) -> LoadedSuite:
-    """The suite at `path`, checked through; SuiteError otherwise."""
+    """The suite at `path`, checked through; SuiteError (with every problem found) otherwise."""
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(path, "", f"cannot read: {exc}") from None
+    try:
+        document, lines = strict_yaml.load_with_lines(text, path)
     except yaml.YAMLError as exc:
-        raise SuiteError(path, "", f"not YAML: {exc}") from None
+        raise SuiteError(path, "", f"not YAML: {strict_yaml.one_line(exc)}") from None
     if not isinstance(document, dict):
         raise SuiteError(path, "", "expected a mapping with webhooks and cases")
     try:
         suite = Suite.model_validate(document)
     except ValidationError as exc:
-        error = ConfigError.first_of(exc.errors(), "")
-        raise SuiteError(path, error.key, error.problem) from None
+        raise SuiteError(path, problems=from_validation(exc, Suite, lines)) from None
     base = Path(path).parent
-    return LoadedSuite(path, suite.name or Path(path).name, _target(path, base, suite),
-                       tuple(_case(path, base, suite.node, i, c)
-                             for i, c in enumerate(suite.cases)))
+    problems: list[Problem] = []
+    target = Target()
+    try:
+        target = _target(path, base, suite)
+    except SuiteError as exc:
+        problems += exc.problems
+    cases = []
+    for i, c in enumerate(suite.cases):
+        try:
+            cases.append(_case(path, base, suite.node, i, c, lines))
+        except SuiteError as exc:
+            problems += exc.problems
+    if target.config is not None:
+        problems += webhook_problems(((i, c.expect) for i, c in enumerate(suite.cases)),
+                                     [w.name for w in target.config.webhooks], lines)
+    if problems:
+        raise SuiteError(path, problems=with_lines(problems, lines))
+    return LoadedSuite(path, suite.name or Path(path).name, target, tuple(cases), lines)
 
 
 def _file(path: str, base: Path, field: str, name: str) -> str:
@@ -100,11 +123,15 @@ def _file(path: str, base: Path, field: str, name: str) -> str:
 
 def _target(path: str, base: Path, suite: Suite) -> Target:
     hooks = suite.webhooks
-    if hooks.policy_modules or hooks.rules:
+    if hooks.policy_modules or hooks.rules or hooks.policies:
         modules = tuple(_file(path, base, f"webhooks.policy_modules[{i}]", m)
                         for i, m in enumerate(hooks.policy_modules))
         rules = _file(path, base, "webhooks.rules", hooks.rules) if hooks.rules else None
-        return Target(private=PrivatePolicies(modules, rules, suite.node.cgroup_version))
+        builtins = tuple((name, _file(path, base, f"webhooks.policies.{name}", config)
+                          if isinstance(config, str) else config)
+                         for name, config in hooks.policies.items())
+        return Target(private=PrivatePolicies(modules, rules, suite.node.cgroup_version,
+                                              builtins, tuple(hooks.env.items())))
     if hooks.url is not None:
         document: Any = {"webhooks": [{"name": "policy", "url": hooks.url}]}
         where = "webhooks.url"
@@ -113,7 +140,8 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
         where = "webhooks.config"
         config_path = _file(path, base, where, hooks.config)
         try:
-            document = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+            document = strict_yaml.load(Path(config_path).read_text(encoding="utf-8"),
+                                        config_path)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise SuiteError(path, where, f"cannot read {hooks.config}: {exc}") from None
     try:
@@ -125,29 +153,44 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
     return Target(document=document, config=config)
 
 
-def _case(path: str, base: Path, suite_node: Node, index: int, case: Case) -> LoadedCase:
+def _case(path: str, base: Path, suite_node: Node, index: int, case: Case,
+          lines: dict[strict_yaml.Path, int]) -> LoadedCase:
     field = f"cases[{index}]"
     node_model = suite_node if case.node is None else suite_node.model_copy(
         update=case.node.model_dump(exclude_unset=True))
     node = _node(path, f"{field}.node" if case.node and "memory" in case.node.model_fields_set
                  else "node", node_model)
+    # The node's pods (the case's node.pods, else the suite's) first, then the case's own.
+    node_field = f"{field}.node.pods" if case.node and "pods" in case.node.model_fields_set \
+        else "node.pods"
     try:
-        manifests = manifests_from(_documents(path, base, field, case), replicas=case.replicas)
+        on_node = manifests_from(_documents(path, base, node_field, node_model.pods))
     except ManifestError as exc:
-        raise SuiteError(path, f"{field}.manifests", str(exc)) from None
+        raise SuiteError(path, node_field, str(exc)) from None
+    try:
+        manifests = manifests_from(_documents(path, base, f"{field}.manifests", case.manifests),
+                                   replicas=case.replicas)
+    except ManifestError as exc:
+        raise SuiteError(path, f"{field}.manifests", str(exc),
+                         line=strict_yaml.line_of(lines, ("cases", index, "manifests"))) from None
     if not manifests.pods:
         raise SuiteError(path, f"{field}.manifests", "the manifests describe no pods")
-    pods = tuple(translate(with_topology(p, node), node) for p in manifests.pods)
+    pods = tuple(translate(with_topology(p, node), node)
+                 for p in (*on_node.pods, *manifests.pods))
+    problems = names_problems(case.expect, pods, index, lines)
+    if problems:
+        raise SuiteError(path, problems=problems)
     return LoadedCase(case.name, pods, PROFILES[node_model.profile], node_model.cgroup_version,
                       tuple(case.expect))
 
 
-def _documents(path: str, base: Path, field: str, case: Case) -> Iterator[tuple[str, Any]]:
-    for j, entry in enumerate(case.manifests):
+def _documents(path: str, base: Path, field: str,
+               entries: list[str | dict[str, Any]]) -> Iterator[tuple[str, Any]]:
+    for j, entry in enumerate(entries):
         if isinstance(entry, str):
-            yield from read_documents([_file(path, base, f"{field}.manifests[{j}]", entry)])
+            yield from read_documents([_file(path, base, f"{field}[{j}]", entry)])
         else:  # an inline document: messages name the suite and the field
-            yield from parse_documents(yaml.safe_dump(entry), f"{path} {field}.manifests[{j}]")
+            yield from parse_documents(yaml.safe_dump(entry), f"{path} {field}[{j}]")
 
 
 def _node(path: str, field: str, node: Node) -> NodeSpec:

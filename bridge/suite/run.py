@@ -3,7 +3,8 @@
 Owns: per suite, the webhooks under test — the configuration as given, or a private policy
 server (bridge.trial.private_server) started on first use, one per cgroup version the cases
 ask for (what the policies are told about the node), stopped when the suite ends — and per
-case one trial (bridge.trial.play.run_trial: the real bridge, the runtime simulator), its
+case one trial (bridge.trial.play.TrialBridge: the real bridge, one process for the cases
+that share webhooks, and a fresh runtime simulator per case), its
 results (bridge.trial.report.results) checked against the expectations (bridge.suite.expect).
 A webhook call that failed makes the case fail whatever the expectations say: a policy that
 cannot be reached passes nothing.
@@ -12,6 +13,7 @@ Must not: print, or decide exit codes (bridge.suite.suite_command).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
@@ -24,9 +26,10 @@ from typing import Any
 from bridge.config_file import BridgeConfig, parse
 from bridge.errors import ConfigError
 from bridge.suite.expect import Mismatch, check
-from bridge.suite.load import LoadedCase, LoadedSuite, SuiteError
+from bridge.suite.load import LoadedCase, LoadedSuite
+from bridge.suite.problems import SuiteError
 from bridge.trial import report
-from bridge.trial.play import TrialError, TrialResult, run_trial
+from bridge.trial.play import TrialBridge, TrialError, TrialResult
 from bridge.trial.private_server import PolicySetupError, private_server
 
 
@@ -37,6 +40,9 @@ class CaseResult:
     mismatches: tuple[Mismatch, ...] = ()
     error: str | None = None  # the case could not run, or webhook calls failed (a line each)
     duration_s: float = 0.0
+    objects: tuple[dict[str, Any], ...] = ()  # what `try --output json` says of the case
+    webhooks: tuple[str, ...] = ()  # the names of the webhooks under test
+    calls_failed: bool = False  # a webhook call failed (the error says which): exit 3
 
     @property
     def ok(self) -> bool:
@@ -52,19 +58,56 @@ async def run_suite(suite: LoadedSuite,
     private server refuses to start."""
     async with contextlib.AsyncExitStack() as stack:
         servers: dict[int, Webhooks] = {}
+        # Every private server first: the names of the webhooks it serves are checked against
+        # the expectations before any case runs (a misspelt one would hold vacuously).
+        for case in suite.cases:
+            await _webhooks(stack, suite, case, servers)
+        if suite.target.private is not None:
+            suite.check_webhooks(sorted({w.name for config, _ in servers.values()
+                                         for w in config.webhooks}))
+        bridges = await _bridges(stack, [await _webhooks(stack, suite, case, servers)
+                                         for case in suite.cases])
         results = []
         for case in suite.cases:
             hooks = await _webhooks(stack, suite, case, servers)
             started = time.monotonic()
             try:
-                trial = await run_trial(list(case.pods), hooks[0], hooks[1], case.profile)
+                bridge = bridges[id(hooks[1])]
+                if isinstance(bridge, TrialError):
+                    raise bridge
+                trial = await bridge.trial(list(case.pods), case.profile)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
             else:
                 result = judge(suite, case, trial)
-            results.append(replace(result, duration_s=time.monotonic() - started))
+            results.append(replace(result, duration_s=time.monotonic() - started,
+                                   webhooks=tuple(w.name for w in hooks[0].webhooks)))
             done(results[-1])
         return results
+
+
+async def _bridges(stack: contextlib.AsyncExitStack, hooks: list[Webhooks],
+                   ) -> dict[int, TrialBridge | TrialError]:
+    """A bridge per webhook configuration the cases use (by the document's identity), their
+    processes started side by side before the first case: the start is the suite's set-up,
+    as the private server's is. A bridge that cannot start is the error of its cases."""
+    distinct = {id(document): (config, document) for config, document in hooks}
+    bridges = {key: TrialBridge(*pair) for key, pair in distinct.items()}
+    entered = await asyncio.gather(*(b.__aenter__() for b in bridges.values()),
+                                   return_exceptions=True)
+    out: dict[int, TrialBridge | TrialError] = {}
+    unexpected: BaseException | None = None
+    for (key, bridge), outcome in zip(bridges.items(), entered, strict=True):
+        if isinstance(outcome, TrialError):
+            out[key] = outcome
+        elif isinstance(outcome, BaseException):
+            unexpected = unexpected or outcome
+        else:  # started: stopped with the suite, whatever happens next
+            stack.push_async_exit(bridge.__aexit__)
+            out[key] = bridge
+    if unexpected is not None:
+        raise unexpected
+    return out
 
 
 def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResult:
@@ -78,7 +121,8 @@ def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResul
               for (webhook, error), events in failed.items()]
     objects = report.results(trial)
     mismatches = tuple(m for e in case.expect for m in check(e, objects))
-    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None)
+    return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None,
+                      objects=tuple(objects), calls_failed=bool(errors))
 
 
 async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,
@@ -91,7 +135,8 @@ async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: 
         work = Path(tempfile.mkdtemp(prefix="nri-test-policy-"))  # mode 0700
         stack.callback(shutil.rmtree, work, True)
         private = replace(target.private, cgroup_version=case.cgroup_version)
-        field = "webhooks.policy_modules" if private.modules else "webhooks.rules"
+        field = ("webhooks.policy_modules" if private.modules else
+                 "webhooks.rules" if private.rules else "webhooks.policies")
         try:
             document = await stack.enter_async_context(private_server(private, work))
             config = parse(document, field)

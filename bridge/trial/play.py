@@ -6,7 +6,8 @@ protocol), and the bridge as a real `nri-webhook-bridge run` process connected t
 per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
-started — a snapshot of what each container ends with, and the teardown (stop, remove).
+started — then, once every pod is on the node, a snapshot of what each container ends with,
+and the teardowns (stop, remove), pod by pod: the pods of one trial share the node.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -22,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,9 +31,19 @@ from typing import Any
 import yaml
 
 from bridge.config_file import BridgeConfig
+from bridge.contract.handler_crash import crashes
 from bridge.errors import BridgeError
-from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
-from bridge.runtime_facts.profiles import RuntimeProfile
+from bridge.kube import (
+    IN_PLACE,
+    SNAPSHOT,
+    CriPod,
+    Step,
+    container,
+    effective,
+    kubelet_order,
+    pod_sandbox,
+)
+from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
 from bridge.trial.process import stop_process
@@ -80,53 +92,118 @@ class TrialResult:
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
                     profile: RuntimeProfile) -> TrialResult:
     """Play `pods` through the bridge configured by `document` (already parsed as `config`)."""
-    work = Path(tempfile.mkdtemp(prefix="nri-try-"))
-    os.chmod(work, 0o700)
-    try:
-        return await _run(work, pods, config, document, profile)
-    except (OSError, BridgeError, SimulatorError) as exc:
-        raise TrialError(f"cannot run the trial: {exc}") from exc
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    async with TrialBridge(config, document) as bridge:
+        return await bridge.trial(pods, profile)
 
 
-async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-               profile: RuntimeProfile) -> TrialResult:
-    relay = Relay(config.webhooks, str(work / "relay.sock"))
-    bridge_config = work / "bridge.yaml"
-    bridge_config.write_text(yaml.safe_dump(relayed_document(document, relay.socket_path)))
-    runtime = SimulatedRuntime(work / "nri.sock", profile, request_timeout_s=REQUEST_TIMEOUT_S)
-    log = work / "bridge.log"
-    await relay.start()
-    try:
-        await runtime.start()
-        proc: asyncio.subprocess.Process | None = None
+class TrialBridge:
+    """The relay and the bridge process for one configuration, for one trial or many in a row
+    (`test` plays a suite's cases through one, issue 34: starting a bridge is most of what a
+    small case costs). Each trial has a simulated runtime of its own: it takes over the NRI
+    socket path and the previous one goes, so the bridge reconnects at once (it watches the
+    path for a new socket), registers and synchronizes afresh — the policies see an empty node
+    again, their dry-run state taken anew from the real one — and the trial's exchanges and
+    log lines are its own. Everything is stopped by its handle when the block ends.
+    TrialError when the bridge cannot be started."""
+
+    def __init__(self, config: BridgeConfig, document: dict[str, Any]) -> None:
+        self._config, self._document = config, document
+        self._stack = contextlib.AsyncExitStack()
+        self._runtime: SimulatedRuntime | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> TrialBridge:
         try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start(self) -> None:
+        work = self.work = Path(tempfile.mkdtemp(prefix="nri-try-"))
+        self._stack.callback(shutil.rmtree, work, True)
+        os.chmod(work, 0o700)
+        try:
+            self.relay = Relay(self._config.webhooks, str(work / "relay.sock"))
+            bridge_config = work / "bridge.yaml"
+            bridge_config.write_text(yaml.safe_dump(relayed_document(self._document,
+                                                                     self.relay.socket_path)))
+            await self.relay.start()
+            self._stack.push_async_callback(self.relay.stop)
+            self._stack.push_async_callback(self._stop_runtime)
             with (work / "bridge.out").open("wb") as out:
-                proc = await asyncio.create_subprocess_exec(
+                self._proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "bridge", "run", "--nri-socket", str(work / "nri.sock"),
                     "--config", str(bridge_config), "--control-socket", "",
-                    "--log-format", "json", "--log-file", str(log), "--plugin-name", "try",
-                    stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                    "--log-format", "json", "--log-file", str(work / "bridge.log"),
+                    "--plugin-name", "try", stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-            await _wait_plugin(runtime, proc, work)
-            runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
-        finally:
-            if proc is not None:
-                await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
-            await runtime.stop()
-    finally:
-        await relay.stop()
-    return TrialResult(tuple(runs), with_bridge_failures(relay.exchanges, log))
+            self._stack.push_async_callback(stop_process, self._proc, BRIDGE_STOP_TIMEOUT_S)
+            # Connected and synchronized before the first trial: a node of its own, which the
+            # first trial's takes over as every later one does.
+            self._runtime = SimulatedRuntime(work / "nri.sock", PROFILES[DEFAULT_PROFILE],
+                                             request_timeout_s=REQUEST_TIMEOUT_S)
+            await self._runtime.start()
+            await _wait_plugin(self._runtime, self._proc, work)
+        except (OSError, BridgeError, SimulatorError) as exc:
+            raise TrialError(f"cannot run the trial: {exc}") from exc
+
+    async def _stop_runtime(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.stop()
+
+    async def trial(self, pods: list[CriPod], profile: RuntimeProfile) -> TrialResult:
+        """Play `pods` on a fresh node (runtime) through this bridge."""
+        assert self._proc is not None, "use TrialBridge as an async context manager"
+        log = self.work / "bridge.log"
+        first, offset = len(self.relay.exchanges), _size(log)
+        self.relay.begin()
+        runtime = SimulatedRuntime(self.work / "nri.sock", profile,
+                                   request_timeout_s=REQUEST_TIMEOUT_S)
+        try:
+            # The new runtime's socket replaces the old one's before the old one closes the
+            # bridge's connection: the bridge finds the new socket at once when it looks.
+            await runtime.start()
+            previous, self._runtime = self._runtime, runtime
+            if previous is not None:  # always, but for a bridge that failed to start
+                await previous.stop(unlink=False)
+            await _wait_plugin(runtime, self._proc, self.work)
+            runs = await _play_all(runtime, pods, profile)
+        except (OSError, BridgeError, SimulatorError) as exc:
+            raise TrialError(f"cannot run the trial: {exc}") from exc
+        exchanges = with_crashes(self.relay.exchanges[first:])
+        return TrialResult(tuple(runs), with_bridge_failures(exchanges, log, offset))
 
 
-def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange, ...]:
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
+    """`exchanges` with a reply that says a handler raised (bridge.contract.handler_crash)
+    marked failed: a crash is a failed call, as a reply that is not JSON is (issue 34)."""
+    out = []
+    for ex in exchanges:
+        crashed = crashes(ex.reply) if ex.error is None and ex.reply is not None else []
+        out.append(replace(ex, error="; ".join(crashed)) if crashed else ex)
+    return out
+
+
+def with_bridge_failures(exchanges: list[Exchange], log: Path,
+                         offset: int = 0) -> tuple[Exchange, ...]:
     """`exchanges` with the failures only the bridge saw: a reply it refused marks the exchange
     failed; a call it never made (circuit open, no budget left) becomes an exchange of its own,
     naming the pod and container the bridge's log names."""
     out = list(exchanges)
     by_uid = {(ex.bridge_uid, ex.webhook): i for i, ex in enumerate(out)}
-    for line in _log_lines(log):
+    for line in _log_lines(log, offset):
         if line.get("msg") != CALL_FAILED:
             continue
         webhook, reason = str(line.get("webhook", "")), str(line.get("reason", ""))
@@ -143,10 +220,14 @@ def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange
     return tuple(out)
 
 
-def _log_lines(log: Path) -> list[dict[str, Any]]:
+def _log_lines(log: Path, offset: int = 0) -> list[dict[str, Any]]:
+    """The bridge's JSON log lines from byte `offset` on (those of one trial)."""
     lines = []
     with contextlib.suppress(OSError):
-        for text in log.read_text(errors="replace").splitlines():
+        with log.open("rb") as f:
+            f.seek(offset)
+            content = f.read().decode(errors="replace")
+        for text in content.splitlines():
             with contextlib.suppress(ValueError):
                 line = json.loads(text)
                 if isinstance(line, dict):
@@ -199,39 +280,70 @@ def _tail(path: Path) -> str:
     return ""
 
 
-async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
-                index: int) -> PodRun:
-    """Drive kubelet's order (bridge.kube.call_order) over the simulated runtime."""
-    sandbox = pod_sandbox(pod, profile, index)
-    run = PodRun(pod, sandbox.id)
-    ctrs = {spec.name: container(pod, spec, sandbox, profile) for spec in pod.containers}
-    runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in ctrs.items()}
-    run.containers = list(runs.values())
-    order = kubelet_order(pod)
-    step = next(order)
-    while True:
-        if step.container is None:
-            result = await run_cri(runtime, step.call, sandbox)
-            if step.call == "RunPodSandbox":
-                run.sandbox = result
-            else:
-                run.teardown.append(result)
-            ok = result.ok
-        else:
-            # The container as the runtime has it now (adjusted, updated), before it exists
-            # the one kubelet asks for.
-            ctr = ctrs[step.container]
-            current = runtime.state.containers.get(ctr.id, ctr)
-            if step.call == SNAPSHOT:
-                runs[step.container].effective = effective(current)
-                ok = True
-            else:
-                result = await run_cri(runtime, step.call, sandbox, current)
-                runs[step.container].calls.append(result)
-                ok = result.ok
+async def _play_all(runtime: SimulatedRuntime, pods: list[CriPod],
+                    profile: RuntimeProfile) -> list[PodRun]:
+    """Every pod onto the node, each until its containers are in place, before any is torn
+    down: a trial's pods share the node (exclusive CPUs run out as they would, issue 34).
+    Then each pod's last snapshots, and then the teardowns, pods in the order they came."""
+    players = [_Player(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+    for player in players:
+        await player.advance(lambda step: step.call == IN_PLACE)
+        await player.skip()
+    for player in players:
+        await player.advance(lambda step: step.call != SNAPSHOT)
+    for player in players:
+        await player.advance(lambda step: False)
+    return [player.run for player in players]
+
+
+class _Player:
+    """One pod in kubelet's order (bridge.kube.call_order) over the simulated runtime, played
+    up to a step and held there."""
+
+    def __init__(self, runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
+                 index: int) -> None:
+        self.runtime = runtime
+        self.sandbox = pod_sandbox(pod, profile, index)
+        self.run = PodRun(pod, self.sandbox.id)
+        self.ctrs = {spec.name: container(pod, spec, self.sandbox, profile)
+                     for spec in pod.containers}
+        self.runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in self.ctrs.items()}
+        self.run.containers = list(self.runs.values())
+        self.order = kubelet_order(pod)
+        self.step: Step | None = next(self.order)  # the next step; None once the pod is done
+
+    async def advance(self, stop: Callable[[Step], bool]) -> None:
+        """Perform steps until the next one satisfies `stop` (not performed) or none is left."""
+        while self.step is not None and not stop(self.step):
+            self._send(await self._perform(self.step))
+
+    async def skip(self) -> None:
+        if self.step is not None:
+            self._send(True)
+
+    def _send(self, ok: bool) -> None:
         try:
-            step = order.send(ok)
+            self.step = self.order.send(ok)
         except StopIteration as done:
+            self.step = None
             for name, why in done.value.items():
-                runs[name].not_started = why
-            return run
+                self.runs[name].not_started = why
+
+    async def _perform(self, step: Step) -> bool:
+        if step.container is None:
+            result = await run_cri(self.runtime, step.call, self.sandbox)
+            if step.call == "RunPodSandbox":
+                self.run.sandbox = result
+            else:
+                self.run.teardown.append(result)
+            return result.ok
+        # The container as the runtime has it now (adjusted, updated), before it exists the
+        # one kubelet asks for.
+        ctr = self.ctrs[step.container]
+        current = self.runtime.state.containers.get(ctr.id, ctr)
+        if step.call == SNAPSHOT:
+            self.runs[step.container].effective = effective(current)
+            return True
+        result = await run_cri(self.runtime, step.call, self.sandbox, current)
+        self.runs[step.container].calls.append(result)
+        return result.ok

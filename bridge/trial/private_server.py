@@ -1,7 +1,8 @@
 """A private `nri-policy-server` for one run of `try` or `test` (`--policy-module`, `--rules`).
 
 Owns: starting a real `nri-policy-server` process on a Unix socket in a private directory,
-with the given policy modules and koordinator-qos rules and every node effect off (no cgroup,
+with the given policy modules, built-in policies (each with its configuration) and
+koordinator-qos rules, in the environment it is given, and every node effect off (no cgroup,
 procfs or resctrl writes: its roots point into the private directory; no bridge control API,
 no reconciler), waiting until it serves, asking it which policies it serves and for which events
 (`GET /v1/policies`), turning that into a bridge configuration document (one webhook per policy),
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
@@ -46,14 +48,20 @@ class PrivatePolicies:
     modules: tuple[str, ...] = ()
     rules: str | None = None
     cgroup_version: int = 2  # the node's: what the policies are told (node.facts)
+    # Built-in policies (`--policy NAME[=CONFIG]`): name, and a configuration file or an
+    # inline configuration (written into the private directory), or neither (defaults).
+    builtins: tuple[tuple[str, str | dict[str, Any] | None], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # set for the server: what its policies read
 
     def __bool__(self) -> bool:
-        return bool(self.modules) or self.rules is not None
+        return bool(self.modules) or self.rules is not None or bool(self.builtins)
 
     def check(self) -> None:
         """Refuse files that do not exist before anything starts (ValueError: bad input)."""
         for flag, path in [*(("--policy-module", m) for m in self.modules),
-                           *((("--rules", self.rules),) if self.rules else ())]:
+                           *((("--rules", self.rules),) if self.rules else ()),
+                           *((f"--policy {n}", c) for n, c in self.builtins
+                             if isinstance(c, str))]:
             if not Path(path).is_file():
                 raise ValueError(f"{flag}: {path}: no such file")
 
@@ -67,6 +75,12 @@ def server_command(policies: PrivatePolicies, work: Path) -> list[str]:
                "--cgroup-version", str(policies.cgroup_version)]
     for module in policies.modules:
         command += ["--policy-module", str(Path(module).resolve())]
+    for name, config in policies.builtins:
+        if isinstance(config, dict):
+            inline = work / f"policy-{len(command)}.yaml"
+            inline.write_text(json.dumps(config))  # JSON is YAML
+            config = str(inline)
+        command += ["--policy", name if config is None else f"{name}={Path(config).resolve()}"]
     if policies.rules is not None:
         command += ["--rules", str(Path(policies.rules).resolve())]
     else:
@@ -91,7 +105,8 @@ async def private_server(policies: PrivatePolicies, work: Path) -> AsyncIterator
     """Run the server for the block; yields the bridge configuration document for it.
     `work`: an existing directory of ours (mode 0700) for its socket and roots."""
     proc = await asyncio.create_subprocess_exec(
-        *server_command(policies, work), stdin=asyncio.subprocess.DEVNULL,
+        *server_command(policies, work), env={**os.environ, **dict(policies.env)},
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         start_new_session=True)
     log = _ServerLog()

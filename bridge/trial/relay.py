@@ -68,6 +68,11 @@ class Relay:
                                                            explicit_socket=True,
                                                            socket_mode=0o600))
 
+    def begin(self) -> None:
+        """A new trial starts: uids are derived from its own calls alone (the same in every
+        run, whatever trials came before through this relay)."""
+        self._seen.clear()
+
     async def start(self) -> None:
         self._server.open()
         loop = asyncio.get_running_loop()

@@ -55,6 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", metavar="FILE",
                    help="instead of --config/--policy-url: koordinator-qos with these rules, "
                         "from the same private nri-policy-server")
+    p.add_argument("--policy", metavar="NAME[=CONFIG]", action="append", default=[],
+                   help="instead of --config/--policy-url: the built-in policy NAME (e.g. "
+                        "cpu-pools), configured from the YAML file CONFIG, from the same "
+                        "private nri-policy-server (repeatable)")
     p.add_argument("--node-cpus", type=int, default=DEFAULT_NODE_CPUS, metavar="N",
                    help="the node's CPUs (default %(default)s)")
     p.add_argument("--node-memory", default="32Gi", metavar="QUANTITY",
@@ -151,11 +155,14 @@ def main(args: argparse.Namespace) -> int:
 
 def _private_policies(args: argparse.Namespace) -> PrivatePolicies:
     """--policy-module/--rules (a private server), or none when --config/--policy-url."""
-    private = PrivatePolicies(tuple(args.policy_module), args.rules, args.cgroup_version)
+    builtins = tuple((name, config or None) for name, _, config
+                     in (value.partition("=") for value in args.policy))
+    private = PrivatePolicies(tuple(args.policy_module), args.rules, args.cgroup_version,
+                              builtins)
     given = [flag for flag, on in (("--config", args.config), ("--policy-url", args.policy_url),
-                                   ("--policy-module/--rules", private)) if on]
+                                   ("--policy-module/--rules/--policy", private)) if on]
     if len(given) != 1:
-        raise ValueError("give one of --config, --policy-url or --policy-module/--rules"
+        raise ValueError("give one of --config, --policy-url or --policy-module/--rules/--policy"
                          + (f", not {' and '.join(given)}" if given else ""))
     private.check()
     return private

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from bridge.contract.catalogue import REPLY_KEYS, EventName
+from bridge.contract.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
@@ -139,7 +140,7 @@ class Engine:
                 continue
             except Exception as exc:
                 failures.append(spec.name)
-                errors.append(f"{spec.name}: internal error ({type(exc).__name__}: {exc})")
+                errors.append(crash_note(spec.name, exc))
                 log.exception(
                     "policy=%s handler=%s crashed %s", policy.name, spec.name, describe(event)
                 )

@@ -29,6 +29,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
 from bridge.contract.request_body import DEFAULT_BUDGET_MS, envelope_document, event_payload
 from bridge.kube import (
+    IN_PLACE,
     SNAPSHOT,
     CriPod,
     NodeSpec,
@@ -144,6 +145,8 @@ def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
         return True
 
     def perform(step: Step) -> bool:
+        if step.call == IN_PLACE:  # one pod: nothing to wait for
+            return True
         if step.container is None:
             return cri_call(step.call, None, everyone)
         result, ctr = results[step.container], ctrs[step.container]

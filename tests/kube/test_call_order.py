@@ -46,7 +46,9 @@ def test_every_call_succeeds() -> None:
         "CreateContainer agent", "StartContainer agent", "snapshot agent",
         "CreateContainer app", "StartContainer app", "snapshot app",
         "CreateContainer worker", "StartContainer worker", "snapshot worker",
-        # every container in place: the effective values of those still running
+        # every container in place (a player of several pods holds each here until all are):
+        # the effective values of those still running
+        "in-place",
         "snapshot proxy", "snapshot agent", "snapshot app", "snapshot worker",
         # regular containers stopped, then the sidecars in reverse order
         "StopContainer app", "StopContainer worker", "StopContainer agent",

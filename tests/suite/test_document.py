@@ -39,8 +39,8 @@ def test_the_cgroup_drivers_are_kubes() -> None:
 
 
 @pytest.mark.parametrize(("fields", "problem"), [
-    ({}, "give one of config, url or policy_modules/rules"),
-    ({"url": "http://x/p", "rules": "r.yaml"}, "not url and policy_modules/rules"),
+    ({}, "give one of config, url or policy_modules/rules/policies"),
+    ({"url": "http://x/p", "rules": "r.yaml"}, "not url and policy_modules/rules/policies"),
 ])
 def test_exactly_one_webhook_target(fields: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):

@@ -70,10 +70,12 @@ def test_a_file_the_server_refuses_exits_2(tmp_path: Path, source: str, flag: st
 @pytest.mark.parametrize(("args", "message"), [
     (["--rules", "/nonexistent/rules.yaml"], "--rules: /nonexistent/rules.yaml: no such file"),
     (["--policy-module", "/nonexistent/p.py"], "--policy-module: /nonexistent/p.py: no such file"),
-    ([], "give one of --config, --policy-url or --policy-module/--rules"),
+    ([], "give one of --config, --policy-url or --policy-module/--rules/--policy"),
     (["--policy-url", "unix:///x.sock/p", "--rules", RULES],
-     "give one of --config, --policy-url or --policy-module/--rules, not --policy-url and "
-     "--policy-module/--rules"),
+     "give one of --config, --policy-url or --policy-module/--rules/--policy, not --policy-url "
+     "and --policy-module/--rules/--policy"),
+    (["--policy", "cpu-pools=/nonexistent/c.yaml"],
+     "--policy cpu-pools: /nonexistent/c.yaml: no such file"),
 ])
 def test_bad_targets_exit_2(args: list[str], message: str) -> None:
     done = run_try(LSR_POD, *args)
