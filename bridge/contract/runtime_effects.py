@@ -6,12 +6,14 @@ swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
 
 - `adjust`: the merged ContainerAdjustment of CreateContainer (NRI's OCI generator,
   pkg/runtime-tools/generate/generate.go `Adjust`);
-- `update`: an UpdateContainer reply (kubelet's in-place resize, CRI UpdateContainerResources)
-  and the updates any event's reply carries for other containers;
-- `update_containers`: a plugin's unsolicited NRI UpdateContainers;
+- `update`: an UpdateContainer reply for the container being updated (kubelet's in-place
+  resize, CRI UpdateContainerResources);
+- `update_containers`: a plugin's unsolicited NRI UpdateContainers, and the updates of other
+  containers in any reply (Synchronize's too): the runtime applies both with one function
+  (containerd's API.UpdateContainer);
 - `cri_update`: the bridge's unsolicited update sent as CRI UpdateContainerResources (the route
-  it takes where UpdateContainers can deadlock, docs/protocol.md#unsolicited-updates-and-the-
-  runtimes-locks): CRI carries only bridge.contract.cri_service.CARRIED, and the runtime runs
+  it takes where UpdateContainers can deadlock,
+  docs/protocol.md#unsolicited-updates-and-the-runtimes-locks): CRI carries only bridge.contract.cri_service.CARRIED, and the runtime runs
   its UpdateContainer event and applies the result as it applies an `update`.
 
 `FACTS` are the exceptions, each with its source: `lab` (issue 33: containerd 1.7.24, 2.2.7,

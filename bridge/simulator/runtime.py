@@ -102,7 +102,7 @@ class SimulatedRuntime:
         self.registration_timeout_s = registration_timeout_s
         self.serialize_events = serialize_events
         self.config = config
-        self.state = RuntimeState()
+        self.state = RuntimeState(self.profile.runtime)
         # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources.
         self.updates: list[api.ContainerUpdate] = []
         self.cri_updates: list[api.ContainerUpdate] = []  # those that came through CRI
