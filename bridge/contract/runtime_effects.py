@@ -13,8 +13,9 @@ swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
   (containerd's API.UpdateContainer);
 - `cri_update`: the bridge's unsolicited update sent as CRI UpdateContainerResources (the route
   it takes where UpdateContainers can deadlock,
-  docs/protocol.md#unsolicited-updates-and-the-runtimes-locks): CRI carries only bridge.contract.cri_service.CARRIED, and the runtime runs
-  its UpdateContainer event and applies the result as it applies an `update`.
+  docs/protocol.md#unsolicited-updates-and-the-runtimes-locks): CRI carries only
+  bridge.contract.cri_service.CARRIED, and the runtime runs its UpdateContainer event and
+  applies the result as it applies an `update`.
 
 `FACTS` are the exceptions, each with its source: `lab` (issue 33: containerd 1.7.24, 2.2.7,
 2.3.4 and CRI-O 1.36.3 on cgroup v1, each runtime's config.json and cgroup files read back),

@@ -23,8 +23,8 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
 from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
-from bridge.proto.nri import api_pb2 as api
 from bridge.contract.runtime_effects import Route, Runtime
+from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_update
 
 M = TypeVar("M", bound=Message)

@@ -28,6 +28,7 @@ from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
 from bridge.contract.request_body import DEFAULT_BUDGET_MS, envelope_document, event_payload
+from bridge.contract.runtime_effects import Route
 from bridge.kube import (
     SNAPSHOT,
     CriPod,
@@ -136,9 +137,12 @@ def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
             for update in reply.update:
                 target = state.get(update.get("container_id", ""))
                 if target is not None and target.state != api.CONTAINER_STOPPED:
-                    apply_update(target, from_json(update, api.ContainerUpdate))
+                    own = event.rpc_name == "UpdateContainer" and ctr is not None \
+                        and target.id == ctr.id
+                    apply_update(target, from_json(update, api.ContainerUpdate), profile.runtime,
+                                 Route.UPDATE if own else Route.UPDATE_CONTAINERS)
             if event.rpc_name == "CreateContainer" and ctr is not None:
-                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust))
+                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust), profile.runtime)
                 ctr.state = api.CONTAINER_CREATED
                 state[ctr.id] = ctr
         return True
