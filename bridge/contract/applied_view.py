@@ -8,7 +8,8 @@ name. Each such leaf gives a `Notice` ("containerd 2.1.9 ignores memory.swappine
 adjustment"). The simulator applies the result, the test kit too, and `try`/`test` print the
 notices; nothing shows an ignored leaf as effective.
 
-Owns: the walk over the leaves a ContainerAdjustment or ContainerUpdate sets, and the rewrite.
+Owns: the walk over the leaves a ContainerAdjustment or ContainerUpdate sets, the rewrite, and
+the notices' JSON shape (`try --output json`'s and the test kit's `runtime` list).
 Must not: decide what a runtime does (runtime_effects), log or count.
 """
 
@@ -19,7 +20,9 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf.message import Message
 
+from bridge.contract.adjustment import adjustment_from_json
 from bridge.contract.adjustment_fields import WALKED_PATHS
+from bridge.contract.convert import from_json
 from bridge.contract.field_table import RESOURCES, leaf_paths
 from bridge.contract.runtime_effects import (
     ROUTE_PHRASES,
@@ -131,3 +134,23 @@ def _lose_sysctl_removals(adjust: api.ContainerAdjustment, runtime: Runtime,
     if not sysctl and not adjust.linux.ListFields():
         adjust.ClearField("linux")
     return notices
+
+
+def notice_json(webhook: str, event: str, notice: Notice) -> dict[str, str]:
+    """One entry of `try --output json`'s (and the test kit's) `runtime` list."""
+    return {"webhook": webhook, "event": event, "field": notice.path,
+            "effect": notice.effect.value, "message": notice.text, "source": notice.source}
+
+
+def reply_notices(webhook: str, event: str, reply: dict[str, Any],
+                  runtime: Runtime) -> list[dict[str, str]]:
+    """What `runtime` does not apply as a webhook's JSON reply (`adjust`, `update`) says."""
+    out: list[dict[str, str]] = []
+    if reply.get("adjust"):
+        view = as_applied(adjustment_from_json(reply["adjust"]), Route.ADJUST, runtime)
+        out += [notice_json(webhook, event, n) for n in view.notices]
+    for item in reply.get("update") or []:
+        update = from_json(item, api.ContainerUpdate)
+        applied = as_applied(update, Route.UPDATE, runtime)
+        out += [notice_json(webhook, event, n) for n in applied.notices]
+    return out

@@ -46,19 +46,14 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
 
 
 def dropped_fields(runtime: Runtime, adjust: api.ContainerAdjustment | None,
-                   updates: Iterable[api.ContainerUpdate] = (), updating: str = "",
-                   ) -> list[str]:
-    """The leaves of a reply `runtime` would silently ignore (those that would crash it are in
-    runtime_hazards.hazards_for: the bridge drops them itself). `updating` is the container of
-    an UpdateContainer event: its update is a reply (Route.UPDATE); other containers' updates
-    are applied as UpdateContainers are (Route.UPDATE_CONTAINERS)."""
+                   updates: Iterable[api.ContainerUpdate] = ()) -> list[str]:
+    """The leaves of an event's reply `runtime` would silently ignore (those that would crash
+    it are in runtime_hazards.hazards_for: the bridge drops them itself)."""
     if runtime.nri is None:
         return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
     out: set[str] = set()
     if adjust is not None:
         out.update(ignored(set_leaves(adjust), Route.ADJUST, runtime))
     for update in updates:
-        route = (Route.UPDATE if updating and update.container_id == updating
-                 else Route.UPDATE_CONTAINERS)
-        out.update(ignored(set_leaves(update), route, runtime))
+        out.update(ignored(set_leaves(update), Route.UPDATE, runtime))
     return sorted(out)

@@ -6,11 +6,12 @@ swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
 
 - `adjust`: the merged ContainerAdjustment of CreateContainer (NRI's OCI generator,
   pkg/runtime-tools/generate/generate.go `Adjust`);
-- `update`: an UpdateContainer reply for the container being updated (kubelet's in-place
-  resize, CRI UpdateContainerResources);
-- `update_containers`: a plugin's unsolicited NRI UpdateContainers, and the updates of other
-  containers in any reply (Synchronize's too): the runtime applies both with one function
-  (containerd's API.UpdateContainer);
+- `update`: the updates in an event's reply: an UpdateContainer reply (kubelet's in-place
+  resize, CRI UpdateContainerResources) and other containers' updates in any event's reply;
+  they pass NRI's merge, which never copies `pids` (pkg/adaptation/result.go updateResources
+  reads it from the merged copy, not from the plugin's update);
+- `update_containers`: a plugin's unsolicited NRI UpdateContainers (and Synchronize's
+  updates), which no merge touches;
 - `cri_update`: the bridge's unsolicited update sent as CRI UpdateContainerResources (the route
   it takes where UpdateContainers can deadlock,
   docs/protocol.md#unsolicited-updates-and-the-runtimes-locks): CRI carries only
@@ -169,6 +170,9 @@ FACTS: tuple[Fact, ...] = (
     Fact(_r("pids", "memory.reservation"), UPDATE_CONTAINERS, Effect.APPLIED, CRIO, "lab",
          "issue 33 item 2: CRI-O 1.36.3 applied pids and the memory reservation (soft limit) "
          "of an unsolicited update"),
+    Fact(_r("pids"), UPDATE, Effect.IGNORED, BOTH, "upstream",
+         "issue 33 item 2 (dropped on every runtime); NRI pkg/adaptation/result.go "
+         "updateResources takes pids from the merged copy, never from a plugin's update"),
     Fact(_r("pids", "memory.reservation", "memory.swappiness"), UPDATES, Effect.IGNORED,
          BOTH, "lab", "issue 33 item 2 (dropped on every runtime); " + _TO_CRI),
     Fact(_UPDATE_IGNORED, UPDATES, Effect.IGNORED, CONTAINERD, "upstream", _TO_CRI),

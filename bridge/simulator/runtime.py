@@ -43,6 +43,7 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.contract.plugin_lifecycle import Phase, Step
+from bridge.contract.runtime_effects import Route
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
@@ -453,8 +454,8 @@ class SimulatedRuntime:
             current = self.state.containers.get(container.id)
             if current is not None:
                 current.linux.resources.CopyFrom(container.linux.resources)
-        for update in result.updates:
-            if not self.state.apply_update(update):
+        for update in result.updates:  # a reply's updates of other containers
+            if not self.state.apply_update(update, Route.UPDATE):
                 log.info("%s: update of %s failed", event.rpc_name, update.container_id)
 
     def _event(self, event: Event | str) -> Event:

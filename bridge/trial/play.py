@@ -6,7 +6,8 @@ protocol), and the bridge as a real `nri-webhook-bridge run` process connected t
 per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
-started — a snapshot of what each container ends with, and the teardown (stop, remove).
+started — each `--resize` of a container once it is in place (kubelet's CRI
+UpdateContainerResources), a snapshot of what each container ends with, and the teardown.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -29,8 +30,10 @@ from typing import Any
 import yaml
 
 from bridge.config_file import BridgeConfig
+from bridge.contract.runtime_effects import Runtime
 from bridge.errors import BridgeError
 from bridge.kube import SNAPSHOT, CriPod, container, effective, kubelet_order, pod_sandbox
+from bridge.kube.resize import Resize
 from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
@@ -42,6 +45,9 @@ from bridge.webhooks.specs import MAX_FAILURE_THRESHOLD
 REQUEST_TIMEOUT_S = 2.0
 BRIDGE_START_TIMEOUT_S = 30.0
 BRIDGE_STOP_TIMEOUT_S = 10.0
+# kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
+# the profile has it, PostUpdateContainer).
+RESIZE = "UpdateContainerResources"
 # The bridge's log line for every failed webhook call (bridge.webhooks.fanout).
 CALL_FAILED = "webhook call failed"
 
@@ -75,15 +81,18 @@ class PodRun:
 class TrialResult:
     pods: tuple[PodRun, ...]
     exchanges: tuple[Exchange, ...]
+    runtime: Runtime | None = None  # the profile's runtime: what it applies of each reply
 
 
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-                    profile: RuntimeProfile) -> TrialResult:
-    """Play `pods` through the bridge configured by `document` (already parsed as `config`)."""
+                    profile: RuntimeProfile, resizes: tuple[Resize, ...] = ()) -> TrialResult:
+    """Play `pods` through the bridge configured by `document` (already parsed as `config`);
+    each of `resizes` is played once its container is in place (kubelet's CRI
+    UpdateContainerResources, the runtime's UpdateContainer event)."""
     work = Path(tempfile.mkdtemp(prefix="nri-try-"))
     os.chmod(work, 0o700)
     try:
-        return await _run(work, pods, config, document, profile)
+        return await _run(work, pods, config, document, profile, resizes)
     except (OSError, BridgeError, SimulatorError) as exc:
         raise TrialError(f"cannot run the trial: {exc}") from exc
     finally:
@@ -91,7 +100,7 @@ async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str
 
 
 async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-               profile: RuntimeProfile) -> TrialResult:
+               profile: RuntimeProfile, resizes: tuple[Resize, ...]) -> TrialResult:
     relay = Relay(config.webhooks, str(work / "relay.sock"))
     bridge_config = work / "bridge.yaml"
     bridge_config.write_text(yaml.safe_dump(relayed_document(document, relay.socket_path)))
@@ -110,14 +119,14 @@ async def _run(work: Path, pods: list[CriPod], config: BridgeConfig, document: d
                     stdin=asyncio.subprocess.DEVNULL, stdout=out,
                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
             await _wait_plugin(runtime, proc, work)
-            runs = [await _play(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+            runs = [await _play(runtime, pod, profile, i, resizes) for i, pod in enumerate(pods)]
         finally:
             if proc is not None:
                 await stop_process(proc, BRIDGE_STOP_TIMEOUT_S)
             await runtime.stop()
     finally:
         await relay.stop()
-    return TrialResult(tuple(runs), with_bridge_failures(relay.exchanges, log))
+    return TrialResult(tuple(runs), with_bridge_failures(relay.exchanges, log), profile.runtime)
 
 
 def with_bridge_failures(exchanges: list[Exchange], log: Path) -> tuple[Exchange, ...]:
@@ -200,7 +209,7 @@ def _tail(path: Path) -> str:
 
 
 async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
-                index: int) -> PodRun:
+                index: int, resizes: tuple[Resize, ...] = ()) -> PodRun:
     """Drive kubelet's order (bridge.kube.call_order) over the simulated runtime."""
     sandbox = pod_sandbox(pod, profile, index)
     run = PodRun(pod, sandbox.id)
@@ -223,6 +232,14 @@ async def _play(runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
             ctr = ctrs[step.container]
             current = runtime.state.containers.get(ctr.id, ctr)
             if step.call == SNAPSHOT:
+                # The second snapshot is "every container in place" (bridge.kube.call_order):
+                # the resize comes then, so replies can name every container of the pod.
+                in_place = runs[step.container].effective is not None
+                for resize in (r for r in resizes if in_place and r.container == step.container):
+                    result = await run_cri(runtime, RESIZE, sandbox, current,
+                                           linux_resources=resize.linux_resources())
+                    runs[step.container].calls.append(result)
+                    current = runtime.state.containers.get(ctr.id, current)
                 runs[step.container].effective = effective(current)
                 ok = True
             else:

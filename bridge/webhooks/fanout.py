@@ -223,8 +223,7 @@ class WebhookHandler:
             return
         nri = runtime.nri_version
         known = Runtime(runtime.name, runtime.version, nri)
-        updating = str(extra.get("container_id", "")) if event == "UpdateContainer" else ""
-        dropped = dropped_fields(known, c.adjust, c.updates, updating)
+        dropped = dropped_fields(known, c.adjust, c.updates)
         if not dropped:
             return
         for path in dropped:
