@@ -30,6 +30,7 @@ from bridge.kube import (
     read_documents,
     translate,
 )
+from bridge.kube.resize import Resize, parse_resize
 from bridge.runtime_facts.profiles import PROFILES, RuntimeProfile
 from bridge.suite.document import Case, Expectation, Node, Suite
 from bridge.trial.private_server import PrivatePolicies
@@ -60,6 +61,7 @@ class LoadedCase:
     profile: RuntimeProfile
     cgroup_version: int
     expect: tuple[Expectation, ...]
+    resizes: tuple[Resize, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +141,7 @@ def _case(path: str, base: Path, suite_node: Node, index: int, case: Case) -> Lo
         raise SuiteError(path, f"{field}.manifests", "the manifests describe no pods")
     pods = tuple(translate(with_topology(p, node), node) for p in manifests.pods)
     return LoadedCase(case.name, pods, PROFILES[node_model.profile], node_model.cgroup_version,
-                      tuple(case.expect))
+                      tuple(case.expect), tuple(parse_resize(text) for text in case.resize))
 
 
 def _documents(path: str, base: Path, field: str, case: Case) -> Iterator[tuple[str, Any]]:

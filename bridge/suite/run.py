@@ -57,7 +57,8 @@ async def run_suite(suite: LoadedSuite,
             hooks = await _webhooks(stack, suite, case, servers)
             started = time.monotonic()
             try:
-                trial = await run_trial(list(case.pods), hooks[0], hooks[1], case.profile)
+                trial = await run_trial(list(case.pods), hooks[0], hooks[1], case.profile,
+                                        case.resizes)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
             else:

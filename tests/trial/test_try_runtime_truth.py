@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.server
 import json
 import socketserver
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,3 +147,22 @@ def test_a_resize_shows_what_each_runtime_keeps(config: Path, tmp_path: Path,
     # The sibling's update passes NRI's merge too: no pids, no reservation, on either runtime.
     kept = side["effective"]["resources"]
     assert "pids" not in kept and "reservation" not in kept.get("memory", {})
+
+
+def test_a_suite_case_plays_a_resize_and_checks_what_the_runtime_keeps(
+        config: Path, tmp_path: Path) -> None:
+    (tmp_path / "pod.yaml").write_text(POD)
+    suite = {"webhooks": {"config": str(config)},
+             "node": {"profile": "cri-o-1.36.3"},
+             "cases": [{"name": "a resize on CRI-O", "manifests": ["pod.yaml"],
+                        "resize": ["app=cpu:500m,memory:256Mi"],
+                        "expect": [{"pod": "shop/db", "container": "app",
+                                    "runtime": ["cri-o 1.36.3 ignores pids in an UpdateContainer "
+                                                "reply", "ignores memory.swappiness"],
+                                    "effective": {"resources.memory.limit": 2 * GI,
+                                                  "resources.memory.swap": GI}}]}]}
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite))
+    done = subprocess.run([sys.executable, "-m", "bridge", "test", "suite.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "1 passed, 0 failed"
