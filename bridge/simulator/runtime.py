@@ -43,7 +43,6 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
 from bridge.contract.plugin_lifecycle import Phase, Step
-from bridge.contract.runtime_effects import Route
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, RuntimeProfile, get_profile
@@ -455,7 +454,7 @@ class SimulatedRuntime:
             if current is not None:
                 current.linux.resources.CopyFrom(container.linux.resources)
         for update in result.updates:  # a reply's updates of other containers
-            if not self.state.apply_update(update, Route.UPDATE):
+            if not self.state.apply_reply_update(update):
                 log.info("%s: update of %s failed", event.rpc_name, update.container_id)
 
     def _event(self, event: Event | str) -> Event:

@@ -82,6 +82,11 @@ class RuntimeState:
         return True
 
 
+    def apply_reply_update(self, update: api.ContainerUpdate) -> bool:
+        """Apply an update from an event's reply (it passed NRI's merge: Route.UPDATE)."""
+        return self.apply_update(update, Route.UPDATE)
+
+
 def _copy(msg: M) -> M:
     copy = type(msg)()
     copy.CopyFrom(msg)

@@ -75,7 +75,10 @@ _SCALAR_PATCH_FIELDS = (
     "memory_limit",
     "rdt_class",
 )
-# Field name -> JSON path inside LinuxResources, used in conflict reports.
+# Field name -> JSON path inside LinuxResources, used in conflict reports. Each is a leaf of the
+# one NRI field table (bridge.contract.field_table.LEAVES, under "linux.resources."; checked by
+# tests/unit/test_field_table.py): what a runtime applies of it is that table's
+# (bridge.contract.runtime_effects), the SDK's typed fields are being widened in issue 33 item 6.
 _PATCH_PATHS = {
     "cpu_shares": "cpu.shares",
     "cpu_quota": "cpu.quota",
