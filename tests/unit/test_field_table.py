@@ -106,6 +106,6 @@ def test_the_cri_route_is_what_cri_carries_and_the_runtime_keeps() -> None:
 
 
 def test_the_sdk_s_resource_paths_are_leaves_of_the_table() -> None:
-    from policy_server.sdk.decision import _PATCH_PATHS  # noqa: PLC0415 - the SDK's private map
+    from policy_server.sdk.decision import _PATCH_PATHS
 
     assert {RESOURCES + path for path in _PATCH_PATHS.values()} <= set(LEAVES)
