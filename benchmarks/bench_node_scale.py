@@ -60,6 +60,7 @@ import httpx  # noqa: E402
 import yaml  # noqa: E402
 
 from benchmarks.bench_webhook import process  # noqa: E402
+from bridge.contract.runtime_effects import Route  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
 from bridge.simulator.state import RuntimeState  # noqa: E402
@@ -148,8 +149,9 @@ class RuncState(RuntimeState):
         self.cgroup = root / "cgroup"
         self.paths = paths
 
-    def apply_update(self, update: api.ContainerUpdate) -> bool:
-        applied = super().apply_update(update)
+    def apply_update(self, update: api.ContainerUpdate,
+                     route: Route | None = Route.UPDATE_CONTAINERS) -> bool:
+        applied = super().apply_update(update, route)
         path = self.paths.get(update.container_id)
         if applied and path is not None:
             res, rel = update.linux.resources, path.lstrip("/")

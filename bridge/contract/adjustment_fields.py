@@ -7,7 +7,8 @@ whether NRI's "-" marker can remove it (docs/protocol.md#removals), and the firs
 runtimes apply it (docs/protocol.md#messages, docs/protocol.md#what-each-nri-version-added: an older
 runtime drops it silently). The allow list (bridge.webhooks.kinds), the merge
 (bridge.webhooks.reply_merge), the removal syntax (bridge.contract.adjustment) and the runtime's
-capabilities (bridge.contract.capabilities) read this table, and the reply walk
+capabilities (bridge.contract.capabilities) read this table, the leaf table
+(bridge.contract.field_table) expands it to leaves, and the reply walk
 (bridge.webhooks.reply_walk) walks replies by it; a new adjustment field is
 added here (after `make proto`). A field missing from the table is its own kind (refused until
 someone allows it by name) with a single owner, so it is never silently unguarded.
@@ -52,7 +53,9 @@ ADJUSTMENT_FIELDS: Mapping[str, FieldRule] = MappingProxyType({
     "mounts": _R("mounts", Owner.ENTRY, "destination", removable=True),
     "env": _R("env", Owner.ENTRY, "key", removable=True),
     "hooks": _R("hooks", Owner.APPEND),
-    "rlimits": _R("rlimits", Owner.ENTRY, "type"),
+    # rlimits first appear in NRI v0.4.0 (api.proto, generate.go AdjustRlimits); containerd
+    # 1.7.0-1.7.6 (NRI v0.3.0) drops them.
+    "rlimits": _R("rlimits", Owner.ENTRY, "type", since=(0, 4, 0)),
     "CDI_devices": _R("cdi_devices", Owner.ENTRY, "name", since=(0, 7, 0)),
     "args": _R("args", Owner.SINGLE, since=(0, 10, 0)),
     "linux": _R("", Owner.WALKED),

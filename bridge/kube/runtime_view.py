@@ -199,4 +199,4 @@ def effective(state: api.Container) -> dict[str, Any]:
             "env": data.get("env", []), "mounts": data.get("mounts", []),
             "devices": linux.get("devices", []), "cdi_devices": data.get("CDI_devices", []),
             "hooks": data.get("hooks", {}), "rlimits": data.get("rlimits", []),
-            "annotations": data.get("annotations", {})}
+            "annotations": data.get("annotations", {}), "sysctl": linux.get("sysctl", {})}

@@ -7,7 +7,10 @@ it (docs/protocol.md#removals, docs/protocol.md#ownership-and-conflicts): annota
 namespace, sysctl and net-device removals are honoured (removals first, then additions, so "-k" +
 "k" means replace); env and device removal markers are ignored, so pre-existing entries
 survive; hooks, CDI devices and device cgroup rules are appended; everything
-else replaces. Sans-IO.
+else replaces. Given the runtime (`runtime=`), only what that runtime applies by that route is
+applied, with its side effects (bridge.contract.applied_view, from the one field table:
+`memory.limit` in an adjustment sets swap to the limit, `memory.swappiness` is ignored, ...).
+Sans-IO.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, MutableSequence
 from typing import Any
 
+from bridge.contract.applied_view import as_applied
+from bridge.contract.runtime_effects import Route, Runtime
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.linux_resources import merge_resources, overlay_resources
 
@@ -37,8 +42,12 @@ def set_env(env: MutableSequence[str], key: str, value: str) -> None:
     env.append(entry)
 
 
-def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment) -> api.Container:
-    """A copy of `container` with the merged adjustment applied."""
+def apply_adjustment(container: api.Container, adjust: api.ContainerAdjustment,
+                     runtime: Runtime | None = None) -> api.Container:
+    """A copy of `container` with the merged adjustment applied (as `runtime` applies it, when
+    given; else every field as NRI's message says)."""
+    if runtime is not None:
+        adjust = as_applied(adjust, Route.ADJUST, runtime).message
     out = api.Container()
     out.CopyFrom(container)
     # Sections are guarded by the (small) adjustment: touching a field of the
@@ -96,8 +105,12 @@ def _apply_linux(out: api.LinuxContainer, linux: api.LinuxContainerAdjustment) -
                 getattr(out.rdt, name).CopyFrom(getattr(linux.rdt, name))
 
 
-def apply_update(container: api.Container, update: api.ContainerUpdate) -> None:
-    """Apply a ContainerUpdate's resources to a container in place."""
+def apply_update(container: api.Container, update: api.ContainerUpdate,
+                 runtime: Runtime | None = None, route: Route = Route.UPDATE) -> None:
+    """Apply a ContainerUpdate's resources to a container in place (as `runtime` applies an
+    update arriving by `route`, when given)."""
+    if runtime is not None:
+        update = as_applied(update, route, runtime).message
     overlay_resources(container.linux.resources, update.linux.resources)
 
 

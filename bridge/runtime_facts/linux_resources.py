@@ -6,46 +6,36 @@
   fields replace, unset fields leave the current value alone).
 
 `Optional*` wrappers mean "set" by presence; `cpus`/`mems` by being non-empty
-(docs/protocol.md#messages). Sans-IO.
+(docs/protocol.md#messages). The leaves and their NRI field ids come from the one table
+(bridge.contract.field_table). Sans-IO.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from bridge.contract.field_table import LEAVES, RESOURCES, leaves_under
 from bridge.proto.nri import api_pb2 as api
 
-F = api.Field
 Claim = Callable[[int, str | None], None]
 
-MEMORY_FIELDS: tuple[tuple[str, int], ...] = (
-    ("limit", F.MemLimit),
-    ("reservation", F.MemReservation),
-    ("swap", F.MemSwapLimit),
-    ("kernel", F.MemKernelLimit),
-    ("kernel_tcp", F.MemTCPLimit),
-    ("swappiness", F.MemSwappiness),
-    ("disable_oom_killer", F.MemDisableOomKiller),
-    ("use_hierarchy", F.MemUseHierarchy),
-)
-CPU_WRAPPED_FIELDS: tuple[tuple[str, int], ...] = (
-    ("shares", F.CPUShares),
-    ("quota", F.CPUQuota),
-    ("period", F.CPUPeriod),
-    ("realtime_runtime", F.CPURealtimeRuntime),
-    ("realtime_period", F.CPURealtimePeriod),
-)
-CPU_STRING_FIELDS: tuple[tuple[str, int], ...] = (
-    ("cpus", F.CPUSetCPUs),
-    ("mems", F.CPUSetMems),
-)
-HUGEPAGE_LIMITS = int(F.HugepageLimits)
-CGROUPS_UNIFIED = int(F.CgroupsUnified)
-PIDS_LIMIT = int(F.PidsLimit)
-CLASS_FIELDS: tuple[tuple[str, int], ...] = (
-    ("blockio_class", F.BlockioClass),
-    ("rdt_class", F.RdtClass),
-)
+
+def _leaves(sub: str) -> tuple[tuple[str, int], ...]:
+    return tuple((leaf.name, leaf.field_id) for leaf in leaves_under(RESOURCES + sub))
+
+
+# (name, NRI Field id) of each leaf, from the one table (bridge.contract.field_table).
+MEMORY_FIELDS = _leaves("memory")
+_CPU = _leaves("cpu")
+CPU_STRING_FIELDS: tuple[tuple[str, int], ...] = tuple(
+    (name, field) for name, field in _CPU if name in ("cpus", "mems"))
+CPU_WRAPPED_FIELDS: tuple[tuple[str, int], ...] = tuple(
+    (name, field) for name, field in _CPU if name not in ("cpus", "mems"))
+HUGEPAGE_LIMITS = LEAVES[RESOURCES + "hugepage_limits"].field_id
+CGROUPS_UNIFIED = LEAVES[RESOURCES + "unified"].field_id
+PIDS_LIMIT = LEAVES[RESOURCES + "pids"].field_id
+CLASS_FIELDS: tuple[tuple[str, int], ...] = tuple(
+    (name, LEAVES[RESOURCES + name].field_id) for name in ("blockio_class", "rdt_class"))
 
 
 def _no_claim(field: int, key: str | None) -> None:

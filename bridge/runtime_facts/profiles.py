@@ -21,7 +21,9 @@ CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
 
 Which reply fields crash the runtime is a function of the NRI version too, from the contract's
 table (bridge.contract.runtime_hazards): containerd 2.2.7 and CRI-O 1.36.3 (NRI v0.11.0) die on
-an added sysctl, and so does their simulation (bridge.simulator.result_merge).
+an added sysctl, and so does their simulation (bridge.simulator.result_merge). What the runtime
+applies of each reply leaf, per route, is the field table's (bridge.contract.runtime_effects,
+keyed by `runtime`: its name and NRI version).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 
 from bridge.contract.catalogue import Event
 from bridge.contract.nri_version import Version, plugin_updates_can_deadlock, supported_mask
+from bridge.contract.runtime_effects import Runtime
 from bridge.contract.runtime_hazards import Hazard, hazards_for
 from bridge.runtime_facts.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
 
@@ -95,6 +98,12 @@ class RuntimeProfile:
         if event is Event.POST_UPDATE_POD_SANDBOX:
             return self.resizes_pods and self.post_resize_event
         return True
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime as the field table knows it (bridge.contract.runtime_effects: what it
+        applies of each leaf, per route)."""
+        return Runtime(self.runtime_name, self.runtime_version, self.nri)
 
     @property
     def hazards(self) -> tuple[Hazard, ...]:

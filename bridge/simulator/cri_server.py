@@ -125,5 +125,5 @@ async def update_resources(runtime: SimulatedRuntime, request: cri.UpdateContain
         # only has its spec changed, as containerd does.
         applied = api.ContainerUpdate(container_id=request.container_id)
         applied.linux.resources.CopyFrom(after.linux.resources)
-        runtime.state.apply_update(applied)
+        runtime.state.apply_update(applied, route=None)  # the event's result, already as applied
     return None

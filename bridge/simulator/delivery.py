@@ -25,7 +25,9 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from bridge.contract.applied_view import as_applied
 from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, Event, updates_in
+from bridge.contract.runtime_effects import Route
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_adjustment
 from bridge.runtime_facts.linux_resources import overlay_resources
@@ -212,7 +214,7 @@ class Dispatcher:
         refusal = await self._validate(plugins, request.pod, original, merged, result.owners)
         if refusal is not None:
             return self._failed(event, started, refusal, responses)
-        container = apply_adjustment(original, merged.adjust)
+        container = apply_adjustment(original, merged.adjust, self.profile.runtime)
         container.state = api.CONTAINER_CREATED
         return EventResult(event.rpc_name, time.perf_counter() - started, merged, container, None,
                            tuple(responses), tuple(merged.update), clock[0])
@@ -269,7 +271,10 @@ class Dispatcher:
         container = api.Container()
         container.CopyFrom(current)
         if pending is not None:
-            overlay_resources(container.linux.resources, pending.linux.resources)
+            # The runtime keeps of the effective update what it keeps of an UpdateContainer
+            # reply (containerd: toCRIResources; bridge.contract.runtime_effects).
+            applied = as_applied(pending, Route.UPDATE, self.profile.runtime).message
+            overlay_resources(container.linux.resources, applied.linux.resources)
         return container
 
     @staticmethod

@@ -102,7 +102,7 @@ class SimulatedRuntime:
         self.registration_timeout_s = registration_timeout_s
         self.serialize_events = serialize_events
         self.config = config
-        self.state = RuntimeState()
+        self.state = RuntimeState(self.profile.runtime)
         # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources.
         self.updates: list[api.ContainerUpdate] = []
         self.cri_updates: list[api.ContainerUpdate] = []  # those that came through CRI
@@ -455,8 +455,8 @@ class SimulatedRuntime:
             current = self.state.containers.get(container.id)
             if current is not None:
                 current.linux.resources.CopyFrom(container.linux.resources)
-        for update in result.updates:
-            if not self.state.apply_update(update):
+        for update in result.updates:  # a reply's updates of other containers
+            if not self.state.apply_reply_update(update):
                 log.info("%s: update of %s failed", event.rpc_name, update.container_id)
 
     def _event(self, event: Event | str) -> Event:

@@ -9,7 +9,9 @@ plugin connected) until its RemovePodSandbox, never because an event names it, a
 CreateContainer made it (adjusted by the plugins), and later events change only its state,
 because the stored container, with every update applied, is the runtime's whatever the event's
 request carried; RemovePodSandbox takes the pod's remaining containers with it. The runtime keeps
-its own copies of the messages and has no bound of its own. Sans-IO.
+its own copies of the messages and has no bound of its own. An update is applied as the runtime
+applies one by its route (bridge.contract.runtime_effects: a plugin's UpdateContainers and the
+updates of other containers in a reply by default). Sans-IO.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from google.protobuf.message import Message
 
 from bridge.contract.catalogue import Event
 from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
+from bridge.contract.runtime_effects import Route, Runtime
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_update
 
@@ -30,7 +33,8 @@ M = TypeVar("M", bound=Message)
 class RuntimeState:
     """Pods and containers by id (protobuf messages, owned by the state)."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self.runtime = runtime  # None: apply every leaf an update sets
         self._tables = message_tables("simulated runtime", owns_what_it_gets=True,
                                       max_objects=UNBOUNDED)
 
@@ -63,15 +67,24 @@ class RuntimeState:
                          else _copy(container))
         self._tables.fold(FOLD_NAMES[event], None if pod is None else _copy(pod), container)
 
-    def apply_update(self, update: api.ContainerUpdate) -> bool:
-        """Apply one update; False if the container is unknown or cannot be updated."""
+    def apply_update(self, update: api.ContainerUpdate,
+                     route: Route | None = Route.UPDATE_CONTAINERS) -> bool:
+        """Apply one update as the runtime does by `route` (None: resources the runtime has
+        already decided on, applied as they are); False if the container is unknown or cannot
+        be updated."""
         container = self.containers.get(update.container_id)
         if container is None:
             return False
         if container.state == api.CONTAINER_STOPPED:
             return False  # a stopped container's resources cannot change any more
-        apply_update(container, update)
+        apply_update(container, update, None if route is None else self.runtime,
+                     route or Route.UPDATE)
         return True
+
+
+    def apply_reply_update(self, update: api.ContainerUpdate) -> bool:
+        """Apply an update from an event's reply (it passed NRI's merge: Route.UPDATE)."""
+        return self.apply_update(update, Route.UPDATE)
 
 
 def _copy(msg: M) -> M:

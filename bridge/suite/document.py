@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bridge.kube.node import DEFAULT_NODE_CPUS
+from bridge.kube.resize import parse_resize
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES
 
 Verdict = Literal["adjusted", "unchanged", "rejected"]
@@ -158,13 +159,19 @@ class Expectation(_Strict):
         default=None,
         description="Patterns: each must match a warning; [] means no warnings at all.",
     )
+    runtime: list[str] | None = Field(
+        default=None,
+        description="Patterns: each must match a note on what the runtime does not apply as a "
+                    "reply says ('containerd 2.1.9 ignores memory.swappiness in an "
+                    "adjustment'); [] means none.",
+    )
 
     @field_validator("cgroup_parent", "reject")
     @classmethod
     def _pattern(cls, value: str | None) -> str | None:
         return None if value is None else _compiles(value)
 
-    @field_validator("warnings")
+    @field_validator("warnings", "runtime")
     @classmethod
     def _patterns(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else [_compiles(p) for p in value]
@@ -209,7 +216,19 @@ class Case(_Strict):
         ge=1,
         description="Pods per replicated workload (default: each one's spec.replicas).",
     )
+    resize: list[str] = Field(
+        default_factory=list,
+        description="In-place resizes played once every container is in place (kubelet's CRI "
+                    "UpdateContainerResources -> UpdateContainer): 'CONTAINER=cpu:Q,memory:Q'.",
+    )
     expect: list[Expectation] = Field(min_length=1)
+
+    @field_validator("resize")
+    @classmethod
+    def _resizes(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_resize(text)  # ValueError: the document's error
+        return value
 
 
 class Suite(_Strict):

@@ -132,6 +132,8 @@ def _check_one(e: Expectation, o: dict[str, Any]) -> list[Mismatch]:
         if o["effective"] is None or not matches(expected, got):
             out.append(Mismatch(f"{label}: effective {path}", expected, got))
     out += _warnings(label, e.warnings, warnings)
+    notes = [n["message"] for n in o["runtime"] if mine or n["webhook"] == e.webhook]
+    out += _warnings(label, e.runtime, notes, "runtime")
     return out
 
 
@@ -154,12 +156,13 @@ def _never_created(o: dict[str, Any]) -> str:
     return f"never created ({why})" if why else "never created"
 
 
-def _warnings(label: str, patterns: list[str] | None, messages: list[str]) -> list[Mismatch]:
+def _warnings(label: str, patterns: list[str] | None, messages: list[str],
+              what: str = "warnings") -> list[Mismatch]:
     if patterns is None:
         return []
     if not patterns:
-        return [Mismatch(f"{label}: warnings", [], messages)] if messages else []
-    return [Mismatch(f"{label}: warnings", Text(f"one matching /{p}/"), messages)
+        return [Mismatch(f"{label}: {what}", [], messages)] if messages else []
+    return [Mismatch(f"{label}: {what}", Text(f"one matching /{p}/"), messages)
             for p in patterns if not any(re.search(p, m) for m in messages)]
 
 

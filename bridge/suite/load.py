@@ -35,6 +35,7 @@ from bridge.kube import (
     read_documents,
     translate,
 )
+from bridge.kube.resize import Resize, parse_resize
 from bridge.runtime_facts.profiles import PROFILES, RuntimeProfile
 from bridge.suite.checks import names_problems, webhook_problems
 from bridge.suite.document import Case, Expectation, Node, Suite
@@ -59,6 +60,7 @@ class LoadedCase:
     profile: RuntimeProfile
     cgroup_version: int
     expect: tuple[Expectation, ...]
+    resizes: tuple[Resize, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +183,7 @@ def _case(path: str, base: Path, suite_node: Node, index: int, case: Case,
     if problems:
         raise SuiteError(path, problems=problems)
     return LoadedCase(case.name, pods, PROFILES[node_model.profile], node_model.cgroup_version,
-                      tuple(case.expect))
+                      tuple(case.expect), tuple(parse_resize(text) for text in case.resize))
 
 
 def _documents(path: str, base: Path, field: str,

@@ -75,7 +75,7 @@ async def run_suite(suite: LoadedSuite,
                 bridge = bridges[id(hooks[1])]
                 if isinstance(bridge, TrialError):
                     raise bridge
-                trial = await bridge.trial(list(case.pods), case.profile)
+                trial = await bridge.trial(list(case.pods), case.profile, case.resizes)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
             else:

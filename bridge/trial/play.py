@@ -6,8 +6,9 @@ protocol), and the bridge as a real `nri-webhook-bridge run` process connected t
 per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
-started — then, once every pod is on the node, a snapshot of what each container ends with,
-and the teardowns (stop, remove), pod by pod: the pods of one trial share the node.
+started — then, once every pod is on the node, each `--resize` of a container (kubelet's CRI
+UpdateContainerResources), a snapshot of what each container ends with, and the teardowns
+(stop, remove), pod by pod: the pods of one trial share the node.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -32,6 +33,7 @@ import yaml
 
 from bridge.config_file import BridgeConfig
 from bridge.contract.handler_crash import crashes
+from bridge.contract.runtime_effects import Runtime
 from bridge.errors import BridgeError
 from bridge.kube import (
     IN_PLACE,
@@ -43,6 +45,7 @@ from bridge.kube import (
     kubelet_order,
     pod_sandbox,
 )
+from bridge.kube.resize import Resize
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
@@ -54,6 +57,9 @@ from bridge.webhooks.specs import MAX_FAILURE_THRESHOLD
 REQUEST_TIMEOUT_S = 2.0
 BRIDGE_START_TIMEOUT_S = 30.0
 BRIDGE_STOP_TIMEOUT_S = 10.0
+# kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
+# the profile has it, PostUpdateContainer).
+RESIZE = "UpdateContainerResources"
 # The bridge's log line for every failed webhook call (bridge.webhooks.fanout).
 CALL_FAILED = "webhook call failed"
 
@@ -87,13 +93,16 @@ class PodRun:
 class TrialResult:
     pods: tuple[PodRun, ...]
     exchanges: tuple[Exchange, ...]
+    runtime: Runtime | None = None  # the profile's runtime: what it applies of each reply
 
 
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-                    profile: RuntimeProfile) -> TrialResult:
-    """Play `pods` through the bridge configured by `document` (already parsed as `config`)."""
+                    profile: RuntimeProfile, resizes: tuple[Resize, ...] = ()) -> TrialResult:
+    """Play `pods` through the bridge configured by `document` (already parsed as `config`);
+    each of `resizes` is played once every container is in place (kubelet's CRI
+    UpdateContainerResources, the runtime's UpdateContainer event)."""
     async with TrialBridge(config, document) as bridge:
-        return await bridge.trial(pods, profile)
+        return await bridge.trial(pods, profile, resizes)
 
 
 class TrialBridge:
@@ -156,7 +165,8 @@ class TrialBridge:
         if self._runtime is not None:
             await self._runtime.stop()
 
-    async def trial(self, pods: list[CriPod], profile: RuntimeProfile) -> TrialResult:
+    async def trial(self, pods: list[CriPod], profile: RuntimeProfile,
+                    resizes: tuple[Resize, ...] = ()) -> TrialResult:
         """Play `pods` on a fresh node (runtime) through this bridge."""
         assert self._proc is not None, "use TrialBridge as an async context manager"
         log = self.work / "bridge.log"
@@ -172,11 +182,12 @@ class TrialBridge:
             if previous is not None:  # always, but for a bridge that failed to start
                 await previous.stop(unlink=False)
             await _wait_plugin(runtime, self._proc, self.work)
-            runs = await _play_all(runtime, pods, profile)
+            runs = await _play_all(runtime, pods, profile, resizes)
         except (OSError, BridgeError, SimulatorError) as exc:
             raise TrialError(f"cannot run the trial: {exc}") from exc
         exchanges = with_crashes(self.relay.exchanges[first:])
-        return TrialResult(tuple(runs), with_bridge_failures(exchanges, log, offset))
+        return TrialResult(tuple(runs), with_bridge_failures(exchanges, log, offset),
+                           profile.runtime)
 
 
 def _size(path: Path) -> int:
@@ -280,12 +291,12 @@ def _tail(path: Path) -> str:
     return ""
 
 
-async def _play_all(runtime: SimulatedRuntime, pods: list[CriPod],
-                    profile: RuntimeProfile) -> list[PodRun]:
+async def _play_all(runtime: SimulatedRuntime, pods: list[CriPod], profile: RuntimeProfile,
+                    resizes: tuple[Resize, ...] = ()) -> list[PodRun]:
     """Every pod onto the node, each until its containers are in place, before any is torn
     down: a trial's pods share the node (exclusive CPUs run out as they would, issue 34).
     Then each pod's last snapshots, and then the teardowns, pods in the order they came."""
-    players = [_Player(runtime, pod, profile, i) for i, pod in enumerate(pods)]
+    players = [_Player(runtime, pod, profile, i, resizes) for i, pod in enumerate(pods)]
     for player in players:
         await player.advance(lambda step: step.call == IN_PLACE)
         await player.skip()
@@ -301,8 +312,9 @@ class _Player:
     up to a step and held there."""
 
     def __init__(self, runtime: SimulatedRuntime, pod: CriPod, profile: RuntimeProfile,
-                 index: int) -> None:
+                 index: int, resizes: tuple[Resize, ...] = ()) -> None:
         self.runtime = runtime
+        self.resizes = resizes
         self.sandbox = pod_sandbox(pod, profile, index)
         self.run = PodRun(pod, self.sandbox.id)
         self.ctrs = {spec.name: container(pod, spec, self.sandbox, profile)
@@ -342,6 +354,15 @@ class _Player:
         ctr = self.ctrs[step.container]
         current = self.runtime.state.containers.get(ctr.id, ctr)
         if step.call == SNAPSHOT:
+            # The second snapshot is "every container in place" (bridge.kube.call_order): the
+            # resize comes then, so replies can name every container of the pod.
+            in_place = self.runs[step.container].effective is not None
+            for resize in (r for r in self.resizes
+                           if in_place and r.container == step.container):
+                result = await run_cri(self.runtime, RESIZE, self.sandbox, current,
+                                       linux_resources=resize.linux_resources())
+                self.runs[step.container].calls.append(result)
+                current = self.runtime.state.containers.get(ctr.id, current)
             self.runs[step.container].effective = effective(current)
             return True
         result = await run_cri(self.runtime, step.call, self.sandbox, current)

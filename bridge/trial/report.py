@@ -5,6 +5,8 @@ Owns: matching each recorded webhook exchange to the container it was about (pod
 to every container of the pod), deciding what counts as a reject (an enforced reply's
 `reject`, or a failed call under failure_policy Fail) and what counts as a failed call (any
 exchange with an error, whatever the failure policy or mode), and both renderings.
+Also what the profile's runtime leaves out of each reply (`runtime`: the field table's notices,
+bridge.contract.applied_view: "containerd 2.1.9 ignores memory.swappiness in an adjustment").
 Must not: run anything.
 """
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bridge.contract.applied_view import reply_notices
+from bridge.contract.runtime_effects import Runtime
 from bridge.trial.play import ContainerRun, PodRun, TrialResult
 from bridge.trial.relay import Exchange
 
@@ -25,7 +29,7 @@ def results(trial: TrialResult) -> list[dict[str, Any]]:
     out = []
     for run in trial.pods:
         for crun in run.containers:
-            out.append(_container(run, crun, _about(trial.exchanges, run, crun)))
+            out.append(_container(run, crun, _about(trial.exchanges, run, crun), trial.runtime))
     return out
 
 
@@ -42,7 +46,8 @@ def _about(exchanges: Sequence[Exchange], run: PodRun, crun: ContainerRun) -> li
     return mine
 
 
-def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> dict[str, Any]:
+def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange],
+               runtime: Runtime | None) -> dict[str, Any]:
     pod = run.pod
     spec = next(c for c in pod.containers if c.name == crun.name)
     requests: dict[str, Any] = {}
@@ -50,6 +55,7 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
     update: dict[str, list[Any]] = {}
     warnings: list[dict[str, str]] = []
     reject: dict[str, str] | None = None
+    notices: list[dict[str, str]] = []
     for ex in exchanges:
         requests.setdefault(ex.event, ex.request)
         shadow = ex.shadow
@@ -70,6 +76,8 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
             continue
         if shadow:
             continue
+        if runtime is not None:
+            notices += reply_notices(ex.webhook, ex.event, reply, runtime)
         if reply.get("adjust"):
             adjust[ex.webhook] = reply["adjust"]
         if reply.get("update"):
@@ -89,7 +97,7 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange]) -> di
         "pod": f"{pod.namespace}/{pod.name}", "container": crun.name, "kind": spec.kind.value,
         "qos_class": pod.qos_class, "cgroup_parent": pod.cgroup_parent,
         "requests": requests, "adjust": adjust, "update": update, "reject": reject,
-        "warnings": warnings, "effective": crun.effective,
+        "warnings": warnings, "runtime": notices, "effective": crun.effective,
     }
 
 
@@ -138,13 +146,15 @@ def table(objects: Sequence[dict[str, Any]]) -> str:
             for u in updates:
                 lines.append(f"    {webhook}: update {u.get('container_id', '')[:12]} "
                              f"{_summary(u)}")
+        for n in o["runtime"]:
+            lines.append(f"    runtime: {n['message']} ({n['webhook']}, {n['event']})")
         for w in o["warnings"]:
             who = f"{w['webhook']} ({w['event']})" if w["webhook"] else "try"
             lines.append(f"    {who}: warning: {w['message']}")
         if o["reject"] is not None:
             r = o["reject"]
             lines.append(f"    {r['webhook'] or 'runtime'}: REJECTED {r['event']}: {r['reason']}")
-        if not (o["adjust"] or o["update"] or o["warnings"] or o["reject"]):
+        if not (o["adjust"] or o["update"] or o["warnings"] or o["reject"] or o["runtime"]):
             events = ", ".join(o["requests"]) or "no events"
             lines.append(f"    no change ({events})")
         if o["effective"] is not None:
@@ -191,10 +201,12 @@ def _effective(e: dict[str, Any]) -> str:
     parts = [f"cpuset={cpu.get('cpus') or '-'}", f"shares={cpu.get('shares', '-')}",
              f"quota/period={cpu.get('quota', '-')}/{cpu.get('period', '-')}",
              f"memory={_bytes(mem['limit']) if 'limit' in mem else '-'}",
+             *([f"swap={_bytes(mem['swap'])}"] if "swap" in mem else []),
              f"oom_score_adj={e['oom_score_adj']}", f"env={len(e['env'])}",
              f"mounts={len(e['mounts'])}", f"devices={len(e['devices'])}",
              f"hooks={sum(len(v) for v in e['hooks'].values())}", f"rlimits={len(e['rlimits'])}"]
     parts += [f"{k}={v}" for k, v in res.get("unified", {}).items()]
+    parts += [f"sysctl {k}={v}" for k, v in e.get("sysctl", {}).items()]
     return " ".join(parts)
 
 

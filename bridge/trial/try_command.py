@@ -31,6 +31,7 @@ from bridge.contract import quantity
 from bridge.errors import ConfigError
 from bridge.kube import CriPod, ManifestError, NodeSpec, Pod, read_manifests, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
+from bridge.kube.resize import Resize, parse_resize
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.trial import report
 from bridge.trial.play import TrialError, TrialResult, run_trial
@@ -74,6 +75,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "labels are copied onto pods)")
     p.add_argument("--node-annotations", default="", metavar="K=V,...",
                    help="the node's annotations")
+    p.add_argument("--resize", action="append", default=[], metavar="CONTAINER=cpu:Q,memory:Q",
+                   help="once CONTAINER is in place, resize it in place as kubelet does (CRI "
+                        "UpdateContainerResources -> NRI UpdateContainer), e.g. "
+                        "app=cpu:500m,memory:256Mi (repeatable)")
     p.add_argument("--output", choices=("table", "json"), default="table")
     p.add_argument("--strict", action="store_true",
                    help="refuse documents that make no pod (a Service, a ConfigMap, a custom "
@@ -115,6 +120,7 @@ def main(args: argparse.Namespace) -> int:
                 raise ConfigError("webhooks", "the configuration has no webhooks to try")
         if args.replicas is not None and args.replicas < 1:
             raise ValueError(f"--replicas: must be at least 1, got {args.replicas}")
+        resizes = tuple(parse_resize(text) for text in args.resize)
         manifests = read_manifests(args.manifests, strict=args.strict, replicas=args.replicas)
         pods = [translate(with_topology(p, node), node) for p in manifests.pods]
     except (ManifestError, ConfigError, ValueError) as exc:
@@ -129,9 +135,10 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
         if private:
-            trial = asyncio.run(_run_private(private, pods, PROFILES[args.profile]))
+            trial = asyncio.run(_run_private(private, pods, PROFILES[args.profile], resizes))
         else:
-            trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile]))
+            trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile],
+                                          resizes))
     except (PolicySetupError, ConfigError) as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -169,7 +176,7 @@ def _private_policies(args: argparse.Namespace) -> PrivatePolicies:
 
 
 async def _run_private(private: PrivatePolicies, pods: list[CriPod],
-                       profile: RuntimeProfile) -> TrialResult:
+                       profile: RuntimeProfile, resizes: tuple[Resize, ...] = ()) -> TrialResult:
     """The trial against a private policy server, started and stopped around it."""
     work = Path(tempfile.mkdtemp(prefix="nri-try-policy-"))  # mode 0700
     try:
@@ -178,7 +185,7 @@ async def _run_private(private: PrivatePolicies, pods: list[CriPod],
             if not config.webhooks:
                 raise ConfigError("--policy-module", "the modules define no policy that "
                                                      "handles an event")
-            return await run_trial(pods, config, document, profile)
+            return await run_trial(pods, config, document, profile, resizes)
     except OSError as exc:
         raise TrialError(f"cannot run the trial: {exc}") from exc
     finally:

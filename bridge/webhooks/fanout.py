@@ -13,9 +13,10 @@ Outcomes (decisions documented in docs/webhooks.md):
 - `reject` in enforce mode fails the operation whatever the failure policy
   (it is the policy's explicit decision);
 - shadow mode: call with dry_run, log the would-be change or failure, apply nothing;
-- a contribution that sets a field the connected runtime's NRI version does not
-  apply (it would be dropped silently, docs/protocol.md#what-each-nri-version-added) is still merged
-  and answered in time, with a warning and `dropped_fields_total` per field;
+- a contribution that sets a leaf the connected runtime does not apply (its NRI version does
+  not know it, docs/protocol.md#what-each-nri-version-added, or the runtime ignores it on that
+  route: the field table, bridge.contract.runtime_effects) is still merged and answered in
+  time, with a warning naming the runtime and `dropped_fields_total` per leaf;
 - a field that would crash the connected runtime (bridge.contract.runtime_hazards: an added
   sysctl on NRI v0.11.x) is taken out of the contribution before the merge
   (bridge.webhooks.crash_guard), so the container is created without it, with a warning naming
@@ -41,8 +42,9 @@ from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
 from bridge.contract.gc_pause import paused_gc
-from bridge.contract.nri_version import Version, format_version
+from bridge.contract.nri_version import format_version
 from bridge.contract.request_body import PayloadBuilder, encode
+from bridge.contract.runtime_effects import Runtime
 from bridge.contract.runtime_hazards import Hazard
 from bridge.metrics import Metrics
 from bridge.nri.event_call import (
@@ -206,26 +208,30 @@ class WebhookHandler:
         self._report(hook, contribution, extra)
         if contribution.reject is None and not hook.shadow:
             # After the call's own line, so the warning follows the call it is about.
-            self._dropped(hook, call.event, contribution, nri, extra)
+            self._dropped(hook, call.event, contribution, runtime, extra)
             self._crashing(hook, call.event, hazards, runtime, extra)
         if contribution.reject is not None and not hook.shadow:
             self.metrics.rejections.labels(call.event, hook.name).inc()
             raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
                                 f"{contribution.reject}")
 
-    def _dropped(self, hook: Webhook, event: str, c: Contribution, nri: Version | None,
+    def _dropped(self, hook: Webhook, event: str, c: Contribution, runtime: RuntimeInfo,
                  extra: dict[str, Any]) -> None:
-        """Warn about and count fields the connected runtime would silently drop."""
+        """Warn about and count the leaves the connected runtime would silently ignore (the
+        field table: its NRI version, and what it applies on each route)."""
         if not c.changes_something:
             return
-        dropped = dropped_fields(c.walked.used, nri)
+        nri = runtime.nri_version
+        known = Runtime(runtime.name, runtime.version, nri)
+        dropped = dropped_fields(known, c.adjust, c.updates)
         if not dropped:
             return
         for path in dropped:
             self.metrics.dropped_fields.labels(event, hook.name, path).inc()
-        log.warning("the runtime will ignore fields this policy set (its NRI version does "
-                    "not apply them)", extra={**extra, "fields": dropped,
-                                              "nri_version": format_version(nri)})
+        log.warning("the runtime will ignore fields this policy set (%s does not apply them)",
+                    known.label, extra={**extra, "fields": dropped,
+                                        "runtime": f"{runtime.name} {runtime.version}",
+                                        "nri_version": format_version(nri)})
 
     def _crashing(self, hook: Webhook, event: str, hazards: tuple[Hazard, ...],
                   runtime: RuntimeInfo, extra: dict[str, Any]) -> None:

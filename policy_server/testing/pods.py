@@ -24,10 +24,12 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.applied_view import reply_notices
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
 from bridge.contract.convert import from_json
 from bridge.contract.request_body import DEFAULT_BUDGET_MS, envelope_document, event_payload
+from bridge.contract.runtime_effects import Route
 from bridge.kube import (
     IN_PLACE,
     SNAPSHOT,
@@ -62,6 +64,9 @@ class PodContainer:
     replies: dict[str, Any] = field(default_factory=dict)  # event -> Reply (first one)
     effective: dict[str, Any] | None = None
     not_started: str | None = None
+    # What the profile's runtime does not apply as the replies say (try's `runtime` list,
+    # webhook ""): "containerd 2.1.9 ignores memory.swappiness in an adjustment".
+    runtime: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def adjust(self) -> dict[str, Any]:
@@ -134,12 +139,18 @@ def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
                 continue
             if reply.reject is not None:
                 return False
+            notes = reply_notices("", event.rpc_name, {"adjust": reply.adjust,
+                                                       "update": reply.update},
+                                  profile.runtime)
+            for result in who:
+                result.runtime += notes
             for update in reply.update:
                 target = state.get(update.get("container_id", ""))
                 if target is not None and target.state != api.CONTAINER_STOPPED:
-                    apply_update(target, from_json(update, api.ContainerUpdate))
+                    apply_update(target, from_json(update, api.ContainerUpdate), profile.runtime,
+                                 Route.UPDATE)
             if event.rpc_name == "CreateContainer" and ctr is not None:
-                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust))
+                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust), profile.runtime)
                 ctr.state = api.CONTAINER_CREATED
                 state[ctr.id] = ctr
         return True

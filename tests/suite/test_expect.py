@@ -15,7 +15,7 @@ def result(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "pod": "shop/web-5d4f-abcde", "container": "app", "kind": "container",
         "qos_class": "Burstable", "cgroup_parent": "/kubepods/burstable/pod1234",
-        "adjust": {}, "update": {}, "reject": None, "warnings": [],
+        "adjust": {}, "update": {}, "reject": None, "warnings": [], "runtime": [],
         "effective": {"resources": {"cpu": {"cpus": "2-3", "shares": 512},
                                     "unified": {"memory.swap.max": "0"}},
                       "oom_score_adj": -997, "env": ["PATH=/bin", "TEAM=payments"],

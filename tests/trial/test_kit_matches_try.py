@@ -66,4 +66,5 @@ def test_send_pod_matches_try(tmp_path: Path, policy_socket: Path, policy: str) 
             [w["message"] for w in k.warnings], where
         assert (t["reject"] or {}).get("reason") == (k.reject or {}).get("reason"), where
         assert t["effective"] == k.effective, where
+        assert [n["message"] for n in t["runtime"]] == [n["message"] for n in k.runtime], where
     assert any(k.reject for k in kit) == (policy == "no-latest")

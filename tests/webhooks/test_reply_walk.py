@@ -5,6 +5,7 @@ the first bad value, and the guard, the merge and the handler use what it found.
 from __future__ import annotations
 
 from bridge.contract.capabilities import dropped_fields
+from bridge.contract.runtime_effects import Runtime
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
 from bridge.webhooks.reply_walk import CREATED, ReplyWalk
@@ -49,8 +50,11 @@ def test_one_pass_finds_kinds_claims_paths_and_no_problem() -> None:
                          "linux.oom_score_adj", "linux.resources.cpu", "linux.resources.pids",
                          "linux.resources.unified", "linux.resources.devices",
                          "linux.resources.memory"}
-    # What an NRI v0.8 runtime would drop, from the same walk.
-    assert dropped_fields(walk.used, (0, 8, 0)) == ["args", "linux.sysctl"]
+    # What containerd 2.1.9 (NRI v0.8) would drop, leaf by leaf (the field table): args and
+    # sysctl are newer than its NRI, cgroup device rules in an adjustment are read from v0.10.
+    containerd = Runtime("containerd", "2.1.9", (0, 8, 0))
+    assert dropped_fields(containerd, _adjustment(), [update]) == [
+        "args", "linux.resources.devices", "linux.sysctl"]
 
 
 def test_the_first_bad_value_is_kept_with_its_path() -> None:
