@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.call_watch import CallWatch
+from bridge.contract.applied_view import as_applied, short
 from bridge.contract.cri_service import CriConversionError, to_cri
 from bridge.contract.nri_version import (
     format_version,
     parse_version,
     plugin_updates_can_deadlock,
 )
+from bridge.contract.runtime_effects import Effect, Route, Runtime
 from bridge.cri.runtime_service import CriClient, CriError, default_socket
 from bridge.errors import BridgeError, ConfigError
 from bridge.nri.event_call import RuntimeInfo
@@ -100,6 +102,10 @@ class CriRoute:
         self._calls = calls if calls is not None else CallWatch()
         self._current = current
         self._runtime = runtime
+        # What this runtime does with each leaf of an update that comes by CRI (the field
+        # table): CRI cannot carry some, and containerd replaces the request by its NRI result,
+        # which loses a swap limit.
+        self._effects = Runtime(runtime.name, runtime.version, runtime.nri_version)
         self._timeout_s = timeout_s
         self._checked = False
 
@@ -129,9 +135,12 @@ class CriRoute:
                                                   "reason": str(exc)})
             outcome.failed.append(update)
             return
-        if converted.dropped:
+        view = as_applied(update, Route.CRI_UPDATE, self._effects)
+        dropped = tuple(sorted(short(n.path) for n in view.notices
+                               if n.effect is Effect.IGNORED))
+        if dropped:
             outcome.dropped[update.container_id] = (
-                outcome.dropped.get(update.container_id, ()) + converted.dropped)
+                outcome.dropped.get(update.container_id, ()) + dropped)
         if not converted.carried.linux.resources.ListFields():
             return  # nothing CRI can carry: the drop is the whole answer
         try:
@@ -144,7 +153,7 @@ class CriRoute:
             if not update.ignore_failure:
                 outcome.failed.append(update)
             return
-        outcome.applied.append(converted.carried)
+        outcome.applied.append(view.message)  # what the runtime keeps (swap = limit included)
 
     async def _check_socket(self) -> None:
         """Refuse a CRI socket that serves another runtime than the NRI socket (once)."""
