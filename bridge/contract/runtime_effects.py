@@ -133,6 +133,7 @@ ADJUST = frozenset({Route.ADJUST})
 UPDATE = frozenset({Route.UPDATE})
 UPDATES = frozenset({Route.UPDATE, Route.UPDATE_CONTAINERS})
 UPDATE_CONTAINERS = frozenset({Route.UPDATE_CONTAINERS})
+CRI_UPDATE = frozenset({Route.CRI_UPDATE})
 _GENERATOR = ("NRI pkg/runtime-tools/generate/generate.go AdjustResources reads only "
               "memory.limit and sets it as both the limit and the swap limit")
 _TO_CRI = ("containerd internal/cri/nri/nri_api_linux.go toCRIResources copies only the memory "
@@ -173,6 +174,12 @@ FACTS: tuple[Fact, ...] = (
     Fact(_r("pids"), UPDATE, Effect.IGNORED, BOTH, "upstream",
          "issue 33 item 2 (dropped on every runtime); NRI pkg/adaptation/result.go "
          "updateResources takes pids from the merged copy, never from a plugin's update"),
+    # -- cri_update (the bridge's unsolicited update as CRI UpdateContainerResources) ---------
+    Fact(_r("memory.swap"), CRI_UPDATE, Effect.APPLIED, CONTAINERD, "lab",
+         "lab: e2e differential (tests/e2e/test_field_differential.py), containerd 1.7.24 and "
+         "2.1.9, 2026-11-28: the CRI request's memory_swap_limit_in_bytes reaches config and "
+         "memory.memsw.limit_in_bytes when no plugin's UpdateContainer reply changes the "
+         "container (containerd keeps the request; only a plugin's update replaces it)"),
     Fact(_r("pids", "memory.reservation", "memory.swappiness"), UPDATES, Effect.IGNORED,
          BOTH, "lab", "issue 33 item 2 (dropped on every runtime); " + _TO_CRI),
     Fact(_UPDATE_IGNORED, UPDATES, Effect.IGNORED, CONTAINERD, "upstream", _TO_CRI),
@@ -199,6 +206,9 @@ def effect_of(path: str, route: Route, runtime: Runtime) -> Verdict:
             return Verdict(Effect.IGNORED, "upstream",
                            "CRI LinuxContainerResources cannot carry it "
                            "(bridge/contract/cri_service.py CARRIED)")
+        own = next((f for f in FACTS if f.matches(path, route, runtime)), None)
+        if own is not None:
+            return Verdict(own.effect, own.source, own.why)
         route = Route.UPDATE  # the runtime's UpdateContainer event, applied as a reply
     if runtime.nri is not None and leaf.since > runtime.nri:
         return Verdict(Effect.IGNORED, "upstream",
