@@ -6,7 +6,7 @@ more ``NodePolicy`` documents, or a directory of them), compiles and type-checks
 expression (a bad one is a ``PolicyLoadError``: exit 2), and serves every event of the
 catalogue with one handler that runs each NodePolicy in force (``program``) and merges their
 decisions by the SDK's per-key rules; a background task hot-reloads the files and
-``paramsFile``s (``policy_set``), keeping the last good set. Package layout: ``document``
+``paramsFile``s (``policy_set``), keeping the last good set. Package layout: ``node_policy_doc``
 (format), ``schema_types`` (JSON Schema -> CEL types), ``library`` (Kubernetes functions),
 ``compiler``, ``program`` (evaluation), ``json_patch``, ``policy_set`` (reload). Imports only
 the SDK's face. Must not do I/O in the handler.

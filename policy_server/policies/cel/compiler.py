@@ -1,6 +1,6 @@
 """Compiling a ``NodePolicy`` as the API server compiles a VAP: every expression type-checked.
 
-Owns turning a read document (``document.Source``) into a ``CompiledPolicy``: each expression
+Owns turning a read document (``node_policy_doc.Source``) into a ``CompiledPolicy``: each expression
 is compiled and type-checked once per event the policy handles, against that event's request
 types (``schema_types``), with ``params`` as dyn and ``variables`` as a map of the policy's
 variables (a name not declared earlier in ``spec.variables`` is refused here); result types are
@@ -24,7 +24,7 @@ from cel_expr_python import cel
 
 from policy_server import EventName, PolicyLoadError
 from policy_server.policies.cel import library, schema_types
-from policy_server.policies.cel.document import Action, PatchType, Source, read_params
+from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
 
 # Events whose reply carries a change to the event's own container (docs/webhooks.md).
 MUTABLE_EVENTS = frozenset({EventName.CREATE_CONTAINER, EventName.UPDATE_CONTAINER})

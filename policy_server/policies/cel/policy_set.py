@@ -1,6 +1,6 @@
 """The set of NodePolicies in force, and its hot reload that never lets a bad version in.
 
-Owns reading the ``--policy cel=PATH`` source (``document``) and compiling every policy in it
+Owns reading the ``--policy cel=PATH`` source (``node_policy_doc``) and compiling every policy in it
 (``compiler``) as one set: all compile, or none is taken. ``PolicySet.poll()`` looks at the
 files' (and ``paramsFile``s') modification times and sizes; on a change it loads the whole set
 again and replaces the one in force only if every policy compiles, else it keeps the last good
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from policy_server import ConfigStatus, PolicyLoadError, ReloadResult
 from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy
-from policy_server.policies.cel.document import read_documents
+from policy_server.policies.cel.node_policy_doc import read_documents
 
 log = logging.getLogger(__name__)
 Stamp = tuple[tuple[str, int, int], ...]

@@ -2,9 +2,10 @@
 
 Owns ``evaluate(policy, request, tally)``: the request's JSON bound once (``pod``,
 ``container``, ... as maps, ``params``, ``variables``); ``matchConditions`` (all true, or the
-policy does not apply); ``variables`` computed lazily, each at most once per request, when an
-expression that reads it runs; ``validations`` (a false one fails with its
-``messageExpression``, else ``message``, else the expression) acted on by
+policy does not apply); ``variables`` computed lazily, at most once per request: none until an
+expression reads one, then all of them together (``_Request._compute_variables`` says why);
+``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
+expression) acted on by
 ``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations``
 as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the
 policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
@@ -32,7 +33,7 @@ from policy_server import (
 )
 from policy_server.policies.cel import json_patch
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
-from policy_server.policies.cel.document import Action, PatchType
+from policy_server.policies.cel.node_policy_doc import Action, PatchType
 
 log = logging.getLogger(__name__)
 _ERROR = cel.Type.ERROR
@@ -52,24 +53,39 @@ class _Request:
         self.policy = policy
         self.variables: dict[str, Any] = {}
         self.failed: dict[str, EvaluationError] = {}
+        self.computed = not policy.variables
+        self.variables_read = False
         self.data = {k: v for k, v in request.items() if v is not None}
         self.data["params"] = policy.params
         self.data["variables"] = self.variables
         self.activation: Any = None
         self.programs = dict(policy.variables)
 
+    def _compute_variables(self) -> None:
+        """Every variable, in declaration order, at the first expression that reads one.
+
+        cel-cpp converts a bound map once, at its first read, so a variable added after
+        ``variables`` was read needs a new binding, and the request's maps converted again
+        (docs/performance.md, CEL node policies): computing them together, before the
+        expressions that read them, keeps one conversion.
+        Expressions are pure, so computing one that nothing reads changes no answer."""
+        for name, program in self.programs.items():
+            try:
+                self.variables[name] = self.run(program)
+            except EvaluationError as exc:
+                # Left unbound: an expression fails only if it does read it (a has() or a
+                # short-circuit may guard the read), and then with the variable's own error.
+                self.failed[name] = exc
+        self.computed = True
+        if self.variables_read:
+            self.activation = None
+
     def run(self, program: Program) -> Any:
-        for name in program.needs:
-            if name not in self.variables and name not in self.failed:
-                try:
-                    self.variables[name] = self.run(self.programs[name])
-                    # cel-cpp converts a bound map once, at its first read: bind anew.
-                    self.activation = None
-                except EvaluationError as exc:
-                    # Left unbound: the expression fails only if it does read it (a has()
-                    # before it may guard the read), and then with the variable's own error.
-                    self.failed[name] = exc
-        if self.activation is None:  # 1-2 µs: the request's maps are converted when read
+        if program.needs and not self.computed:
+            self._compute_variables()
+        if program.needs:
+            self.variables_read = True
+        if self.activation is None:  # cheap: the request's maps are converted when read
             self.activation = eval_env().Activation(self.data)
         try:
             value = program.program.eval(self.activation)
