@@ -54,7 +54,8 @@ class _Request:
         self.variables: dict[str, Any] = {}
         self.failed: dict[str, EvaluationError] = {}
         self.computed = not policy.variables
-        self.variables_read = False
+        self.variables_read = False  # the current binding has read ``variables``
+        self.stale = False  # ... and a variable was added since
         self.data = {k: v for k, v in request.items() if v is not None}
         self.data["params"] = policy.params
         self.data["variables"] = self.variables
@@ -67,8 +68,9 @@ class _Request:
         cel-cpp converts a bound map once, at its first read, so a variable added after
         ``variables`` was read needs a new binding, and the request's maps converted again
         (docs/performance.md, CEL node policies): computing them together, before the
-        expressions that read them, keeps one conversion.
-        Expressions are pure, so computing one that nothing reads changes no answer."""
+        expressions that read them, keeps one conversion when variables do not read each
+        other."""
+        self.computed = True
         for name, program in self.programs.items():
             try:
                 self.variables[name] = self.run(program)
@@ -76,17 +78,19 @@ class _Request:
                 # Left unbound: an expression fails only if it does read it (a has() or a
                 # short-circuit may guard the read), and then with the variable's own error.
                 self.failed[name] = exc
-        self.computed = True
-        if self.variables_read:
-            self.activation = None
+            self.stale = self.stale or self.variables_read
 
     def run(self, program: Program) -> Any:
-        if program.needs and not self.computed:
-            self._compute_variables()
         if program.needs:
+            if not self.computed:
+                self._compute_variables()
+            if self.stale:  # this binding read ``variables`` before the last one was added
+                self.activation = None
             self.variables_read = True
         if self.activation is None:  # cheap: the request's maps are converted when read
             self.activation = eval_env().Activation(self.data)
+            self.stale = False
+            self.variables_read = bool(program.needs)
         try:
             value = program.program.eval(self.activation)
             if value.type() == _ERROR:  # cel-cpp returns most evaluation errors as a value

@@ -271,3 +271,17 @@ def test_every_example_request_is_answered(tmp_path: Path) -> None:
     for event in events:
         reply = run.send(copy.deepcopy(request(event))).json
         assert reply.get("warnings", [f"all/event: {event}"]) == [f"all/event: {event}"], event
+
+
+def test_variables_read_earlier_variables(tmp_path: Path) -> None:
+    path = policy(tmp_path, "chain", """\
+  events: [CreateContainer]
+  variables:
+    - {name: a, expression: "container.name"}
+    - {name: b, expression: "variables.a + '-b'"}
+    - {name: c, expression: "variables.b + '-c' + variables.a"}
+  validations:
+    - {expression: "variables.c == 'x'", messageExpression: "variables.c + variables.b"}
+""")
+    assert runner(path).send(request("CreateContainer")).json == {
+        "reject": {"reason": "node-policies: chain: app-b-cappapp-b"}}
