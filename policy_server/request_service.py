@@ -34,7 +34,6 @@ from bridge.contract.catalogue import EventName
 from policy_server import policy_host
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import Pusher, PushJob
-from policy_server.engine.decision_json import update_to_json
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import updates_to_json
@@ -61,6 +60,7 @@ from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
 from policy_server.policies import build_builtin, enabled_builtins
 from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
+from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.extension import ConfigStatus, ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy, Registry

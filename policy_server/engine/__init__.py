@@ -7,10 +7,10 @@ loading third-party policy modules (``loader``).
 Must not: import web frameworks, do host I/O, or know any particular policy.
 """
 
-from policy_server.engine.decision_json import update_to_json
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import decision_to_reply
+from policy_server.sdk.decision_json import update_to_json
 
 __all__ = [
     "MAX_WARNINGS",

@@ -1,6 +1,6 @@
 """The reply body for a merged decision (the webhook contract's JSON), and its check.
 
-Owns the reply body of a merged decision (its parts' JSON: ``policy_server.engine.decision_json``),
+Owns the reply body of a merged decision (its parts' JSON: ``policy_server.sdk.decision_json``),
 and the one check of a reply against the contract (``reply_body``:
 encoded once, checked against ``WebhookReply``, remembered when it passed) that the hot route
 and the test kit both use, so a reply the kit accepts is one the server sends. Must not merge
@@ -17,9 +17,9 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
-from policy_server.engine.decision_json import adjustment_to_json, update_to_json
 from policy_server.exceptions import InvalidReplyError
 from policy_server.sdk.decision import Decision
+from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
 
 
 def updates_to_json(decision: Decision) -> list[dict[str, Any]]:

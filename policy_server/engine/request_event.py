@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bridge.contract.catalogue import EventName
-from policy_server.engine.decision_json import adjustment_from_json, update_from_json
+from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.oci import Mount, Rlimit, no_strings
 from policy_server.sdk.validation import NO_OWNERS, FieldOwners, Owners, Plugin, field_name

@@ -47,6 +47,7 @@ __all__ = [
 
 # name -> module. One line per policy; keep it sorted.
 CATALOGUE: dict[str, str] = {
+    "cel": "policy_server.policies.cel",
     "cpu-pools": "policy_server.policies.cpu_pools",
     "device-injector": "policy_server.policies.device_injector",
     "hook-injector": "policy_server.policies.hook_injector",

@@ -8,7 +8,8 @@ with its decorators and failure policy, the errors a handler may raise, the cpu-
 and the merge of several handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
-reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node).
+reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node), and the
+contract as data: an adjustment <-> its JSON, an event's request JSON Schema.
 Must not: import the engine, the server, host I/O or the bridge link; do I/O. The built-in
 policies (``policy_server.policies``, koordinator-qos among them) import only this face (an
 import-linter contract): what they need, every author gets.
@@ -18,6 +19,7 @@ from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.quantity import value_of as quantity_value
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
+from policy_server.sdk.contract_schema import request_schema
 from policy_server.sdk.cpu_list import (
     canonical_cpu_list,
     check_cpu_list,
@@ -35,6 +37,7 @@ from policy_server.sdk.decision import (
     ResctrlGroup,
     ResctrlGroupRemoval,
 )
+from policy_server.sdk.decision_json import adjustment_from_json, adjustment_to_json
 from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
 from policy_server.sdk.merge import merge
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
@@ -120,6 +123,8 @@ __all__ = [
     "RulesError",
     "StagedHook",
     "User",
+    "adjustment_from_json",
+    "adjustment_to_json",
     "canonical_cpu_list",
     "check_cpu_list",
     "format_cpu_list",
@@ -128,4 +133,5 @@ __all__ = [
     "nri_version_of",
     "parse_cpu_list",
     "quantity_value",
+    "request_schema",
 ]

@@ -27,12 +27,12 @@ from bridge.contract.replay import Case, Outcome, compare, load_cases
 from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
-from policy_server.engine.decision_json import update_to_json
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import reply_body
 from policy_server.exceptions import InvalidReplyError, PolicyServerError, RequestError
 from policy_server.policies import build_builtin
+from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Policy, Registry

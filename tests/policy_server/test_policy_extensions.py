@@ -57,7 +57,7 @@ def test_which_builtins_are_served() -> None:
 def test_bad_policy_arguments_exit_2_with_the_reason(tmp_path: Path) -> None:
     sock = str(tmp_path / "s.sock")
     for args, message in (
-        (["--policy", "nope"], "no built-in policy named 'nope' (known: cpu-pools, "),
+        (["--policy", "nope"], "no built-in policy named 'nope' (known: cel, cpu-pools, "),
         (["--policy", "koordinator-qos="], "expected NAME or NAME=CONFIG_FILE"),
         (["--policy", f"koordinator-qos={tmp_path / 'missing.yaml'}"],
          f"cannot read rules file {tmp_path / 'missing.yaml'}"),

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from policy_server.engine.decision_json import update_to_json
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies.cpu_pools.allocator import take
 from policy_server.policies.cpu_pools.topology import TopologyError, from_layout, from_sysfs
+from policy_server.sdk.decision_json import update_to_json
 from policy_server.testing import PolicyRunner, Reply, make_request
 
 # Two NUMA nodes of four CPUs; CPU 0 reserved for the shared pool.

@@ -20,10 +20,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from policy_server.engine.decision_json import adjustment_from_json, update_from_json
 from policy_server.engine.reply import decision_to_reply, reply_body
 from policy_server.engine.request import parse_request
 from policy_server.sdk.decision import Decision, Eviction
+from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
 from policy_server.sdk.model import Event
 
 SCHEMAS = Path(__file__).parents[3] / "schemas" / "webhook" / "events"

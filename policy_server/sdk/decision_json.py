@@ -5,7 +5,9 @@ typed fields first, ``Adjustment.extra`` laid over them) and ``ContainerUpdate``
 element of ``update``. To JSON builds the reply (``policy_server.engine.reply``); from JSON
 builds a ValidateContainerAdjustment's ``Event.adjust`` and ``Event.update``
 (``policy_server.engine.request``), every field the SDK does not type kept in ``extra``, so
-``adjustment_from_json(adjustment_to_json(a)) == a``. Must not merge, check or do I/O.
+``adjustment_from_json(adjustment_to_json(a)) == a``. In the SDK because a policy that
+writes adjustments as JSON (the built-in ``cel``) needs the same conversion. Must not merge,
+check or do I/O.
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Benchmark the built-in ``cel`` policy against the same rules written with the Python SDK.
+
+Five rules (benchmarks/cel/five-rules.yaml and benchmarks/cel/five_rules_sdk.py) answering a
+CreateContainer (schemas/webhook/examples/CreateContainer.request.json, every rule passing,
+so every rule runs):
+
+1. in-process, the whole webhook route (``hot_route.evaluate_body``: request bytes -> request
+   path -> handlers -> reply bytes), the CEL policy and the SDK policy in one server;
+2. over HTTP on a Unix socket, one ``nri-policy-server`` process serving both, with a
+   keep-alive stdlib client.
+
+Target (issue 35): the CEL policy costs no more than the SDK one per event.
+Run: ``.venv/bin/python benchmarks/bench_cel.py [--iterations N] [--no-http]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_policy import UnixHTTPConnection, stats, wait_for_socket  # noqa: E402
+from policy_server.request_service import PolicyServer, ServerOptions  # noqa: E402
+from policy_server.server.hot_route import evaluate_body  # noqa: E402
+
+CEL_FILE = ROOT / "benchmarks" / "cel" / "five-rules.yaml"
+SDK_MODULE = ROOT / "benchmarks" / "cel" / "five_rules_sdk.py"
+BODY = (ROOT / "schemas/webhook/examples/CreateContainer.request.json").read_bytes()
+POLICIES = {"CEL (cel built-in)": "cel", "Python SDK": "five-rules-sdk"}
+
+
+def bench_route(iterations: int) -> None:
+    server = PolicyServer(ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
+                                        builtin_policies=(("cel", CEL_FILE),)))
+    print(f"in-process webhook route, request bytes -> reply bytes ({len(BODY)} B):")
+    samples: dict[str, list[float]] = {label: [] for label in POLICIES}
+    clock = time.perf_counter
+    for i in range(iterations + 500):
+        for label, name in POLICIES.items():  # interleaved: the same machine state for both
+            coro = evaluate_body(server, name, BODY)
+            start = clock()
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                status, reply = done.value[0], done.value[1]
+                assert status == 200 and reply == b"{}", (name, status, reply)
+            else:
+                raise SystemExit("the route suspended")
+            if i >= 500:
+                samples[label].append(clock() - start)
+    for label in POLICIES:
+        stats(label, samples[label])
+
+
+def bench_http(iterations: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        sock = Path(tmp) / "policy.sock"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--no-koordinator",
+             "--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE),
+             "--log-level", "warning"],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            wait_for_socket(sock, proc)
+            print("HTTP over a Unix socket, nri-policy-server in its own process:")
+            conn = UnixHTTPConnection(str(sock))
+            headers = {"content-type": "application/json"}
+            samples: dict[str, list[float]] = {label: [] for label in POLICIES}
+            for i in range(iterations + 200):
+                for label, name in POLICIES.items():
+                    start = time.perf_counter()
+                    conn.request("POST", f"/v1/policies/{name}", body=BODY, headers=headers)
+                    response = conn.getresponse()
+                    data = response.read()
+                    elapsed = time.perf_counter() - start
+                    assert response.status == 200 and data == b"{}", (name, data)
+                    if i >= 200:
+                        samples[label].append(elapsed)
+            for label in POLICIES:
+                stats(label, samples[label])
+            conn.close()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iterations", type=int, default=5000)
+    parser.add_argument("--no-http", action="store_true")
+    args = parser.parse_args()
+    print(f"# {platform.machine()} {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+          f"{time.strftime('%Y-%m-%d')}")
+    bench_route(args.iterations)
+    if not args.no_http:
+        bench_http(args.iterations // 2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""``cel``: node policies without code, written in CEL and shaped like Kubernetes'
+ValidatingAdmissionPolicy / MutatingAdmissionPolicy (docs/policies/cel.md).
+
+Owns the built-in's face: ``build(settings)`` reads ``--policy cel=PATH`` (a file of one or
+more ``NodePolicy`` documents, or a directory of them), compiles and type-checks every
+expression (a bad one is a ``PolicyLoadError``: exit 2), and serves every event of the
+catalogue with one handler that runs each NodePolicy in force (``program``) and merges their
+decisions by the SDK's per-key rules; a background task hot-reloads the files and
+``paramsFile``s (``policy_set``), keeping the last good set. Package layout: ``node_policy_doc``
+(format), ``schema_types`` (JSON Schema -> CEL types), ``library`` (Kubernetes functions),
+``compiler``, ``program`` (evaluation), ``json_patch``, ``policy_set`` (reload). Imports only
+the SDK's face. Must not do I/O in the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from policy_server import (
+    ConfigStatus,
+    Decision,
+    Event,
+    EventName,
+    FailurePolicy,
+    Policy,
+    PolicyHost,
+    ReloadResult,
+    merge,
+)
+from policy_server.policies.cel.policy_set import PolicySet
+from policy_server.policies.cel.program import evaluate
+from policy_server.policies.policy_config import PolicySettings
+
+NAME = "cel"
+DESCRIPTION = "NodePolicies in CEL (ValidatingAdmissionPolicy / MutatingAdmissionPolicy-like)"
+READS_OWN_CONFIG = True
+
+
+def build(settings: PolicySettings) -> Policy[PolicySet]:
+    policies = PolicySet(settings.path)
+    # A bug in here (not an expression's error, which follows the NodePolicy's own
+    # failurePolicy) rejects rather than lets a container by unchecked.
+    policy = Policy(NAME, context=lambda: policies, description=DESCRIPTION,
+                    failure_policy=FailurePolicy.FAIL)
+
+    @policy.on(*EventName, name="node-policies")
+    def node_policies(event: Event, policies: PolicySet) -> Decision | None:
+        in_force = [p for p in policies.current if event.name in p.events]
+        if not in_force:
+            return None
+        request: Mapping[str, Any] = orjson.loads(event.body) if event.body else {}
+        outputs = []
+        for compiled in in_force:
+            decision = evaluate(compiled, event.name, request, policies.tally)
+            if decision is not None:
+                outputs.append((compiled.name, decision))
+        if not outputs:
+            return None
+        return outputs[0][1] if len(outputs) == 1 else merge(outputs).decision
+
+    @policy.background
+    async def reload(host: PolicyHost) -> None:
+        while not await host.stopped(host.poll_interval_s):
+            result = policies.poll()
+            if result is not ReloadResult.UNCHANGED:
+                await host.config_polled(result, policies.status())
+
+    @policy.config_status
+    def status() -> ConfigStatus:
+        return policies.status()
+
+    @policy.describe
+    def state() -> Mapping[str, Any]:
+        return {
+            **policies.status().to_json(),
+            "policies": [{"name": p.name, "file": str(p.file), "events": sorted(p.events)}
+                         for p in policies.current],
+            "counts": dict(sorted(policies.tally.items())),
+        }
+
+    return policy

@@ -1,0 +1,161 @@
+"""Compiling a ``NodePolicy`` as the API server compiles a VAP: every expression type-checked.
+
+Owns turning a read document (``node_policy_doc.Source``) into a ``CompiledPolicy``: each expression
+is compiled and type-checked once per event the policy handles, against that event's request
+types (``schema_types``), with ``params`` as dyn and ``variables`` as a map of the policy's
+variables (a name not declared earlier in ``spec.variables`` is refused here); result types are
+checked (conditions and validations bool, messages and annotation values string, mutations a
+map or a JSON Patch list). Any problem raises ``PolicyLoadError`` naming the policy, the key,
+the expression and the checker's complaint (``undefined field 'resource' not found in struct
+'nriwebhook.LinuxContainer'``). The programs kept for evaluation come from a second, untyped
+environment: requests are bound as JSON maps. Must not evaluate anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cel_expr_python import cel
+
+from policy_server import EventName, PolicyLoadError
+from policy_server.policies.cel import library, schema_types
+from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
+
+# Events whose reply carries a change to the event's own container (docs/webhooks.md).
+MUTABLE_EVENTS = frozenset({EventName.CREATE_CONTAINER, EventName.UPDATE_CONTAINER})
+_VARIABLE_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
+_BOOL = ("bool", "dyn")
+_STRING = ("string", "dyn")
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """One compiled expression: where it came from, and what it reads of ``variables``."""
+
+    key: str  # spec.validations[0].expression
+    source: str
+    program: Any  # cel.Expression
+    needs: tuple[str, ...]  # variables it reads, in declaration order
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledValidation:
+    expression: Program
+    message: str | None
+    message_expression: Program | None
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    name: str
+    file: Path
+    events: frozenset[EventName]
+    fail: bool  # failurePolicy: Fail
+    conditions: tuple[tuple[str, Program], ...]
+    variables: tuple[tuple[str, Program], ...]
+    params: Any
+    params_file: Path | None
+    validations: tuple[CompiledValidation, ...]
+    actions: frozenset[Action]
+    audit: tuple[tuple[str, Program], ...]
+    mutations: tuple[tuple[PatchType, Program], ...]
+
+
+@functools.cache
+def _check_env(event: EventName) -> Any:
+    variables = {**schema_types.declarations(event), "params": cel.Type.DYN,
+                 "variables": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
+    return cel.NewEnv(schema_types.pool(), variables=variables, extensions=library.extensions())
+
+
+@functools.cache
+def eval_env() -> Any:
+    names = {k for e in EventName for k in schema_types.request_keys(e)}
+    variables = {n: cel.Type.DYN for n in (*sorted(names), "params", "variables")}
+    return cel.NewEnv(variables=variables, extensions=library.extensions())
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).removeprefix("INVALID_ARGUMENT: ")
+    lines = [ln for ln in text.splitlines() if ln.startswith("ERROR:")] or [text]
+    return re.sub(r"^ERROR: <input>:", "at ", lines[0]).removesuffix(" [INVALID_ARGUMENT]")
+
+
+class _Compiler:
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.spec = source.doc.spec
+        self.declared: list[str] = []
+
+    def error(self, key: str, message: str) -> PolicyLoadError:
+        return PolicyLoadError(f"NodePolicy {self.source.name} ({self.source.file}): {key}: "
+                               f"{message}")
+
+    def compile(self, key: str, source: str, results: tuple[str, ...]) -> Program:
+        needs = []
+        for name in _VARIABLE_REF.findall(source):
+            if name not in self.declared:
+                raise self.error(key, f"{source!r}: variables.{name} is not declared "
+                                 f"{'earlier ' if key.startswith('spec.variables') else ''}"
+                                 "in spec.variables")
+            needs.append(name)
+        for event in sorted(self.spec.events):
+            try:
+                checked = _check_env(event).compile(source)
+            except RuntimeError as exc:
+                raise self.error(key, f"{source!r} ({event}): {_first_line(exc)}") from None
+            got = checked.return_type().name().lower()
+            if results and not any(got.startswith(r) for r in results):
+                raise self.error(key, f"{source!r} ({event}): must be {results[0]}, is {got}")
+        order = [n for n in self.declared if n in needs]
+        return Program(key, source, eval_env().compile(source), tuple(order))
+
+    def named(self, key: str, items: tuple[Any, ...], results: tuple[str, ...]
+              ) -> Iterator[tuple[str, Program]]:
+        for i, item in enumerate(items):
+            yield item.name, self.compile(f"{key}[{i}].expression", item.expression, results)
+
+
+def compile_policy(source: Source) -> CompiledPolicy:
+    """``source`` compiled and checked; raises ``PolicyLoadError``."""
+    c = _Compiler(source)
+    spec = c.spec
+    if spec.mutations and not set(spec.events) <= MUTABLE_EVENTS:
+        others = ", ".join(sorted(set(spec.events) - MUTABLE_EVENTS))
+        raise c.error("spec.mutations", f"only CreateContainer and UpdateContainer carry a "
+                      f"change to their container; this policy also handles {others}")
+    conditions = tuple(c.named("spec.matchConditions", spec.match_conditions, _BOOL))
+    variables = []
+    for i, var in enumerate(spec.variables):
+        if var.name in c.declared:
+            raise c.error(f"spec.variables[{i}].name", f"{var.name} is declared twice")
+        variables.append((var.name, c.compile(f"spec.variables[{i}].expression",
+                                              var.expression, ())))
+        c.declared.append(var.name)
+    validations = []
+    for i, v in enumerate(spec.validations):
+        key = f"spec.validations[{i}]"
+        message = (c.compile(f"{key}.messageExpression", v.message_expression, _STRING)
+                   if v.message_expression else None)
+        validations.append(CompiledValidation(c.compile(f"{key}.expression", v.expression, _BOOL),
+                                              v.message, message))
+    audit = tuple((a.key, c.compile(f"spec.auditAnnotations[{i}].valueExpression",
+                                    a.value_expression, _STRING))
+                  for i, a in enumerate(spec.audit_annotations))
+    mutations = tuple(
+        (m.patch_type, c.compile(f"spec.mutations[{i}].expression", m.expression,
+                                 ("map", "dyn") if m.patch_type is PatchType.APPLY_CONFIGURATION
+                                 else ("list", "dyn")))
+        for i, m in enumerate(spec.mutations))
+    if not (validations or audit or mutations):
+        raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
+    params, params_file = read_params(source)
+    return CompiledPolicy(source.name, source.file, frozenset(spec.events),
+                          spec.failure_policy == "Fail", conditions, tuple(variables), params,
+                          params_file, tuple(validations), frozenset(spec.validation_actions),
+                          audit, mutations)

@@ -1,0 +1,210 @@
+"""Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
+
+Owns ``evaluate(policy, request, tally)``: the request's JSON bound once (``pod``,
+``container``, ... as maps, ``params``, ``variables``); ``matchConditions`` (all true, or the
+policy does not apply); ``variables`` computed lazily, at most once per request: none until an
+expression reads one, then all of them together (``_Request._compute_variables`` says why);
+``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
+expression) acted on by
+``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations``
+as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the
+policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
+becomes the ``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An
+evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a
+warning. ``tally`` counts outcomes per policy and validation (the state page). Must not do I/O
+besides logging, nor know about files or reloads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from cel_expr_python import cel
+
+from policy_server import (
+    ContainerUpdate,
+    Decision,
+    EventName,
+    ResourcePatch,
+    adjustment_from_json,
+)
+from policy_server.policies.cel import json_patch
+from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
+from policy_server.policies.cel.node_policy_doc import Action, PatchType
+
+log = logging.getLogger(__name__)
+_ERROR = cel.Type.ERROR
+
+
+class EvaluationError(Exception):
+    """An expression failed at run time (no such key, a wrong type, the iteration budget)."""
+
+    def __init__(self, program: Program, reason: str) -> None:
+        super().__init__(f"{program.key}: {program.source!r}: {reason}")
+
+
+class _Request:
+    """One request's bindings; variables filled in as expressions need them."""
+
+    def __init__(self, policy: CompiledPolicy, request: Mapping[str, Any]) -> None:
+        self.policy = policy
+        self.variables: dict[str, Any] = {}
+        self.failed: dict[str, EvaluationError] = {}
+        self.computed = not policy.variables
+        self.variables_read = False  # the current binding has read ``variables``
+        self.stale = False  # ... and a variable was added since
+        self.data = {k: v for k, v in request.items() if v is not None}
+        self.data["params"] = policy.params
+        self.data["variables"] = self.variables
+        self.activation: Any = None
+        self.programs = dict(policy.variables)
+
+    def _compute_variables(self) -> None:
+        """Every variable, in declaration order, at the first expression that reads one.
+
+        cel-cpp converts a bound map once, at its first read, so a variable added after
+        ``variables`` was read needs a new binding, and the request's maps converted again
+        (docs/performance.md, CEL node policies): computing them together, before the
+        expressions that read them, keeps one conversion when variables do not read each
+        other."""
+        self.computed = True
+        for name, program in self.programs.items():
+            try:
+                self.variables[name] = self.run(program)
+            except EvaluationError as exc:
+                # Left unbound: an expression fails only if it does read it (a has() or a
+                # short-circuit may guard the read), and then with the variable's own error.
+                self.failed[name] = exc
+            self.stale = self.stale or self.variables_read
+
+    def run(self, program: Program) -> Any:
+        if program.needs:
+            if not self.computed:
+                self._compute_variables()
+            if self.stale:  # this binding read ``variables`` before the last one was added
+                self.activation = None
+            self.variables_read = True
+        if self.activation is None:  # cheap: the request's maps are converted when read
+            self.activation = eval_env().Activation(self.data)
+            self.stale = False
+            self.variables_read = bool(program.needs)
+        try:
+            value = program.program.eval(self.activation)
+            if value.type() == _ERROR:  # cel-cpp returns most evaluation errors as a value
+                raise RuntimeError(str(value.plain_value()))
+        except (RuntimeError, ValueError, TypeError) as exc:
+            for name in program.needs:
+                if name in self.failed:
+                    raise self.failed[name] from None
+            raise EvaluationError(program, str(exc).removesuffix(" [INTERNAL]")) from None
+        try:
+            return value.plain_value()
+        except (RuntimeError, TypeError):
+            raise EvaluationError(program, f"a {value.type().name()} value is not data (end an "
+                                  "optional with .orValue(...))") from None
+
+    def boolean(self, program: Program) -> bool:
+        value = self.run(program)
+        if not isinstance(value, bool):
+            raise EvaluationError(program, f"expected a bool, got {type(value).__name__}")
+        return value
+
+
+def _merge_into(into: dict[str, Any], partial: Mapping[str, Any]) -> None:
+    for key, value in partial.items():
+        inner = into.get(key)
+        if isinstance(inner, dict) and isinstance(value, Mapping):
+            _merge_into(inner, value)
+        elif isinstance(inner, list) and isinstance(value, list):
+            inner.extend(value)
+        else:
+            into[key] = value
+
+
+def _mutate(req: _Request) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for kind, program in req.policy.mutations:
+        value = req.run(program)
+        if kind is PatchType.JSON_PATCH:
+            try:
+                doc = json_patch.apply(doc, value)
+            except ValueError as exc:
+                raise EvaluationError(program, str(exc)) from None
+        elif isinstance(value, dict):
+            _merge_into(doc, value)
+        elif value is not None:
+            raise EvaluationError(program, f"expected a map, got {type(value).__name__}")
+    return doc
+
+
+def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -> Decision:
+    if event is EventName.CREATE_CONTAINER:
+        return Decision(adjust=adjustment_from_json(doc))
+    resources = (doc.get("linux") or {}).get("resources")
+    if set(doc) - {"linux"} or set(doc.get("linux") or {}) - {"resources"}:
+        raise ValueError("an UpdateContainer mutation may only set linux.resources")
+    container = request.get("container") or {}
+    patch = ResourcePatch.from_json(resources or {})
+    return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))
+
+
+def _validate(req: _Request, tally: Counter[str]) -> tuple[list[str], list[str]]:
+    """Messages of the failed validations, and warnings met on the way."""
+    failed: list[str] = []
+    warnings: list[str] = []
+    for i, v in enumerate(req.policy.validations):
+        if req.boolean(v.expression):
+            continue
+        tally[f"{req.policy.name}/validations[{i}]/failed"] += 1
+        message = v.message or f"failed expression: {v.expression.source}"
+        if v.message_expression is not None:
+            try:
+                message = str(req.run(v.message_expression))
+            except EvaluationError as exc:  # as the API server: fall back, and say so
+                warnings.append(f"{req.policy.name}: messageExpression failed: {exc}")
+        failed.append(message)
+    return failed, warnings
+
+
+def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any],
+             tally: Counter[str]) -> Decision | None:
+    """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
+    if event not in policy.events:
+        return None
+    req = _Request(policy, request)
+    try:
+        if not all(req.boolean(p) for _, p in policy.conditions):
+            return None
+        tally[f"{policy.name}/evaluated"] += 1
+        failed, warnings = _validate(req, tally)
+        for key, program in policy.audit:
+            value = req.run(program)
+            if value is not None:
+                warnings.append(f"{policy.name}/{key}: {value}")
+        change = (_change(event, request, _mutate(req)) if policy.mutations and not
+                  (failed and Action.DENY in policy.actions) else None)
+    except (EvaluationError, ValueError) as exc:
+        tally[f"{policy.name}/errors"] += 1
+        if policy.fail:
+            return Decision(reject=f"{policy.name}: {exc}")
+        return Decision(warnings=(f"{policy.name}: ignored (failurePolicy: Ignore): {exc}",))
+    reject = None
+    if failed:
+        tally[f"{policy.name}/denied" if Action.DENY in policy.actions else
+              f"{policy.name}/warned"] += 1
+        text = "; ".join(failed)
+        if Action.DENY in policy.actions:
+            reject = f"{policy.name}: {text}"
+        if Action.WARN in policy.actions:
+            warnings += [f"{policy.name}: {m}" for m in failed]
+        if Action.AUDIT in policy.actions:
+            log.info("cel policy %s failed validation (audit): %s uid=%s", policy.name, text,
+                     request.get("uid", ""))
+    base = change or Decision()
+    if reject is None and not warnings and change is None:
+        return None
+    return Decision(adjust=base.adjust, update=base.update, reject=reject,
+                    warnings=tuple(warnings))
