@@ -35,7 +35,7 @@ from .test_cpu_pools import CONFIG, GUARANTEED_1_CPU
 pytestmark = pytest.mark.e2e
 
 # The churn's length; the 10-minute soak of docs/e2e.md sets NRI_E2E_CHURN_S=600.
-CHURN_S = float(os.environ.get("NRI_E2E_CHURN_S", "75"))
+CHURN_S = float(os.environ.get("NRI_E2E_CHURN_S", "45"))
 POD_WORKERS = 4
 UPDATE_LOOPS = 2
 QUIET_UPDATES = 40  # before the churn: the update latency on a quiet node (docs/e2e.md)

@@ -6,12 +6,9 @@ container's update (CRI-O keeps pids and the memory reservation there; container
 
 from __future__ import annotations
 
-import http.server
 import json
-import socketserver
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from typing import Any
 import pytest
 
 from .conftest import run_try
+from .unix_webhook import JsonWebhook, serving
 
 POD = """\
 kind: Pod
@@ -31,16 +29,14 @@ spec:
 GI = 1 << 30
 
 
-class _Canned(http.server.BaseHTTPRequestHandler):
+class _Canned(JsonWebhook):
     """CreateContainer: memory.limit + memory.swappiness (app), a sysctl removal (side).
     UpdateContainer of app: its own pids, swappiness, limit and shares, and side's pids and
     memory reservation."""
 
-    protocol_version = "HTTP/1.1"
     ids: dict[str, str] = {}
 
-    def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def reply(self, request: Any) -> Any:
         ctr = request.get("container") or {}
         self.ids[ctr.get("name", "")] = ctr.get("id", "")
         reply: dict[str, Any] = {}
@@ -56,38 +52,18 @@ class _Canned(http.server.BaseHTTPRequestHandler):
                     "cpu": {"shares": 1000}, "pids": {"limit": 100}}}},
                 {"container_id": self.ids["side"], "linux": {"resources": {
                     "memory": {"reservation": GI}, "pids": {"limit": 50}}}}]}
-        body = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+        return reply
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
-    sock = tmp_path / "canned.sock"
-    server = _UnixServer(str(sock), _Canned)
-    thread = threading.Thread(target=server.serve_forever, name="canned-webhook")
-    thread.start()
-    path = tmp_path / "bridge.yaml"
-    path.write_text(json.dumps({"webhooks": [{
-        "name": "tuner", "url": f"unix://{sock}/v1/policies/x",
-        "events": ["CreateContainer", "UpdateContainer"],
-        "allow": ["resources", "sysctl"]}]}))
-    try:
+    with serving(tmp_path / "canned.sock", _Canned) as sock:
+        path = tmp_path / "bridge.yaml"
+        path.write_text(json.dumps({"webhooks": [{
+            "name": "tuner", "url": f"unix://{sock}/v1/policies/x",
+            "events": ["CreateContainer", "UpdateContainer"],
+            "allow": ["resources", "sysctl"]}]}))
         yield path
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def _try(config: Path, tmp_path: Path, profile: str, *extra: str) -> dict[str, dict[str, Any]]:

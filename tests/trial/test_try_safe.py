@@ -4,13 +4,10 @@ circuit breaker hides none), and the JSON output is the same bytes on every run.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import socketserver
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ import pytest
 from policy_server.testing import make_request
 
 from .conftest import REPO, bridge_config, policy_server, run_try
+from .unix_webhook import JsonWebhook, serving
 
 GOLDEN = Path(__file__).parent / "golden" / "examples.json"
 EXAMPLE_PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"))
@@ -106,40 +104,17 @@ def test_the_breaker_hides_no_failure(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[-1] == "nri-webhook-bridge try: 7 webhook call(s) failed"
 
 
-class _BadReplies(http.server.BaseHTTPRequestHandler):
+class _BadReplies(JsonWebhook):
     """A webhook whose replies are JSON objects outside the contract."""
 
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        body = b'{"adjust": "not an adjustment"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+    def reply(self, request: Any) -> Any:
+        return {"adjust": "not an adjustment"}
 
 
 @pytest.fixture
 def bad_webhook(tmp_path: Path) -> Iterator[Path]:
-    sock = tmp_path / "bad.sock"
-    server = _UnixServer(str(sock), _BadReplies)
-    thread = threading.Thread(target=server.serve_forever, name="bad-webhook")
-    thread.start()
-    try:
+    with serving(tmp_path / "bad.sock", _BadReplies) as sock:
         yield sock
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_a_reply_the_bridge_refuses_exits_3(tmp_path: Path, bad_webhook: Path) -> None:
