@@ -14,8 +14,8 @@ turns a plugin's update into CRI resources (memory limit, swap, the CPU fields, 
 unified) before applying it. Zero means "leave as it is" for every CRI scalar (containerd's
 WithResources); so a limit without a swap makes the runtime set swap to the limit, as it does
 for kubelet. What the runtime then keeps of it is the field table's `cri_update` route
-(bridge.contract.runtime_effects): containerd replaces the request by its NRI event's result,
-which has no swap, so a swap limit carried here is ignored there.
+(bridge.contract.runtime_effects), checked against real containerd by
+tests/e2e/test_field_differential.py.
 """
 
 from __future__ import annotations

@@ -103,8 +103,8 @@ class CriRoute:
         self._current = current
         self._runtime = runtime
         # What this runtime does with each leaf of an update that comes by CRI (the field
-        # table): CRI cannot carry some, and containerd replaces the request by its NRI result,
-        # which loses a swap limit.
+        # table's cri_update route): CRI cannot carry some, and a limit without a swap sets
+        # swap to the limit.
         self._effects = Runtime(runtime.name, runtime.version, runtime.nri_version)
         self._timeout_s = timeout_s
         self._checked = False
