@@ -33,6 +33,12 @@ DEFAULT_SOCKETS = {
     "crio": "/var/run/crio/crio.sock",
 }
 VERSION_TIMEOUT_S = 5.0
+# The calls the bridge makes: name -> (gRPC path, request type, response type).
+_METHODS: dict[str, tuple[str, Any, Any]] = {
+    "Version": (VERSION, cri.VersionRequest, cri.VersionResponse),
+    "UpdateContainerResources": (UPDATE_CONTAINER_RESOURCES, cri.UpdateContainerResourcesRequest,
+                                 cri.UpdateContainerResourcesResponse),
+}
 
 
 class CriError(BridgeError):
@@ -62,36 +68,31 @@ class CriClient:
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
         self._channel: grpc.Channel | None = None
-        self._update: Any = None
-        self._version: Any = None
+        self._stubs: dict[str, Any] = {}  # call name -> grpcio's callable
 
-    def _open(self) -> None:
-        if self._channel is not None:
-            return
-        if not os.path.exists(self.socket_path):
-            raise CriError("connect", "UNAVAILABLE", f"no CRI socket at {self.socket_path}")
-        channel = grpc.insecure_channel(f"unix://{self.socket_path}")
-        self._update = channel.unary_unary(
-            UPDATE_CONTAINER_RESOURCES,
-            request_serializer=cri.UpdateContainerResourcesRequest.SerializeToString,
-            response_deserializer=cri.UpdateContainerResourcesResponse.FromString)
-        self._version = channel.unary_unary(
-            VERSION, request_serializer=cri.VersionRequest.SerializeToString,
-            response_deserializer=cri.VersionResponse.FromString)
-        self._channel = channel
+    def _open(self) -> dict[str, Any]:
+        if self._channel is None:
+            if not os.path.exists(self.socket_path):
+                raise CriError("connect", "UNAVAILABLE", f"no CRI socket at {self.socket_path}")
+            channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            self._stubs = {name: channel.unary_unary(
+                path, request_serializer=request.SerializeToString,
+                response_deserializer=response.FromString)
+                for name, (path, request, response) in _METHODS.items()}
+            self._channel = channel
+        return self._stubs
 
     async def version(self) -> CriVersion:
         reply: cri.VersionResponse = await self._call(
-            "Version", "version", cri.VersionRequest(version=CRI_API_VERSION), VERSION_TIMEOUT_S)
+            "Version", cri.VersionRequest(version=CRI_API_VERSION), VERSION_TIMEOUT_S)
         return CriVersion(reply.runtime_name, reply.runtime_version, reply.runtime_api_version)
 
     async def update_container_resources(self, request: cri.UpdateContainerResourcesRequest,
                                          timeout_s: float) -> None:
-        await self._call("UpdateContainerResources", "update", request, timeout_s)
+        await self._call("UpdateContainerResources", request, timeout_s)
 
-    async def _call(self, call: str, which: str, request: Any, timeout_s: float) -> Any:
-        self._open()
-        method = self._update if which == "update" else self._version
+    async def _call(self, call: str, request: Any, timeout_s: float) -> Any:
+        method = self._open()[call]
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(
