@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.simulator.delivery import EventResult
 from bridge.simulator.runtime import SimulatedRuntime
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir, webhook
 from tests.integration.policy_app import Knobs, serve_policy
@@ -32,13 +33,10 @@ def workdir() -> Iterator[Path]:
         yield path
 
 
-@pytest.mark.parametrize(("profile", "runtime_text"), [
-    ("containerd-2.2.7", "containerd v2.2.7, NRI v0.11.0"),
-    ("cri-o-1.36.3", "cri-o 1.36.3, NRI v0.11.0"),
-])
-async def test_an_added_sysctl_is_dropped_with_a_warning_on_nri_v0_11(
-        workdir: Path, caplog: pytest.LogCaptureFixture, profile: str,
-        runtime_text: str) -> None:
+async def _create_with_a_sysctl(workdir: Path, profile: str, caplog: pytest.LogCaptureFixture,
+                                ) -> tuple[Knobs, SimulatedRuntime, EventResult, str]:
+    """One CreateContainer through the bridge whose webhook adds a sysctl: what the policy saw,
+    the runtime, the result and the bridge's metrics."""
     knobs = Knobs(replies={"CreateContainer": SYSCTL})
     sock = workdir / "policy.sock"
     runtime = SimulatedRuntime(workdir / "nri.sock", profile)
@@ -47,12 +45,24 @@ async def test_an_added_sysctl_is_dropped_with_a_warning_on_nri_v0_11(
         async with serve_policy(str(sock), knobs), \
                 running_bridge(runtime, [webhook(sock, name="tuner", allow=ALLOW)],
                                workdir) as bridge:
-            pod, container = pod_and_container()
             with caplog.at_level(logging.WARNING, logger="bridge.webhooks.fanout"):
-                result = await runtime.create_container(pod, container)
+                result = await runtime.create_container(*pod_and_container())
             exposition = bridge.metrics.exposition().decode()
     finally:
         await runtime.stop()
+    return knobs, runtime, result, exposition
+
+
+@pytest.mark.parametrize(("profile", "runtime_text"), [
+    ("containerd-2.2.7", "containerd v2.2.7, NRI v0.11.0"),
+    ("cri-o-1.36.3", "cri-o 1.36.3, NRI v0.11.0"),
+])
+async def test_an_added_sysctl_is_dropped_with_a_warning_on_nri_v0_11(
+        workdir: Path, caplog: pytest.LogCaptureFixture, profile: str,
+        runtime_text: str) -> None:
+    knobs, runtime, result, exposition = await _create_with_a_sysctl(workdir, profile, caplog)
+    container = result.container
+    assert container is not None
     assert runtime.crashed is None
     assert result.ok, result.error
     created = runtime.state.containers[container.id]
@@ -74,20 +84,10 @@ async def test_an_added_sysctl_is_dropped_with_a_warning_on_nri_v0_11(
 
 async def test_an_added_sysctl_is_applied_on_containerd_2_3_4(
         workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    knobs = Knobs(replies={"CreateContainer": SYSCTL})
-    sock = workdir / "policy.sock"
-    runtime = SimulatedRuntime(workdir / "nri.sock", "containerd-2.3.4")
-    await runtime.start()
-    try:
-        async with serve_policy(str(sock), knobs), \
-                running_bridge(runtime, [webhook(sock, name="tuner", allow=ALLOW)],
-                               workdir) as bridge:
-            pod, container = pod_and_container()
-            with caplog.at_level(logging.WARNING, logger="bridge.webhooks.fanout"):
-                result = await runtime.create_container(pod, container)
-            exposition = bridge.metrics.exposition().decode()
-    finally:
-        await runtime.stop()
+    knobs, runtime, result, exposition = await _create_with_a_sysctl(
+        workdir, "containerd-2.3.4", caplog)
+    container = result.container
+    assert container is not None
     assert result.ok, result.error
     created = runtime.state.containers[container.id]
     assert dict(created.linux.sysctl) == {"net.core.somaxconn": "1024"}
