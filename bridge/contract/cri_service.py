@@ -21,13 +21,19 @@ tests/e2e/test_field_differential.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from bridge.proto.cri import runtime_pb2 as cri
 from bridge.proto.nri import api_pb2 as api
 
 SERVICE = "runtime.v1.RuntimeService"
-UPDATE_CONTAINER_RESOURCES = f"/{SERVICE}/UpdateContainerResources"
-VERSION = f"/{SERVICE}/Version"
+# The calls the bridge makes and the simulated runtime serves: method -> (request type, response
+# type); the gRPC path is f"/{SERVICE}/{method}".
+METHODS: dict[str, tuple[type[Any], type[Any]]] = {
+    "Version": (cri.VersionRequest, cri.VersionResponse),
+    "UpdateContainerResources": (cri.UpdateContainerResourcesRequest,
+                                 cri.UpdateContainerResourcesResponse),
+}
 CRI_API_VERSION = "v1"
 
 INT64_MAX = (1 << 63) - 1

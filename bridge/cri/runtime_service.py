@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from bridge.contract.cri_service import CRI_API_VERSION, UPDATE_CONTAINER_RESOURCES, VERSION
+from bridge.contract.cri_service import CRI_API_VERSION, METHODS, SERVICE
 from bridge.errors import BridgeError
 from bridge.proto.cri import runtime_pb2 as cri
 
@@ -33,12 +33,6 @@ DEFAULT_SOCKETS = {
     "crio": "/var/run/crio/crio.sock",
 }
 VERSION_TIMEOUT_S = 5.0
-# The calls the bridge makes: name -> (gRPC path, request type, response type).
-_METHODS: dict[str, tuple[str, Any, Any]] = {
-    "Version": (VERSION, cri.VersionRequest, cri.VersionResponse),
-    "UpdateContainerResources": (UPDATE_CONTAINER_RESOURCES, cri.UpdateContainerResourcesRequest,
-                                 cri.UpdateContainerResourcesResponse),
-}
 
 
 class CriError(BridgeError):
@@ -76,9 +70,9 @@ class CriClient:
                 raise CriError("connect", "UNAVAILABLE", f"no CRI socket at {self.socket_path}")
             channel = grpc.insecure_channel(f"unix://{self.socket_path}")
             self._stubs = {name: channel.unary_unary(
-                path, request_serializer=request.SerializeToString,
+                f"/{SERVICE}/{name}", request_serializer=request.SerializeToString,
                 response_deserializer=response.FromString)
-                for name, (path, request, response) in _METHODS.items()}
+                for name, (request, response) in METHODS.items()}
             self._channel = channel
         return self._stubs
 

@@ -24,6 +24,7 @@ import grpc
 
 from bridge.contract.cri_service import (
     CRI_API_VERSION,
+    METHODS,
     SERVICE,
     to_nri,
 )
@@ -52,14 +53,12 @@ class CriServer:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # a stale socket from an earlier run
         server = grpc.server(ThreadPoolExecutor(WORKERS, thread_name_prefix="sim-cri"))
+        serve = {"Version": self._version, "UpdateContainerResources": self._update}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {
-            "Version": grpc.unary_unary_rpc_method_handler(
-                self._version, request_deserializer=cri.VersionRequest.FromString,
-                response_serializer=cri.VersionResponse.SerializeToString),
-            "UpdateContainerResources": grpc.unary_unary_rpc_method_handler(
-                self._update, request_deserializer=cri.UpdateContainerResourcesRequest.FromString,
-                response_serializer=cri.UpdateContainerResourcesResponse.SerializeToString),
-        }),))
+            name: grpc.unary_unary_rpc_method_handler(
+                serve[name], request_deserializer=request.FromString,
+                response_serializer=response.SerializeToString)
+            for name, (request, response) in METHODS.items()}),))
         server.add_insecure_port(f"unix://{self.path}")
         server.start()
         self._server = server
