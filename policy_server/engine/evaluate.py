@@ -31,7 +31,7 @@ from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
 from policy_server.sdk.decision import ContainerUpdate, Decision
-from policy_server.sdk.merge import Conflict, merge
+from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeSnapshot, NodeState

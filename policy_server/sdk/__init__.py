@@ -38,8 +38,8 @@ from policy_server.sdk.decision import (
     ResctrlGroupRemoval,
 )
 from policy_server.sdk.decision_json import adjustment_from_json, adjustment_to_json
+from policy_server.sdk.decision_merge import merge
 from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
-from policy_server.sdk.merge import merge
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_plan import (

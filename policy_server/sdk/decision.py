@@ -5,7 +5,7 @@ reject, warnings, node effects and pushes. An ``Adjustment`` types the fields po
 set; the rest of NRI's ``ContainerAdjustment`` (namespaces, net devices, I/O priority, seccomp
 policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``: the reply's
 ``adjust`` JSON, checked against the webhook contract when the ``Adjustment`` is built, as the
-bridge checks an HTTP reply's shape. ``policy_server.sdk.merge`` merges several handlers'
+bridge checks an HTTP reply's shape. ``policy_server.sdk.decision_merge`` merges several handlers'
 decisions; ``policy_server.engine.reply`` turns the merged one into the reply body. Must not do
 I/O or import web frameworks; policies may import it (it sits below the engine).
 """

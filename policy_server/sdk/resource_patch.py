@@ -4,7 +4,7 @@ Owns the patch value, its table of fields (``SCALAR_PATHS``: attribute -> JSON p
 ``LinuxResources``, which the reply JSON, the merge's conflict paths and the request's
 ``Resources`` all read) and its JSON both ways. ``unified`` and ``hugepage_limits`` are owned
 per key (per page size), ``device_rules`` are appended, as NRI does. Must not do I/O or merge
-several handlers' patches (``policy_server.sdk.merge``).
+several handlers' patches (``policy_server.sdk.decision_merge``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bridge.contract import WebhookReply
 from policy_server import Adjustment, Decision
 from policy_server.engine.reply import decision_to_reply
-from policy_server.sdk.merge import merge
+from policy_server.sdk.decision_merge import merge
 from policy_server.sdk.oci import Device, Hook, HookStage, Rlimit, StagedHook
 
 NULL = Device("/dev/null", "c", 1, 3)

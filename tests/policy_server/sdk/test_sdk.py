@@ -21,7 +21,7 @@ from policy_server import (
 from policy_server.engine.evaluate import MAX_WARNINGS, Engine
 from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
-from policy_server.sdk.merge import Conflict, merge
+from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Mount
 from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import container, envelope, pod
