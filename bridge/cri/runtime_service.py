@@ -6,7 +6,9 @@ UpdateContainerResources), each with a deadline, and the translation of gRPC fai
 
 The calls are grpcio's blocking ones, run in the loop's default executor: grpcio's asyncio API
 does not run on uvloop, which serves the bridge. A call occupies one executor thread for at
-most its deadline.
+most its deadline. grpcio is imported on the first call, not at start-up: importing it took
+the bridge's start-up peak RSS from 47 to 54 MiB (2026-11-28), which a bridge that never sends
+an update through CRI need not carry.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import logging
 import os
 from dataclasses import dataclass
 from typing import Any
-
-import grpc
 
 from bridge.contract.cri_service import CRI_API_VERSION, METHODS, SERVICE
 from bridge.errors import BridgeError
@@ -61,14 +61,14 @@ class CriClient:
 
     def __init__(self, socket_path: str) -> None:
         self.socket_path = socket_path
-        self._channel: grpc.Channel | None = None
+        self._channel: Any = None  # grpc.Channel, once opened
         self._stubs: dict[str, Any] = {}  # call name -> grpcio's callable
 
     def _open(self) -> dict[str, Any]:
         if self._channel is None:
             if not os.path.exists(self.socket_path):
                 raise CriError("connect", "UNAVAILABLE", f"no CRI socket at {self.socket_path}")
-            channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            channel = _grpc().insecure_channel(f"unix://{self.socket_path}")
             self._stubs = {name: channel.unary_unary(
                 f"/{SERVICE}/{name}", request_serializer=request.SerializeToString,
                 response_deserializer=response.FromString)
@@ -87,6 +87,7 @@ class CriClient:
 
     async def _call(self, call: str, request: Any, timeout_s: float) -> Any:
         method = self._open()[call]
+        grpc = _grpc()
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(
@@ -101,3 +102,9 @@ class CriClient:
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
+
+
+def _grpc() -> Any:
+    import grpc  # on first use (see the module docstring)
+
+    return grpc
