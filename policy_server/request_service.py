@@ -44,23 +44,19 @@ from policy_server.exceptions import (
     PayloadError,
     RequestError,
 )
-from policy_server.node import probe as node_state
-from policy_server.node.cgroups import (
-    DEFAULT_CGROUP_ROOT,
-    CgroupExecutor,
-    CgroupVersion,
-    ExecutionReport,
-    ExecutorMode,
-)
+from policy_server.node import node_state
+from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import CpuWeights, WeightSetting
+from policy_server.node.execution import ExecutionReport, ExecutorMode
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import DEFAULT_PROC_ROOT, Procfs
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S, NodeReconciler
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT, ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode, SystemdUnits
 from policy_server.policies import build_builtin, enabled_builtins
-from policy_server.sdk.decision import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.decision_json import update_to_json
+from policy_server.sdk.effects import CgroupWrite, Effect, HostDirectory, ResctrlGroup
 from policy_server.sdk.extension import ConfigStatus, ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy, Registry
@@ -187,7 +183,7 @@ class PolicyServer:
     ) -> None:
         self.options = options
         self.metrics = Metrics()
-        self.executor = CgroupExecutor(
+        self.executor = NodeExecutor(
             options.executor_mode,
             options.cgroup_root,
             options.cgroup_version,

@@ -23,7 +23,8 @@ from policy_server import (
 )
 from policy_server.engine import reply as reply_module
 from policy_server.engine.request import field_loc
-from policy_server.node.cgroups import CgroupVersion, ExecutorMode
+from policy_server.node.cgroup_layout import CgroupVersion
+from policy_server.node.execution import ExecutorMode
 from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server import hot_route
 from policy_server.server.asgi import _documented, create_app
