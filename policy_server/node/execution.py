@@ -4,7 +4,7 @@ Owns ``ExecutorMode`` (``on`` writes, ``dry-run`` only logs, ``off`` is the expl
 only" choice), ``ApplyRun`` (one ``NodeExecutor.apply`` call: its mode, log context and
 report), ``ExecutionReport``, ``ProbeResult``, ``Drift`` (what the reconciler's pass found and
 fixed for one effect) and ``KindExecutor``, the row of the executor table
-(``policy_server.node.effect_executors``). Must not do I/O.
+(``policy_server.node.executor``). Must not do I/O.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Owns ``NodeExecutor``: the executor table (one ``KindExecutor`` per kind of
 ``policy_server.sdk.effects.EFFECTS``, checked complete when built), ``apply`` (a decision's
-effects at the event, in mode ``on``, ``dry-run`` or ``off``), ``keep`` and ``prune_resctrl``
+effects at the event, in mode ``on``, ``dry-run`` or ``off``), ``notes`` (the reply's warnings
+for effects not applied), ``keep`` and ``prune_resctrl``
 (the reconciler's pass) and the start-up probe of the parts it writes. What each kind does is
 its executor's: pod cgroup files ``cgroup_writer``, host directories ``host_directories``,
 resctrl groups ``resctrl_groups``. Knows no policy: which resctrl groups are whose comes with
@@ -127,6 +128,17 @@ class NodeExecutor:
         for effect in effects:
             self.kinds[type(effect)].apply(effect, run)
         return run.report
+
+    def notes(self, effects: Sequence[Effect], dry_run: bool = False) -> list[str]:
+        """The reply's warnings for the effects this executor does not apply: all of them for a
+        dry-run request or outside mode ``on`` (``EFFECTS.notes``), none otherwise."""
+        if dry_run:
+            why = "dry_run request"
+        elif self.mode is ExecutorMode.ON:
+            return []
+        else:
+            why = "executor off" if self.mode is ExecutorMode.OFF else "executor in dry-run mode"
+        return EFFECTS.notes(effects, why)
 
     def keep(self, effect: Effect, level: str) -> Drift:
         """The reconciler's pass over one effect (kinds done once are left alone)."""

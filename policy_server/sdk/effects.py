@@ -6,9 +6,9 @@ effect kinds: per type its key (two effects with one key are the same request: t
 the later, ``decision_merge``), whether two handlers asking for the same key with different
 values is a conflict, and the note a reply carries when the kind was not applied
 (``effect_notes``). How each kind is carried out on the host is the node layer's
-(``policy_server.node.effect_executors``, one executor per kind of this table, checked at
-import). No policy's names live here: a group's name prefix or a directory's clean-up is the
-policy's choice, carried in the values.
+(``policy_server.node.executor``, one executor per kind of this table, checked when the
+executor is built). No policy's names live here: a group's name prefix or a directory's
+clean-up is the policy's choice, carried in the values.
 
 Must not: do I/O, or name a policy.
 """

@@ -149,7 +149,7 @@ def kube_qos_dir(cgroup_parent: str) -> str | None:
     ``/kubepods/burstable/pod<uid>``, ``kubepods-burstable.slice`` for
     ``kubepods-burstable-pod<uid>.slice``); None if there is no level above the pod."""
     parent = cgroup_parent.strip().rstrip("/")
-    if "/" not in parent and parent.endswith(".slice"):
+    if "/" not in parent:  # a slice (systemd driver), or a single name with nothing above
         try:
             return systemd_parent_slice(parent)
         except ValueError:

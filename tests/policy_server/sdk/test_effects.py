@@ -82,3 +82,13 @@ def test_the_executor_dispatches_through_its_table_in_every_mode() -> None:
         "resctrl group koordlet-u",
         "remove resctrl group koordlet-u",
     ]
+
+
+def test_the_executor_notes_what_it_does_not_apply() -> None:
+    effects = [WRITE, DIRECTORY]
+    assert NodeExecutor(ExecutorMode.ON).notes(effects) == []
+    assert NodeExecutor(ExecutorMode.ON).notes(effects, dry_run=True) == effect_notes(
+        effects, "dry_run request")
+    assert NodeExecutor(ExecutorMode.OFF).notes(effects) == effect_notes(effects, "executor off")
+    assert NodeExecutor(ExecutorMode.DRY_RUN).notes(effects) == effect_notes(
+        effects, "executor in dry-run mode")
