@@ -132,15 +132,17 @@ class BridgeProcess(Process):
     async def wait_log(self, msg: str, timeout_s: float = 10.0, count: int = 1,
                        ) -> list[dict[str, Any]]:
         """Until `count` JSON log lines with message `msg` have been written."""
-        async with asyncio.timeout(timeout_s):
-            while True:
-                found = [line for line in self.json_lines() if line.get("msg") == msg]
-                if len(found) >= count:
-                    return found
-                if not self.running:
-                    raise AssertionError(f"bridge exited ({self.proc.returncode}) before "
-                                         f"logging {msg!r}:\n{self.log_text()[-3000:]}")
-                await asyncio.sleep(0.02)
+        def found() -> list[dict[str, Any]] | None:
+            lines = [line for line in self.json_lines() if line.get("msg") == msg]
+            if len(lines) >= count:
+                return lines
+            # Read before the exit check: a line written just before exiting still counts.
+            if not self.running:
+                raise AssertionError(f"bridge exited ({self.proc.returncode}) before "
+                                     f"logging {msg!r}:\n{self.log_text()[-3000:]}")
+            return None
+        return await until(found, what=f"the bridge logs {msg!r} {count} time(s)",
+                           timeout_s=timeout_s, details=lambda: self.log_text()[-3000:])
 
     async def metrics(self) -> dict[str, float]:
         """Every sample of the control API's /metrics, keyed `name{label=value,...}`."""
