@@ -171,3 +171,20 @@ async def test_no_rdt_class_without_resctrl(tmp_path: Path) -> None:
     assert "koordlet-u2" in warning and "no resctrl filesystem" in warning
     state = server.node_state()
     assert state["resctrl"]["usable"] is False
+
+
+def test_prune_removes_only_the_owned_groups_no_effect_asks_for(tmp_path: Path) -> None:
+    from policy_server.node.resctrl_groups import ResctrlGroups
+    from policy_server.sdk import NodePlan
+
+    fs = fake_resctrl(tmp_path / "resctrl")
+    for name in ("koordlet-live", "koordlet-gone", "mine-gone", "someone-elses"):
+        (fs.root / name).mkdir()
+    groups = ResctrlGroups(fs)
+    plan = NodePlan(resctrl_prefixes=("koordlet-",)).merged(NodePlan(resctrl_prefixes=("mine-",)))
+    drift = groups.prune(plan.resctrl_prefixes, {"koordlet-live"})
+    assert (drift.level, drift.found, drift.fixed, drift.errors) == ("resctrl", 2, 2, ())
+    left = sorted(p.name for p in fs.root.iterdir() if p.is_dir() and p.name != "info")
+    assert left == ["koordlet-live", "someone-elses"]
+    assert groups.prune((), set()).found == 0  # a plan owning no prefix removes nothing
+    assert (fs.root / "someone-elses").is_dir()
