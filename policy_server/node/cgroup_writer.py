@@ -131,7 +131,8 @@ class CgroupWriter:
         return current != wanted
 
     def keep(self, write: CgroupWrite, level: str) -> Drift:
-        """The reconciler's pass: rewrite the file if it holds another value."""
+        """The reconciler's pass (run in mode ``on`` only): rewrite the file if it holds another
+        value."""
         if not self.state.writable or not self.drifted(write):
             return Drift(level)
         run = ApplyRun(ExecutorMode.ON, "reconcile")

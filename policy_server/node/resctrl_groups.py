@@ -71,7 +71,8 @@ class ResctrlGroups:
             run.report.written.append(f"resctrl group {removal.name} removed")
 
     def keep(self, group: ResctrlGroup, level: str) -> Drift:
-        """The reconciler's pass: create or fix the group (counted as ``resctrl`` drift)."""
+        """The reconciler's pass (run in mode ``on`` only): create or fix the group (counted
+        as ``resctrl`` drift)."""
         result, detail = self.fs.ensure(group)
         if result in ("created", "updated"):
             return Drift(LEVEL, 1, 1)
@@ -80,8 +81,8 @@ class ResctrlGroups:
         return Drift(LEVEL)
 
     def prune(self, prefixes: Sequence[str], wanted: Collection[str]) -> Drift:
-        """Remove the groups named with one of ``prefixes`` that are not ``wanted`` (the
-        groups of pods that are gone)."""
+        """The reconciler's pass (run in mode ``on`` only): remove the groups named with one of
+        ``prefixes`` that are not ``wanted`` (the groups of pods that are gone)."""
         found, run = 0, ApplyRun(ExecutorMode.ON, "reconcile")
         for name in self.fs.groups(prefixes):
             if name in wanted:
