@@ -24,13 +24,14 @@ from bridge.contract.replay import load_cases
 from bridge.contract.request_body import envelope_document, event_payload, sync_payload
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
+from policy_server.engine.reply import encode_reply
 from policy_server.engine.request import field_loc, parse_request, synchronize_event
 from policy_server.exceptions import PayloadError, RequestError, UnknownPolicyError
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.model import Container, Event, Memory, Resources
 from policy_server.sdk.validation import NO_OWNERS
 from policy_server.server import hot_route
 from policy_server.server.hot_route import evaluate_body
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.reference_parse import parse_event
 
 ROOT = Path(__file__).parents[3]
@@ -122,7 +123,7 @@ async def reference_answer(server: PolicyServer, name: str, raw: bytes) -> tuple
         evaluation = await server.handle(name, event)
     except UnknownPolicyError:
         return hot_route._unknown(server, name)
-    return hot_route._reply(name, evaluation)
+    return 200, encode_reply(evaluation.decision)
 
 
 def _resources_as_the_oracle_reads(r: Resources | None) -> Resources | None:
