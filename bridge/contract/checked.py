@@ -3,8 +3,8 @@
 The bridge checks every reply against the contract before it merges it (the reply guard). The
 same bytes always get the same verdict, and most events get one of a few answers (`{}`, the
 same env or resources for every container), so it remembers the replies that passed, with what
-the check gave. Owns only the bounded memory: which replies may be remembered (and under which key) is
-the caller's decision. Must not do I/O.
+the check gave. Owns only the bounded memory: which replies may be remembered (and under which
+key) is the caller's decision. Must not do I/O.
 """
 
 from __future__ import annotations
