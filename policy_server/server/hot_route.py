@@ -34,13 +34,8 @@ _JSON = b"application/json"
 _NO_PAUSE = contextlib.nullcontext()
 
 
-def _dumps(value: Any) -> bytes:
-    # default=str: pydantic error contexts may hold exception objects.
-    return orjson.dumps(value, default=str)
-
-
 def _detail(status: int, detail: Any) -> tuple[int, bytes]:
-    return status, _dumps({"detail": detail})
+    return status, orjson.dumps({"detail": detail})
 
 
 def is_json(content_type: str | None) -> bool:

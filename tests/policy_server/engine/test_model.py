@@ -99,7 +99,8 @@ def test_random_bodies_raise_only_payload_errors(overrides: dict[str, Any]) -> N
         assert isinstance(parse_event(body), Event)
     except RequestError as exc:
         [detail] = exc.detail
-        assert detail["type"] == "value_error" and detail["msg"]
+        # json_invalid: the factory writes an infinite float as Infinity, which is not JSON.
+        assert detail["type"] in ("value_error", "json_invalid") and detail["msg"]
         assert isinstance(detail["loc"], list) and detail["loc"][0] == "body"
 
 
