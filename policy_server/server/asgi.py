@@ -6,8 +6,8 @@ decoder; the reply encoded once from the policy's decision) is served by
 ``/openapi.json`` through a declaration that is never routed (``_documented``). FastAPI serves
 ``GET /v1/policies``, ``GET /v1/policies/{name}/state`` (a policy's state description, an SDK
 extension point), ``GET /v1/rules`` (the state of the policy ``--rules`` configures, for
-compatibility), ``GET /v1/state`` (node effects), ``GET /healthz``,
-``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
+compatibility), ``GET /v1/state`` (node effects), ``GET /healthz``, ``GET /metrics``, OpenAPI
+at ``/docs``. Bad bodies get 422: ``detail[].loc`` and ``msg`` are the request decoder's.
 ``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
 (``--metrics-address``).
 """
