@@ -6,7 +6,7 @@ Owns the node-effect executor (``executor``: one executor per effect kind of the
 and what containers' cgroups hold (``container_files``), resctrl groups (``resctrl_fs``), core
 scheduling cookies (``coresched``), ``/proc`` writes (``procfs``), systemd unit properties
 (``unit_properties``, ``systemd_bus``), the start-up probe of what can take effect
-(``node_state``) and the periodic node reconciler (``reconciler``). Every path has a
+(``probe``) and the periodic node reconciler (``reconciler``). Every path has a
 configurable root so tests use a fake tree.
 
 Must not: answer HTTP, name a policy, or raise out of an apply/write call (failures are logged

@@ -10,7 +10,7 @@ import pytest
 from policy_server.node.cgroup_files import container_cgroup_files
 from policy_server.node.cgroup_layout import CgroupVersion
 from policy_server.node.executor import NodeExecutor
-from policy_server.node.node_state import node_facts
+from policy_server.node.probe import node_facts
 from policy_server.sdk.node_facts import NodeFacts
 from tests.policy_server.factory import ANOLIS_V2_FILES, STOCK_V2_FILES, cgroup_v2_root
 

@@ -1,5 +1,4 @@
-"""The node state: what can take effect on this node, probed once at start-up, logged once,
-shown in /v1/state.
+"""What can take effect on this node: probed once at start-up, logged once, shown in /v1/state.
 
 Owns the start-up probe of every node effect (pod cgroups, systemd unit properties on the pod
 slices, resctrl, core scheduling, the group identity kernel feature, the reconciler) and its
