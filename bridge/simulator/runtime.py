@@ -1,6 +1,6 @@
 """`SimulatedRuntime`: containerd's side of NRI over a real Unix socket.
 
-Lifecycle of the socket (docs/protocol.md#external-plugins): `start()` deletes a stale socket,
+The socket (docs/protocol.md#external-plugins): `start()` deletes a stale socket,
 creates the parent directory with mode 0700 and listens; `stop()` closes every
 plugin and the listener and removes the socket, after which `start()` may be
 called again (runtime restart).
@@ -41,7 +41,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, Event
 from bridge.contract.plugin_lifecycle import Phase, Step
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
@@ -55,6 +55,7 @@ from bridge.simulator.connection import (
 )
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.delivery import Dispatcher, EventResult
+from bridge.simulator.event_request import event_request
 from bridge.simulator.handshake import (
     HandshakeFailed,
     accepted_mask,
@@ -62,6 +63,7 @@ from bridge.simulator.handshake import (
     identity_problem,
     synchronize,
 )
+from bridge.simulator.launched_plugin import spawn_plugin
 from bridge.simulator.result_merge import RuntimeCrashed
 from bridge.simulator.state import RuntimeState
 from bridge.transport.trunk import Trunk
@@ -233,24 +235,10 @@ class SimulatedRuntime:
 
     def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
         """Start a pre-registered plugin the way the runtime does
-        (docs/protocol.md#launched-plugins).
-
-        The plugin's end of a socketpair becomes its fd 3; its environment is
-        exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3; stdin,
-        stdout and stderr are /dev/null. Registration, Configure and Synchronize
-        then run as for a plugin that connected to the socket. The caller owns
-        the returned process (stop it by its PID).
-        """
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fd = theirs.fileno()
-        try:
-            proc = subprocess.Popen(
-                list(argv), env={"NRI_PLUGIN_NAME": name, "NRI_PLUGIN_IDX": index,
-                                 "NRI_PLUGIN_SOCKET": "3"},
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=(3,), preexec_fn=lambda: os.dup2(fd, 3))
-        finally:
-            theirs.close()
+        (bridge.simulator.launched_plugin); registration, Configure and Synchronize then run as
+        for a plugin that connected to the socket. The caller owns the returned process (stop
+        it by its PID)."""
+        ours, proc = spawn_plugin(argv, name, index)
         self._seq += 1
         conn = PluginConnection(self._seq)
         self.connections.append(conn)
@@ -397,32 +385,10 @@ class SimulatedRuntime:
         overhead_linux_resources: api.LinuxResources | None = None,
     ) -> EventResult:
         """Run one lifecycle event through every subscribed plugin."""
-        request = self.build_request(event, pod, container, linux_resources=linux_resources,
-                                     overhead_linux_resources=overhead_linux_resources)
+        request = event_request(self._event(event), pod, container,
+                                linux_resources=linux_resources,
+                                overhead_linux_resources=overhead_linux_resources)
         return await self.run_request(event, request)
-
-    def build_request(
-        self,
-        event: Event | str,
-        pod: api.PodSandbox,
-        container: api.Container | None = None,
-        *,
-        linux_resources: api.LinuxResources | None = None,
-        overhead_linux_resources: api.LinuxResources | None = None,
-    ) -> Message:
-        kind = self._event(event)
-        request = REQUEST_TYPES[kind]()
-        fields = request.DESCRIPTOR.fields_by_name
-        # Reflective: the same field names on fourteen request types.
-        getattr(request, "pod").CopyFrom(pod)  # noqa: B009
-        if container is not None and "container" in fields:
-            getattr(request, "container").CopyFrom(container)  # noqa: B009
-        if linux_resources is not None and "linux_resources" in fields:
-            getattr(request, "linux_resources").CopyFrom(linux_resources)  # noqa: B009
-        if overhead_linux_resources is not None and "overhead_linux_resources" in fields:
-            getattr(request, "overhead_linux_resources").CopyFrom(  # noqa: B009
-                overhead_linux_resources)
-        return request
 
     async def run_request(self, event: Event | str, request: Message) -> EventResult:
         """Run a ready-made request message (scenarios use this)."""
