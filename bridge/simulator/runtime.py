@@ -116,7 +116,8 @@ class SimulatedRuntime:
         self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
         self.connections: list[PluginConnection] = []
         self.crashed: str | None = None  # the panic that took the runtime down, until start()
-        if default_validator is not None and not self.profile.pod_update_events:
+        if default_validator is not None and not self.profile.knows(
+                Event.VALIDATE_CONTAINER_ADJUSTMENT):
             raise SimulatorError(f"{self.profile.key} has no default validator (NRI < v0.10)")
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
                                      lambda: self.connections, default_validator)

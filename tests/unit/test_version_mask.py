@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.contract.catalogue import Event, mask_of
-from bridge.contract.nri_version import nri_version_of, supported_mask
+from bridge.contract.catalogue import Event, mask_of, supported_mask
+from bridge.contract.nri_version import nri_version_of
 
 
 @pytest.mark.parametrize(("name", "version", "reported", "expected"), [
