@@ -28,7 +28,7 @@ from bridge.errors import ConfigError
 from bridge.metrics import Metrics
 from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ BRIDGE_STOP_TIMEOUT_S = 10.0
 # kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
 # the profile has it, PostUpdateContainer).
 RESIZE = "UpdateContainerResources"
-# The bridge's log line for every failed webhook call (bridge.webhooks.fanout).
+# The bridge's log line for every failed webhook call (bridge.webhooks.call_sequence).
 CALL_FAILED = "webhook call failed"
 
 
