@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError, Message
 from bridge.contract.catalogue import EVENTS_BY_RPC, POD_EVENTS, SPEC_OF, Event
 from bridge.errors import RpcError
 from bridge.nri.event_call import Answer, EventHandler
-from bridge.nri.lifecycle import Lifecycle
+from bridge.nri.runtime_setup import RuntimeSetup
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire.envelope import Request
@@ -67,17 +67,17 @@ class Method(Generic[Req]):
 
 
 class EventDispatch:
-    def __init__(self, lifecycle: Lifecycle, chain: EventHandler) -> None:
-        self._lifecycle = lifecycle
+    def __init__(self, setup: RuntimeSetup, chain: EventHandler) -> None:
+        self._setup = setup
         self._chain = chain
 
     def table(self) -> dict[str, MethodHandler]:
-        life = self._lifecycle
+        setup = self._setup
         methods: dict[str, MethodHandler] = {
-            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, life.configure),
+            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, setup.configure),
             "Synchronize": Method(api.SynchronizeRequest, api.SynchronizeResponse,
-                                  life.synchronize),
-            "Shutdown": Method(api.Empty, api.Empty, life.shutdown_rpc),
+                                  setup.synchronize),
+            "Shutdown": Method(api.Empty, api.Empty, setup.shutdown_rpc),
             "StateChange": Method(api.StateChangeEvent, api.Empty, self._state_change),
         }
         for rpc, event in EVENTS_BY_RPC.items():
@@ -107,8 +107,8 @@ class EventDispatch:
 
     async def _dispatch(self, event: Event, req: Message, request: Request,
                         via_state_change: bool) -> Message | None:
-        life = self._lifecycle
-        call = life.call(event, event.rpc_name, life.deadline(request), request=req,
+        setup = self._setup
+        call = setup.call(event, event.rpc_name, setup.deadline(request), request=req,
                          via_state_change=via_state_change)
         return _reply(event, await self._chain.handle(call))
 

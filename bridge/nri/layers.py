@@ -5,7 +5,7 @@ folds the event in before the inner handler runs and what we answered after (als
 when the inner handler missed its deadline: the runtime still applies its own request).
 `DeadlineGuard` runs the inner handler under the call's deadline; a miss or a crash answers
 "no change" instead of getting the plugin dropped. Synchronize passes the guard untouched: its
-deadline and late delivery belong to the lifecycle (bridge.nri.lifecycle).
+deadline and late delivery belong to the runtime setup (bridge.nri.runtime_setup).
 
 Must not know about the wire or about what handlers do.
 """

@@ -20,7 +20,7 @@ import pytest
 from bridge.contract.catalogue import Event
 from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import RpcError
-from bridge.nri import lifecycle
+from bridge.nri import runtime_setup
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
@@ -301,7 +301,7 @@ class Recorder(Handler):
 
 async def test_a_synchronize_that_never_ends_buffers_a_bounded_amount(
         sock_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lifecycle, "MAX_SYNC_OBJECTS", 50)
+    monkeypatch.setattr(runtime_setup, "MAX_SYNC_OBJECTS", 50)
     handler = Recorder()
     async with connected(sock_path, handler, "nri-v0.12") as h:
         pods, containers = synthetic_state(10, 30)

@@ -1,5 +1,5 @@
-"""The plugin's lifecycle methods on conn 1: Configure, Synchronize, Shutdown
-(docs/protocol.md#registration).
+"""The runtime's setup calls on conn 1: Configure, Synchronize, Shutdown
+(docs/protocol.md#registration), and the EventCalls made under what Configure said.
 
 Rules this module enforces:
 - the event mask is computed from what the handler chain wants and what the runtime's NRI
@@ -79,7 +79,10 @@ class _SyncBuffer:
     deadline: float | None = None
 
 
-class Lifecycle:
+class RuntimeSetup:
+    """What the runtime told the plugin (RuntimeInfo, the subscribed events) and the
+    methods that learn it; see the module docstring."""
+
     def __init__(self, chain: EventHandler,
                  defer_updates: Callable[[Sequence[api.ContainerUpdate]], None],
                  options: ServiceOptions, stats: GuardStats,
