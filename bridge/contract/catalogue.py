@@ -9,10 +9,12 @@ Every other event list in the bridge and the policy server is computed from ``CA
 below; tests/unit/test_catalogue.py proves it. Must not do I/O, import pydantic, or know about
 webhooks, handlers or HTTP.
 
-Two enums name the events because their members must be visible to the type checker: ``Event``
-(the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the numbers are
-read) and ``EventName`` (those plus Synchronize, as strings). Their values are computed, never
-spelled: an RPC name is the member name in CamelCase.
+Two enums name the events because their members must be visible to the type checker:
+``NriEvent`` (the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the
+numbers are read) and ``EventName`` (those plus Synchronize, as strings). Their values are
+computed, never spelled: an RPC name is the member name in CamelCase. ``NriEvent`` is a kind of
+event on the NRI wire; the policy SDK's ``Event`` (policy_server.sdk.model) is one webhook
+request, an occurrence of such a kind, and keeps its public name.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def _camel(member_name: str) -> str:
     return "".join(word.capitalize() for word in member_name.split("_"))
 
 
-class Event(IntEnum):
+class NriEvent(IntEnum):
     """A subscribable NRI event; the value is api.proto's ``Event`` number."""
 
     @staticmethod
@@ -103,7 +105,7 @@ class EventSpec:
     """One row of the catalogue."""
 
     name: EventName
-    event: Event | None  # None for Synchronize, which is not a subscribable event
+    event: NriEvent | None  # None for Synchronize, which is not a subscribable event
     request_type: type[Message]
     response_type: type[Message]
     payload: tuple[str, ...]  # envelope keys taken from the request message, in field order
@@ -164,7 +166,7 @@ def _spec(name: EventName, payload: tuple[str, ...], answered: tuple[str, ...],
     # api.proto names every event's messages <RPC name>Request / <RPC name>Response.
     request = getattr(api, f"{name.value}Request")
     response = getattr(api, f"{name.value}Response")
-    event = None if name is EventName.SYNCHRONIZE else Event[name.name]
+    event = None if name is EventName.SYNCHRONIZE else NriEvent[name.name]
     changes = tuple(f.name for f in response.DESCRIPTOR.fields if f.name in _CHANGES)
     return EventSpec(name, event, request, response, payload,
                      frozenset(changes) | frozenset(answered), changes, since)
@@ -177,18 +179,18 @@ CATALOGUE: Mapping[EventName, EventSpec] = MappingProxyType(
 # --- Views of the catalogue, for the modules that look events up one way. ---
 
 EVENT_NAMES: tuple[str, ...] = tuple(name.value for name in CATALOGUE)
-SPEC_OF: Mapping[Event, EventSpec] = MappingProxyType(
+SPEC_OF: Mapping[NriEvent, EventSpec] = MappingProxyType(
     {spec.event: spec for spec in CATALOGUE.values() if spec.event is not None}
 )
-RPC_NAMES: Mapping[Event, str] = MappingProxyType({e: e.rpc_name for e in Event})
-EVENTS_BY_RPC: Mapping[str, Event] = MappingProxyType({e.rpc_name: e for e in Event})
+RPC_NAMES: Mapping[NriEvent, str] = MappingProxyType({e: e.rpc_name for e in NriEvent})
+EVENTS_BY_RPC: Mapping[str, NriEvent] = MappingProxyType({e.rpc_name: e for e in NriEvent})
 # The request message each event's dedicated RPC carries (StateChange events are turned into
 # these too, so handlers see one type per event).
-REQUEST_TYPES: Mapping[Event, type[Message]] = MappingProxyType(
-    {e: SPEC_OF[e].request_type for e in Event}
+REQUEST_TYPES: Mapping[NriEvent, type[Message]] = MappingProxyType(
+    {e: SPEC_OF[e].request_type for e in NriEvent}
 )
-RESPONSE_TYPES: Mapping[Event, type[Message]] = MappingProxyType(
-    {e: SPEC_OF[e].response_type for e in Event}
+RESPONSE_TYPES: Mapping[NriEvent, type[Message]] = MappingProxyType(
+    {e: SPEC_OF[e].response_type for e in NriEvent}
 )
 REQUEST_PAYLOAD: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {name.value: spec.payload for name, spec in CATALOGUE.items()}
@@ -215,17 +217,17 @@ def updates_in(response: Message | None) -> Sequence[api.ContainerUpdate]:
         return ()
     updates: Sequence[api.ContainerUpdate] = response.update  # type: ignore[attr-defined]
     return updates
-POD_EVENTS: frozenset[Event] = frozenset(
-    e for e in Event if SPEC_OF[e].payload[0] == "pod" and "container" not in SPEC_OF[e].payload
+POD_EVENTS: frozenset[NriEvent] = frozenset(
+    e for e in NriEvent if SPEC_OF[e].payload[0] == "pod" and "container" not in SPEC_OF[e].payload
 )
 CONTAINER_EVENTS: frozenset[EventName] = frozenset(
     name for name, spec in CATALOGUE.items() if "container" in spec.payload
 )
 
-def known_to(nri: Version | None) -> frozenset[Event]:
+def known_to(nri: Version | None) -> frozenset[NriEvent]:
     """The events a runtime on NRI `nri` has (the `since` column); an unknown version gets
     only the events every version has."""
-    return frozenset(e for e in Event if SPEC_OF[e].since <= (nri or ALWAYS))
+    return frozenset(e for e in NriEvent if SPEC_OF[e].since <= (nri or ALWAYS))
 
 
 def supported_mask(nri: Version | None) -> int:
@@ -235,12 +237,12 @@ def supported_mask(nri: Version | None) -> int:
     return mask_of(known_to(nri))
 
 
-def mask_of(events: frozenset[Event] | set[Event]) -> int:
+def mask_of(events: frozenset[NriEvent] | set[NriEvent]) -> int:
     mask = 0
     for event in events:
         mask |= event.bit
     return mask
 
 
-def events_of(mask: int) -> frozenset[Event]:
-    return frozenset(e for e in Event if mask & e.bit)
+def events_of(mask: int) -> frozenset[NriEvent]:
+    return frozenset(e for e in NriEvent if mask & e.bit)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.cache import StateCache
 from bridge.nri.dispatch import PLUGIN_SERVICE, EventDispatch
 from bridge.nri.event_call import EventHandler, RuntimeInfo
@@ -46,7 +46,7 @@ class PluginService:
         return self._setup.runtime
 
     @property
-    def subscribed(self) -> frozenset[Event]:
+    def subscribed(self) -> frozenset[NriEvent]:
         return self._setup.subscribed
 
     def table(self) -> dict[str, dict[str, MethodHandler]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import Event, known_to, supported_mask
+from bridge.contract.catalogue import NriEvent, known_to, supported_mask
 from bridge.contract.nri_version import Version, plugin_updates_can_deadlock
 from bridge.contract.runtime_effects import Runtime
 from bridge.contract.runtime_hazards import Hazard, hazards_for
@@ -86,17 +86,17 @@ class RuntimeProfile:
         """Dedicated RPCs for every event, StateChange only as fallback (v0.12.0+)."""
         return self.nri >= (0, 12, 0)
 
-    def knows(self, event: Event) -> bool:
+    def knows(self, event: NriEvent) -> bool:
         """Whether the runtime's NRI version has `event` (the catalogue's `since` column)."""
         return event in known_to(self.nri)
 
-    def delivers(self, event: Event) -> bool:
+    def delivers(self, event: NriEvent) -> bool:
         """Whether this runtime ever sends `event` to a subscribed plugin."""
         if not self.knows(event):
             return False
-        if event is Event.UPDATE_POD_SANDBOX:
+        if event is NriEvent.UPDATE_POD_SANDBOX:
             return self.resizes_pods
-        if event is Event.POST_UPDATE_POD_SANDBOX:
+        if event is NriEvent.POST_UPDATE_POD_SANDBOX:
             return self.resizes_pods and self.post_resize_event
         return True
 

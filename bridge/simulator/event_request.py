@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import REQUEST_TYPES, Event
+from bridge.contract.catalogue import REQUEST_TYPES, NriEvent
 from bridge.proto.nri import api_pb2 as api
 
 
 def event_request(
-    event: Event,
+    event: NriEvent,
     pod: api.PodSandbox,
     container: api.Container | None = None,
     *,

@@ -41,7 +41,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, NriEvent
 from bridge.contract.plugin_lifecycle import Phase, Step
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
@@ -117,7 +117,7 @@ class SimulatedRuntime:
         self.connections: list[PluginConnection] = []
         self.crashed: str | None = None  # the panic that took the runtime down, until start()
         if default_validator is not None and not self.profile.knows(
-                Event.VALIDATE_CONTAINER_ADJUSTMENT):
+                NriEvent.VALIDATE_CONTAINER_ADJUSTMENT):
             raise SimulatorError(f"{self.profile.key} has no default validator (NRI < v0.10)")
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
                                      lambda: self.connections, default_validator)
@@ -378,7 +378,7 @@ class SimulatedRuntime:
 
     async def run_event(
         self,
-        event: Event | str,
+        event: NriEvent | str,
         pod: api.PodSandbox,
         container: api.Container | None = None,
         *,
@@ -391,7 +391,7 @@ class SimulatedRuntime:
                                 overhead_linux_resources=overhead_linux_resources)
         return await self.run_request(event, request)
 
-    async def run_request(self, event: Event | str, request: Message) -> EventResult:
+    async def run_request(self, event: NriEvent | str, request: Message) -> EventResult:
         """Run a ready-made request message (scenarios use this)."""
         kind = self._event(event)
         async with self._event_lock():
@@ -404,21 +404,21 @@ class SimulatedRuntime:
         return result
 
     async def create_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
-        return await self.run_event(Event.CREATE_CONTAINER, pod, container)
+        return await self.run_event(NriEvent.CREATE_CONTAINER, pod, container)
 
     async def update_container(self, pod: api.PodSandbox, container: api.Container,
                                linux_resources: api.LinuxResources) -> EventResult:
-        return await self.run_event(Event.UPDATE_CONTAINER, pod, container,
+        return await self.run_event(NriEvent.UPDATE_CONTAINER, pod, container,
                                     linux_resources=linux_resources)
 
     async def stop_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
-        return await self.run_event(Event.STOP_CONTAINER, pod, container)
+        return await self.run_event(NriEvent.STOP_CONTAINER, pod, container)
 
-    def _fold(self, event: Event, request: Message, result: EventResult) -> None:
+    def _fold(self, event: NriEvent, request: Message, result: EventResult) -> None:
         pod = getattr(request, "pod", None)
         container = result.container
         self.state.observe(event, pod, container)
-        if event is Event.UPDATE_CONTAINER and container is not None:
+        if event is NriEvent.UPDATE_CONTAINER and container is not None:
             current = self.state.containers.get(container.id)
             if current is not None:
                 current.linux.resources.CopyFrom(container.linux.resources)
@@ -426,13 +426,13 @@ class SimulatedRuntime:
             if not self.state.apply_reply_update(update):
                 log.info("%s: update of %s failed", event.rpc_name, update.container_id)
 
-    def _event(self, event: Event | str) -> Event:
+    def _event(self, event: NriEvent | str) -> NriEvent:
         if isinstance(event, str):
             try:
                 event = EVENTS_BY_RPC[event]
             except KeyError:
                 raise SimulatorError(f"unknown event {event!r}") from None
-        if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
+        if event is NriEvent.VALIDATE_CONTAINER_ADJUSTMENT:
             raise SimulatorError("validation runs as part of CreateContainer")
         if self.crashed is not None:
             raise SimulatorError(f"{self.profile.key} crashed: {self.crashed}")
@@ -448,7 +448,7 @@ class SimulatedRuntime:
             return self._lock
         return contextlib.nullcontext()
 
-    async def _crash(self, event: Event, panic: str) -> EventResult:
+    async def _crash(self, event: NriEvent, panic: str) -> EventResult:
         """The runtime process dies: no listener, no plugins (see the module docstring)."""
         log.error("simulated %s %s crashed during %s: %s", self.profile.runtime_name,
                   self.profile.runtime_version, event.rpc_name, panic)

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
 from bridge.contract.runtime_effects import Route, Runtime
 from bridge.proto.nri import api_pb2 as api
@@ -55,15 +55,15 @@ class RuntimeState:
     def snapshot(self) -> tuple[list[api.PodSandbox], list[api.Container]]:
         return list(self.pods.values()), list(self.containers.values())
 
-    def observe(self, event: Event, pod: api.PodSandbox | None,
+    def observe(self, event: NriEvent, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
         """Fold a successfully completed lifecycle event into the state."""
         if pod is not None and pod.id not in self.pods and event not in (
-                Event.RUN_POD_SANDBOX, Event.REMOVE_POD_SANDBOX):
+                NriEvent.RUN_POD_SANDBOX, NriEvent.REMOVE_POD_SANDBOX):
             pod = None  # an event does not create the pod it names
         if container is not None and container.id:
             current = self.containers.get(container.id)
-            container = (current if current is not None and event is not Event.CREATE_CONTAINER
+            container = (current if current is not None and event is not NriEvent.CREATE_CONTAINER
                          else _copy(container))
         self._tables.fold(FOLD_NAMES[event], None if pod is None else _copy(pod), container)
 

@@ -38,7 +38,7 @@ from prometheus_client import Counter, Histogram
 
 from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.capabilities import dropped_fields, runtime_ref
-from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, NriEvent
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
 from bridge.contract.gc_pause import paused_gc
@@ -109,7 +109,7 @@ class WebhookHandler:
             self.metrics.add_circuit(hook.name, _state_reader(hook))
             self.metrics.add_retries(hook.name, _retries_reader(hook))
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
 
     async def configure(self, runtime: RuntimeInfo) -> None:

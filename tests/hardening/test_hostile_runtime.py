@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import RpcError
 from bridge.nri import runtime_setup
@@ -186,7 +186,7 @@ async def test_a_cut_off_message_waits_for_the_rest_with_the_socket_open(
     async with connected(sock_path, Handler()) as h:
         runtime_side, plugin_side = _trunks(h)
         replies = _replies(runtime_side)
-        body = _state_change(event=Event.START_CONTAINER, pod=pod_and_container[0])
+        body = _state_change(event=NriEvent.START_CONTAINER, pod=pod_and_container[0])
         frame = ttrpc.HEADER.pack(len(body), 101, ttrpc.MessageType.REQUEST, 0) + body
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[:7]))
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[7:40]))
