@@ -30,9 +30,9 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from bridge.contract.catalogue import NriEvent, events_of, mask_of, supported_mask
-from bridge.contract.node_fold import MAX_OBJECTS
 from bridge.contract.nri_version import format_version, nri_version_of
 from bridge.errors import ConfigError, RpcError
+from bridge.node_tables.fold import MAX_OBJECTS
 from bridge.nri.event_call import Answer, EventCall, EventHandler, RuntimeInfo
 from bridge.nri.layers import GuardStats
 from bridge.proto.nri import api_pb2 as api

@@ -1,7 +1,7 @@
 """The simulated runtime's own pods and containers: the store Synchronize sends.
 
-The table is the one every part folds events into (bridge.contract.node_fold, over protobuf
-messages by bridge.contract.message_tables: the bridge's state cache and the policy server's
+The table is the one every part folds events into (bridge.node_tables.fold, over protobuf
+messages by bridge.node_tables.messages: the bridge's state cache and the policy server's
 NodeView use it too); this module owns what the runtime feeds it. The runtime is the source of
 truth, not an observer, so: a pod exists from its RunPodSandbox (or from being seeded before the
 plugin connected) until its RemovePodSandbox, never because an event names it, and no pod is
@@ -22,8 +22,8 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from bridge.contract.catalogue import NriEvent
-from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
 from bridge.contract.runtime_effects import Route, Runtime
+from bridge.node_tables.messages import FOLD_NAMES, UNBOUNDED, message_tables
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_update
 

@@ -16,7 +16,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
-from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
+from bridge.replies.checked import MAX_ENTRIES, CheckedReplies
 from policy_server.exceptions import InvalidReplyError
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
@@ -53,7 +53,7 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
     return out
 
 
-# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
+# Reply bodies already checked against WebhookReply (bridge.replies.checked): under load the
 # check costs several times its micro-benchmark figure, its validator being cold
 # (docs/performance.md#numbers-behind-the-code).
 MAX_CHECKED = MAX_ENTRIES
