@@ -6,8 +6,8 @@ carries, the reply keys a policy may use and the first NRI version that has it (
 the event mask a runtime accepts and the events it sends are read from it)
 (docs/protocol.md#configure-and-the-event-mask, docs/protocol.md#how-events-are-delivered).
 Every other event list in the bridge and the policy server is computed from ``CATALOGUE``
-below; tests/unit/test_catalogue.py proves it. Must not do I/O, import pydantic, or know about
-webhooks, handlers or HTTP.
+below; tests/bridge/contract/test_catalogue.py proves it. Must not do I/O, import pydantic, or
+know about webhooks, handlers or HTTP.
 
 Two enums name the events because their members must be visible to the type checker:
 ``NriEvent`` (the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the
