@@ -16,7 +16,8 @@ Events, Synchronize and UpdateContainers share one lock, as in containerd
 inside an event handler deadlocks until the request timeout closes it, as it would for real.
 On a profile whose NRI can deadlock on a plugin's UpdateContainers even outside handlers
 (docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), every such call is applied and
-also kept in `unsafe_updates`, so a test can require that none came. With `cri_socket` the
+also kept in `unsafe_updates`, so a test can require that none came (the updates a runtime
+receives are kept by bridge.simulator.update_intake). With `cri_socket` the
 runtime also serves CRI UpdateContainerResources there (bridge.simulator.cri_server).
 
 A plugin response that sets off one of the profile's hazards
@@ -66,6 +67,7 @@ from bridge.simulator.handshake import (
 from bridge.simulator.launched_plugin import spawn_plugin
 from bridge.simulator.result_merge import RuntimeCrashed
 from bridge.simulator.state import RuntimeState
+from bridge.simulator.update_intake import UpdateIntake
 from bridge.transport.trunk import Trunk
 from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire import envelope, mux
@@ -105,12 +107,13 @@ class SimulatedRuntime:
         self.serialize_events = serialize_events
         self.config = config
         self.state = RuntimeState(self.profile.runtime)
-        # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources.
-        self.updates: list[api.ContainerUpdate] = []
-        self.cri_updates: list[api.ContainerUpdate] = []  # those that came through CRI
-        # UpdateContainers calls on a profile they can deadlock (plugin label, update count).
-        self.unsafe_updates: list[tuple[str, int]] = []
-        self.failed_updates: list[api.ContainerUpdate] = []
+        # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources
+        # (the intake's lists, named here for tests).
+        self.intake = UpdateIntake(self.profile)
+        self.updates = self.intake.updates
+        self.cri_updates = self.intake.cri_updates
+        self.unsafe_updates = self.intake.unsafe_updates
+        self.failed_updates = self.intake.failed_updates
         self.sync_updates: list[api.ContainerUpdate] = []  # returned by Synchronize
         self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
         self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
@@ -122,7 +125,6 @@ class SimulatedRuntime:
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
                                      lambda: self.connections, default_validator)
         self._lock = asyncio.Lock()
-        self._updates_arrived = asyncio.Event()
         self._ready: asyncio.Queue[PluginConnection] = asyncio.Queue()
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
@@ -209,11 +211,7 @@ class SimulatedRuntime:
     async def wait_updates(self, count: int = 1, timeout_s: float = 5.0,
                            ) -> list[api.ContainerUpdate]:
         """Wait until `count` unsolicited updates in total arrived (NRI or CRI)."""
-        async with asyncio.timeout(timeout_s):
-            while len(self.updates) < count:
-                self._updates_arrived.clear()
-                await self._updates_arrived.wait()
-        return list(self.updates)
+        return await self.intake.wait(count, timeout_s)
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -348,21 +346,9 @@ class SimulatedRuntime:
         req = decode_message(api.UpdateContainersRequest, request.payload, RpcError)
         if conn.state in (Phase.CONNECTED, Phase.CLOSED):
             raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
-        failed: list[api.ContainerUpdate] = []
-        if self.profile.plugin_updates_deadlock:
-            log.warning("%s: UpdateContainers from plugin %s can deadlock %s (NRI v%d.%d.%d)",
-                        self.profile.key, conn.label, self.profile.runtime_name,
-                        *self.profile.nri)
-            self.unsafe_updates.append((conn.label, len(req.update)))
+        self.intake.note_call(conn.label, len(req.update))
         async with self._event_lock():
-            for update in req.update:
-                self.updates.append(update)
-                if update.container_id not in self.state.containers:
-                    continue  # unknown ids are skipped silently (containerd)
-                if not self.state.apply_update(update):
-                    failed.append(update)
-        self.failed_updates.extend(failed)
-        self._updates_arrived.set()
+            failed = self.intake.apply(req.update, self.state)
         if any(not u.ignore_failure for u in failed):
             # ttrpc drops the payload on error: the plugin never sees `failed`.
             raise RpcError(Code.UNKNOWN, "NRI update of some containers failed")
@@ -370,9 +356,7 @@ class SimulatedRuntime:
 
     def note_cri_update(self, update: api.ContainerUpdate) -> None:
         """Record an update that came through CRI UpdateContainerResources."""
-        self.updates.append(update)
-        self.cri_updates.append(update)
-        self._updates_arrived.set()
+        self.intake.note_cri(update)
 
     # -- events -------------------------------------------------------------------------
 
