@@ -16,8 +16,8 @@ the plugin connection's lifecycle table (plugin_lifecycle.py); and the value gra
 products check (cpu_list_grammar.py, quantity.py).
 
 Helpers both programs share but that are not the contract live beside it: bridge.node_tables
-(the fold of NRI events into a node's pods and containers), bridge.replies (checked replies,
-handler-crash notes, replay comparison) and bridge.process (stop signals, log line formats, the
+(the fold of NRI events into a node's pods and containers), bridge.replies (handler-crash
+notes, replay comparison) and bridge.process (stop signals, log line formats, the
 GC pause). The policy server imports the bridge through these (and, for its test kit,
 bridge.kube and bridge.runtime_facts).
 
