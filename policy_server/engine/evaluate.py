@@ -30,6 +30,7 @@ from bridge.replies.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError
+from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import ContainerUpdate, Decision
 from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Event
@@ -40,9 +41,6 @@ from policy_server.sdk.resource_patch import ResourcePatch
 
 log = logging.getLogger(__name__)
 
-# The reply contract caps these (bridge.contract WebhookReply).
-MAX_WARNINGS = 100
-MAX_REJECT_CHARS = 4096
 # (policy, unified key) pairs whose drop was logged; beyond this many, drops are not logged.
 MAX_LOGGED_DROPS = 1024
 
@@ -177,7 +175,9 @@ class Engine:
         if not facts.unified_allowed:
             decision, dropped = _without_unified(decision, lambda key: True)
             notes = tuple(_unified_dropped(keys, where) for where, keys in dropped)
-            return replace(decision, warnings=decision.warnings + notes) if notes else decision
+            if not notes:
+                return decision
+            return replace(decision, warnings=fit_warnings(decision.warnings + notes))
         if facts.cgroup_files is None:
             return decision
         decision, dropped = _without_unified(decision, facts.lacks_cgroup_file)
@@ -263,15 +263,9 @@ def _fit_to_event(decision: Decision, event: Event) -> Decision:
     if reject is not None and "reject" not in allowed:
         notes.append(f"{event.name} cannot be rejected; reason was: {reject}")
         reject = None
-    warnings = decision.warnings + tuple(notes)
-    if len(warnings) > MAX_WARNINGS:
-        extra = len(warnings) - MAX_WARNINGS + 1
-        warnings = (*warnings[: MAX_WARNINGS - 1], f"... and {extra} more warnings")
-    if reject is not None and len(reject) > MAX_REJECT_CHARS:
-        reject = reject[: MAX_REJECT_CHARS - 3] + "..."
-    return replace(
-        decision, adjust=adjust, update=update, evict=evict, reject=reject, warnings=warnings
-    )
+    warnings = fit_warnings(decision.warnings + tuple(notes))
+    return replace(decision, adjust=adjust, update=update, evict=evict,
+                   reject=fit_reject(reject), warnings=warnings)
 
 
 def _fits(decision: Decision, allowed: frozenset[str]) -> bool:
@@ -279,11 +273,7 @@ def _fits(decision: Decision, allowed: frozenset[str]) -> bool:
         (decision.adjust is None or "adjust" in allowed)
         and (not decision.update or "update" in allowed)
         and (not decision.evict or "evict" in allowed)
-        and (
-            decision.reject is None
-            or ("reject" in allowed and len(decision.reject) <= MAX_REJECT_CHARS)
-        )
-        and len(decision.warnings) <= MAX_WARNINGS
+        and (decision.reject is None or "reject" in allowed)
     )
 
 
@@ -297,5 +287,5 @@ def _apply_failure_policy(
         reason = "; ".join(errors)
         if decision.reject is not None:
             reason = f"{decision.reject}; {reason}"
-        return replace(decision, reject=reason, errors=())
-    return replace(decision, warnings=decision.warnings + tuple(errors), errors=())
+        return replace(decision, reject=fit_reject(reason), errors=())
+    return replace(decision, warnings=fit_warnings(decision.warnings + tuple(errors)), errors=())

@@ -6,9 +6,13 @@ reject, warnings and pushes, and the ``Decision`` that holds them with the node 
 set; the rest of NRI's ``ContainerAdjustment`` (namespaces, net devices, I/O priority, seccomp
 policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``: the reply's
 ``adjust`` JSON, checked against the webhook contract when the ``Adjustment`` is built, as the
-bridge checks an HTTP reply's shape. ``policy_server.sdk.decision_merge`` merges several handlers'
-decisions; ``policy_server.engine.reply`` turns the merged one into the reply body. Must not do
-I/O or import web frameworks; policies may import it (it sits below the engine).
+bridge checks an HTTP reply's shape. Every value is built inside the reply contract's limits
+(``policy_server.sdk.contract_limits``: a non-empty container id, a reject reason of 1-4096
+characters, at most 100 warnings, integers in their proto ranges) or raises ``ValueError``
+naming the field, so the reply encoded from a decision needs no check.
+``policy_server.sdk.decision_merge`` merges several handlers' decisions;
+``policy_server.engine.reply`` turns the merged one into the reply body. Must not do I/O or
+import web frameworks; policies may import it (it sits below the engine).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
+from policy_server.sdk.contract_limits import check_fields, checks
 from policy_server.sdk.effects import Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
@@ -58,6 +63,7 @@ class Adjustment:
     extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
 
     def __post_init__(self) -> None:
+        check_fields(self, _ADJUSTMENT_CHECKS)
         if self.extra:
             # As the reply is checked (policy_server.engine.reply.reply_body): its JSON.
             try:
@@ -97,6 +103,9 @@ class ContainerUpdate:
     resources: ResourcePatch
     ignore_failure: bool = False
 
+    def __post_init__(self) -> None:
+        check_fields(self, _UPDATE_CHECKS)
+
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
@@ -104,6 +113,9 @@ class Eviction:
 
     container_id: str
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        check_fields(self, _EVICTION_CHECKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +138,13 @@ class Decision:
     errors: tuple[str, ...] = ()
     effects: tuple[Effect, ...] = ()
     push: tuple[ContainerUpdate, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_fields(self, _DECISION_CHECKS)
+
+
+# The reply paths each type's fields go to (their limits are the contract's).
+_ADJUSTMENT_CHECKS = checks("Adjustment", {"oom_score_adj": "adjust/linux/oom_score_adj"})
+_UPDATE_CHECKS = checks("ContainerUpdate", {"container_id": "update/[]/container_id"})
+_EVICTION_CHECKS = checks("Eviction", {"container_id": "evict/[]/container_id"})
+_DECISION_CHECKS = checks("Decision", {"reject": "reject/reason", "warnings": "warnings"})

@@ -4,7 +4,11 @@ Owns the merge: handlers' decisions in handler order, field by field; two handle
 same field (the same env var, annotation, mount destination, resource field, unified key,
 hugepage size, sysctl, device, rlimit, a leaf of ``Adjustment.extra``, or the same container's
 update field) is a conflict: the later one wins and the conflict is reported. Keyed kinds follow
-NRI's ownership; hooks and device cgroup rules are only appended. Must not do I/O.
+NRI's ownership; hooks and device cgroup rules are only appended. The merge of valid decisions
+is valid: every merged value comes from a value that was built inside the reply contract, and
+what joining adds is cut to fit (``contract_limits.fit_warnings``: over 100 warnings, the 100th
+says how many more were dropped; ``fit_reject``: a joined reason over 4096 characters ends in
+``...``). Must not do I/O.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
 from policy_server.sdk.effects import EFFECTS, Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook
@@ -225,8 +230,8 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
         adjust=adjust.build() if adjust.touched else None,
         update=_built_updates(updates),
         evict=tuple(Eviction(cid, "; ".join(reasons)) for cid, reasons in evictions.items()),
-        reject="; ".join(rejects) if rejects else None,
-        warnings=tuple(warnings),
+        reject=fit_reject("; ".join(rejects)) if rejects else None,
+        warnings=fit_warnings(tuple(warnings)),
         errors=tuple(errors),
         effects=tuple(effects.values()),
         push=_built_updates(pushes),
@@ -294,8 +299,8 @@ def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:
     decision = Decision(
         adjust=adjust,
         update=update,
-        reject="; ".join(rejects) if rejects else None,
-        warnings=tuple(warnings),
+        reject=fit_reject("; ".join(rejects)) if rejects else None,
+        warnings=fit_warnings(tuple(warnings)),
         errors=tuple(errors),
         effects=effects,
     )

@@ -5,7 +5,9 @@ Owns the frozen value types for mounts (also in every request's containers), dev
 lifecycle stage), POSIX rlimits and CDI device names, their reply JSON (the contract's proto
 field names), and the shared empty string map. Devices, hooks, rlimits and CDI devices are the
 privileged kinds of an adjustment: the bridge refuses them unless the webhook's ``allow`` list
-names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Must not do I/O or know about
+names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Hooks, devices, device rules and
+rlimits are built inside the reply contract's integer ranges or raise ``ValueError``
+(``policy_server.sdk.contract_limits``). Must not do I/O or know about
 particular policies.
 """
 
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+from policy_server.sdk.contract_limits import check_fields, checks
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -57,6 +61,9 @@ class Hook:
     env: tuple[str, ...] = ()
     timeout_s: int | None = None
 
+    def __post_init__(self) -> None:
+        check_fields(self, _HOOK_CHECKS)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path}
         if self.args:
@@ -88,6 +95,9 @@ class Device:
     uid: int | None = None
     gid: int | None = None
 
+    def __post_init__(self) -> None:
+        check_fields(self, _DEVICE_CHECKS)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.path,
@@ -109,6 +119,9 @@ class Rlimit:
     soft: int
     hard: int
 
+    def __post_init__(self) -> None:
+        check_fields(self, _RLIMIT_CHECKS)
+
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "soft": self.soft, "hard": self.hard}
 
@@ -123,6 +136,9 @@ class DeviceRule:
     type: str = ""
     major: int | None = None
     minor: int | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, _RULE_CHECKS)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"allow": self.allow}
@@ -140,6 +156,16 @@ class DeviceRule:
     def from_json(cls, rule: Any) -> DeviceRule:
         return cls(bool(rule.get("allow", False)), rule.get("access") or "",
                    rule.get("type") or "", rule.get("major"), rule.get("minor"))
+
+
+# The reply paths each type's integers go to (their limits are the contract's).
+_HOOK_CHECKS = checks("Hook", {"timeout_s": "adjust/hooks/prestart/[]/timeout"})
+_DEVICE_CHECKS = checks("Device", {name: f"adjust/linux/devices/[]/{name}"
+                                   for name in ("major", "minor", "file_mode", "uid", "gid")})
+_RLIMIT_CHECKS = checks("Rlimit", {"soft": "adjust/rlimits/[]/soft",
+                                   "hard": "adjust/rlimits/[]/hard"})
+_RULE_CHECKS = checks("DeviceRule", {"major": "adjust/linux/resources/devices/[]/major",
+                                     "minor": "adjust/linux/resources/devices/[]/minor"})
 
 
 def hooks_to_json(hooks: tuple[StagedHook, ...]) -> dict[str, Any]:

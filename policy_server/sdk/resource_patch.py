@@ -3,8 +3,10 @@
 Owns the patch value, its one table of fields (each scalar declared once with its JSON path
 inside ``LinuxResources``; ``SCALAR_PATHS``, attribute -> path, is read off the declarations
 and the reply JSON, the merge's conflict paths and the request's ``Resources`` all use it) and
-its JSON both ways. ``unified`` and ``hugepage_limits`` are owned
-per key (per page size), ``device_rules`` are appended, as NRI does. Must not do I/O or merge
+its JSON both ways; a patch is built inside the reply contract's limits
+(``policy_server.sdk.contract_limits``) or raises ``ValueError``. ``unified`` and
+``hugepage_limits`` are owned per key (per page size), ``device_rules`` are appended, as NRI
+does. Must not do I/O or merge
 several handlers' patches (``policy_server.sdk.decision_merge``).
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
+from policy_server.sdk.contract_limits import LIMITS, check_fields, check_items, checks
 from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})
@@ -56,6 +59,12 @@ class ResourcePatch:
     hugepage_limits: Mapping[str, int] = field(default_factory=lambda: _NO_PAGES)
     # device cgroup rules, appended after the container's own
     device_rules: tuple[DeviceRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_fields(self, _CHECKS)
+        if self.hugepage_limits:
+            check_items("ResourcePatch.hugepage_limits", self.hugepage_limits.values(),
+                        _PAGE_LIMIT)
 
     def scalars(self) -> dict[str, Any]:
         """The set scalar fields, by attribute name."""
@@ -108,5 +117,12 @@ class ResourcePatch:
 SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {f.name: f.metadata["path"] for f in fields(ResourcePatch) if "path" in f.metadata}
 )
+
+# The contract's limits on the scalars (the integers'; read off the reply schema).
+_RESOURCES = "adjust/linux/resources/"
+_CHECKS = checks("ResourcePatch", {
+    name: _RESOURCES + "/".join(path) for name, path in SCALAR_PATHS.items()
+    if _RESOURCES + "/".join(path) in LIMITS})
+_PAGE_LIMIT = LIMITS[_RESOURCES + "hugepage_limits/[]/limit"]
 
 NO_RESOURCES = ResourcePatch()

@@ -17,9 +17,10 @@ from dataclasses import replace
 from typing import Any
 
 from policy_server.bridge_link.pusher import Pusher, PushJob
-from policy_server.engine.evaluate import MAX_WARNINGS, Evaluation, describe
+from policy_server.engine.evaluate import Evaluation, describe
 from policy_server.node.execution import ExecutionReport
 from policy_server.node.executor import NodeExecutor
+from policy_server.sdk.contract_limits import fit_warnings
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.effects import ResctrlGroup, of_type
@@ -40,8 +41,9 @@ def without_rdt_class(decision: Decision, groups: Sequence[str]) -> Decision:
 
 
 def with_warnings(decision: Decision, notes: Sequence[str]) -> Decision:
-    """``decision`` with ``notes`` after its warnings, at most ``MAX_WARNINGS`` in all."""
-    return replace(decision, warnings=(*decision.warnings, *notes)[:MAX_WARNINGS])
+    """``decision`` with ``notes`` after its warnings, cut to the contract's limit (the last kept
+    one says how many more were dropped)."""
+    return replace(decision, warnings=fit_warnings((*decision.warnings, *notes)))
 
 
 class RequestSteps:

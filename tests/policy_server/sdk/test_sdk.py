@@ -18,9 +18,10 @@ from policy_server import (
     PolicyError,
     ResourcePatch,
 )
-from policy_server.engine.evaluate import MAX_WARNINGS, Engine
+from policy_server.engine.evaluate import Engine
 from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
+from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Mount
 from policy_server.sdk.registry import Registry
@@ -180,16 +181,34 @@ def test_parts_an_event_cannot_carry_are_dropped_with_a_warning() -> None:
     assert set(run(policy, "PostStartContainer")) == {"warnings"}
 
 
-def test_warnings_are_capped_for_the_contract() -> None:
+def test_merged_warnings_are_cut_to_the_contract_and_one_decision_over_it_is_refused() -> None:
+    """Each handler's decision is inside the contract's maxItems; the merge of several is cut
+    to it, the last kept warning saying how many more went. A handler that builds a decision
+    with more raises there, and is treated as any raising handler."""
     policy = Policy("p")
 
     @policy.on(CREATE)
     def chatty(event: Event) -> Decision:
-        return Decision(warnings=tuple(f"w{i}" for i in range(250)))
+        return Decision(warnings=tuple(f"a{i}" for i in range(MAX_WARNINGS)))
+
+    @policy.on(CREATE)
+    def chattier(event: Event) -> Decision:
+        return Decision(warnings=tuple(f"b{i}" for i in range(MAX_WARNINGS)))
 
     warnings = run(policy)["warnings"]
     assert isinstance(warnings, list) and len(warnings) == MAX_WARNINGS
-    assert warnings[-1] == "... and 151 more warnings"
+    assert warnings[:2] == ["a0", "a1"]
+    assert warnings[-1] == f"... and {MAX_WARNINGS + 1} more warnings"
+
+    too_many = Policy("p")
+
+    @too_many.on(CREATE)
+    def flood(event: Event) -> Decision:
+        return Decision(warnings=tuple(f"w{i}" for i in range(MAX_WARNINGS + 1)))
+
+    assert run(too_many)["warnings"] == [
+        "flood: internal error (ValueError: Decision.warnings: 101 items are above maxItems "
+        "100 (reply contract: warnings))"]
 
 
 def test_observers_run_before_handlers() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from policy_server import (
@@ -21,7 +20,6 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
-from policy_server.engine.reply import encode_reply
 from policy_server.node.cgroup_layout import CgroupVersion
 from policy_server.node.execution import ExecutorMode
 from policy_server.server.asgi import _documented, create_app
@@ -119,18 +117,21 @@ async def test_invalid_json_and_unknown_policy(client: httpx.AsyncClient) -> Non
     assert "known: koordinator-qos, broken" in response.json()["detail"]
 
 
-async def test_the_reply_is_the_decision_encoded_once_and_not_checked_again(
+async def test_a_handler_building_a_value_outside_the_contract_fails_like_a_raising_one(
         client: httpx.AsyncClient) -> None:
-    """The hot route sends what the policy decided, encoded by the one encoder: a value outside
-    the contract (an empty container id) is not checked again here; the bridge refuses it, and
-    the test kit (PolicyRunner) says so before it ships."""
+    """The SDK's values are built inside the reply contract: the handler that builds an update
+    with an empty container id raises there, and the server treats it as any raising handler
+    (the policy's failure policy, here Ignore: a warning naming the field and the limit; the
+    handler counted as failed). The reply the server sends is inside the contract."""
     body = envelope("CreateContainer", pod=pod(), container=container())
     response = await client.post("/v1/policies/broken", json=body)
     assert response.status_code == 200
-    assert response.content == encode_reply(Decision(update=(
-        ContainerUpdate("", ResourcePatch(cpu_shares=2)),)))
-    with pytest.raises(ValidationError):
-        WebhookReply.model_validate_json(response.content)
+    assert response.json() == {"warnings": [
+        "empty_id: internal error (ValueError: ContainerUpdate.container_id: length 0 is below "
+        "minLength 1 (reply contract: update/[]/container_id))"]}
+    WebhookReply.model_validate_json(response.content)
+    metrics = (await client.get("/metrics")).text
+    assert 'policy_handler_failures_total{handler="empty_id",policy="broken"} 1.0' in metrics
 
 
 async def test_healthz_and_rules(client: httpx.AsyncClient) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from policy_server.engine.evaluate import MAX_WARNINGS
 from policy_server.engine.reply import decision_to_reply
 from policy_server.node.execution import ExecutorMode
 from policy_server.node.executor import NodeExecutor
+from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision import Adjustment, Decision
 from policy_server.sdk.effects import CgroupWrite, HostDirectory
 from policy_server.sdk.resource_patch import ResourcePatch
@@ -27,6 +27,7 @@ def test_warnings_are_appended_and_capped() -> None:
     assert with_warnings(decision, ["b", "c"]).warnings == ("a", "b", "c")
     many = with_warnings(decision, [f"n{i}" for i in range(2 * MAX_WARNINGS)])
     assert len(many.warnings) == MAX_WARNINGS and many.warnings[:2] == ("a", "n0")
+    assert many.warnings[-1] == f"... and {2 * MAX_WARNINGS + 1 - MAX_WARNINGS + 1} more warnings"
 
 
 def test_effect_notes_say_what_was_not_applied_and_why() -> None:

@@ -23,7 +23,6 @@ from policy_server import (
 )
 from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.sdk.oci import Rlimit
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import (
@@ -74,11 +73,12 @@ def test_replay_against_expected_replies(tmp_path: Path) -> None:
 
 
 def test_requests_and_replies_are_checked_against_the_contract() -> None:
-    bad = Policy("bad-rlimit")
+    bad = Policy("bad-env")
 
     @bad.on(EventName.CREATE_CONTAINER)
-    def negative(event: Event) -> Decision:
-        return Decision(adjust=Adjustment(rlimits=(Rlimit("RLIMIT_NOFILE", -1, 5),)))
+    def untyped(event: Event) -> Decision:
+        # A type the SDK leaves to the type checker (its values check the contract's limits).
+        return Decision(adjust=Adjustment(env={"A": 1}))  # type: ignore[dict-item]
 
     runner = PolicyRunner(bad)
     with pytest.raises(InvalidReply, match="outside the contract"):
@@ -95,20 +95,21 @@ def test_requests_and_replies_are_checked_against_the_contract() -> None:
 def test_the_kit_checks_replies_as_the_bridge_does() -> None:
     """The kit checks the reply the server would send (the one encoder's bytes) against the
     contract's ``WebhookReply``, naming the fields outside it; a reply inside passes."""
-    bad = Policy("bad-rlimit")
+    bad = Policy("bad-env")
 
     @bad.on(EventName.CREATE_CONTAINER)
-    def negative(event: Event) -> Decision:
-        return Decision(adjust=Adjustment(rlimits=(Rlimit("RLIMIT_NOFILE", -1, 5),)))
+    def untyped(event: Event) -> Decision:
+        # A type the SDK leaves to the type checker (its values check the contract's limits).
+        return Decision(adjust=Adjustment(env={"A": 1}))  # type: ignore[dict-item]
 
-    evaluation = PolicyRunner(bad).engine.evaluate_json("bad-rlimit",
+    evaluation = PolicyRunner(bad).engine.evaluate_json("bad-env",
                                                         make_request("CreateContainer"))
     with pytest.raises(InvalidReplyError) as check:
         check_reply(encode_reply(evaluation.decision))
     with pytest.raises(InvalidReply) as kit_side:
         PolicyRunner(bad).send(make_request("CreateContainer"))
     assert str(check.value) in str(kit_side.value)
-    assert check.value.errors and check.value.errors[0]["loc"][:2] == ("adjust", "rlimits")
+    assert check.value.errors and check.value.errors[0]["loc"][:2] == ("adjust", "env")
 
     marker = Policy("marker")
 
