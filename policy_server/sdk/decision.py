@@ -67,7 +67,13 @@ class Adjustment:
         if self.extra:
             # As the reply is checked (policy_server.engine.reply.reply_body): its JSON.
             try:
-                WebhookReply.model_validate_json(orjson.dumps({"adjust": self.extra}))
+                try:
+                    body = orjson.dumps({"adjust": self.extra})
+                except TypeError:
+                    # Not JSON (an integer past 64 bits): the Python check names the field.
+                    WebhookReply.model_validate({"adjust": self.extra}, strict=True)
+                    raise
+                WebhookReply.model_validate_json(body)
             except (TypeError, ValidationError) as exc:
                 raise ValueError(f"Adjustment.extra is outside the contract: {exc}") from None
 
