@@ -3,8 +3,8 @@
 Owns ``LIMITS`` (reply JSON path -> ``Limit``: ``"update/[]/container_id"``, ``"warnings"``,
 ``"adjust/rlimits/[]/soft"``; ``[]`` is a list's item), walked once from
 ``bridge.contract.WebhookReply``'s JSON Schema (``minimum``/``maximum``, ``minLength``/
-``maxLength``, ``maxItems``), so no number is restated here; ``checks`` and ``check_fields``,
-which the SDK's value types run when built (a value outside the contract raises ``ValueError``
+``maxLength``, ``maxItems``), so no number is restated here; ``checks``, which makes the
+check the SDK's value types run when built (a value outside the contract raises ``ValueError``
 naming the field and the limit); and ``fit_warnings`` / ``fit_reject``, which shorten what the
 framework composes from valid parts (merged warnings and reasons) to fit, with a note. Must not do
 I/O or know the SDK's types.
@@ -12,7 +12,7 @@ I/O or know the SDK's types.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -90,30 +90,51 @@ LIMITS: Mapping[str, Limit] = _read_limits()
 MAX_WARNINGS: int = LIMITS["warnings"].max_items or 0
 MAX_REJECT_CHARS: int = LIMITS["reject/reason"].max_length or 0
 
-Checks = tuple[tuple[str, str, Limit], ...]
+Check = Callable[[Any], None]
 
 
-def checks(owner: str, paths: Mapping[str, str]) -> Checks:
-    """The checks for a type's fields: attribute -> the reply path its value goes to."""
-    return tuple((attr, f"{owner}.{attr}", LIMITS[path]) for attr, path in paths.items())
+def checks(owner: str, paths: Mapping[str, str]) -> Check:
+    """The check for a type's fields (attribute -> the reply path its value goes to): a function
+    that raises ``ValueError`` for the first field outside its limit (``None``: unset).
+
+    Built as source once per type (one comparison per field, no loop, no call while the values
+    are inside: the hot path builds these per event); a value the quick test does not pass
+    (outside, or a type such as an ``int`` subclass) goes to ``Limit.refusal``, which decides."""
+    lines = ["def check(obj):"]
+    env: dict[str, Any] = {"_refuse": _refuse}
+    for i, (attr, path) in enumerate(paths.items()):
+        limit = LIMITS[path]
+        env[f"L{i}"] = limit
+        lines.append(f"    v = obj.{attr}")
+        lines.append(f"    if v is not None and not ({_quick(limit)}):")
+        lines.append(f"        _refuse({owner + '.' + attr!r}, v, L{i})")
+    if len(lines) == 1:
+        lines.append("    pass")
+    exec("\n".join(lines), env)  # source made above from the schema's numbers only
+    check: Check = env["check"]
+    return check
 
 
-def check_fields(value: object, fields: Checks) -> None:
-    """Raise ``ValueError`` for the first field of ``value`` outside its limit (``None``: unset)."""
-    for attr, name, limit in fields:
-        field_value = getattr(value, attr)
-        if field_value is not None:
-            why = limit.refusal(field_value)
-            if why is not None:
-                raise ValueError(f"{name}: {why} (reply contract: {limit.path})")
+def _quick(limit: Limit) -> str:
+    """A Python expression true for a value ``v`` surely inside ``limit``."""
+    if limit.minimum is not None or limit.maximum is not None:
+        return f"v.__class__ is int and {limit.minimum} <= v <= {limit.maximum}"
+    if limit.min_length is not None or limit.max_length is not None:
+        return (f"v.__class__ is str and {limit.min_length or 0} <= len(v) "
+                f"<= {limit.max_length if limit.max_length is not None else 'len(v)'}")
+    return f"len(v) <= {limit.max_items}"
+
+
+def _refuse(name: str, value: Any, limit: Limit) -> None:
+    why = limit.refusal(value)
+    if why is not None:
+        raise ValueError(f"{name}: {why} (reply contract: {limit.path})")
 
 
 def check_items(name: str, values: Iterable[Any], limit: Limit) -> None:
     """Raise ``ValueError`` for the first of ``values`` outside ``limit``."""
     for item in values:
-        why = limit.refusal(item)
-        if why is not None:
-            raise ValueError(f"{name}: {why} (reply contract: {limit.path})")
+        _refuse(name, item, limit)
 
 
 def fit_warnings(warnings: tuple[str, ...]) -> tuple[str, ...]:

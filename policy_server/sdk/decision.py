@@ -26,7 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
-from policy_server.sdk.contract_limits import check_fields, checks
+from policy_server.sdk.contract_limits import checks
 from policy_server.sdk.effects import Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
@@ -63,7 +63,7 @@ class Adjustment:
     extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
 
     def __post_init__(self) -> None:
-        check_fields(self, _ADJUSTMENT_CHECKS)
+        _check_adjustment(self)
         if self.extra:
             # As the reply is checked (policy_server.engine.reply.reply_body): its JSON.
             try:
@@ -110,7 +110,7 @@ class ContainerUpdate:
     ignore_failure: bool = False
 
     def __post_init__(self) -> None:
-        check_fields(self, _UPDATE_CHECKS)
+        _check_update(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ class Eviction:
     reason: str = ""
 
     def __post_init__(self) -> None:
-        check_fields(self, _EVICTION_CHECKS)
+        _check_eviction(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +146,11 @@ class Decision:
     push: tuple[ContainerUpdate, ...] = ()
 
     def __post_init__(self) -> None:
-        check_fields(self, _DECISION_CHECKS)
+        _check_decision(self)
 
 
 # The reply paths each type's fields go to (their limits are the contract's).
-_ADJUSTMENT_CHECKS = checks("Adjustment", {"oom_score_adj": "adjust/linux/oom_score_adj"})
-_UPDATE_CHECKS = checks("ContainerUpdate", {"container_id": "update/[]/container_id"})
-_EVICTION_CHECKS = checks("Eviction", {"container_id": "evict/[]/container_id"})
-_DECISION_CHECKS = checks("Decision", {"reject": "reject/reason", "warnings": "warnings"})
+_check_adjustment = checks("Adjustment", {"oom_score_adj": "adjust/linux/oom_score_adj"})
+_check_update = checks("ContainerUpdate", {"container_id": "update/[]/container_id"})
+_check_eviction = checks("Eviction", {"container_id": "evict/[]/container_id"})
+_check_decision = checks("Decision", {"reject": "reject/reason", "warnings": "warnings"})

@@ -19,7 +19,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from policy_server.sdk.contract_limits import check_fields, checks
+from policy_server.sdk.contract_limits import checks
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -62,7 +62,7 @@ class Hook:
     timeout_s: int | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, _HOOK_CHECKS)
+        _check_hook(self)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path}
@@ -96,7 +96,7 @@ class Device:
     gid: int | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, _DEVICE_CHECKS)
+        _check_device(self)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -120,7 +120,7 @@ class Rlimit:
     hard: int
 
     def __post_init__(self) -> None:
-        check_fields(self, _RLIMIT_CHECKS)
+        _check_rlimit(self)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "soft": self.soft, "hard": self.hard}
@@ -138,7 +138,7 @@ class DeviceRule:
     minor: int | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, _RULE_CHECKS)
+        _check_rule(self)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"allow": self.allow}
@@ -159,12 +159,12 @@ class DeviceRule:
 
 
 # The reply paths each type's integers go to (their limits are the contract's).
-_HOOK_CHECKS = checks("Hook", {"timeout_s": "adjust/hooks/prestart/[]/timeout"})
-_DEVICE_CHECKS = checks("Device", {name: f"adjust/linux/devices/[]/{name}"
+_check_hook = checks("Hook", {"timeout_s": "adjust/hooks/prestart/[]/timeout"})
+_check_device = checks("Device", {name: f"adjust/linux/devices/[]/{name}"
                                    for name in ("major", "minor", "file_mode", "uid", "gid")})
-_RLIMIT_CHECKS = checks("Rlimit", {"soft": "adjust/rlimits/[]/soft",
+_check_rlimit = checks("Rlimit", {"soft": "adjust/rlimits/[]/soft",
                                    "hard": "adjust/rlimits/[]/hard"})
-_RULE_CHECKS = checks("DeviceRule", {"major": "adjust/linux/resources/devices/[]/major",
+_check_rule = checks("DeviceRule", {"major": "adjust/linux/resources/devices/[]/major",
                                      "minor": "adjust/linux/resources/devices/[]/minor"})
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.sdk.contract_limits import LIMITS, check_fields, check_items, checks
+from policy_server.sdk.contract_limits import LIMITS, check_items, checks
 from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})
@@ -61,7 +61,7 @@ class ResourcePatch:
     device_rules: tuple[DeviceRule, ...] = ()
 
     def __post_init__(self) -> None:
-        check_fields(self, _CHECKS)
+        _check_patch(self)
         if self.hugepage_limits:
             check_items("ResourcePatch.hugepage_limits", self.hugepage_limits.values(),
                         _PAGE_LIMIT)
@@ -120,7 +120,7 @@ SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 # The contract's limits on the scalars (the integers'; read off the reply schema).
 _RESOURCES = "adjust/linux/resources/"
-_CHECKS = checks("ResourcePatch", {
+_check_patch = checks("ResourcePatch", {
     name: _RESOURCES + "/".join(path) for name, path in SCALAR_PATHS.items()
     if _RESOURCES + "/".join(path) in LIMITS})
 _PAGE_LIMIT = LIMITS[_RESOURCES + "hugepage_limits/[]/limit"]

@@ -180,7 +180,11 @@ def test_the_walk_fails_when_a_limit_is_off_by_one(monkeypatch: pytest.MonkeyPat
     by the contract's own pydantic check of the encoded reply."""
     path = "adjust/rlimits/[]/soft"
     wide = Limit(path, -1, 2**64 - 1)
-    monkeypatch.setattr(oci, "_RLIMIT_CHECKS", (("soft", "Rlimit.soft", wide),))
+    def wide_check(rlimit: Rlimit) -> None:
+        if wide.refusal(rlimit.soft) is not None:
+            raise ValueError(f"Rlimit.soft: {wide.refusal(rlimit.soft)} ({path})")
+
+    monkeypatch.setattr(oci, "_check_rlimit", wide_check)
     assert problems(path, LIMITS[path]) == [f"{path}: -1 past the limit accepted"]
     with pytest.raises(ValidationError):
         problems(path, wide)
