@@ -66,6 +66,7 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/hardening/test_node_scale_short.py",
     "tests/hardening/test_policy_faults.py",
     "tests/hardening/test_process_faults.py",
+    "tests/hardening/test_process_group.py",
     "tests/hardening/test_soak.py",
     "tests/hardening/test_stop_phases.py",
     "tests/hardening/test_policy_replies.py::test_tls_failures",  # openssl
