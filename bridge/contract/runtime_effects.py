@@ -2,7 +2,7 @@
 
 A runtime applies a reply per leaf (bridge.contract.field_table) and per route, and NRI's
 message says nothing of it: containerd 2.1.9 takes `memory.limit` from an adjustment, sets
-swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
+swap to it, and ignores `memory.swappiness` without a word (the `lab` facts below). Routes:
 
 - `adjust`: the merged ContainerAdjustment of CreateContainer (NRI's OCI generator,
   pkg/runtime-tools/generate/generate.go `Adjust`);
@@ -18,7 +18,7 @@ swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
   bridge.contract.cri_service.CARRIED, and the runtime runs its UpdateContainer event and
   applies the result as it applies an `update`.
 
-`FACTS` are the exceptions, each with its source: `lab` (issue 33: containerd 1.7.24, 2.2.7,
+`FACTS` are the exceptions, each with its source: `lab` (measured on containerd 1.7.24, 2.2.7,
 2.3.4 and CRI-O 1.36.3 on cgroup v1, each runtime's config.json and cgroup files read back),
 `upstream` (a source file, cited, never copied), `assumed` (CRI-O is not mirrored here: where
 the lab said nothing, it is assumed to keep no more than containerd). Rules, in order:
