@@ -45,12 +45,12 @@ PRODUCT_DOTTED = re.compile(rf"(?<![\w.`/])((?:bridge|policy_server)(?:\.{IDENT}
 # A class name as Python spells one: two humps or more (`PolicyClient`, `NodeView`).
 CLASS_NAME = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+")
 # Names of other projects that docstrings cite in code style: NRI's Go code, systemd's D-Bus
-# API, Kubernetes' kinds and CEL's functions.
+# API, Kubernetes' kinds, CEL's functions and cel-spec's messages.
 FOREIGN = frozenset({
     "AdjustResources", "WithResources", "MergeFrom", "AddLinuxResourcesHugepageLimit",
     "AddLinuxResourcesUnified", "AddLinuxResourcesDevice", "SetUnitProperties", "MemoryMax",
     "NodePolicy", "StateChange", "nri.pkg.api.v1alpha1.Bogus", "has", "l.sum", "l.min", "l.max",
-    "l.isSorted",
+    "l.isSorted", "cel.expr.CheckedExpr", "ParsedExpr",
 })
 # "issue 34", "Issue #7", "issues 25 and 27", "issue-33".
 ISSUE = re.compile(r"\b[Ii]ssues?[ -]#?\d+")
