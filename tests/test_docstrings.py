@@ -36,7 +36,7 @@ DOTTED = rf"{IDENT}(?:\.{IDENT})*"
 # `name`, ``name``, `a.b`, `f()`, `C.m()`: a code name in backticks (the rest, such as flags,
 # paths, expressions and YAML, is prose).
 BACKTICKED = re.compile(rf"(?<!`)`{{1,2}}({DOTTED})(\(\))?`{{1,2}}(?!`)")
-# A module file: `cache.py`, contract/node_fold.py, bridge/webhooks/fanout.py.
+# A module file: `cache.py`, contract/catalogue.py, bridge/webhooks/client.py.
 MODULE_FILE = re.compile(r"(?<![\w/.-])((?:[\w]+/)*[\w]+\.pyi?)\b")
 # f() and a.b() outside backticks (with empty parentheses: prose has "time(s)").
 CALLED = re.compile(rf"(?<![\w.`])({DOTTED})\(\)")
@@ -58,7 +58,7 @@ ISSUE = re.compile(r"\b[Ii]ssues?[ -]#?\d+")
 
 @dataclass
 class Module:
-    name: str  # dotted: bridge.webhooks.fanout
+    name: str  # dotted: bridge.webhooks.client
     path: Path
     names: set[str] = field(default_factory=set)  # top-level: defs, classes, assignments, imports
     imports: dict[str, str] = field(default_factory=dict)  # local name -> what it imports
