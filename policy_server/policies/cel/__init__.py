@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from policy_server import (
     ConfigStatus,
     Decision,
@@ -51,7 +49,7 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
         in_force = [p for p in policies.current if event.name in p.events]
         if not in_force:
             return None
-        request: Mapping[str, Any] = orjson.loads(event.body) if event.body else {}
+        request = policies.view(event.name).decode(event.body)
         outputs = []
         for compiled in in_force:
             decision = evaluate(compiled, event.name, request, policies.tally)

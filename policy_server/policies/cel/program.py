@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
@@ -31,7 +32,7 @@ from policy_server import (
     ResourcePatch,
     adjustment_from_json,
 )
-from policy_server.policies.cel import json_patch
+from policy_server.policies.cel import batch, json_patch
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
 
@@ -124,10 +125,9 @@ def _merge_into(into: dict[str, Any], partial: Mapping[str, Any]) -> None:
             into[key] = value
 
 
-def _mutate(req: _Request) -> dict[str, Any]:
+def _mutate(policy: CompiledPolicy, values: Iterable[Any]) -> dict[str, Any]:
     doc: dict[str, Any] = {}
-    for kind, program in req.policy.mutations:
-        value = req.run(program)
+    for (kind, program), value in zip(policy.mutations, values, strict=True):
         if kind is PatchType.JSON_PATCH:
             try:
                 doc = json_patch.apply(doc, value)
@@ -151,22 +151,50 @@ def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -
     return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))
 
 
-def _validate(req: _Request, tally: Counter[str]) -> tuple[list[str], list[str]]:
-    """Messages of the failed validations, and warnings met on the way."""
-    failed: list[str] = []
-    warnings: list[str] = []
-    for i, v in enumerate(req.policy.validations):
+@dataclass(slots=True)
+class _Outcome:
+    applies: bool
+    failed: list[tuple[int, str]] = field(default_factory=list)  # validation index, message
+    warnings: list[str] = field(default_factory=list)
+    audit: Sequence[Any] = ()
+    mutations: Iterable[Any] = ()  # the mutations' values, computed when iterated
+
+
+def _exact(req: _Request) -> _Outcome:
+    """Expression by expression, in the VAP order; raises ``EvaluationError``."""
+    policy = req.policy
+    if not all(req.boolean(p) for _, p in policy.conditions):
+        return _Outcome(applies=False)
+    out = _Outcome(applies=True)
+    for i, v in enumerate(policy.validations):
         if req.boolean(v.expression):
             continue
-        tally[f"{req.policy.name}/validations[{i}]/failed"] += 1
         message = v.message or f"failed expression: {v.expression.source}"
         if v.message_expression is not None:
             try:
                 message = str(req.run(v.message_expression))
             except EvaluationError as exc:  # as the API server: fall back, and say so
-                warnings.append(f"{req.policy.name}: messageExpression failed: {exc}")
-        failed.append(message)
-    return failed, warnings
+                out.warnings.append(f"{policy.name}: messageExpression failed: {exc}")
+        out.failed.append((i, message))
+    out.audit = [req.run(program) for _, program in policy.audit]
+    out.mutations = (req.run(program) for _, program in policy.mutations)
+    return out
+
+
+def _batched(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | None:
+    """The same outcome from the policy's one program, or None (take the exact path)."""
+    if policy.batch is None:
+        return None
+    found = batch.run(policy.batch, {**request, "params": policy.params, "variables": {}},
+                      policy.plain)
+    if found is None or not found.applies:
+        return None if found is None else _Outcome(applies=False)
+    out = _Outcome(applies=True, audit=found.audit, mutations=found.mutations)
+    for i, (v, failure) in enumerate(zip(policy.validations, found.failures, strict=True)):
+        if failure is not None:
+            out.failed.append((i, str(failure[0]) if failure else
+                               v.message or f"failed expression: {v.expression.source}"))
+    return out
 
 
 def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any],
@@ -174,18 +202,20 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
     """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
     if event not in policy.events:
         return None
-    req = _Request(policy, request)
     try:
-        if not all(req.boolean(p) for _, p in policy.conditions):
+        out = _batched(policy, request) or _exact(_Request(policy, request))
+        if not out.applies:
             return None
         tally[f"{policy.name}/evaluated"] += 1
-        failed, warnings = _validate(req, tally)
-        for key, program in policy.audit:
-            value = req.run(program)
+        warnings = out.warnings
+        for i, _ in out.failed:
+            tally[f"{policy.name}/validations[{i}]/failed"] += 1
+        for (key, _), value in zip(policy.audit, out.audit, strict=True):
             if value is not None:
                 warnings.append(f"{policy.name}/{key}: {value}")
-        change = (_change(event, request, _mutate(req)) if policy.mutations and not
-                  (failed and Action.DENY in policy.actions) else None)
+        failed = [message for _, message in out.failed]
+        change = (_change(event, request, _mutate(policy, out.mutations)) if policy.mutations
+                  and not (failed and Action.DENY in policy.actions) else None)
     except (EvaluationError, ValueError) as exc:
         tally[f"{policy.name}/errors"] += 1
         if policy.fail:
