@@ -39,7 +39,13 @@ from policy_server.sdk.decision import (
 )
 from policy_server.sdk.decision_json import adjustment_from_json, adjustment_to_json
 from policy_server.sdk.decision_merge import merge
-from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
+from policy_server.sdk.extension import (
+    ConfigStatus,
+    CounterSample,
+    Extensions,
+    PolicyHost,
+    ReloadResult,
+)
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_plan import (
@@ -84,6 +90,7 @@ __all__ = [
     "Container",
     "ContainerUpdate",
     "CoreSchedGroup",
+    "CounterSample",
     "Decision",
     "Device",
     "DeviceRule",

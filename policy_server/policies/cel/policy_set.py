@@ -12,7 +12,6 @@ evaluate.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from policy_server import ConfigStatus, EventName, PolicyLoadError, ReloadResult
 from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy
 from policy_server.policies.cel.node_policy_doc import read_documents
 from policy_server.policies.cel.request_view import RequestView
+from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
 Stamp = tuple[tuple[str, int, int], ...]
@@ -61,7 +61,7 @@ class PolicySet:
         self._stamp = loaded.stamp
         self.generation = 1
         self.last_error: str | None = None
-        self.tally: Counter[str] = Counter()
+        self.tally = Tally()
         self._views: dict[EventName, RequestView] = {}
 
     def view(self, event: EventName) -> RequestView:

@@ -1,7 +1,10 @@
 """Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
 
-Owns ``evaluate(policy, request, tally)``: the request's JSON bound once (``pod``,
-``container``, ... as maps, ``params``, ``variables``); ``matchConditions`` (all true, or the
+Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``batch``) answers
+first; where it cannot (an error, a value of an unexpected type), the exact path below runs,
+expression by expression, and decides what the error means. The exact path: the request's
+JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
+``variables``); ``matchConditions`` (all true, or the
 policy does not apply); ``variables`` computed lazily, at most once per request: none until an
 expression reads one, then all of them together (``_Request._compute_variables`` says why);
 ``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
@@ -11,14 +14,13 @@ as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adj
 policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
 becomes the ``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An
 evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a
-warning. ``tally`` counts outcomes per policy and validation (the state page). Must not do I/O
+warning. ``tally`` counts outcomes per policy and validation (``tally``). Must not do I/O
 besides logging, nor know about files or reloads.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,7 @@ from policy_server import (
 from policy_server.policies.cel import batch, json_patch
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
+from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
 _ERROR = cel.Type.ERROR
@@ -198,7 +201,7 @@ def _batched(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | N
 
 
 def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any],
-             tally: Counter[str]) -> Decision | None:
+             tally: Tally) -> Decision | None:
     """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
     if event not in policy.events:
         return None
@@ -206,10 +209,10 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
         out = _batched(policy, request) or _exact(_Request(policy, request))
         if not out.applies:
             return None
-        tally[f"{policy.name}/evaluated"] += 1
+        tally.evaluated(policy.name)
         warnings = out.warnings
         for i, _ in out.failed:
-            tally[f"{policy.name}/validations[{i}]/failed"] += 1
+            tally.failed(policy.name, i, sorted(policy.actions))
         for (key, _), value in zip(policy.audit, out.audit, strict=True):
             if value is not None:
                 warnings.append(f"{policy.name}/{key}: {value}")
@@ -217,14 +220,13 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
         change = (_change(event, request, _mutate(policy, out.mutations)) if policy.mutations
                   and not (failed and Action.DENY in policy.actions) else None)
     except (EvaluationError, ValueError) as exc:
-        tally[f"{policy.name}/errors"] += 1
+        tally.evaluated(policy.name)
+        tally.error(policy.name, rejected=policy.fail)
         if policy.fail:
             return Decision(reject=f"{policy.name}: {exc}")
         return Decision(warnings=(f"{policy.name}: ignored (failurePolicy: Ignore): {exc}",))
     reject = None
     if failed:
-        tally[f"{policy.name}/denied" if Action.DENY in policy.actions else
-              f"{policy.name}/warned"] += 1
         text = "; ".join(failed)
         if Action.DENY in policy.actions:
             reject = f"{policy.name}: {text}"

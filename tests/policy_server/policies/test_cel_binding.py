@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from policy_server.policies.cel.program import evaluate
 from policy_server.policies.cel.references import Path as ReadPath
 from policy_server.policies.cel.references import paths
 from policy_server.policies.cel.request_view import RequestView
+from policy_server.policies.cel.tally import Tally
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "schemas" / "webhook" / "examples"
@@ -114,8 +114,8 @@ def test_the_fast_path_decides_as_the_exact_path_on_the_whole_request(file: Path
             view = policies.view(event)
             for variant in _variants(event):
                 body = orjson.dumps(variant)
-                want = evaluate(exact, event, orjson.loads(body), Counter())
-                got = evaluate(compiled, event, view.decode(body), Counter())
+                want = evaluate(exact, event, orjson.loads(body), Tally())
+                got = evaluate(compiled, event, view.decode(body), Tally())
                 assert got == want, (compiled.name, event, variant)
                 compared += 1
     assert compared >= 4
