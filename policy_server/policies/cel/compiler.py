@@ -7,8 +7,9 @@ variables (a name not declared earlier in ``spec.variables`` is refused here); r
 checked (conditions and validations bool, messages and annotation values string, mutations a
 map or a JSON Patch list). Any problem raises ``PolicyLoadError`` naming the policy, the key,
 the expression and the checker's complaint (``undefined field 'resource' not found in struct
-'nriwebhook.LinuxContainer'``). The programs kept for evaluation come from a second, untyped
-environment: requests are bound as JSON maps. Must not evaluate anything.
+'nriwebhook.LinuxContainer'``); so does an expression over the static cost limit (``cost``).
+The programs kept for evaluation come from a second, untyped environment: requests are bound as
+JSON maps. Must not evaluate anything.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from policy_server import EventName, PolicyLoadError
-from policy_server.policies.cel import batch, library, references, schema_types
+from policy_server.policies.cel import batch, cost, library, references, schema_types
 from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
 from policy_server.policies.cel.references import Path as ReadPath
 
@@ -107,9 +108,10 @@ def _first_line(error: Exception) -> str:
 
 
 class _Compiler:
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, params: Any) -> None:
         self.source = source
         self.spec = source.doc.spec
+        self.params = params
         self.declared: list[str] = []
 
     def error(self, key: str, message: str) -> PolicyLoadError:
@@ -134,6 +136,12 @@ class _Compiler:
                 raise self.error(key, f"{source!r} ({event}): must be {results[0]}, is {got}")
         order = [n for n in self.declared if n in needs]
         program = eval_env().compile(source)
+        iterations = cost.estimate(program, self.params)
+        if iterations is not None and iterations > cost.MAX_ESTIMATED_ITERATIONS:
+            raise self.error(key, f"{source!r}: estimated cost {iterations:,} comprehension "
+                             f"iterations exceeds the limit of {cost.MAX_ESTIMATED_ITERATIONS:,} "
+                             f"(a list from the request counts as {cost.REQUEST_LIST_ITEMS:,} "
+                             "items: nest fewer comprehensions over request lists)")
         return Program(key, source, program, tuple(order),
                        references.paths(program, _request_keys()))
 
@@ -145,7 +153,8 @@ class _Compiler:
 
 def compile_policy(source: Source) -> CompiledPolicy:
     """``source`` compiled and checked; raises ``PolicyLoadError``."""
-    c = _Compiler(source)
+    params, params_file = read_params(source)
+    c = _Compiler(source, params)
     spec = c.spec
     if spec.mutations and not set(spec.events) <= MUTABLE_EVENTS:
         others = ", ".join(sorted(set(spec.events) - MUTABLE_EVENTS))
@@ -176,7 +185,6 @@ def compile_policy(source: Source) -> CompiledPolicy:
         for i, m in enumerate(spec.mutations))
     if not (validations or audit or mutations):
         raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
-    params, params_file = read_params(source)
     batch_source = batch.source(
         [p.source for _, p in conditions], [(n, p.source) for n, p in variables],
         [(v.expression.source, v.message_expression.source if v.message_expression else None)

@@ -1,6 +1,7 @@
 """What of the request an expression can read: its field paths, from the compiled AST.
 
-Owns ``paths(program, roots)``: the paths (``('container', 'linux', 'resources')``) through the
+Owns ``paths(program, roots)`` (and the tree walk ``cost`` shares: ``tree``, ``chain``,
+``children``): the paths (``('container', 'linux', 'resources')``) through the
 request variables ``roots`` that a compiled cel-expr-python ``Expression`` reads, found by
 walking the expression tree it serializes (a ``google.protobuf.Any`` holding a
 ``cel.expr.CheckedExpr`` or ``ParsedExpr``). A chain of field selections, optional selections
@@ -82,7 +83,8 @@ def _classes() -> dict[str, Any]:
             for name in ("CheckedExpr", "ParsedExpr")}
 
 
-def _root_expr(program: Any) -> Any:
+def tree(program: Any) -> Any:
+    """``program``'s expression tree (raises ``ValueError`` or ``DecodeError``)."""
     wrapped = any_pb2.Any.FromString(program.serialize())
     kind = wrapped.type_url.rsplit(".", 1)[-1]
     if kind not in ("CheckedExpr", "ParsedExpr"):
@@ -90,39 +92,39 @@ def _root_expr(program: Any) -> Any:
     return _classes()[kind].FromString(wrapped.value).expr
 
 
-def _chain(expr: Any, roots: frozenset[str]) -> tuple[str, ...] | None:
+def chain(expr: Any, roots: frozenset[str]) -> tuple[str, ...] | None:
     """The steps of ``expr`` if it is a root followed by keyed steps only."""
     kind = expr.WhichOneof("expr_kind")
     if kind == "ident_expr":
         return (expr.ident_expr.name,) if expr.ident_expr.name in roots else None
     if kind == "select_expr" and not expr.select_expr.test_only:
-        head = _chain(expr.select_expr.operand, roots)
+        head = chain(expr.select_expr.operand, roots)
         return None if head is None else (*head, expr.select_expr.field)
     if kind == "call_expr" and expr.call_expr.function in _KEYED and len(expr.call_expr.args) == 2:
         key = expr.call_expr.args[1]
         if key.WhichOneof("expr_kind") == "const_expr" and \
                 key.const_expr.HasField("string_value"):
-            head = _chain(expr.call_expr.args[0], roots)
+            head = chain(expr.call_expr.args[0], roots)
             return None if head is None else (*head, key.const_expr.string_value)
     return None
 
 
 def _walk(expr: Any, roots: frozenset[str]) -> Iterator[Path]:
-    steps = _chain(expr, roots)
+    steps = chain(expr, roots)
     if steps is not None:
         yield Path(steps)
         return
     kind = expr.WhichOneof("expr_kind")
     if kind == "select_expr" and expr.select_expr.test_only:
-        head = _chain(expr.select_expr.operand, roots)
+        head = chain(expr.select_expr.operand, roots)
         if head is not None:
             yield Path((*head, expr.select_expr.field), presence=True)
             return
-    for child in _children(expr):
+    for child in children(expr):
         yield from _walk(child, roots)
 
 
-def _children(expr: Any) -> Iterator[Any]:
+def children(expr: Any) -> Iterator[Any]:
     kind = expr.WhichOneof("expr_kind")
     if kind is None or kind in ("const_expr", "ident_expr"):
         return
@@ -141,6 +143,6 @@ def _children(expr: Any) -> Iterator[Any]:
 def paths(program: Any, roots: frozenset[str]) -> frozenset[Path] | None:
     """The request paths ``program`` reads; None when its tree cannot be read (read all)."""
     try:
-        return frozenset(_walk(_root_expr(program), roots))
+        return frozenset(_walk(tree(program), roots))
     except (DecodeError, ValueError, RecursionError):
         return None
