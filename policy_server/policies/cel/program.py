@@ -4,18 +4,18 @@ Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``ba
 first; where it cannot (an error, a value of an unexpected type), the exact path below runs,
 expression by expression, and decides what the error means. The exact path: the request's
 JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
-``variables``); ``matchConditions`` (all true, or the
-policy does not apply); ``variables`` computed lazily, at most once per request: none until an
-expression reads one, then all of them together (``_Request._compute_variables`` says why);
-``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
-expression) acted on by
+``variables``); ``matchConditions`` (all true, or the policy does not apply; a false one wins
+over another's error, as in the API server); ``variables`` computed lazily, at most once per
+request: none until an expression reads one, then all of them together
+(``_Request._compute_variables`` says why); ``validations`` (a false one fails with its
+``messageExpression``, else ``message``, else the expression) acted on by
 ``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations``
 as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the
 policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
 becomes the ``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An
 evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a
-warning. ``tally`` counts outcomes per policy and validation (``tally``). Must not do I/O
-besides logging, nor know about files or reloads.
+warning. ``tally`` counts outcomes per policy and validation. Must not do I/O besides logging,
+nor know about files or reloads.
 """
 
 from __future__ import annotations
@@ -166,8 +166,15 @@ class _Outcome:
 def _exact(req: _Request) -> _Outcome:
     """Expression by expression, in the VAP order; raises ``EvaluationError``."""
     policy = req.policy
-    if not all(req.boolean(p) for _, p in policy.conditions):
-        return _Outcome(applies=False)
+    errors = []
+    for _, condition in policy.conditions:  # as the API server: a false one wins over an error
+        try:
+            if not req.boolean(condition):
+                return _Outcome(applies=False)
+        except EvaluationError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
     out = _Outcome(applies=True)
     for i, v in enumerate(policy.validations):
         if req.boolean(v.expression):
