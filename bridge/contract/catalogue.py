@@ -4,8 +4,8 @@ Owns, per event: its wire name (the RPC name, also the webhook envelope's ``even
 and subscription bit, its request and response message types, the payload keys the envelope
 carries and the reply keys a policy may use (docs/protocol.md#configure-and-the-event-mask,
 docs/protocol.md#how-events-are-delivered). Every other event list in the bridge and the policy
-server is computed from ``CATALOGUE`` below; tests/unit/test_catalogue.py proves it. Must not do
-I/O, import pydantic, or know about webhooks, handlers or HTTP.
+server is computed from ``CATALOGUE`` below; tests/bridge/contract/test_catalogue.py proves
+it. Must not do I/O, import pydantic, or know about webhooks, handlers or HTTP.
 
 Two enums name the events because their members must be visible to the type checker: ``Event``
 (the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the numbers are

@@ -3,9 +3,9 @@
 Owns: the one encoder of the request envelope — its keys and their order, and how each payload
 key of the catalogue (`REQUEST_PAYLOAD`) is taken from the event's request message. Everything
 that produces an envelope uses it: the webhook calls (bytes) and recordings (the document
-decoded from those bytes); tests/unit/test_request_body.py pins the bytes, for every event, to
-the pydantic model, the recording and (Synchronize) the Event the policy server builds itself
-for resync and the reconciler.
+decoded from those bytes); tests/bridge/contract/test_request_body.py pins the bytes, for every
+event, to the pydantic model, the recording and (Synchronize) the Event the policy server
+builds itself for resync and the reconciler.
 Must not: do I/O, or know how the body travels.
 
 Payload rule: a message-valued key (`pod`, `container`, `linux_resources`, `adjust`, `owners`)

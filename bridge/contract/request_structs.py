@@ -20,9 +20,9 @@ one the contract takes too, and a body it refuses is handed to the strict model 
   2**63 - 1, and an absent ``api_version`` is ``UNSET`` (the request path refuses it);
 - a duplicated key is refused if any of its values is wrong (the model reads the last one).
 
-tests/unit/test_request_structs.py decodes the recorded requests, thousands of mutations of them
-and every scalar field at its edges both ways: whatever this takes, the model takes, with the
-same values.
+tests/bridge/contract/test_request_structs.py decodes the recorded requests, thousands of
+mutations of them and every scalar field at its edges both ways: whatever this takes, the model
+takes, with the same values.
 Owns that mirror and nothing else; it does no I/O.
 """
 

@@ -71,8 +71,8 @@ def _append(current: api.LinuxResources, change: api.LinuxResources, name: str) 
 
 _Rule = Callable[[api.LinuxResources, api.LinuxResources, str], None]
 
-# Every LinuxResources field and its rule (tests/unit/test_resource_overlay.py checks that each
-# field of the message is named here, so a new NRI field needs its rule written down).
+# Every LinuxResources field and its rule (tests/bridge/contract/test_resource_overlay.py checks
+# that each field of the message is named here, so a new NRI field needs its rule written down).
 RULES: Mapping[str, _Rule] = MappingProxyType({
     "memory": lambda cur, chg, name: _set_fields_replace(cur.memory, chg.memory),
     "cpu": lambda cur, chg, name: _set_fields_replace(cur.cpu, chg.cpu),

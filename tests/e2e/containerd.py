@@ -17,8 +17,9 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
+
+from tests.waiting import WaitTimeout, wait_until
 
 from .cgroup_scope import CGROUP_PREFIX, kill_cgroup_processes, remove_cgroups, sweep_dead_runs
 from .procs import scaled, stop_by_pid
@@ -82,20 +83,15 @@ class Containerd:
                 env=self._env(),
                 start_new_session=True,
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not (self.dirs.address.exists() and self.dirs.nri_socket.exists()):
-            if self._proc.poll() is not None:
-                raise ContainerdError(
-                    f"containerd {self.runtime.version} exited with {self._proc.returncode}; "
-                    f"log tail:\n{self.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise ContainerdError(
-                    f"containerd {self.runtime.version} not ready after {START_TIMEOUT_S}s "
-                    f"(gRPC socket {self.dirs.address.exists()}, NRI socket "
-                    f"{self.dirs.nri_socket.exists()}); log tail:\n{self.log_tail()}"
-                )
-            time.sleep(0.05)
+        def sockets() -> str:
+            return (f"gRPC socket {self.dirs.address.exists()}, NRI socket "
+                    f"{self.dirs.nri_socket.exists()}; log tail:\n{self.log_tail()}")
+        try:
+            wait_until(lambda: self.dirs.address.exists() and self.dirs.nri_socket.exists(),
+                       what=f"containerd {self.runtime.version} makes its gRPC and NRI sockets",
+                       timeout_s=START_TIMEOUT_S, proc=self._proc, details=sockets)
+        except WaitTimeout as exc:
+            raise ContainerdError(str(exc)) from None
         self.ctr("version")
 
     def stop(self) -> None:

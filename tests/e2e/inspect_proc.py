@@ -9,9 +9,10 @@ Must not: write anything; these are the facts the tests assert on.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.waiting import wait_until
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
 
@@ -38,19 +39,18 @@ def environ_after_exec(pid: int, comm: str = "sleep", timeout_s: float = 5.0) ->
     Read too early, ``/proc/<pid>/environ`` belongs to the shell or is empty: during an
     execve the new mm has no environment range yet, and the kernel returns 0 bytes.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def running() -> str:
         try:
-            current = Path(f"/proc/{pid}/comm").read_text().strip()
+            return Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
-            current = "<gone>"
-        if current == comm:
-            env = environ(pid)
-            if env:
-                return env
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pid {pid} runs {current!r}, not {comm!r}, after {timeout_s}s")
-        time.sleep(0.02)
+            return "<gone>"
+
+    def env_of_comm() -> dict[str, str] | None:
+        return environ(pid) if running() == comm else None  # {} while the exec is under way
+
+    return wait_until(env_of_comm, what=f"pid {pid} runs {comm!r} with an environment",
+                      timeout_s=timeout_s, interval_s=0.02,
+                      details=lambda: f"pid {pid} runs {running()!r}")
 
 
 def cgroup_paths(pid: int) -> dict[str, str]:

@@ -22,10 +22,10 @@ import pytest
 from tests.waiting import wait_until
 
 from .bridge_proc import PLUGIN_INDEX, PLUGIN_NAME, Bridge, LogLine, has_msg, is_event
-from .conftest import keep_log
 from .containerd import Containerd
 from .cri import BASE_CPU_SHARES, CriClient
 from .inspect_proc import cgroup_values, environ_after_exec
+from .private_containerd import keep_log
 from .runtimes import NRI_REQUEST_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e

@@ -41,12 +41,12 @@ from bridge.runtime_facts.profiles import PROFILES
 from bridge.webhooks.specs import ALL_KINDS
 from tests.waiting import wait_until
 
-from .conftest import keep_log
 from .containerd import Containerd
 from .cri import BASE_CPU_SHARES, CriClient, Pod
 from .inspect_proc import CGROUP_V1_ROOT, cgroup_paths
 from .leaf_cases import CASES, SKIPPED, Case, Json
 from .policy_proc import WebhookBridge
+from .private_containerd import keep_log
 from .scripted_webhook import ScriptedWebhook
 
 pytestmark = pytest.mark.e2e

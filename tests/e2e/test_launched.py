@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from .bridge_proc import LogLine
-from .conftest import keep_log
 from .containerd import Containerd, ContainerdError
 from .cri import CriClient
 from .inspect_proc import environ_after_exec
 from .policy_proc import BIN, REPO, PolicyServer
+from .private_containerd import keep_log
 
 pytestmark = pytest.mark.e2e
 

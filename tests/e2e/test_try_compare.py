@@ -25,11 +25,11 @@ from bridge.kube import NodeSpec, container, load_pods, pod_sandbox, translate
 from bridge.runtime_facts.profiles import PROFILES
 from tests.waiting import wait_until
 
-from .conftest import REPO, keep_log
 from .containerd import Containerd
 from .cri import CriClient
 from .kubelet_cri import Placement, container_config, sandbox_config
 from .policy_proc import PolicyServer, WebhookBridge
+from .private_containerd import REPO, keep_log
 from .runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 
 pytestmark = pytest.mark.e2e

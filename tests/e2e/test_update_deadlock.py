@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import LOG_DIR, StackFactory
+from .conftest import StackFactory
 from .containerd import Containerd
 from .cri import CriClient
 from .cri_churn import HANG_S, JOIN_TIMEOUT_S, Call, Churn, percentiles
 from .goroutine_dump import DUMP_TIMEOUT_S, dump_goroutines
+from .private_containerd import LOG_DIR
 from .procs import scaled
 from .test_cpu_pools import CONFIG, GUARANTEED_1_CPU
 

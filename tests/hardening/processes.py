@@ -61,17 +61,24 @@ def open_fds(pid: int) -> dict[str, int]:
 class Process:
     """One child process, its log file, and a bounded stop by PID."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, log_path: Path,
+                 own_group: bool = False) -> None:
         self.proc = proc
         self.log_path = log_path
+        self.own_group = own_group
 
     @classmethod
-    async def start(cls, argv: Sequence[str], log_path: Path) -> Process:
+    async def start(cls, argv: Sequence[str], log_path: Path,
+                    own_group: bool = False) -> Process:
+        """Start `argv`. With `own_group` it leads a new process group, and `kill` stops the
+        whole group: for a child that starts processes of its own (a benchmark's bridge and
+        policy server), which would outlive it if only its PID were killed."""
         with log_path.open("ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=REPO, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                stderr=asyncio.subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        return cls(proc, log_path)
+                stderr=asyncio.subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=own_group)
+        return cls(proc, log_path, own_group)
 
     @property
     def pid(self) -> int:
@@ -98,7 +105,12 @@ class Process:
         return code, time.monotonic() - started
 
     async def kill(self) -> None:
-        if self.running:
+        if self.own_group:
+            # The group outlives its leader while any member runs: kill it even when the
+            # leader has exited.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+        elif self.running:
             self.proc.kill()
         await self.proc.wait()
 
@@ -120,15 +132,17 @@ class BridgeProcess(Process):
     async def wait_log(self, msg: str, timeout_s: float = 10.0, count: int = 1,
                        ) -> list[dict[str, Any]]:
         """Until `count` JSON log lines with message `msg` have been written."""
-        async with asyncio.timeout(timeout_s):
-            while True:
-                found = [line for line in self.json_lines() if line.get("msg") == msg]
-                if len(found) >= count:
-                    return found
-                if not self.running:
-                    raise AssertionError(f"bridge exited ({self.proc.returncode}) before "
-                                         f"logging {msg!r}:\n{self.log_text()[-3000:]}")
-                await asyncio.sleep(0.02)
+        def found() -> list[dict[str, Any]] | None:
+            lines = [line for line in self.json_lines() if line.get("msg") == msg]
+            if len(lines) >= count:
+                return lines
+            # Read before the exit check: a line written just before exiting still counts.
+            if not self.running:
+                raise AssertionError(f"bridge exited ({self.proc.returncode}) before "
+                                     f"logging {msg!r}:\n{self.log_text()[-3000:]}")
+            return None
+        return await until(found, what=f"the bridge logs {msg!r} {count} time(s)",
+                           timeout_s=timeout_s, details=lambda: self.log_text()[-3000:])
 
     async def metrics(self) -> dict[str, float]:
         """Every sample of the control API's /metrics, keyed `name{label=value,...}`."""

@@ -31,7 +31,8 @@ BE_PODS = sum(1 for i in range(PODS) if i % 10 >= 7)  # the benchmark's 30 % BE 
 async def _bench(workdir: Path, *flags: str) -> dict[str, Any]:
     bench = await Process.start(
         [sys.executable, str(REPO / "benchmarks" / "bench_node_scale.py"), "--pods", str(PODS),
-         "--passes", "3", "--interval", "1", "--json", *flags], workdir / "bench.out")
+         "--passes", "3", "--interval", "1", "--json", *flags], workdir / "bench.out",
+        own_group=True)
     try:
         code = await asyncio.wait_for(bench.proc.wait(), 100)
     finally:

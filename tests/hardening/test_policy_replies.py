@@ -11,7 +11,7 @@ every case, under both failure policies (`lenient` = Ignore, `strict` = Fail):
   and the outcome counted in the metrics;
 - nothing the bridge logs is longer than 4 KiB, nothing at error level.
 
-The contract tests in tests/webhooks (a scripted HTTP policy double) check the
+The contract tests in tests/bridge/webhooks (a scripted HTTP policy double) check the
 same outcomes one layer down; these check what only a real bridge process shows:
 size caps on a live stream, slow bytes, redirects, TLS, and the runtime's deadline.
 """

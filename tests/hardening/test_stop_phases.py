@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from bridge.stop_signals import CHECKPOINT_ENV
+from tests.waiting import WaitTimeout, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_MODULE = REPO / "examples" / "label_env_policy.py"
@@ -69,15 +69,17 @@ CASES = [pytest.param(program, phase, id=f"{program.name}-{phase}")
 
 def wait_status(pid: int, what: str, log: Path) -> int:
     """waitpid(WUNTRACED) with a ceiling: the raw status of the next stop or exit."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    def stopped_or_exited() -> tuple[int] | None:
         done, status = os.waitpid(pid, os.WUNTRACED | os.WNOHANG)
-        if done == pid:
-            return status
-        time.sleep(POLL_S)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    raise AssertionError(f"no {what} within {WAIT_S} s; stderr:\n{log.read_text()}")
+        return (status,) if done == pid else None  # a tuple: status 0 (exit 0) is falsy
+    try:
+        [status] = wait_until(stopped_or_exited, what=what, timeout_s=WAIT_S, interval_s=POLL_S,
+                              details=lambda: f"stderr:\n{log.read_text()}")
+    except WaitTimeout:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    return status
 
 
 def run_stopping_at(command: list[str], phases: list[str], work: Path) -> int:

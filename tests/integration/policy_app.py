@@ -18,6 +18,8 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
+from tests.waiting import until
+
 
 @dataclass
 class Knobs:
@@ -66,9 +68,9 @@ async def serve_policy(path: str, knobs: Knobs) -> AsyncIterator[None]:
     server = _QuietServer(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
-        async with asyncio.timeout(5):
-            while not server.started:  # noqa: ASYNC110 - uvicorn exposes only a flag
-                await asyncio.sleep(0.005)
+        # uvicorn exposes only a flag to poll.
+        await until(lambda: server.started, what="the policy app serves", timeout_s=30,
+                    interval_s=0.005)
         yield
     finally:
         server.should_exit = True

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.private_containerd import serving_cri
 from tests.e2e.procs import scaled
-from tests.e2e.runtimes import BUSYBOX_IMAGE, IMAGE_TARBALLS, PAUSE_IMAGE
+from tests.e2e.runtimes import IMAGE_TARBALLS, PAUSE_IMAGE
 from tests.waiting import wait_until
 
 from . import guest_node
@@ -154,14 +155,8 @@ def node() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def cri(node: None) -> Iterator[SystemdKubeletCri]:
-    client = SystemdKubeletCri(CRI_SOCKET)
-    try:
-        client.wait_ready()
-        for image in (PAUSE_IMAGE, BUSYBOX_IMAGE):
-            client.wait_image(image)
+    with serving_cri(SystemdKubeletCri(CRI_SOCKET)) as client:
         yield client
-    finally:
-        client.close()
 
 
 def wait_journal(unit: str, text: str, timeout_s: float = 30) -> None:

@@ -2,13 +2,13 @@
 
 Owns: failing (never skipping) when not root, private cgroup directories under the v1
 controller hierarchies (removed afterwards), the image built once per session, and one private
-containerd per version with a pod network (the DaemonSet pod is not hostNetwork).
+containerd per version with a pod network (the DaemonSet pod is not hostNetwork), set up and
+torn down as the e2e tests' (tests/e2e/private_containerd.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import tempfile
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import _require_installed, keep_log
 from tests.e2e.containerd import Containerd
-from tests.e2e.cri import CriClient
-from tests.e2e.runtimes import RUNTIMES, InstanceDirs, Runtime
+from tests.e2e.private_containerd import private_containerd
+from tests.e2e.runtimes import RUNTIMES, Runtime
 
 from .image import BuiltImage, build, pod_network
 
@@ -76,28 +75,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> BuiltImage:
 def node(request: pytest.FixtureRequest) -> Iterator[Containerd]:
     """A private containerd with NRI, a CNI pod network and the e2e images imported."""
     runtime: Runtime = request.param
-    _require_installed(runtime)
-    base = Path(tempfile.mkdtemp(prefix=f"nri-shp-{runtime.version}-", dir="/tmp"))
-    instance = Containerd(runtime, InstanceDirs(base))
-    pod_network(instance)
-    try:
-        instance.start()
-        instance.import_images()
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    with private_containerd(runtime, prefix=f"nri-shp-{runtime.version}-",
+                            log_name=f"{module}-containerd-{runtime.version}.log",
+                            prepare=pod_network) as instance:
         yield instance
-    finally:
-        try:
-            if instance.running():
-                client = CriClient(instance.dirs.address)
-                try:
-                    client.remove_all()
-                finally:
-                    client.close()
-        except Exception:
-            logging.getLogger(__name__).exception("removing pods during teardown failed")
-        finally:
-            module = request.module.__name__.rsplit(".", 1)[-1]
-            keep_log(instance.dirs.log, f"{module}-containerd-{runtime.version}.log")
-            instance.cleanup()
 
 
 @pytest.fixture(scope="session")

@@ -27,8 +27,8 @@ from tests.deploy.support import Pod
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
+from tests.e2e.private_containerd import wait_serving
 from tests.e2e.procs import scaled
-from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
 from tests.waiting import wait_until
 
 from .image import BuiltImage, import_as
@@ -100,9 +100,7 @@ def running(overlay: Path, docs: list[dict[str, Any]], containerd: Containerd, c
     import_as(containerd, image, refs)
     kubelet.notes.append(f"image imported in {time.monotonic() - start:.0f} s")
     try:
-        cri.wait_ready()
-        for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE, *refs):
-            cri.wait_image(ref)
+        wait_serving(cri, *refs)
         start = time.monotonic()
         pod = kubelet.run(docs)
         ds_pod = DaemonSetPod(overlay, containerd, cri, kubelet, pod, spec, docs)

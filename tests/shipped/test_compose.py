@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.support import Compose
-from tests.e2e.conftest import _require_installed, keep_log
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
-from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE, RUNTIMES, InstanceDirs
+from tests.e2e.private_containerd import keep_log, require_installed, wait_serving
+from tests.e2e.runtimes import RUNTIMES, InstanceDirs
 from tests.waiting import wait_until
 
 from .compose import ComposeProject, host_cri_socket, host_nri_dir, machine_lock
@@ -44,7 +44,7 @@ RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 def stack(image: BuiltImage, containers_conf: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Containerd, ComposeProject]]:
     runtime = RUNTIMES[0]
-    _require_installed(runtime)
+    require_installed(runtime)
     base = Path(tempfile.mkdtemp(prefix="nri-shp-compose-", dir="/tmp"))
     containerd = Containerd(runtime, InstanceDirs(base))
     log_path = tmp_path_factory.mktemp("compose") / "compose.log"
@@ -102,9 +102,7 @@ def test_bridge_registered_and_a_pod_gets_its_policy(
     uid = str(uuid.uuid4())
     pod_cpu = CGROUP_V1_ROOT / "cpu" / prefix / f"pod{uid}"
     try:
-        cri.wait_ready()
-        for ref in (PAUSE_IMAGE, BUSYBOX_IMAGE):
-            cri.wait_image(ref)
+        wait_serving(cri)
         pod_cpu.mkdir(parents=True)
         (pod_cpu / "cpu.cfs_quota_us").write_text("50000\n")
         pod = cri.run_pod("lsr", labels={QOS_LABEL: "LSR"}, uid=uid, cgroup_prefix=prefix,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cri import CriClient
-from tests.e2e.runtimes import BUSYBOX_IMAGE, PAUSE_IMAGE
+from tests.e2e.private_containerd import serving_cri
 
 from .systemd_node import UNITS, SystemdNode, build
 
@@ -49,14 +49,8 @@ def node(node_image: str, containers_conf: Path) -> Iterator[SystemdNode]:
 
 @pytest.fixture(scope="module")
 def cri(node: SystemdNode) -> Iterator[CriClient]:
-    client = CriClient(node.cri_socket)
-    try:
-        client.wait_ready()
-        for image in (PAUSE_IMAGE, BUSYBOX_IMAGE):
-            client.wait_image(image)
+    with serving_cri(CriClient(node.cri_socket)) as client:
         yield client
-    finally:
-        client.close()
 
 
 def test_systemd_analyze_verify(node_image: str, node: SystemdNode) -> None:

@@ -34,8 +34,9 @@ def schema(event: str, kind: str) -> dict[str, Any]:
 
 
 def test_our_reply_table_is_the_contract() -> None:
-    # The engine checks replies against the catalogue's own table (tests/unit/test_catalogue.py
-    # proves every event list is derived from the catalogue).
+    # The engine checks replies against the catalogue's own table
+    # (tests/bridge/contract/test_catalogue.py proves every event list is derived from the
+    # catalogue).
     assert engine.REPLY_KEYS is CONTRACT_REPLY_KEYS
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.waiting import healthz, log_tail, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT_S = 60.0  # a ceiling against hangs on a busy machine, not a measurement
 REJECTING_POLICY = '''

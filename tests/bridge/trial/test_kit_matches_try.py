@@ -18,7 +18,7 @@ EVENTS = ["RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer",
           "RemoveContainer", "StopPodSandbox"]
 MANIFESTS = [str(REPO / "examples" / "pods" / "web-deployment.yaml"),
              str(REPO / "examples" / "pods" / "lsr-pod.yaml"),
-             str(REPO / "tests" / "kube" / "manifests" / "kubectl-get-list.yaml")]
+             str(REPO / "tests" / "bridge" / "kube" / "manifests" / "kubectl-get-list.yaml")]
 LATEST_POD = """\
 kind: Pod
 metadata: {name: risky, namespace: dev}

@@ -17,7 +17,7 @@ from bridge.runtime_facts.field_matrix import BEGIN, END, render
 from bridge.runtime_facts.profiles import PROFILES
 from bridge.simulator.state import RuntimeState
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
 CONTAINERD_2_1 = PROFILES["containerd-2.1.9"].runtime
 CONTAINERD_2_3 = PROFILES["containerd-2.3.4"].runtime
 CRIO = PROFILES["cri-o-1.36.3"].runtime

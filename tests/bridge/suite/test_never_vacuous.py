@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LABEL_ENV = REPO / "examples" / "label_env_policy.py"
 LSR_POD = REPO / "examples" / "pods" / "lsr-pod.yaml"
 NO_LATEST = '''

@@ -11,7 +11,7 @@ import pytest
 from bridge.cli import build_parser
 from bridge.suite import suite_command
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEAD = "webhooks: {url: 'unix:///nonexistent.sock/p'}\n"
 POD = "{kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]}}"
 

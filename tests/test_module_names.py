@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
 # A backticked module name: `name`, ``name`` or a dotted path of such names.

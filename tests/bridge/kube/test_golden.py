@@ -1,10 +1,10 @@
-"""Golden NRI messages for the translation: every manifest under tests/kube/manifests, on four
-nodes: both cgroup drivers on both cgroup versions (cgroupfs + v2 and systemd + v2 with
+"""Golden NRI messages for the translation: every manifest under tests/bridge/kube/manifests, on
+four nodes: both cgroup drivers on both cgroup versions (cgroupfs + v2 and systemd + v2 with
 containerd 2.1.9; cgroupfs + v1 and systemd + v1 with containerd 1.7.24).
 
 The goldens are the PodSandbox and Container messages (contract JSON) a policy would receive;
 they were reviewed against docs/try.md's rules when written. After a deliberate change,
-regenerate with `UPDATE_GOLDEN=1 pytest tests/kube/test_golden.py` and review the diff.
+regenerate with `UPDATE_GOLDEN=1 pytest tests/bridge/kube/test_golden.py` and review the diff.
 """
 
 from __future__ import annotations

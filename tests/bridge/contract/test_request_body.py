@@ -26,7 +26,7 @@ from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.webhook import Webhook
 from policy_server.engine.request import parse_request, synchronize_event
-from tests.webhooks.helpers import context, request, spec
+from tests.bridge.webhooks.helpers import context, request, spec
 
 # Per call; the envelope keys that are per call rather than per event.
 PER_CALL = ("uid", "budget_ms", "runtime")

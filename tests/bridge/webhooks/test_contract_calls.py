@@ -1,6 +1,6 @@
 """Contract tests: what the handler sends for every event and what it makes of replies.
 
-The policy is a real HTTP double (tests/webhooks/policy_double.py) on a Unix socket.
+The policy is a real HTTP double (tests/bridge/webhooks/policy_double.py) on a Unix socket.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.fanout import WebhookHandler
-from tests.event_path import serve, serve_sync
-from tests.webhooks.helpers import (
+from tests.bridge.webhooks.helpers import (
     CREATED_ID,
     EXAMPLES,
     context,
@@ -25,7 +24,8 @@ from tests.webhooks.helpers import (
     spec,
     sync_objects,
 )
-from tests.webhooks.policy_double import Reply, policy_double
+from tests.bridge.webhooks.policy_double import Reply, policy_double
+from tests.event_path import serve, serve_sync
 
 
 async def _deliver(handler: WebhookHandler, event: str, budget_s: float = 1.9) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CPU_POOLS = REPO / "examples" / "policies" / "cpu-pools.yaml"  # 8 CPUs, CPU 0 reserved
 DB = REPO / "examples" / "tests" / "manifests" / "db-statefulset.yaml"  # 2 exclusive CPUs each
 

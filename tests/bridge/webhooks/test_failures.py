@@ -13,9 +13,9 @@ from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitBreaker, CircuitState
 from bridge.webhooks.fanout import CALL_MARGIN_S, WebhookHandler
+from tests.bridge.webhooks.helpers import CREATED_ID, context, request, spec
+from tests.bridge.webhooks.policy_double import Reply, Route, Seen, policy_double, refusing_socket
 from tests.event_path import serve, serve_sync
-from tests.webhooks.helpers import CREATED_ID, context, request, spec
-from tests.webhooks.policy_double import Reply, Route, Seen, policy_double, refusing_socket
 
 PATH = "/v1/policy"
 KNOWN = "c0ffee00"
@@ -295,7 +295,7 @@ async def test_schema_violation_does_not_trip_the_breaker() -> None:
 
 
 async def test_synchronize_uses_the_webhook_timeout_not_the_runtime_budget() -> None:
-    from tests.webhooks.helpers import sync_objects
+    from tests.bridge.webhooks.helpers import sync_objects
     pods, containers = sync_objects()
     cid = containers[0].id
 

@@ -12,8 +12,8 @@ from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
 from bridge.webhooks.specs import DEFAULT_ALLOW
 from bridge.webhooks.webhook import CallRequest, Webhook
-from tests.webhooks.helpers import spec
-from tests.webhooks.policy_double import Reply, Seen, policy_double
+from tests.bridge.webhooks.helpers import spec
+from tests.bridge.webhooks.policy_double import Reply, Seen, policy_double
 
 ENV = {"adjust": {"env": [{"key": "A", "value": "1"}]}}
 

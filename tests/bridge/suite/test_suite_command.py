@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     replace pytest's handlers); for the suites that never get to run."""
     return suite_command.main(build_parser("test").parse_args(argv))
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples" / "tests").glob("*.yaml"))
 NO_LATEST = '''
 from policy_server import Decision, Event, EventName, Policy

@@ -21,7 +21,7 @@ from bridge.webhooks import specs as webhook_config
 from policy_server.engine import evaluate as engine
 from policy_server.sdk import model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_event_numbers_are_api_proto_numbers() -> None:

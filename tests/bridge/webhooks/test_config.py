@@ -21,7 +21,7 @@ from bridge.webhooks.specs import (
     webhook_from_url,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _one(**kw: Any) -> Any:

@@ -25,7 +25,7 @@ from bridge.suite.expect import check
 from bridge.suite.load import LoadedSuite, load
 from bridge.suite.run import CaseResult, run_suite
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples" / "tests").glob("*.yaml"))
 VERDICTS = ("adjusted", "unchanged", "rejected")
 QOS = ("Guaranteed", "Burstable", "BestEffort")

@@ -16,7 +16,7 @@ from bridge.kube.node import CGROUP_DRIVERS
 from bridge.suite import document_schema
 from bridge.suite.document import CgroupDriver, Expectation, Suite, Webhooks
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples" / "tests").glob("*.yaml"))
 
 

@@ -3,6 +3,7 @@ with what was awaited when the time is up or the awaited process has exited."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import subprocess
 import sys
@@ -55,3 +56,40 @@ async def test_until_exited_returns_the_exit_code() -> None:
         assert await until_exited(proc, what="the child exits", timeout_s=60) == 7
     finally:
         await proc.wait()
+
+
+# -- no private poll loop beside it --------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+# Loops that sleep but do not wait for a change: kubelet's readiness probing (its period is
+# the behaviour modelled), the CRI churn's workers (they poll the runtime as kubelet does,
+# counting calls), and a check that values hold for a while (the opposite of a wait).
+NOT_WAITS = {"shipped/kubelet.py", "e2e/cri_churn.py", "node_v2/test_systemd_properties_v2.py"}
+
+
+def _sleeps(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "sleep" for n in ast.walk(node))
+
+
+def poll_loops(source: str) -> list[int]:
+    """Lines of the `while` loops in `source` that sleep: a poll loop of their own."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.While) and _sleeps(node)]
+
+
+def test_a_while_loop_that_sleeps_is_found() -> None:
+    assert poll_loops("import time\nwhile not ready():\n    time.sleep(0.1)\n") == [2]
+    assert poll_loops("async def f():\n    while True:\n        await asyncio.sleep(0)\n") == [2]
+    assert poll_loops("while queue:\n    queue.pop()\n") == []
+
+
+def test_tests_poll_only_through_waiting() -> None:
+    found = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        name = path.relative_to(TESTS).as_posix()
+        if name == "waiting.py" or name in NOT_WAITS or ".build" in path.parts:
+            continue
+        if lines := poll_loops(path.read_text()):
+            found[name] = lines
+    assert found == {}, f"poll with tests/waiting.py (wait_until / until) instead: {found}"

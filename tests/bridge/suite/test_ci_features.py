@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LSR_POD = REPO / "examples" / "pods" / "lsr-pod.yaml"
 NAMESPACE_GUARD = '''
 import os

@@ -18,6 +18,7 @@ from bridge.webhooks import client as client_module
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.specs import parse_webhooks
+from tests.waiting import until
 
 BODY = b'{"warnings":["ok"]}'
 
@@ -151,19 +152,14 @@ async def test_a_second_unasked_reply_drops_the_connection(tmp_path: Path) -> No
     assert server.connections == 2
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Poll state the other side of the socket changes; the bound only catches a hang."""
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # noqa: ASYNC110 - protocol callbacks set no event
-            await asyncio.sleep(0.005)
-
-
 async def test_server_closing_an_idle_connection(tmp_path: Path) -> None:
     # A kept-alive reply, then the server closes the connection while it is idle.
     async with serving(tmp_path, lambda _: ok(), hang_up=True) as (server, client):
         assert await client.post(b"{}", 1.0) == {"warnings": ["ok"]}
         # The close has reached the client: no pooled connection is reusable any more.
-        await until(lambda: not any(c.reusable for c in client._idle))
+        # Protocol callbacks set no event: poll the client's pool.
+        await until(lambda: not any(c.reusable for c in client._idle),
+                    what="the client sees the server's close", timeout_s=10, interval_s=0.005)
         assert await client.post(b"{}", 1.0) == {"warnings": ["ok"]}
     assert server.connections == 2
 
@@ -174,7 +170,8 @@ async def test_long_idle_connection_is_replaced(tmp_path: Path,
     async with serving(tmp_path, lambda _: ok()) as (server, client):
         await client.post(b"{}", 1.0)
         await client.post(b"{}", 1.0)
-        await until(lambda: server.eofs >= 1)  # the replaced connection's close arrives
+        await until(lambda: server.eofs >= 1, what="the replaced connection's close arrives",
+                    timeout_s=10, interval_s=0.005)
     assert server.connections == 2 and server.eofs >= 1  # the old one was closed, not leaked
 
 

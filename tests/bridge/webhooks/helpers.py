@@ -16,7 +16,7 @@ from bridge.nri.handler_api import EventContext, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "schemas" / "webhook" / "examples"
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
