@@ -10,7 +10,7 @@ decisions by the SDK's per-key rules; a background task hot-reloads the files an
 validation are on the state page and, through ``Policy.counters``, on ``/metrics`` (``tally``).
 Package layout: ``node_policy_doc`` (format), ``schema_types`` (JSON Schema -> CEL types),
 ``library`` (Kubernetes functions), ``compiler``, ``references`` (what an expression reads),
-``request_view`` (decoding only that), ``batch`` (a policy as one program), ``program``
+``request_view`` (decoding only that), ``policy_program`` (a policy as one program), ``program``
 (evaluation), ``json_patch``, ``policy_set`` (reload), ``tally``. Imports only the SDK's face.
 Must not do I/O in the handler.
 """

@@ -25,7 +25,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from policy_server import EventName, PolicyLoadError
-from policy_server.policies.cel import batch, cost, library, references, schema_types
+from policy_server.policies.cel import cost, library, policy_program, references, schema_types
 from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
 from policy_server.policies.cel.references import Path as ReadPath
 
@@ -68,7 +68,7 @@ class CompiledPolicy:
     actions: frozenset[Action]
     audit: tuple[tuple[str, Program], ...]
     mutations: tuple[tuple[PatchType, Program], ...]
-    batch: Any  # every expression as one cel.Expression (``batch``), or None
+    program: Any  # every expression as one cel.Expression (``policy_program``), or None
     plain: tuple[bool, ...]  # per validation: it has no messageExpression
     reads: frozenset[ReadPath] | None  # request paths the policy reads (None: anything)
 
@@ -185,19 +185,19 @@ def compile_policy(source: Source) -> CompiledPolicy:
         for i, m in enumerate(spec.mutations))
     if not (validations or audit or mutations):
         raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
-    batch_source = batch.source(
+    one_source = policy_program.source(
         [p.source for _, p in conditions], [(n, p.source) for n, p in variables],
         [(v.expression.source, v.message_expression.source if v.message_expression else None)
          for v in validations], [p.source for _, p in audit], [p.source for _, p in mutations])
     policy = CompiledPolicy(source.name, source.file, frozenset(spec.events),
                             spec.failure_policy == "Fail", conditions, tuple(variables), params,
                             params_file, tuple(validations), frozenset(spec.validation_actions),
-                            audit, mutations, _batch_program(batch_source),
+                            audit, mutations, _one_program(one_source),
                             tuple(v.message_expression is None for v in validations), None)
     return dataclasses.replace(policy, reads=_reads(policy))
 
 
-def _batch_program(source: str) -> Any:
+def _one_program(source: str) -> Any:
     try:
         return eval_env().compile(source, disable_check=True)
     except RuntimeError:  # each expression compiled alone; together, too deep for the parser

@@ -1,21 +1,21 @@
 """Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
 
-Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``batch``) answers
-first; where it cannot (an error, a value of an unexpected type), the exact path below runs,
-expression by expression, and decides what the error means. The exact path: the request's
+Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``policy_program``)
+answers first; where it cannot (an error, a value of an unexpected type), the exact path below
+runs, expression by expression, and decides what the error means. The exact path: the request's
 JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
 ``variables``); ``matchConditions`` (all true, or the policy does not apply; a false one wins
 over another's error, as in the API server); ``variables`` computed lazily, at most once per
 request: none until an expression reads one, then all of them together
 (``_Request._compute_variables`` says why); ``validations`` (a false one fails with its
-``messageExpression``, else ``message``, else the expression) acted on by
-``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations``
-as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the
-policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
-becomes the ``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An
-evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a
-warning. ``tally`` counts outcomes per policy and validation. Must not do I/O besides logging,
-nor know about files or reloads.
+``messageExpression``, else ``message``, else the expression) acted on by ``validationActions``
+(Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations`` as warnings
+``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the policy builds
+(ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which becomes the
+``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An evaluation
+error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a warning. ``tally``
+counts outcomes per policy and validation. Must not do I/O besides logging, nor know about files
+or reloads.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from policy_server import (
     ResourcePatch,
     adjustment_from_json,
 )
-from policy_server.policies.cel import batch, json_patch
+from policy_server.policies.cel import json_patch, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
 from policy_server.policies.cel.tally import Tally
@@ -191,12 +191,12 @@ def _exact(req: _Request) -> _Outcome:
     return out
 
 
-def _batched(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | None:
+def _in_one_program(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | None:
     """The same outcome from the policy's one program, or None (take the exact path)."""
-    if policy.batch is None:
+    if policy.program is None:
         return None
-    found = batch.run(policy.batch, {**request, "params": policy.params, "variables": {}},
-                      policy.plain)
+    data = {**request, "params": policy.params, "variables": {}}
+    found = policy_program.run(policy.program, data, policy.plain)
     if found is None or not found.applies:
         return None if found is None else _Outcome(applies=False)
     out = _Outcome(applies=True, audit=found.audit, mutations=found.mutations)
@@ -213,7 +213,7 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
     if event not in policy.events:
         return None
     try:
-        out = _batched(policy, request) or _exact(_Request(policy, request))
+        out = _in_one_program(policy, request) or _exact(_Request(policy, request))
         if not out.applies:
             return None
         tally.evaluated(policy.name)

@@ -106,8 +106,8 @@ def test_the_fast_path_decides_as_the_exact_path_on_the_whole_request(file: Path
     policies = PolicySet(file)
     compared = 0
     for compiled in policies.current:
-        assert compiled.batch is not None and compiled.reads is not None
-        exact = dataclasses.replace(compiled, batch=None)
+        assert compiled.program is not None and compiled.reads is not None
+        exact = dataclasses.replace(compiled, program=None)
         for event in sorted(compiled.events):
             if not (EXAMPLES / f"{event}.request.json").exists():
                 continue

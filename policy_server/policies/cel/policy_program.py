@@ -3,12 +3,12 @@
 Owns ``source(...)``, the CEL text that runs a policy's whole order of work at once (match
 conditions, then ``variables`` bound with ``cel.bind``, validations with their
 ``messageExpression``s, audit annotations, mutations) and returns every value, and
-``run(program, data)``, its result as a ``Batch``. cel-cpp pays a conversion of the bound data
-and a call per evaluation; one evaluation pays them once. The program is only a faster way to
-the same answer: any error, any value of an unexpected type, or a variable that is not data
-gives ``None``, and the caller takes the exact path (``program``), expression by expression,
-which decides what the error means (a variable's error matters only to an expression that reads
-it; the iteration budget is per expression there). Must not decide anything itself.
+``run(program, data)``, its result as a ``ProgramResult``. cel-cpp pays a conversion of the
+bound data and a call per evaluation; one evaluation pays them once. The program is only a
+faster way to the same answer: any error, any value of an unexpected type, or a variable that is
+not data gives ``None``, and the caller takes the exact path (``program``), expression by
+expression, which decides what the error means (a variable's error matters only to an expression
+that reads it; the iteration budget is per expression there). Must not decide anything itself.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from cel_expr_python import cel
 _ERROR = cel.Type.ERROR
 # Local names of the program; a user's expression cannot read them (they are not declared in
 # the checking environment), so they shadow nothing it uses.
-_CONDS = "nri_batch_conditions"
-_COND = "nri_batch_condition"
+_CONDS = "nri_policy_conditions"
+_COND = "nri_policy_condition"
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
+class ProgramResult:
     applies: bool
     # Per validation: None if it held, else its messageExpression's value (a list of one) or
     # [] when it has none.
@@ -61,8 +61,8 @@ def source(conditions: Sequence[str], variables: Sequence[tuple[str, str]],
             f"[{_CONDS}, {body}] : [{_CONDS}])")
 
 
-def run(program: Any, data: dict[str, Any], plain: Sequence[bool]) -> Batch | None:
-    """The batch's values on ``data``; None: take the exact path. ``plain[i]``: validation i
+def run(program: Any, data: dict[str, Any], plain: Sequence[bool]) -> ProgramResult | None:
+    """The program's values on ``data``; None: take the exact path. ``plain[i]``: validation i
     has no messageExpression (its value must be a bool)."""
     try:
         value = program.eval(data=data)
@@ -72,7 +72,7 @@ def run(program: Any, data: dict[str, Any], plain: Sequence[bool]) -> Batch | No
     except (RuntimeError, ValueError, TypeError):
         return None
     if len(result) == 1:
-        return Batch(applies=False)
+        return ProgramResult(applies=False)
     _variables, checks, audit, mutations = result[1]
     failures: list[list[Any] | None] = []
     for check, has_no_message in zip(checks, plain, strict=True):
@@ -84,4 +84,4 @@ def run(program: Any, data: dict[str, Any], plain: Sequence[bool]) -> Batch | No
             failures.append(check)
         else:
             return None
-    return Batch(True, tuple(failures), tuple(audit), tuple(mutations))
+    return ProgramResult(True, tuple(failures), tuple(audit), tuple(mutations))
