@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_policy import UnixHTTPConnection, stats, wait_for_socket  # noqa: E402
-from policy_server.request_service import PolicyServer, ServerOptions  # noqa: E402
 from policy_server.server.hot_route import evaluate_body  # noqa: E402
+from policy_server.service import PolicyServer, ServerOptions  # noqa: E402
 
 CEL_FILE = ROOT / "benchmarks" / "cel" / "five-rules.yaml"
 SDK_MODULE = ROOT / "benchmarks" / "cel" / "five_rules_sdk.py"

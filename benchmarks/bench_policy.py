@@ -1,13 +1,13 @@
 """Benchmark the koordinator-qos decision for a CreateContainer.
 
 1. in-process: ``Engine.evaluate`` on the request's ``Event``, parsed once beforehand, so the
-   decision alone (node view fold -> every enabled hook -> merge -> reply dict); target p50 <=
+   decision alone (node view fold -> every enabled hook -> merge -> Decision); target p50 <=
    100 us (2. includes the request path);
 2. in-process, the whole webhook route (``hot_route.evaluate_body``: request bytes -> the one
-   request path -> reply bytes) on the bridge benchmark's CreateContainer body and the LSR
-   pinned request;
+   request decoder -> decision -> the one reply encoder) on the bridge benchmark's
+   CreateContainer body and the LSR pinned request;
 3. over HTTP on a Unix socket against a real uvicorn running ``nri-policy-server`` in its own
-   process (request validation against the contract, reply validation, JSON both ways),
+   process (the request decoded, the reply encoded once, JSON both ways),
    measured with a keep-alive client; target p50 <= 1 ms.
 
 Run: ``.venv/bin/python benchmarks/bench_policy.py [--iterations N] [--no-http]``. Prints
@@ -40,8 +40,8 @@ from bridge.contract.request_body import encode, envelope, event_payload  # noqa
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator.bench import template  # noqa: E402
 from policy_server.engine.request import parse_request  # noqa: E402
-from policy_server.request_service import PolicyServer, ServerOptions  # noqa: E402
 from policy_server.server.hot_route import evaluate_body  # noqa: E402
+from policy_server.service import PolicyServer, ServerOptions  # noqa: E402
 
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
 REQUESTS = {

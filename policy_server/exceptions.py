@@ -32,10 +32,11 @@ class PayloadError(PolicyServerError):
 
 class RequestError(PolicyServerError):
     """A webhook request the server refuses: ``detail`` is the 422's ``detail`` list, each entry's
-    ``loc`` naming the field (``["body", "container", "state"]``), as FastAPI gives them.
+    ``loc`` the request decoder's path (``["body", "container", "state"]``) and ``msg`` its
+    message (policy_server.engine.request).
 
-    ``event`` is the request's event when the contract took the body but the SDK refused a
-    field it reads (such requests are counted as ``invalid`` in the metrics), else ``None``.
+    ``event`` is the request's event when the body decoded but the SDK refused it (such
+    requests are counted as ``invalid`` in the metrics), else ``None``.
     """
 
     def __init__(self, detail: list[dict[str, object]], event: str | None = None) -> None:

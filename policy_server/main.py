@@ -48,14 +48,14 @@ from policy_server.policies import (
     describe_builtins,
     parse_policy_arg,
 )
-from policy_server.request_service import (
+from policy_server.server.asgi import create_app, create_metrics_app
+from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
+from policy_server.service import (
     BRIDGE_START_WAIT_S,
     POLL_INTERVAL_S,
     PolicyServer,
     ServerOptions,
 )
-from policy_server.server.asgi import create_app, create_metrics_app
-from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 
 log = logging.getLogger(__name__)
 

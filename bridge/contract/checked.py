@@ -1,11 +1,10 @@
 """Replies that already passed a contract check, remembered by their exact bytes.
 
-Both sides of the webhook check every reply against the contract: the policy server before it
-answers (`WebhookReply`), the bridge before it merges (the reply guard). The same bytes always
-get the same verdict, and most events get one of a few answers (`{}`, the same env or resources
-for every container), so each side remembers the replies that passed, with what the check
-gave. Owns only the bounded memory: which replies may be remembered (and under which key) is
-the caller's decision. Must not do I/O.
+The bridge checks every reply against the contract before it merges it (the reply guard). The
+same bytes always get the same verdict, and most events get one of a few answers (`{}`, the
+same env or resources for every container), so it remembers the replies that passed, with what
+the check gave. Owns only the bounded memory: which replies may be remembered (and under which
+key) is the caller's decision. Must not do I/O.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
-"""The webhook request as msgspec Structs: a fast decoder for the bodies the contract takes.
+"""The webhook request as msgspec Structs: the policy server's request decoder is built on them.
 
-The contract of record is pydantic's strict ``WebhookRequest`` (webhook_models): it is what the
-JSON Schemas are generated from and what explains a refusal. Parsing a node's Synchronize with
-it was most of the policy server's work for that call (the JSON parse and building a model per
-message: 46-73 ms at 1,000 pods, 0.26-0.31 s at 5,000; msgspec decodes the same bodies into
-these Structs in 12-20 ms and 71-90 ms; docs/performance.md "Issue 27").
+The contract of record for the JSON Schemas is pydantic's strict ``WebhookRequest``
+(webhook_models). The policy server decodes requests with these Structs only
+(policy_server.engine.request, which adds ValidateContainerAdjustment's keys); a body they
+refuse is refused with msgspec's own path and message. Parsing a node's Synchronize with the
+model was most of the policy server's work for that call (46-73 ms at 1,000 pods, 0.26-0.31 s
+at 5,000; msgspec decodes the same bodies in 12-20 ms and 71-90 ms; docs/performance.md).
 
 ``decode`` takes a **subset** of what the strict model takes, never more, so a body it takes is
-one the contract takes too, and a body it refuses is handed to the strict model for the answer
-(and, if the model takes it after all, its ``Event``):
+one the contract takes too:
 
 - every NRI message is built from the same descriptors as nri_models, with the same types
-  (strings, booleans, enum names or integers, lists, string maps, Optional* wrappers as plain
-  values), every field optional, unknown keys refused;
+  (strings, booleans, enum names or integers, lists, string- and integer-keyed maps, Optional*
+  wrappers as plain values), every field optional, unknown keys refused;
 - the integer bounds are the model's, except that unsigned 64-bit values stop at 2**63 - 1
   (msgspec takes integers of any size and cannot bound one at 2**64 - 1);
 - the envelope holds the keys of every event but ValidateContainerAdjustment (``adjust``,
@@ -65,9 +65,11 @@ def _scalar_type(fd: Any) -> Any:
 
 
 def _map_key(fd: Any) -> Any:
-    if fd.type != FD.TYPE_STRING:  # none in the messages a request carries
-        raise TypeError(f"{fd.full_name}: only string-keyed maps are mirrored")
-    return str
+    if fd.type == FD.TYPE_STRING:
+        return str
+    if fd.type in _INT_BOUNDS:  # FieldOwners' field numbers: JSON object keys as text
+        return int
+    raise TypeError(f"{fd.full_name}: only string- and integer-keyed maps are mirrored")
 
 
 def _field_type(fd: Any) -> Any:

@@ -1,8 +1,8 @@
-"""The engine: one event against one policy, from the request to the reply body.
+"""The engine: one event against one policy, from the request bytes to the reply bytes.
 
-Owns the request parse into the SDK's ``Event`` (``request``), the evaluation with the failure
-policy and the node view fold (``evaluate``), the reply body of a merged decision (``reply``) and
-loading third-party policy modules (``loader``).
+Owns the one request decoder into the SDK's ``Event`` (``request``, ``request_event``), the
+evaluation with the failure policy and the node view fold (``evaluate``), the one reply encoder
+of a finished decision (``reply``) and loading third-party policy modules (``loader``).
 
 Must not: import web frameworks, do host I/O, or know any particular policy.
 """

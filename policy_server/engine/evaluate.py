@@ -49,15 +49,20 @@ MAX_LOGGED_DROPS = 1024
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """The outcome of one evaluation: the reply body and what the server does besides replying."""
+    """The outcome of one evaluation: the decision (the reply is encoded from it, once, at the
+    end: ``engine.reply``) and what the server counts about it."""
 
     policy: str
     event: Event
     decision: Decision
-    reply: dict[str, Any]
     conflicts: tuple[Conflict, ...]
     failed_handlers: tuple[str, ...]
     duration_s: float
+
+    @property
+    def reply(self) -> dict[str, Any]:
+        """The reply body the decision encodes to (computed each time, never stored)."""
+        return decision_to_reply(self.decision)
 
 
 def describe(event: Event) -> str:
@@ -158,7 +163,6 @@ class Engine:
             policy=policy.name,
             event=event,
             decision=decision,
-            reply=decision_to_reply(decision),
             conflicts=merged.conflicts,
             failed_handlers=tuple(failures),
             duration_s=time.perf_counter() - started,

@@ -1,22 +1,21 @@
-"""The reply body for a merged decision (the webhook contract's JSON), and its check.
+"""The one reply encoder: a merged, finished ``Decision`` -> the webhook contract's JSON.
 
-Owns the reply body of a merged decision (its parts' JSON: ``policy_server.sdk.decision_json``),
-and the one check of a reply against the contract (``reply_body``:
-encoded once, checked against ``WebhookReply``, remembered when it passed) that the hot route
-and the test kit both use, so a reply the kit accepts is one the server sends. Must not merge
-or do I/O.
+Owns the reply body of a decision (its parts' JSON: ``policy_server.sdk.decision_json``) and the
+bytes the server sends (``encode_reply``). The request path runs one way: the engine and the
+server's request steps act on the ``Decision``; this module makes the wire shape once, at the end,
+and does not check it again (the SDK's values are the contract's; the bridge checks every reply
+it reads). ``check_reply`` is the contract check for tools that want one (the test kit): never
+called on the hot path. Must not merge, edit a reply, or do I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
-from bridge.contract.checked import MAX_ENTRIES, CheckedReplies
 from policy_server.exceptions import InvalidReplyError
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
@@ -53,24 +52,15 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
     return out
 
 
-# Reply bodies already checked against WebhookReply (bridge.contract.checked): under load the
-# check costs several times its micro-benchmark figure, its validator being cold
-# (docs/performance.md#numbers-behind-the-code).
-MAX_CHECKED = MAX_ENTRIES
-_CHECKED: CheckedReplies[bytes, bool] = CheckedReplies(MAX_CHECKED)
+def encode_reply(decision: Decision) -> bytes:
+    """The bytes the server sends for a finished decision."""
+    return orjson.dumps(decision_to_reply(decision))
 
 
-def reply_body(reply: Mapping[str, Any]) -> bytes:
-    """``reply`` as the bytes the server sends, checked against the contract's
-    ``WebhookReply`` (the JSON check, as the bridge reads them); raises
-    ``InvalidReplyError`` when it is outside the contract. A body that passed is remembered by
-    its bytes; one that failed is checked again each time."""
-    body = orjson.dumps(reply)
-    if _CHECKED.get(body):
-        return body
+def check_reply(body: bytes) -> None:
+    """Check reply bytes against the contract's ``WebhookReply`` (the JSON check, as the bridge
+    reads them); raises ``InvalidReplyError`` naming the fields outside it."""
     try:
         WebhookReply.model_validate_json(body)
     except ValidationError as exc:
         raise InvalidReplyError(exc.errors(), str(exc)) from None
-    _CHECKED.remember(body, body, True)
-    return body

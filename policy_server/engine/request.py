@@ -1,76 +1,91 @@
-"""The one request path: webhook request bytes -> the SDK's ``Event``, or the 422 that says why not.
+"""The one request decoder: webhook request bytes -> the SDK's ``Event``, or the 422 that says why.
 
-``parse_request`` is the only way a request becomes an ``Event``. The contract is pydantic's
-``WebhookRequest`` in strict mode (JSON types exactly: no ``"5"`` for an integer, no ``1`` for
-a boolean). A body is first decoded into the contract's msgspec Structs
-(``bridge.contract.request_structs``), which take a subset of what the strict model takes, 3-4x
-faster; a body they take with nothing the SDK refuses becomes the frozen ``Event`` by attribute
-reads (``policy_server.engine.request_event``). Any other body is parsed by the strict model,
-and its ``Event`` is built from the model the same way (no second decode of a body either way).
-Four things the strict model holds are still refused, each with a ``PayloadError`` naming the
-field: ``api_version`` absent (the model fills in its default), a container ``state`` given as
-its enum number, and a missing ``pod`` / ``container`` for the event.
-
-A body strict mode refuses is not parsed again for its answer, only explained: it is decoded
-with orjson and checked against the contract in pydantic's lax mode, whose errors (or orjson's)
-are the 422 detail, exactly as FastAPI would give them. A body lax mode takes is refused only if
-strict mode's complaint is about a field the SDK reads (``1`` for ``dry_run``: "expected a
-boolean, got a number"), else it is answered (``1`` for a boolean only the contract reads, as
-it always was): its ``Event`` is built by the same conversion from the lax model. A
-``budget_ms`` of 2**64 or more is explained too (orjson decodes it as a float, which the
-contract refuses), as it always was. tests/policy_server/engine/test_request_path.py proves every
-answer equal to the server's answer before the request path was unified.
+The request is declared once for decoding: the contract's msgspec Structs
+(``bridge.contract.request_structs``, every NRI message built from the proto descriptors), with
+ValidateContainerAdjustment's keys added here (``WebhookRequest``). ``parse_request`` decodes a
+body with it, once, in strict JSON types (no ``"5"`` for an integer, no ``1`` for a boolean,
+unknown keys refused), and the ``Event`` is built from the Structs by attribute reads
+(``engine.request_event``). A body it refuses gets a 422 whose detail is msgspec's own: its
+message, and its path as ``loc`` (``$.container.linux`` -> ``["body", "container", "linux"]``;
+``"..."`` stands for a map's key, which msgspec does not name). Three rules the SDK adds are
+checked after decoding, worded the same way: ``api_version`` must be present, ``pod`` /
+``container`` must be there for the events that carry them, and a container ``state`` is its
+enum name, not its number. docs/webhooks.md ("Refused requests") is the contract.
 
 ``synchronize_event`` builds the Synchronize the server sends itself (resync, the node
-reconciler) from the bridge's state, through the same strict models and conversion.
+reconciler) from the bridge's state, with the same Structs and the same conversion.
 
-Owns the request's shape: which bodies are refused, with which error. Must not import web
-frameworks, do I/O, or evaluate anything.
+Owns the request's shape for the policy server: which bodies are refused, with which error.
+Must not import web frameworks, do I/O, or evaluate anything.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bridge.contract import WebhookRequest, request_structs
+from bridge.contract import request_structs
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
-from bridge.contract.webhook_models import Container as ContainerModel
-from bridge.contract.webhook_models import PodSandbox as PodModel
+from bridge.contract.request_structs import nri_struct
+from bridge.contract.webhook_models import Removals as RemovalsModel
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
 from policy_server.exceptions import PayloadError, RequestError
 from policy_server.sdk.model import Event
 
-# orjson decodes an integer outside [-2**63, 2**64) as a float, which the contract refuses;
-# pydantic's own JSON parser keeps it an int. Only budget_ms is an unbounded integer in the
-# envelope (every NRI integer is range-checked by the contract).
-_ORJSON_INT_END = 2**64
+Removals: Any = msgspec.defstruct(
+    "Removals",
+    [(name, list[str] | None, None) for name in RemovalsModel.model_fields],
+    forbid_unknown_fields=True,
+    module=__name__,
+)
+_LinuxContainerUpdate: Any = nri_struct("LinuxContainerUpdate")
+_OwningPlugins: Any = nri_struct("OwningPlugins")
+_PluginInstance: Any = nri_struct("PluginInstance")
+
+
+class Adjustment(nri_struct("ContainerAdjustment")):  # type: ignore[misc]
+    """ValidateContainerAdjustment's merged ``adjust``: a ContainerAdjustment plus removals."""
+
+    remove: Removals | None = None
+
+
+class Update(msgspec.Struct, forbid_unknown_fields=True):
+    container_id: Annotated[str, msgspec.Meta(min_length=1)]
+    linux: _LinuxContainerUpdate | None = None
+    ignore_failure: bool | None = None
+
+
+class WebhookRequest(request_structs.Request, forbid_unknown_fields=True):
+    """What the bridge POSTs for one NRI event, ValidateContainerAdjustment's keys included."""
+
+    adjust: Adjustment | None = None
+    update: list[Update] | None = None
+    owners: _OwningPlugins | None = None
+    plugins: list[_PluginInstance] | None = None
+
+
+_REQUEST = msgspec.json.Decoder(WebhookRequest)
+_STATE = msgspec.json.Decoder(request_structs.State)
+# One step of msgspec's path: ``.key``, ``[3]``, or ``[...]`` (a map's value).
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
+_AT = " - at `"
+_BODY: list[str | int] = ["body"]
 
 
 def parse_request(raw: bytes) -> Event:
     """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail)."""
-    clean = request_structs.decode(raw)
-    if (
-        clean is not None
-        and clean.api_version is not request_structs.ABSENT
-        and not _shape_problems(clean)
-    ):
-        return event_of(clean, raw)
-    # Anything else is the strict model's to answer (the Structs take a subset of what it takes).
     try:
-        request = WebhookRequest.model_validate_json(raw, strict=True)
-    except ValueError as exc:  # ValidationError, or anything else the parser refuses
-        return _explained(raw, exc)
-    if request.budget_ms >= _ORJSON_INT_END:
-        return _explained(raw, None)
-    problems = _problems(request)
-    if problems:
-        raise _refused(request.event, min(problems, key=_first)[1])
+        request = _decode(_REQUEST, raw)
+    except _Refused as refused:
+        raise refused.error() from None
+    problem = _sdk_problem(request)
+    if problem is not None:
+        raise _Refused("value_error", *problem).error(request.event)
     return event_of(request, raw)
 
 
@@ -79,22 +94,15 @@ def synchronize_event(
 ) -> Event:
     """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
     bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
-    first entry the contract refuses."""
+    first entry refused."""
     raw = orjson.dumps({"pods": pods, "containers": containers})
-    state: Any = request_structs.decode_state(raw)
-    if state is None:  # the strict model's to explain (or to take after all)
-        try:
-            state = _State.model_validate_json(raw, strict=True)
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            raise PayloadError(_field(error["loc"]), error["msg"]) from None
-    problems = [
-        problem
-        for i, container in enumerate(state.containers)
-        for problem in _state_problems(container, ("containers", i))
-    ]
-    if problems:
-        raise min(problems, key=_first)[1]
+    try:
+        state = _decode(_STATE, raw)
+    except _Refused as refused:
+        raise PayloadError(_field(refused.loc[1:]), refused.message) from None
+    for i, container in enumerate(state.containers):
+        if _state_is_a_number(container):
+            raise PayloadError(f"containers[{i}].state", "Expected `str`, got `int`")
     # Not from a runtime: no NRI version, so no capabilities to claim.
     return Event(
         name=EventName.SYNCHRONIZE,
@@ -108,238 +116,57 @@ def synchronize_event(
     )
 
 
-class _State(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    pods: list[PodModel]
-    containers: list[ContainerModel]
+class _Refused(Exception):
+    """What the decoder said of a body: the 422 entry's ``type``, ``loc`` and ``msg``."""
+
+    def __init__(self, kind: str, loc: list[str | int], message: str) -> None:
+        super().__init__(message)
+        self.kind, self.loc, self.message = kind, loc, message
+
+    def error(self, event: str | None = None) -> RequestError:
+        return RequestError([{"type": self.kind, "loc": self.loc, "msg": self.message}], event)
 
 
-# --- refusals ----------------------------------------------------------------------------------
-
-
-def _refused(event: str, error: PayloadError) -> RequestError:
-    return RequestError(
-        [{"loc": field_loc(error.field), "msg": error.message, "type": "value_error"}], event
-    )
-
-
-def _explained(raw: bytes, strict: ValueError | None) -> Event:
-    """The answer for a body strict mode refused: orjson's or lax mode's errors, a field the SDK
-    reads refused, or (lax mode took it, the SDK reads none of what strict mode refused) the
-    ``Event``."""
+def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise RequestError(
-            [
-                {
-                    "type": "json_invalid",
-                    "loc": ["body", exc.pos],
-                    "msg": "JSON decode error",
-                    "input": {},
-                    "ctx": {"error": exc.msg},
-                }
-            ]
-        ) from None
-    try:
-        request = WebhookRequest.model_validate(data)
-    except ValidationError as exc:
-        raise RequestError(
-            [{**error, "loc": ["body", *error["loc"]]} for error in exc.errors(include_url=False)]
-        ) from None
-    problems = _problems(request)
-    if isinstance(strict, ValidationError):
-        problems += _read_by_the_sdk(strict)
-    if problems:
-        raise _refused(request.event, min(problems, key=_first)[1])
-    return event_of(request, raw)
+        return decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        message, at, path = str(exc).partition(_AT)
+        raise _Refused("value_error", _loc(path.rstrip("`")) if at else _BODY, message) from None
+    except (msgspec.DecodeError, ValueError) as exc:  # not JSON (ValueError: not UTF-8)
+        raise _Refused("json_invalid", _BODY, str(exc)) from None
+    except RecursionError:
+        raise _Refused("json_invalid", _BODY, "JSON nested too deeply") from None
 
 
-_Problem = tuple[tuple[int, ...], PayloadError]
+def _loc(path: str) -> list[str | int]:
+    """msgspec's ``$.containers[3].linux`` -> ``["body", "containers", 3, "linux"]``."""
+    loc: list[str | int] = ["body"]
+    for match in _STEP.finditer(path):
+        key, index = match.group(1), match.group(2)
+        loc.append(key if key is not None else int(index) if index is not None else "...")
+    return loc
 
 
-def _first(problem: _Problem) -> tuple[int, ...]:
-    return problem[0]
-
-
-def _problems(request: WebhookRequest) -> list[_Problem]:
-    """What the strict model holds but the SDK refuses, each with its place in reading order."""
-    out: list[_Problem] = []
-    if "api_version" not in request.model_fields_set:
-        out.append(((_TOP["api_version"],), PayloadError("api_version", _wrong_version(""))))
-    return out + _shape_problems(request)
-
-
-def _shape_problems(request: Any) -> list[_Problem]:
-    """``_problems`` but the absent ``api_version``, for the model or the Structs."""
-    out: list[_Problem] = []
+def _sdk_problem(request: WebhookRequest) -> tuple[list[str | int], str] | None:
+    """The first of the SDK's own rules (module docstring) the decoded request breaks."""
+    if request.api_version is request_structs.ABSENT:
+        return _BODY, f"Object missing required field `api_version` ({API_VERSION!r})"
     name = EVENTS[request.event]
     if request.pod is None and name is not EventName.SYNCHRONIZE:
-        out.append(((_REQUIRED, 0), PayloadError("pod", f"required for {name}")))
+        return _BODY, f"Object missing required field `pod` (required for {name})"
     if request.container is None and name in CONTAINER_EVENTS:
-        out.append(((_REQUIRED, 1), PayloadError("container", f"required for {name}")))
-    if request.container is not None:
-        out += _state_problems(request.container, ("container",))
+        return _BODY, f"Object missing required field `container` (required for {name})"
+    if request.container is not None and _state_is_a_number(request.container):
+        return ["body", "container", "state"], "Expected `str`, got `int`"
     for i, container in enumerate(request.containers or ()):
-        out += _state_problems(container, ("containers", i))
-    return out
+        if _state_is_a_number(container):
+            return ["body", "containers", i, "state"], "Expected `str`, got `int`"
+    return None
 
 
-def _wrong_version(got: str) -> str:
-    return f"expected {API_VERSION!r}, got {got!r}"
-
-
-def _state_problems(container: Any, loc: tuple[str | int, ...]) -> list[_Problem]:
-    if container.state is None or type(container.state) is str:
-        return []
-    at = (*loc, "state")
-    return [(_rank(at) or (), PayloadError(_field(at), "expected a string, got a number"))]
-
-
-# The SDK's view of the request: the fields it reads, in the order it reads them (a body with
-# several faults is refused for the first). A dict is an object's keys; a list holds its items'
-# schema; ``_MAP`` is a string map; a string names the JSON type the field must have.
-_MAP = "map"
-_RESOURCES = {
-    "cpu": {
-        "shares": "an integer",
-        "quota": "an integer",
-        "period": "an integer",
-        "cpus": "a string",
-        "mems": "a string",
-        "realtime_runtime": "an integer",
-        "realtime_period": "an integer",
-    },
-    "memory": {
-        "limit": "an integer",
-        "reservation": "an integer",
-        "swap": "an integer",
-        "swappiness": "an integer",
-    },
-    "unified": _MAP,
-    "rdt_class": "a string",
-    "blockio_class": "a string",
-    "pids": {"limit": "an integer"},
-    "hugepage_limits": [{"page_size": "a string", "limit": "an integer"}],
-}
-_POD = {
-    "id": "a string",
-    "name": "a string",
-    "uid": "a string",
-    "namespace": "a string",
-    "runtime_handler": "a string",
-    "linux": {"cgroup_parent": "a string", "cgroups_path": "a string"},
-    "labels": _MAP,
-    "annotations": _MAP,
-    "ips": ["a string"],
-}
-_CONTAINER = {
-    "linux": {"resources": _RESOURCES, "oom_score_adj": "an integer", "sysctl": _MAP},
-    "pid": "an integer",
-    "id": "a string",
-    "pod_sandbox_id": "a string",
-    "name": "a string",
-    "state": "a string",
-    "labels": _MAP,
-    "annotations": _MAP,
-    "args": ["a string"],
-    "env": ["a string"],
-    "mounts": [
-        {
-            "destination": "a string",
-            "type": "a string",
-            "source": "a string",
-            "options": ["a string"],
-        }
-    ],
-    "user": {"uid": "an integer", "gid": "an integer", "additional_gids": ["an integer"]},
-    "image": {"name": "a string", "digest": "a string", "config_digest": "a string"},
-    "exit_code": "an integer",
-    "status_reason": "a string",
-    "status_message": "a string",
-    "CDI_devices": [{"name": "a string"}],
-    "rlimits": [{"type": "a string", "hard": "an integer", "soft": "an integer"}],
-}
-_SCHEMA: dict[str, Any] = {
-    "api_version": "a string",
-    "event": "a string",
-    "dry_run": "a boolean",
-    "budget_ms": "an integer",
-    "pod": _POD,
-    "container": _CONTAINER,
-    "(required)": None,
-    "linux_resources": _RESOURCES,
-    "uid": "a string",
-    "runtime": {
-        "name": "a string",
-        "version": "a string",
-        "nri_version": "a string",
-        "capabilities": ["a string"],
-    },
-    "pods": [_POD],
-    "containers": [_CONTAINER],
-}
-_TOP = {key: i for i, key in enumerate(_SCHEMA)}
-_REQUIRED = _TOP["(required)"]
-
-
-@cache
-def _order(keys: tuple[str, ...]) -> Mapping[str, int]:
-    return {key: i for i, key in enumerate(keys)}
-
-
-def _walk(loc: Iterable[str | int]) -> tuple[tuple[int, ...], Any] | None:
-    """(the place in reading order, the expected type) of a field the SDK reads, else None."""
-    node: Any = _SCHEMA
-    rank: list[int] = []
-    for part in loc:
-        if isinstance(node, dict):
-            index = _order(tuple(node)).get(part) if isinstance(part, str) else None
-            if index is None:
-                return None
-            rank.append(index)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int):
-            rank.append(part)
-            node = node[0]
-        elif node == _MAP and isinstance(part, str):
-            rank.append(0)  # a map's values in the order the body has them
-            node = "a string"
-        else:
-            return None
-    return tuple(rank), node
-
-
-def _rank(loc: Iterable[str | int]) -> tuple[int, ...] | None:
-    walked = _walk(loc)
-    return walked[0] if walked is not None else None
-
-
-def _read_by_the_sdk(strict: ValidationError) -> list[_Problem]:
-    """Strict mode's complaints about fields the SDK reads (lax mode took the body)."""
-    out: list[_Problem] = []
-    for error in strict.errors(include_url=False):
-        walked = _walk(error["loc"])
-        if walked is None or not isinstance(walked[1], str) or walked[1] == _MAP:
-            continue
-        rank, expected = walked
-        message = f"expected {expected}, got {_kind(error['input'])}"
-        out.append((rank, PayloadError(_field(error["loc"]), message)))
-    return out
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+def _state_is_a_number(container: Any) -> bool:
+    return container.state is not None and type(container.state) is not str
 
 
 def _field(loc: Iterable[str | int]) -> str:
@@ -352,13 +179,3 @@ def _field(loc: Iterable[str | int]) -> str:
             out += f".{part}" if out else part
     return out
 
-
-def field_loc(field: str) -> list[str | int]:
-    """``containers[3].linux.resources`` -> ``["body", "containers", 3, "linux", "resources"]``."""
-    loc: list[str | int] = ["body"]
-    for part in field.split("."):
-        name, _, rest = part.partition("[")
-        loc.append(name)
-        for index in rest.split("[") if rest else ():
-            loc.append(int(index.rstrip("]")))
-    return loc

@@ -1,17 +1,18 @@
-"""The SDK's ``Event`` from a request the contract took: the strict model or the Structs.
+"""The SDK's ``Event`` from a decoded request (the request decoder's msgspec Structs).
 
-Owns the conversion, attribute by attribute, from the contract's pydantic models or its msgspec
-Structs (``bridge.contract.request_structs``: the same attribute names) to the SDK's frozen
-values; ``policy_server.engine.request`` decides which bodies get here. The NRI models are
-built from the proto descriptors at import time (bridge.contract.nri_models), so the type
-checker sees them as Any. Must not refuse anything (the request path did), import web
-frameworks or do I/O.
+Owns the conversion, attribute by attribute, from the Structs ``policy_server.engine.request``
+decodes a body into (``bridge.contract.request_structs`` plus ValidateContainerAdjustment's
+keys) to the SDK's frozen values; the decoder decides which bodies get here. The NRI Structs
+are built from the proto descriptors at import time, so the type checker sees them as Any.
+Must not refuse anything (the decoder did), import web frameworks or do I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from bridge.contract.catalogue import EventName
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
@@ -24,12 +25,10 @@ EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
 
 
 def event_of(request: Any, raw: bytes) -> Event:
-    """The SDK's ``Event`` from the strict model or the Structs (the same attributes; only the
-    model has ValidateContainerAdjustment's ``adjust``, ``update``, ``owners``, ``plugins``)."""
+    """The SDK's ``Event`` from the decoded request."""
     runtime = request.runtime
     capabilities = runtime.capabilities
-    adjust = getattr(request, "adjust", None)
-    owners = getattr(request, "owners", None)
+    adjust, owners = request.adjust, request.owners
     return Event(
         name=EVENTS[request.event],
         uid=request.uid,
@@ -48,19 +47,27 @@ def event_of(request: Any, raw: bytes) -> Event:
         pods=tuple(pod_of(p) for p in request.pods or ()),
         containers=tuple(container_of(c) for c in request.containers or ()),
         adjust=adjustment_from_json(_json(adjust)) if adjust is not None else None,
-        update=tuple(update_from_json(_json(u)) for u in getattr(request, "update", None) or ()),
+        update=tuple(update_from_json(_json(u)) for u in request.update or ()),
         owners=_owners(owners) if owners is not None else NO_OWNERS,
         plugins=tuple(
-            Plugin(p.name or "", p.index or "") for p in getattr(request, "plugins", None) or ()
+            Plugin(p.name or "", p.index or "") for p in request.plugins or ()
         ),
         body=raw,
     )
 
 
-def _json(model: Any) -> dict[str, Any]:
-    """A contract model (a pydantic model) as its JSON value."""
-    dumped: dict[str, Any] = model.model_dump(mode="json", exclude_none=True)
-    return dumped
+def _json(struct: Any) -> dict[str, Any]:
+    """A decoded Struct as its JSON value (absent fields left out)."""
+    value: dict[str, Any] = _without_none(msgspec.to_builtins(struct))
+    return value
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def _owners(owning: Any) -> Owners:

@@ -1,13 +1,13 @@
 """The FastAPI application: HTTP routes onto ``PolicyServer``; no policy logic here.
 
-Routes: ``POST /v1/policies/{name}`` (one webhook request, validated against the contract's
-``WebhookRequest``; the reply is checked against ``WebhookReply`` before it leaves) is served by
+Routes: ``POST /v1/policies/{name}`` (one webhook request, decoded by the server's one request
+decoder; the reply encoded once from the policy's decision) is served by
 ``hot_route.HotRoute`` in front of the whole FastAPI app and only documented here: it appears in
 ``/openapi.json`` through a declaration that is never routed (``_documented``). FastAPI serves
 ``GET /v1/policies``, ``GET /v1/policies/{name}/state`` (a policy's state description, an SDK
 extension point), ``GET /v1/rules`` (the state of the policy ``--rules`` configures, for
-compatibility), ``GET /v1/state`` (node effects), ``GET /healthz``,
-``GET /metrics``, OpenAPI at ``/docs``. Bad bodies get 422 with ``detail[].loc`` naming the field.
+compatibility), ``GET /v1/state`` (node effects), ``GET /healthz``, ``GET /metrics``, OpenAPI
+at ``/docs``. Bad bodies get 422: ``detail[].loc`` and ``msg`` are the request decoder's.
 ``create_metrics_app`` serves ``GET /metrics`` alone, for a listener Prometheus may reach
 (``--metrics-address``).
 """
@@ -27,11 +27,10 @@ from starlette.routing import Route
 
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import EventName
-from policy_server import policy_host
 from policy_server.exceptions import UnknownPolicyError
-from policy_server.request_service import PolicyServer
 from policy_server.sdk.extension import ConfigStatus
 from policy_server.server.hot_route import HotRoute
+from policy_server.service import PolicyServer, policy_host
 from policy_server.telemetry import CONTENT_TYPE
 
 log = logging.getLogger(__name__)

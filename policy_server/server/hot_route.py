@@ -2,10 +2,10 @@
 
 The bridge calls this once per NRI event while the runtime waits, so it is the one route
 written for latency, and the only one for this path (the FastAPI app declares it for the
-OpenAPI document only). The body becomes the SDK's ``Event`` by the one request path
-(``engine.request.parse_request``: one strict pydantic parse, or a 422 naming the field), is
-evaluated, and the reply is encoded once and checked against ``WebhookReply``
-(``engine.reply.reply_body``, the check the test kit uses too).
+OpenAPI document only). The body becomes the SDK's ``Event`` by the one request decoder
+(``engine.request.parse_request``, or a 422 naming the field), ``PolicyServer.handle`` decides
+and finishes the decision, and the reply is encoded once (``engine.reply.encode_reply``) and
+sent as it is: the server does not check its own output again (the bridge checks every reply).
 ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware, routing,
 dependency solving and per-request objects cost more than the route itself
 (docs/performance.md#numbers-behind-the-code). Owns no policy logic (that is
@@ -15,20 +15,16 @@ dependency solving and per-request objects cost more than the route itself
 from __future__ import annotations
 
 import contextlib
-import logging
 from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.contract.gc_pause import paused_gc
-from policy_server.engine.evaluate import Evaluation
-from policy_server.engine.reply import reply_body
+from policy_server.engine.reply import encode_reply
 from policy_server.engine.request import parse_request
-from policy_server.exceptions import InvalidReplyError, RequestError, UnknownPolicyError
-from policy_server.request_service import PolicyServer
-
-log = logging.getLogger(__name__)
+from policy_server.exceptions import RequestError, UnknownPolicyError
+from policy_server.service import PolicyServer
 
 PREFIX = "/v1/policies/"
 # A body this large holds many pods (a Synchronize, ~4 KB a pod and container); an event about
@@ -38,13 +34,8 @@ _JSON = b"application/json"
 _NO_PAUSE = contextlib.nullcontext()
 
 
-def _dumps(value: Any) -> bytes:
-    # default=str: pydantic error contexts may hold exception objects.
-    return orjson.dumps(value, default=str)
-
-
 def _detail(status: int, detail: Any) -> tuple[int, bytes]:
-    return status, _dumps({"detail": detail})
+    return status, orjson.dumps({"detail": detail})
 
 
 def is_json(content_type: str | None) -> bool:
@@ -68,25 +59,12 @@ async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[in
         evaluation = await server.handle(name, event)
     except UnknownPolicyError:
         return _unknown(server, name)
-    return _reply(name, evaluation)
+    return 200, encode_reply(evaluation.decision)
 
 
 def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:
     known = ", ".join(p.name for p in server.registry)
     return _detail(404, f"no policy named {name!r} (known: {known})")
-
-
-def _reply(name: str, evaluation: Evaluation) -> tuple[int, bytes]:
-    try:
-        return 200, reply_body(evaluation.reply)
-    except InvalidReplyError as exc:
-        log.error(
-            "policy=%s produced a reply outside the contract: %s reply=%s",
-            name,
-            exc,
-            evaluation.reply,
-        )
-        return _detail(500, f"policy {name!r} produced an invalid reply: {list(exc.errors[:3])}")
 
 
 class HotRoute:

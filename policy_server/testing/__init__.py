@@ -2,13 +2,15 @@
 
 ``PolicyRunner`` holds one ``Engine`` over the policies under test, so a sequence of requests
 sees the same policy state a running server would (observers, stateful policies). Every request
-and reply goes through the same contract models as ``POST /v1/policies/{name}``
-(``WebhookRequest`` / ``WebhookReply``), so a test that passes here does not meet a 422 or a 500
-from the server. Recordings from ``nri-webhook-bridge record`` are replayed with the same
-comparison as ``nri-webhook-bridge replay`` (replies canonicalized through the NRI conversion,
-warnings not compared). ``send_pod`` plays Kubernetes manifests as ``nri-webhook-bridge try``
-does (bridge.kube's translation). The pytest fixture ``policy_runner`` is in
-``policy_server.testing.plugin`` (loaded automatically when this package is installed).
+goes through the server's request path (the same 422s) and every reply is checked against the
+contract's ``WebhookReply`` as the bridge checks it (the server sends what a policy decided
+without checking it again), so a test that passes here does not meet a 422 from the server or
+a refused reply at the bridge. Recordings from ``nri-webhook-bridge record`` are replayed with
+the same comparison as ``nri-webhook-bridge replay`` (replies canonicalized through the NRI
+conversion, warnings not compared). ``send_pod`` plays Kubernetes manifests as
+``nri-webhook-bridge try`` does (bridge.kube's translation). The pytest fixture
+``policy_runner`` is in ``policy_server.testing.plugin`` (loaded automatically when this
+package is installed).
 
 Must not start servers or sockets: everything runs in the calling thread.
 """
@@ -29,7 +31,7 @@ from bridge.kube import NodeSpec
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
-from policy_server.engine.reply import reply_body
+from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError, PolicyServerError, RequestError
 from policy_server.policies import build_builtin
 from policy_server.sdk.decision_json import update_to_json
@@ -56,7 +58,7 @@ class InvalidRequest(PolicyServerError):
 
 
 class InvalidReply(PolicyServerError):
-    """The policy produced a reply outside the contract (the server would answer 500)."""
+    """The policy produced a reply outside the contract (the bridge would refuse it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +186,12 @@ class PolicyRunner:
             evaluation = self.engine.evaluate_json(name, body)
         except RequestError as exc:
             raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
-        try:  # the server's one reply check: the same 500s, as exceptions
-            reply_body(evaluation.reply)
+        reply = evaluation.reply
+        try:  # the contract check the bridge makes of every reply, as an exception
+            check_reply(encode_reply(evaluation.decision))
         except InvalidReplyError as exc:
-            raise InvalidReply(f"reply {evaluation.reply} is outside the contract: {exc}") from None
-        return Reply(evaluation.reply, evaluation)
+            raise InvalidReply(f"reply {reply} is outside the contract: {exc}") from None
+        return Reply(reply, evaluation)
 
     def replay(
         self,

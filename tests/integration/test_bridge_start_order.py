@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI, Response
 
 from bridge.simulator.runtime import SimulatedRuntime
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
 from tests.policy_server.servers import serve_on_uds
 from tests.waiting import until

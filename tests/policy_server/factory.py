@@ -10,11 +10,11 @@ from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
 from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc
 from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
-from policy_server.policy_host import Host
-from policy_server.request_service import PolicyServer
 from policy_server.sdk import ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
+from policy_server.service import PolicyServer
+from policy_server.service.policy_host import Host
 
 API = "nri-webhook-bridge/v1"
 

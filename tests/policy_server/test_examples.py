@@ -17,8 +17,8 @@ from bridge.contract import WebhookReply
 from policy_server.engine.evaluate import Engine
 from policy_server.engine.loader import load_policies
 from policy_server.exceptions import PolicyLoadError
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.registry import Registry
+from policy_server.service import PolicyServer, ServerOptions
 from tests.waiting import healthz, wait_until
 
 ROOT = Path(__file__).parents[2]

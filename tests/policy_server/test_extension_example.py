@@ -16,8 +16,8 @@ import httpx
 
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import pod
 from tests.policy_server.node.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup
 from tests.waiting import until

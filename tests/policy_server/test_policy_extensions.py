@@ -17,8 +17,8 @@ import pytest
 from policy_server import NO_PLAN, Policy, PolicyHost
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]
 RULES = ROOT / "examples" / "koordinator-rules.yaml"
@@ -117,7 +117,7 @@ def test_the_framework_contract_names_every_builtin() -> None:
     assert forbidden == set(CATALOGUE.values())
     sources = set(contract["source_modules"].split())
     assert {"policy_server.main", "policy_server.server", "policy_server.engine",
-            "policy_server.node", "policy_server.request_service"} <= sources  # fmt: skip
+            "policy_server.node", "policy_server.service"} <= sources  # fmt: skip
 
 
 async def test_a_failing_background_task_ends_only_itself(

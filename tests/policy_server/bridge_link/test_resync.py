@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
-from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, koordinator_of, pod, poll_rules
 
 POOLS = "node.koordinator.sh/cpu-shared-pools"
@@ -87,7 +88,7 @@ async def test_invalid_change_pushes_nothing(tmp_path: Path) -> None:
 async def test_bridge_down_retries_with_backoff(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     server, fake, path = make(tmp_path, "")
-    assert await server.resync() is True  # the bridge answered once ...
+    assert await server.resync.run_pass() is True  # the bridge answered once ...
     fake.down = True  # ... and then its control socket went away: an error, not a wait
     change(path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
     with caplog.at_level(logging.INFO):
@@ -96,10 +97,10 @@ async def test_bridge_down_retries_with_backoff(
     [failed] = [r for r in caplog.records if "resync failed" in r.getMessage()]
     assert failed.levelno == logging.ERROR
     assert "worked before" in failed.getMessage()
-    await server._on_poll(ReloadResult.UNCHANGED)  # too early: back-off not over
+    await server.resync.on_poll(ReloadResult.UNCHANGED)  # too early: back-off not over
     assert 'result="failed"} 1.0' in server.metrics.render().decode()
     fake.down = False
-    assert await server.resync() is True
+    assert await server.resync.run_pass() is True
     assert fake.pushed and fake.pushed[0][0]["container_id"] == "c1"
 
 
@@ -108,10 +109,10 @@ async def test_a_bridge_not_up_yet_is_waited_for_quietly(
     server, fake, _ = make(tmp_path, "")
     fake.down = True  # started before the bridge: its control socket refuses connections
     with caplog.at_level(logging.DEBUG, logger="policy_server"):
-        assert await server.resync() is False
-        assert await server.resync() is False
+        assert await server.resync.run_pass() is False
+        assert await server.resync.run_pass() is False
         fake.down = False
-        assert await server.resync() is True
+        assert await server.resync.run_pass() is True
     said = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert [level for level, _ in said if level not in ("INFO", "DEBUG")] == []
     waiting = [level for level, msg in said
@@ -131,14 +132,14 @@ async def test_a_bridge_not_synchronized_yet_is_waited_for_without_a_pass(
     server, fake, _ = make(tmp_path, f"topology: {{{POOLS}: [{{cpuset: '0-3'}}]}}\n")
     fake.ready = False
     with caplog.at_level(logging.DEBUG, logger="policy_server"):
-        assert await server.resync() is False
-        assert await server.resync() is False
+        assert await server.resync.run_pass() is False
+        assert await server.resync.run_pass() is False
         assert fake.fetched == 0 and fake.pushed == []  # the state was not even fetched
-        server._resync.periodic = True
-        assert await server.resync(full=False) is False  # a periodic pass waits its turn
-        assert server._resync.periodic is False and server._resync.pending is True
+        server.resync.schedule = replace(server.resync.schedule, periodic=True)
+        assert await server.resync.run_pass(full=False) is False  # a periodic pass waits its turn
+        assert server.resync.schedule.periodic is False and server.resync.schedule.pending
         fake.ready = True
-        assert await server.resync() is True
+        assert await server.resync.run_pass() is True
     assert fake.fetched == 1
     assert fake.pushed == [[{"container_id": "c1",
                              "linux": {"resources": {"cpu": {"cpus": "0-3"}}}}]]
@@ -154,7 +155,7 @@ async def test_no_bridge_means_no_push(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text("")
     server = PolicyServer(ServerOptions(rules_path=path))
-    assert await server.resync() is True
+    assert await server.resync.run_pass() is True
 
 
 async def test_large_pushes_are_batched(tmp_path: Path) -> None:

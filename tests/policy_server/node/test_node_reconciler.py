@@ -5,6 +5,7 @@ written, OOM scores and kernel switches kept, resctrl groups of gone pods remove
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
 from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
-from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 from tests.policy_server.node.test_resctrl import fake_resctrl
 
@@ -98,7 +99,7 @@ def node(tmp_path: Path) -> tuple[PolicyServer, FakeBridge, Path]:
 
 async def test_one_pass_finds_and_fixes_drift_everywhere(tmp_path: Path) -> None:
     server, fake, root = node(tmp_path)
-    assert await server.resync()
+    assert await server.resync.run_pass()
     cg, proc = root / "cgroup", root / "proc"
     # Container: the file values (quota 50000, cpus 0-1) differ from the decision.
     assert fake.pushed == [{"container_id": "c1",
@@ -132,13 +133,13 @@ async def test_one_pass_finds_and_fixes_drift_everywhere(tmp_path: Path) -> None
 
 async def test_second_pass_finds_nothing(tmp_path: Path) -> None:
     server, fake, root = node(tmp_path)
-    await server.resync()
+    await server.resync.run_pass()
     # What NRI would have done with the pushed update.
     c = root / "cgroup"
     (c / "cpu/kubepods/podu1/c1/cpu.cfs_quota_us").write_text("-1\n")
     (c / "cpuset/kubepods/podu1/c1/cpuset.cpus").write_text("1\n")
     fake.pushed.clear()
-    await server.resync()
+    await server.resync.run_pass()
     assert fake.pushed == []
     assert server.reconciler is not None and server.reconciler.last is not None
     assert not server.reconciler.last.found
@@ -150,7 +151,7 @@ async def test_report_only_mode_writes_nothing(tmp_path: Path) -> None:
     server, fake, root = node(tmp_path)
     server.executor.mode = ExecutorMode.OFF
     server.probe_node()
-    await server.resync()
+    await server.resync.run_pass()
     # The bridge's view has nothing to change and files are not read in report-only mode.
     assert fake.pushed == []
     assert (root / "cgroup/cpu/kubepods/podu1/cpu.cfs_quota_us").read_text() == "50000\n"
@@ -168,16 +169,17 @@ async def test_an_unexpected_failure_is_retried_not_raised(
         raise RuntimeError("host surprise")
 
     monkeypatch.setattr(server.reconciler, "run", boom)
-    assert await server.resync() is False
+    assert await server.resync.run_pass() is False
     assert 'policy_resyncs_total{result="failed"} 1.0' in server.metrics.render().decode()
 
 
 async def test_the_periodic_pass_runs_the_reconciler_on_its_timer(tmp_path: Path) -> None:
     server, _fake, root = node(tmp_path)
     assert server.reconciler is not None and server.reconciler.last is None
-    await server._on_poll(ReloadResult.UNCHANGED)  # the interval (10 s) has not passed
+    await server.resync.on_poll(ReloadResult.UNCHANGED)  # the interval (10 s) has not passed
     assert server.reconciler.last is None
-    server._last_reconcile -= server.options.reconcile_interval_s
-    await server._on_poll(ReloadResult.UNCHANGED)
+    due = server.resync.schedule.last_reconcile - server.options.reconcile_interval_s
+    server.resync.schedule = replace(server.resync.schedule, last_reconcile=due)
+    await server.resync.on_poll(ReloadResult.UNCHANGED)
     assert server.reconciler.last is not None and server.reconciler.last.fixed["pod"] == 4
     assert (root / "cgroup/cpu/kubepods/podu1/cpu.cfs_quota_us").read_text() == "-1"

@@ -14,7 +14,7 @@ import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.cgroups import ExecutorMode
-from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod
 from tests.policy_server.node.test_node_reconciler import FakeBridge, write
 
@@ -79,7 +79,7 @@ def node(tmp_path: Path, **options: object) -> tuple[PolicyServer, FakeBridge, P
 
 async def test_quadratic_weights_are_no_drift(tmp_path: Path) -> None:
     server, fake, cg = node(tmp_path)
-    assert await server.resync()
+    assert await server.resync.run_pass()
     assert server.reconciler is not None and server.reconciler.last is not None
     # No container update: every weight is what the runtime makes of the container's shares.
     assert fake.pushed == []
@@ -88,7 +88,7 @@ async def test_quadratic_weights_are_no_drift(tmp_path: Path) -> None:
     for uid, (_milli, _shares, weight) in PODS.items():
         assert (cg / parent(uid).lstrip("/") / "cpu.weight").read_text() == str(weight)
     # A second pass over the settled node finds nothing at all.
-    await server.resync()
+    await server.resync.run_pass()
     assert fake.pushed == [] and not server.reconciler.last.found
 
 
@@ -96,7 +96,7 @@ async def test_the_learned_formula_is_shown(tmp_path: Path) -> None:
     server, _fake, _cg = node(tmp_path)
     cgroups = server.node_state()["cgroups"]
     assert cgroups["cpu_weight"]["formula"] is None  # nothing seen before the first pass
-    await server.resync()
+    await server.resync.run_pass()
     cgroups = server.node_state()["cgroups"]
     assert cgroups["cpu_weight"]["setting"] == "auto"
     assert cgroups["cpu_weight"]["formula"] == "quadratic"
@@ -104,9 +104,9 @@ async def test_the_learned_formula_is_shown(tmp_path: Path) -> None:
 
 async def test_once_learned_a_changed_weight_is_drift(tmp_path: Path) -> None:
     server, fake, cg = node(tmp_path)
-    await server.resync()
+    await server.resync.run_pass()
     (cg / parent("u2").lstrip("/") / "cu2" / "cpu.weight").write_text("100\n")  # reset by someone
-    await server.resync()
+    await server.resync.run_pass()
     assert server.reconciler is not None and server.reconciler.last is not None
     assert server.reconciler.last.found["container"] == 1
     assert [u["container_id"] for u in fake.pushed] == ["cu2"]
@@ -117,7 +117,7 @@ async def test_the_setting_wins_over_what_the_node_shows(tmp_path: Path) -> None
     from policy_server.node.cpu_weight import WeightSetting  # not on older code
 
     server, fake, cg = node(tmp_path, cpu_weight_formula=WeightSetting.LINEAR)
-    await server.resync()
+    await server.resync.run_pass()
     # Told linear: every quadratic weight is a different one, and pods get linear's weights.
     assert sorted(u["container_id"] for u in fake.pushed) == ["cu1", "cu2", "cu3"]
     assert (cg / parent("u2").lstrip("/") / "cpu.weight").read_text() == "20"
@@ -132,8 +132,8 @@ async def test_until_the_formula_is_known_weights_are_not_judged(
     server, fake, cg = node(tmp_path)
     for uid in PODS:  # weights neither formula gives: nothing to learn from
         (cg / parent(uid).lstrip("/") / f"c{uid}" / "cpu.weight").write_text("7\n")
-    await server.resync()
-    await server.resync()
+    await server.resync.run_pass()
+    await server.resync.run_pass()
     assert server.reconciler is not None and server.reconciler.last is not None
     assert fake.pushed == [] and "container" not in server.reconciler.last.found
     # Pod weights are not judged either: kubelet's stays until the formula is known (the

@@ -25,8 +25,8 @@ from policy_server.node.resctrl_masks import (
 )
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.resctrl_schemata import resctrl_group
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.decision import ResctrlGroup
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod, request
 
 RESCTRL = "node.koordinator.sh/resctrl"

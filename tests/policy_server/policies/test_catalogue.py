@@ -11,7 +11,7 @@ import pytest
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, build_builtin, describe_builtins, parse_policy_arg
 from policy_server.policies.policy_config import PolicyConfigError
-from policy_server.request_service import PolicyServer, ServerOptions
+from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import make_request
 
 ROOT = Path(__file__).parents[3]

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.servers import serve_on_uds
 
 REPO = Path(__file__).resolve().parents[3]

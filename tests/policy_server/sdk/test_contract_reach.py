@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from policy_server.engine.reply import decision_to_reply, reply_body
+from policy_server.engine.reply import check_reply, decision_to_reply, encode_reply
 from policy_server.engine.request import parse_request
 from policy_server.sdk.decision import Decision, Eviction
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
@@ -298,7 +298,7 @@ def test_every_reply_field_is_reachable_typed_or_through_extra() -> None:
         full = schema.full(schema.doc)
         decision = _decision(full)
         assert decision_to_reply(decision) == full, path.name  # every field reaches the reply
-        reply_body(full)  # and the contract takes it
+        check_reply(encode_reply(decision))  # and the contract takes it
         every |= set(_leaf_names(full, ""))
         if decision.adjust is not None and decision.adjust.extra:
             extra_only |= set(_leaf_names({"adjust": dict(decision.adjust.extra)}, ""))

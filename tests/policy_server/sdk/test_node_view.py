@@ -22,9 +22,9 @@ from policy_server import (
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.engine.evaluate import Engine
 from policy_server.exceptions import PolicyLoadError
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Registry
+from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import PolicyRunner
 from tests.policy_server.factory import (
     STOCK_V2,
@@ -222,7 +222,7 @@ async def test_synchronize_policies_are_resynced_from_the_bridge_state() -> None
     server = PolicyServer(ServerOptions(default_policies=False), [policy], bridge=control)
     assert server.resync_policies == ("sync",)
     assert not server.engine.node.synced
-    assert await server.resync()
+    assert await server.resync.run_pass()
     assert server.engine.node.synced
     await server.aclose()
 

@@ -18,8 +18,8 @@ import pytest
 from bridge.contract import WebhookReply, WebhookRequest
 from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
 from policy_server.engine import evaluate as engine
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[3]
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from bridge.contract import WebhookRequest
@@ -22,12 +21,11 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
-from policy_server.engine import reply as reply_module
-from policy_server.engine.reply import reply_body
+from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.request_service import PolicyServer, ServerOptions
 from policy_server.sdk.oci import Rlimit
 from policy_server.server.asgi import create_app
+from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import (
     InvalidReply,
     InvalidRequest,
@@ -94,24 +92,23 @@ def test_requests_and_replies_are_checked_against_the_contract() -> None:
     assert len(failed) == 1 and "outside the contract" in str(failed[0].error)
 
 
-def test_the_kit_checks_replies_with_the_servers_check() -> None:
-    """One reply check (engine.reply.reply_body) for the hot route and the kit: the kit's 500
-    names the fields the server's 500 names, and a reply it passed is one the server
-    remembers as checked."""
+def test_the_kit_checks_replies_as_the_bridge_does() -> None:
+    """The kit checks the reply the server would send (the one encoder's bytes) against the
+    contract's ``WebhookReply``, naming the fields outside it; a reply inside passes."""
     bad = Policy("bad-rlimit")
 
     @bad.on(EventName.CREATE_CONTAINER)
     def negative(event: Event) -> Decision:
         return Decision(adjust=Adjustment(rlimits=(Rlimit("RLIMIT_NOFILE", -1, 5),)))
 
-    reply = PolicyRunner(bad).engine.evaluate_json("bad-rlimit", make_request("CreateContainer"))
-    with pytest.raises(InvalidReplyError) as server_side:
-        reply_body(reply.reply)
+    evaluation = PolicyRunner(bad).engine.evaluate_json("bad-rlimit",
+                                                        make_request("CreateContainer"))
+    with pytest.raises(InvalidReplyError) as check:
+        check_reply(encode_reply(evaluation.decision))
     with pytest.raises(InvalidReply) as kit_side:
         PolicyRunner(bad).send(make_request("CreateContainer"))
-    assert str(server_side.value) in str(kit_side.value)
-    assert server_side.value.errors and server_side.value.errors[0]["loc"][:2] == (
-        "adjust", "rlimits")
+    assert str(check.value) in str(kit_side.value)
+    assert check.value.errors and check.value.errors[0]["loc"][:2] == ("adjust", "rlimits")
 
     marker = Policy("marker")
 
@@ -120,7 +117,7 @@ def test_the_kit_checks_replies_with_the_servers_check() -> None:
         return Decision(warnings=("checked by the kit",))
 
     sent = PolicyRunner(marker).send(make_request("CreateContainer"))
-    assert orjson.dumps(sent.json) in reply_module._CHECKED
+    assert sent.json == {"warnings": ["checked by the kit"]}
 
 
 def test_make_request_takes_its_envelope_from_the_contract() -> None:
