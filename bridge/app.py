@@ -3,7 +3,7 @@
 With webhooks configured (config file, --policy-url, or — for a plugin the
 runtime launches — the conf.d YAML it sends in Configure) the handler is the
 WebhookHandler; without, the built-in static handler (bridge.configured). Stops on SIGTERM/SIGINT
-(caught by the entry point, bridge.stop_signals):
+(caught by the entry point, bridge.process.stop_signals):
 in-flight events get a bounded grace period to be answered, then the
 connection is closed cleanly, the control API stops, HTTP clients close.
 """
@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge import stop_signals
 from bridge.config_file import BridgeConfig
 from bridge.configured import ConfiguredHandler, handler_kind
 from bridge.control.api import ControlDeps, create_app, create_metrics_app
@@ -30,6 +29,7 @@ from bridge.nri.event_call import EventHandler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
+from bridge.process import stop_signals
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
@@ -93,8 +93,8 @@ def _task_count() -> int:
 
 
 async def run(options: RunOptions) -> int:
-    """Serve until the runner ends or a stop signal (bridge.stop_signals, caught by the entry
-    point) arrives; the latch stays in place throughout: the loop never owns the signals, so
+    """Serve until the runner ends or a stop signal (bridge.process.stop_signals, caught by the
+    entry point) arrives; the latch stays in place throughout: the loop never owns the signals, so
     none is left to its default action while the loop starts or closes."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

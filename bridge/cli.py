@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 import uvloop
 
-from bridge import __version__, logs, stop_signals
+from bridge import __version__, logs
 from bridge.config_file import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
+from bridge.process import stop_signals
 from bridge.record.recorder import Redaction
 from bridge.transport import connect
 
@@ -186,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK  # stopped during start-up: nothing is open yet
     # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
     # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
-    # loop. A stop signal from here on stops app.run (bridge.stop_signals.waking).
+    # loop. A stop signal from here on stops app.run (bridge.process.stop_signals.waking).
     code = uvloop.run(app.run(options))
     stop_signals.checkpoint("loop-closed")
     return code
@@ -205,7 +206,7 @@ def _validate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (``argv`` None: this process's own; a list: an in-process caller).
 
-    ``run`` and ``record`` serve: their stop signals stay caught (bridge.stop_signals) until
+    ``run`` and ``record`` serve: their stop signals stay caught (bridge.process.stop_signals) until
     the process exits, or, in-process, until main returns. The other commands get the
     handlers from before the entry point caught them (Ctrl-C stops them as usual)."""
     args, parser = _parse(list(sys.argv[1:] if argv is None else argv))

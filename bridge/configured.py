@@ -23,12 +23,12 @@ import logging
 from collections.abc import Callable
 
 from bridge.config_file import BridgeConfig, load_text
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.errors import ConfigError
 from bridge.metrics import Metrics
 from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class ConfiguredHandler:
                             "webhooks": [w.name for w in config.webhooks]})
         await self.inner.configure(runtime)
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         return self.inner.wanted_events()
 
     async def handle(self, call: EventCall) -> Answer:

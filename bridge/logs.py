@@ -1,4 +1,4 @@
-"""Logging setup of the bridge: text or JSON lines (formats in bridge.contract.logformat).
+"""Logging setup of the bridge: text or JSON lines (formats in bridge.process.logformat).
 
 Structured context travels in `extra=` (event, uid, pod, container, webhook,
 outcome, latency_ms, ...). Both formats print it; JSON puts each key at the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
-from bridge.contract.logformat import JsonFormatter, TextFormatter, handler
+from bridge.process.logformat import JsonFormatter, TextFormatter, handler
 
 __all__ = ["JsonFormatter", "TextFormatter", "setup"]
 

@@ -3,14 +3,14 @@
 Listens on a Unix socket by default (created with mode 0600, or 0660 with ``--socket-mode``;
 uvicorn's own ``uds`` option would make it 0666) or on TCP with ``--host/--port``; with
 ``--metrics-address`` also serves ``GET /metrics`` alone on a TCP address for Prometheus.
-Logs in the bridge's line formats (``--log-format text|json``, bridge.contract.logformat),
+Logs in the bridge's line formats (``--log-format text|json``, bridge.process.logformat),
 uvicorn's own lines included. Startup errors (bad rules file, bad policy module, socket in
 use) print one line and exit 2.
 """
 
 from __future__ import annotations
 
-from bridge import stop_signals
+from bridge.process import stop_signals
 
 if __name__ == "__main__":
     # python -m policy_server.main: the stop signals are caught before the imports below
@@ -33,7 +33,7 @@ from pathlib import Path
 import uvicorn
 import uvloop
 
-from bridge.contract.logformat import LOG_FORMATS, handler
+from bridge.process.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
@@ -288,7 +288,7 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
 
 
 class _MainServer(uvicorn.Server):
-    """The policy listener: takes the stop signals over from the latch (bridge.stop_signals)
+    """The policy listener: takes the stop signals over from the latch (bridge.process.stop_signals)
     while it serves; uvicorn puts the latch back afterwards and re-raises what it caught."""
 
     @contextlib.contextmanager
@@ -378,9 +378,9 @@ def _main(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.handlers[:] = [handler(args.log_format)]
     root.setLevel(args.log_level.upper())
-    # A stop signal is only recorded (bridge.stop_signals) until uvicorn takes it over: start-up
-    # goes on to the next point where stopping is clean (below), so that nothing is left half
-    # made, such as a socket file without the code that removes it.
+    # A stop signal is only recorded (bridge.process.stop_signals) until uvicorn takes it over:
+    # start-up goes on to the next point where stopping is clean (below), so that nothing is left
+    # half made, such as a socket file without the code that removes it.
     try:
         if args.check_rules:
             return _check_rules(args.rules)

@@ -115,7 +115,7 @@ def test_owned_names_reads_only_the_owns_part(docstring: str, names: list[str]) 
 
 def test_module_exists_resolves_relative_and_absolute_names() -> None:
     webhooks = ROOT / "bridge" / "webhooks"
-    assert module_exists(webhooks, "fanout")
+    assert module_exists(webhooks, "call_sequence")
     assert module_exists(webhooks, "bridge.contract.request_body")
     assert module_exists(ROOT / "bridge", "contract")
     assert not module_exists(webhooks, "payload")

@@ -1,13 +1,25 @@
-"""The contract both products share: NRI events, proto <-> JSON, and the webhook JSON (v1).
+"""The wire contract both products share: NRI events and fields, proto <-> JSON, webhook JSON.
 
-`bridge.contract` is the base of the bridge: it depends only on the generated NRI messages
-(bridge.proto), bridge.errors and pydantic, and does no I/O. The event catalogue
-(catalogue.py) defines every event once; convert.py maps NRI messages to and from JSON;
-payload models (PodSandbox, Container, LinuxResources, ...) are derived from
-schemas/nri/api.proto, so the proto file is the one source of truth for their shape; the
-envelope and reply models are declared in `webhook_models.py`. The JSON Schemas in
-schemas/webhook/ are generated from these models (`python -m bridge.contract.schema`). The
-policy server imports the bridge only through this package.
+`bridge.contract` is the base of the bridge and does no I/O. It depends on the generated
+messages (bridge.proto: NRI, and CRI for cri_service.py), bridge.errors, protobuf, pydantic
+(the models), msgspec (request_structs.py) and orjson, and on nothing else of the bridge. What
+it holds: the event catalogue (catalogue.py, every event defined once, with the NRI version that
+added it); the NRI version of a runtime (nri_version.py); the field tables (adjustment_fields.py,
+field_table.py, owner_fields.py) and what a runtime does with each field (runtime_effects.py,
+runtime_hazards.py, capabilities.py, applied_view.py, resource_overlay.py); the conversions
+(convert.py between NRI messages and JSON, adjustment.py for removals, codec.py for replies and
+log subjects, cri_service.py for CRI updates); the request envelope's one encoder
+(request_body.py) and decoders (request_structs.py; the pydantic models, nri_models.py and
+webhook_models.py, derived from schemas/nri/api.proto so the proto file is the one source of
+truth for their shape); the JSON Schemas generated from them (`python -m bridge.contract.schema`);
+the plugin connection's lifecycle table (plugin_lifecycle.py); and the value grammars both
+products check (cpu_list_grammar.py, quantity.py).
+
+Helpers both programs share but that are not the contract live beside it: bridge.node_tables
+(the fold of NRI events into a node's pods and containers), bridge.replies (handler-crash
+notes, replay comparison) and bridge.process (stop signals, log line formats, the
+GC pause). The policy server imports the bridge through these (and, for its test kit,
+bridge.kube and bridge.runtime_facts).
 
 The pydantic models are loaded on first use: the bridge's serving path only needs the
 pydantic-free parts (catalogue.py, convert.py, adjustment.py, codec.py).

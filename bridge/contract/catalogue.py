@@ -2,15 +2,19 @@
 
 Owns, per event: its wire name (the RPC name, also the webhook envelope's ``event``), its number
 and subscription bit, its request and response message types, the payload keys the envelope
-carries and the reply keys a policy may use (docs/protocol.md#configure-and-the-event-mask,
-docs/protocol.md#how-events-are-delivered). Every other event list in the bridge and the policy
-server is computed from ``CATALOGUE`` below; tests/bridge/contract/test_catalogue.py proves
-it. Must not do I/O, import pydantic, or know about webhooks, handlers or HTTP.
+carries, the reply keys a policy may use and the first NRI version that has it (``since``:
+the event mask a runtime accepts and the events it sends are read from it)
+(docs/protocol.md#configure-and-the-event-mask, docs/protocol.md#how-events-are-delivered).
+Every other event list in the bridge and the policy server is computed from ``CATALOGUE``
+below; tests/bridge/contract/test_catalogue.py proves it. Must not do I/O, import pydantic, or
+know about webhooks, handlers or HTTP.
 
-Two enums name the events because their members must be visible to the type checker: ``Event``
-(the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the numbers are
-read) and ``EventName`` (those plus Synchronize, as strings). Their values are computed, never
-spelled: an RPC name is the member name in CamelCase.
+Two enums name the events because their members must be visible to the type checker:
+``NriEvent`` (the 14 subscribable events, numbered as api.proto's ``Event`` enum, from which the
+numbers are read) and ``EventName`` (those plus Synchronize, as strings). Their values are
+computed, never spelled: an RPC name is the member name in CamelCase. ``NriEvent`` is a kind of
+event on the NRI wire; the policy SDK's ``Event`` (policy_server.sdk.model) is one webhook
+request, an occurrence of such a kind, and keeps its public name.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import cast
 
 from google.protobuf.message import Message
 
+from bridge.contract.nri_version import Version
 from bridge.proto.nri import api_pb2 as api
 
 API_VERSION = "nri-webhook-bridge/v1"
@@ -32,7 +37,7 @@ def _camel(member_name: str) -> str:
     return "".join(word.capitalize() for word in member_name.split("_"))
 
 
-class Event(IntEnum):
+class NriEvent(IntEnum):
     """A subscribable NRI event; the value is api.proto's ``Event`` number."""
 
     @staticmethod
@@ -50,9 +55,9 @@ class Event(IntEnum):
     POST_UPDATE_CONTAINER = auto()
     STOP_CONTAINER = auto()
     REMOVE_CONTAINER = auto()
-    UPDATE_POD_SANDBOX = auto()  # NRI v0.10.0+
-    POST_UPDATE_POD_SANDBOX = auto()  # NRI v0.10.0+
-    VALIDATE_CONTAINER_ADJUSTMENT = auto()  # NRI v0.10.0+
+    UPDATE_POD_SANDBOX = auto()
+    POST_UPDATE_POD_SANDBOX = auto()
+    VALIDATE_CONTAINER_ADJUSTMENT = auto()
 
     @property
     def bit(self) -> int:
@@ -100,7 +105,7 @@ class EventSpec:
     """One row of the catalogue."""
 
     name: EventName
-    event: Event | None  # None for Synchronize, which is not a subscribable event
+    event: NriEvent | None  # None for Synchronize, which is not a subscribable event
     request_type: type[Message]
     response_type: type[Message]
     payload: tuple[str, ...]  # envelope keys taken from the request message, in field order
@@ -108,6 +113,9 @@ class EventSpec:
     # The changes the response message can carry (`adjust`, `update`, `evict`), read from
     # api.proto: a reply may use exactly these, and the answer is built from them.
     changes: tuple[str, ...]
+    # The first NRI version that has the event: a runtime on an older one rejects a plugin
+    # that subscribes to it at Configure, and never sends it.
+    since: Version
 
     @property
     def carries_update(self) -> bool:
@@ -125,59 +133,64 @@ _WARN = ("warnings",)
 _WAITED_ON = ("reject", "warnings")
 _POD = ("pod",)
 _CONTAINER = ("pod", "container")
-_ROWS: tuple[tuple[EventName, tuple[str, ...], tuple[str, ...]], ...] = (
-    (EventName.SYNCHRONIZE, ("pods", "containers"), _WARN),
-    (EventName.RUN_POD_SANDBOX, _POD, _WAITED_ON),
+# `since`: the first NRI version with the event (docs/protocol.md#what-each-nri-version-added):
+# events 1-11 are in every version a runtime ships (v0.3.0 onwards); v0.10.0 added 12-14.
+ALWAYS: Version = (0, 0, 0)
+_V0_10: Version = (0, 10, 0)
+_ROWS: tuple[tuple[EventName, tuple[str, ...], tuple[str, ...], Version], ...] = (
+    (EventName.SYNCHRONIZE, ("pods", "containers"), _WARN, ALWAYS),
+    (EventName.RUN_POD_SANDBOX, _POD, _WAITED_ON, ALWAYS),
     (EventName.UPDATE_POD_SANDBOX, ("pod", "overhead_linux_resources", "linux_resources"),
-     _WAITED_ON),
-    (EventName.POST_UPDATE_POD_SANDBOX, _POD, _WARN),
-    (EventName.STOP_POD_SANDBOX, _POD, _WARN),
-    (EventName.REMOVE_POD_SANDBOX, _POD, _WARN),
-    (EventName.CREATE_CONTAINER, _CONTAINER, _WAITED_ON),
-    (EventName.POST_CREATE_CONTAINER, _CONTAINER, _WARN),
-    (EventName.START_CONTAINER, _CONTAINER, _WAITED_ON),
-    (EventName.POST_START_CONTAINER, _CONTAINER, _WARN),
-    (EventName.UPDATE_CONTAINER, ("pod", "container", "linux_resources"), _WAITED_ON),
-    (EventName.POST_UPDATE_CONTAINER, _CONTAINER, _WARN),
-    (EventName.STOP_CONTAINER, _CONTAINER, _WAITED_ON),
-    (EventName.REMOVE_CONTAINER, _CONTAINER, _WARN),
+     _WAITED_ON, _V0_10),
+    (EventName.POST_UPDATE_POD_SANDBOX, _POD, _WARN, _V0_10),
+    (EventName.STOP_POD_SANDBOX, _POD, _WARN, ALWAYS),
+    (EventName.REMOVE_POD_SANDBOX, _POD, _WARN, ALWAYS),
+    (EventName.CREATE_CONTAINER, _CONTAINER, _WAITED_ON, ALWAYS),
+    (EventName.POST_CREATE_CONTAINER, _CONTAINER, _WARN, ALWAYS),
+    (EventName.START_CONTAINER, _CONTAINER, _WAITED_ON, ALWAYS),
+    (EventName.POST_START_CONTAINER, _CONTAINER, _WARN, ALWAYS),
+    (EventName.UPDATE_CONTAINER, ("pod", "container", "linux_resources"), _WAITED_ON, ALWAYS),
+    (EventName.POST_UPDATE_CONTAINER, _CONTAINER, _WARN, ALWAYS),
+    (EventName.STOP_CONTAINER, _CONTAINER, _WAITED_ON, ALWAYS),
+    (EventName.REMOVE_CONTAINER, _CONTAINER, _WARN, ALWAYS),
     (EventName.VALIDATE_CONTAINER_ADJUSTMENT,
-     ("pod", "container", "adjust", "update", "owners", "plugins"), _WAITED_ON),
+     ("pod", "container", "adjust", "update", "owners", "plugins"), _WAITED_ON, _V0_10),
 )
 
 
 _CHANGES = ("adjust", "update", "evict")
 
 
-def _spec(name: EventName, payload: tuple[str, ...], answered: tuple[str, ...]) -> EventSpec:
+def _spec(name: EventName, payload: tuple[str, ...], answered: tuple[str, ...],
+          since: Version) -> EventSpec:
     # api.proto names every event's messages <RPC name>Request / <RPC name>Response.
     request = getattr(api, f"{name.value}Request")
     response = getattr(api, f"{name.value}Response")
-    event = None if name is EventName.SYNCHRONIZE else Event[name.name]
+    event = None if name is EventName.SYNCHRONIZE else NriEvent[name.name]
     changes = tuple(f.name for f in response.DESCRIPTOR.fields if f.name in _CHANGES)
     return EventSpec(name, event, request, response, payload,
-                     frozenset(changes) | frozenset(answered), changes)
+                     frozenset(changes) | frozenset(answered), changes, since)
 
 
 CATALOGUE: Mapping[EventName, EventSpec] = MappingProxyType(
-    {name: _spec(name, payload, reply) for name, payload, reply in _ROWS}
+    {row[0]: _spec(*row) for row in _ROWS}
 )
 
 # --- Views of the catalogue, for the modules that look events up one way. ---
 
 EVENT_NAMES: tuple[str, ...] = tuple(name.value for name in CATALOGUE)
-SPEC_OF: Mapping[Event, EventSpec] = MappingProxyType(
+SPEC_OF: Mapping[NriEvent, EventSpec] = MappingProxyType(
     {spec.event: spec for spec in CATALOGUE.values() if spec.event is not None}
 )
-RPC_NAMES: Mapping[Event, str] = MappingProxyType({e: e.rpc_name for e in Event})
-EVENTS_BY_RPC: Mapping[str, Event] = MappingProxyType({e.rpc_name: e for e in Event})
+RPC_NAMES: Mapping[NriEvent, str] = MappingProxyType({e: e.rpc_name for e in NriEvent})
+EVENTS_BY_RPC: Mapping[str, NriEvent] = MappingProxyType({e.rpc_name: e for e in NriEvent})
 # The request message each event's dedicated RPC carries (StateChange events are turned into
 # these too, so handlers see one type per event).
-REQUEST_TYPES: Mapping[Event, type[Message]] = MappingProxyType(
-    {e: SPEC_OF[e].request_type for e in Event}
+REQUEST_TYPES: Mapping[NriEvent, type[Message]] = MappingProxyType(
+    {e: SPEC_OF[e].request_type for e in NriEvent}
 )
-RESPONSE_TYPES: Mapping[Event, type[Message]] = MappingProxyType(
-    {e: SPEC_OF[e].response_type for e in Event}
+RESPONSE_TYPES: Mapping[NriEvent, type[Message]] = MappingProxyType(
+    {e: SPEC_OF[e].response_type for e in NriEvent}
 )
 REQUEST_PAYLOAD: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {name.value: spec.payload for name, spec in CATALOGUE.items()}
@@ -204,26 +217,32 @@ def updates_in(response: Message | None) -> Sequence[api.ContainerUpdate]:
         return ()
     updates: Sequence[api.ContainerUpdate] = response.update  # type: ignore[attr-defined]
     return updates
-POD_EVENTS: frozenset[Event] = frozenset(
-    e for e in Event if SPEC_OF[e].payload[0] == "pod" and "container" not in SPEC_OF[e].payload
+POD_EVENTS: frozenset[NriEvent] = frozenset(
+    e for e in NriEvent if SPEC_OF[e].payload[0] == "pod" and "container" not in SPEC_OF[e].payload
 )
 CONTAINER_EVENTS: frozenset[EventName] = frozenset(
     name for name, spec in CATALOGUE.items() if "container" in spec.payload
 )
 
-# Events a runtime at or below NRI v0.9.x knows (LAST = 12): mask 0x07FF. v0.10.0 added events
-# 12-14 (LAST = 15): mask 0x3FFF. Setting an unknown bit makes the runtime reject the plugin at
-# Configure.
-MASK_BEFORE_V0_10 = (1 << (12 - 1)) - 1
-MASK_FROM_V0_10 = (1 << (int(api.Event.Value("LAST")) - 1)) - 1
+def known_to(nri: Version | None) -> frozenset[NriEvent]:
+    """The events a runtime on NRI `nri` has (the `since` column); an unknown version gets
+    only the events every version has."""
+    return frozenset(e for e in NriEvent if SPEC_OF[e].since <= (nri or ALWAYS))
 
 
-def mask_of(events: frozenset[Event] | set[Event]) -> int:
+def supported_mask(nri: Version | None) -> int:
+    """Event bits a runtime on NRI `nri` accepts in ConfigureResponse.events: setting a bit it
+    does not know makes it reject the plugin at Configure
+    (docs/protocol.md#configure-and-the-event-mask)."""
+    return mask_of(known_to(nri))
+
+
+def mask_of(events: frozenset[NriEvent] | set[NriEvent]) -> int:
     mask = 0
     for event in events:
         mask |= event.bit
     return mask
 
 
-def events_of(mask: int) -> frozenset[Event]:
-    return frozenset(e for e in Event if mask & e.bit)
+def events_of(mask: int) -> frozenset[NriEvent]:
+    return frozenset(e for e in NriEvent if mask & e.bit)

@@ -1,8 +1,10 @@
-"""NRI protobuf <-> contract JSON for whole requests and replies.
+"""What an NRI response message means as a webhook reply, and what a request is about.
 
-`reply_json` turns the response sent to the runtime into the reply shape a
-policy would have produced; `log_subject` names what a request is about. Pure
-functions. (The request envelope is encoded by bridge.contract.request_body.)
+Owns: `reply_json` (the response sent to the runtime in the reply shape a policy would have
+produced, as recordings keep it), `updates_json`, `request_subjects`
+(the pod and container an event's request carries) and `log_subject` (the log fields naming
+them). Pure functions. Must not: encode the request envelope (bridge.contract.request_body) or
+decode replies (bridge.webhooks.guard).
 """
 
 from __future__ import annotations

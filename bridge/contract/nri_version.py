@@ -1,4 +1,4 @@
-"""Which NRI version a runtime speaks, and which event bits it accepts.
+"""Which NRI version a runtime speaks.
 
 Runtimes from NRI v0.12.0 send NRI_version in Configure (recorded: containerd
 2.3.4 sends "v0.12.0"); that wins. Older ones do not, so it is inferred from the
@@ -10,16 +10,14 @@ without ("1.36.3", name "cri-o"); containerd 2.x may report its name as "v2"
 "containerd", so both are accepted.
 
 CRI-O 1.33 embeds a v0.9.1 pre-release that already has UpdatePodSandbox. Which
-event bits it accepts is not known to us, so it gets the pre-v0.10 mask: a
-rejected Configure would cost the whole plugin, a missing UpdatePodSandbox only
-that event.
+event bits it accepts is not known to us, so it is taken as v0.9.1 and gets the pre-v0.10 mask
+(the catalogue's `since` column, bridge.contract.catalogue.supported_mask): a rejected
+Configure would cost the whole plugin, a missing UpdatePodSandbox only that event.
 """
 
 from __future__ import annotations
 
 import re
-
-from bridge.contract.catalogue import MASK_BEFORE_V0_10, MASK_FROM_V0_10
 
 Version = tuple[int, int, int]
 
@@ -74,13 +72,6 @@ def nri_version_of(runtime_name: str, runtime_version: str, nri_version: str) ->
     if version > table[-1][1]:
         return table[-1][2]  # newer than the table: at least the newest known
     return None
-
-
-def supported_mask(nri: Version | None) -> int:
-    """Event bits the runtime accepts; unknown runtimes get the conservative mask."""
-    if nri is not None and nri >= (0, 10, 0):
-        return MASK_FROM_V0_10
-    return MASK_BEFORE_V0_10
 
 
 def format_version(nri: Version | None) -> str:

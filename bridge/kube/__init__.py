@@ -12,16 +12,9 @@ manifests it is given, or import the plugin's runtime layers.
 
 from bridge.kube.call_order import IN_PLACE, SNAPSHOT, Step, kubelet_order
 from bridge.kube.cri_config import CriContainer, CriPod
+from bridge.kube.documents import parse_documents, read_documents
 from bridge.kube.kubelet import translate
-from bridge.kube.manifest import (
-    Manifests,
-    load_pods,
-    manifests_from,
-    parse_documents,
-    pods_of,
-    read_documents,
-    read_manifests,
-)
+from bridge.kube.manifest import Manifests, load_pods, manifests_from, read_manifests
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.node import NodeSpec
 from bridge.kube.pod_spec import ContainerKind, Pod
@@ -32,6 +25,7 @@ from bridge.kube.runtime_view import (
     pod_sandbox,
     sandbox_id,
 )
+from bridge.kube.workloads import pods_of
 
 __all__ = [
     "IN_PLACE",

@@ -2,7 +2,7 @@
 
 Owns: the labels and annotations kubelet adds, the hostname and log directory, the mounts it
 builds (volumes, /etc/hosts, the termination log; the service-account token arrives as a
-volume from bridge.kube.manifest), the container order, and putting the resource rules
+volume from bridge.kube.admission), the container order, and putting the resource rules
 (bridge.kube.resources) and env rules (bridge.kube.env) together per container.
 Must not: know what the runtime adds (bridge.kube.runtime_view) or NRI.
 """

@@ -6,7 +6,7 @@ Owns the rules of k8s.io/apimachinery's ValidateLabels and ValidateAnnotations
 — an optional DNS-subdomain prefix (at most 253 characters) and `/`, then a name of at most 63
 characters, alphanumeric at both ends with `-`, `_`, `.` between; a label value is empty or
 such a name; annotations together (keys and values) are at most 256 KiB
-(TotalAnnotationSizeLimitB). Must not: check anything else of a manifest (bridge.kube.manifest).
+(TotalAnnotationSizeLimitB). Must not: check anything else of a manifest (bridge.kube.pod_manifest).
 """
 
 from __future__ import annotations

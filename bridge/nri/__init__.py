@@ -1,1 +1,2 @@
-"""NRI semantics: lifecycle, events and masks, the handler interface, the state cache."""
+"""NRI semantics: the session, the runtime setup, event dispatch and masks, the handler
+interface, the state cache."""

@@ -1,8 +1,8 @@
 """The bridge's view of pods and containers, kept current from Synchronize and events.
 
 Synchronize replaces the whole view; lifecycle events add, update and remove entries, by the
-fold the policy server's NodeView and the simulated runtime use too (bridge.contract.node_fold,
-over protobuf messages by bridge.contract.message_tables; bounded so a hostile runtime cannot
+fold the policy server's NodeView and the simulated runtime use too (bridge.node_tables.fold,
+over protobuf messages by bridge.node_tables.messages; bounded so a hostile runtime cannot
 grow it without limit). On top of it, the cache folds in what the bridge
 answered (our adjustments and updates), so the view shows effective resources: laid over the
 container's resources by the runtime's own rule (bridge.contract.resource_overlay: set scalars
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event, updates_in
+from bridge.contract.catalogue import NriEvent, updates_in
 from bridge.contract.codec import request_subjects
-from bridge.contract.message_tables import FOLD_NAMES, message_tables
 from bridge.contract.resource_overlay import overlay_resources
+from bridge.node_tables.messages import FOLD_NAMES, message_tables
 from bridge.proto.nri import api_pb2 as api
 
 
@@ -45,16 +45,16 @@ class StateCache:
     def knows_container(self, container_id: str) -> bool:
         return container_id in self._tables.containers
 
-    def observe_request(self, event: Event, req: Message | None) -> None:
+    def observe_request(self, event: NriEvent, req: Message | None) -> None:
         """Fold one lifecycle event into the view, from its request message."""
         self.observe(event, *request_subjects(req))
 
-    def observe(self, event: Event, pod: api.PodSandbox | None,
+    def observe(self, event: NriEvent, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
-        """Fold one lifecycle event into the view (bridge.contract.node_fold)."""
+        """Fold one lifecycle event into the view (bridge.node_tables.fold)."""
         self._tables.fold(FOLD_NAMES[event], pod, container)
 
-    def apply_answer(self, event: Event, req: Message | None,
+    def apply_answer(self, event: NriEvent, req: Message | None,
                      response: Message | None) -> None:
         """Fold what we answered into the view, so it shows effective resources.
 

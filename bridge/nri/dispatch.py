@@ -26,10 +26,10 @@ from typing import Generic, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, POD_EVENTS, SPEC_OF, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, POD_EVENTS, SPEC_OF, NriEvent
 from bridge.errors import RpcError
 from bridge.nri.event_call import Answer, EventHandler
-from bridge.nri.lifecycle import Lifecycle
+from bridge.nri.runtime_setup import RuntimeSetup
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire.envelope import Request
@@ -67,17 +67,17 @@ class Method(Generic[Req]):
 
 
 class EventDispatch:
-    def __init__(self, lifecycle: Lifecycle, chain: EventHandler) -> None:
-        self._lifecycle = lifecycle
+    def __init__(self, setup: RuntimeSetup, chain: EventHandler) -> None:
+        self._setup = setup
         self._chain = chain
 
     def table(self) -> dict[str, MethodHandler]:
-        life = self._lifecycle
+        setup = self._setup
         methods: dict[str, MethodHandler] = {
-            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, life.configure),
+            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, setup.configure),
             "Synchronize": Method(api.SynchronizeRequest, api.SynchronizeResponse,
-                                  life.synchronize),
-            "Shutdown": Method(api.Empty, api.Empty, life.shutdown_rpc),
+                                  setup.synchronize),
+            "Shutdown": Method(api.Empty, api.Empty, setup.shutdown_rpc),
             "StateChange": Method(api.StateChangeEvent, api.Empty, self._state_change),
         }
         for rpc, event in EVENTS_BY_RPC.items():
@@ -85,14 +85,15 @@ class EventDispatch:
             methods[rpc] = Method(spec.request_type, spec.response_type, self._dedicated(event))
         return methods
 
-    def _dedicated(self, event: Event) -> Callable[[Message, Request], Awaitable[Message | None]]:
+    def _dedicated(self, event: NriEvent,
+                   ) -> Callable[[Message, Request], Awaitable[Message | None]]:
         async def serve(req: Message, request: Request) -> Message | None:
             return await self._dispatch(event, req, request, via_state_change=False)
         return serve
 
     async def _state_change(self, change: api.StateChangeEvent, request: Request) -> None:
         try:
-            event = Event(change.event)
+            event = NriEvent(change.event)
         except ValueError:
             log.debug("StateChange with unknown event %d; answering empty", change.event)
             return None
@@ -105,17 +106,17 @@ class EventDispatch:
         await self._dispatch(event, req, request, via_state_change=True)
         return None  # Empty: whatever the handler returned has no channel here
 
-    async def _dispatch(self, event: Event, req: Message, request: Request,
+    async def _dispatch(self, event: NriEvent, req: Message, request: Request,
                         via_state_change: bool) -> Message | None:
-        life = self._lifecycle
-        call = life.call(event, event.rpc_name, life.deadline(request), request=req,
+        setup = self._setup
+        call = setup.call(event, event.rpc_name, setup.deadline(request), request=req,
                          via_state_change=via_state_change)
         return _reply(event, await self._chain.handle(call))
 
 
-def _reply(event: Event, answer: Answer) -> Message | None:
+def _reply(event: NriEvent, answer: Answer) -> Message | None:
     if answer.reject is not None:
-        if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
+        if event is NriEvent.VALIDATE_CONTAINER_ADJUSTMENT:
             return api.ValidateContainerAdjustmentResponse(reject=True, reason=answer.reject)
         raise RpcError(Code.UNKNOWN, answer.reject)
     response = answer.response

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.nri_version import Version
 from bridge.errors import BridgeError
 from bridge.proto.nri import api_pb2 as api
@@ -48,7 +48,7 @@ class EventCall:
     state is in `pods` and `containers`; for every other event `request` is the event's request
     message (the dedicated type also when the event came through StateChange)."""
 
-    event: Event | None  # None for Synchronize
+    event: NriEvent | None  # None for Synchronize
     name: str  # RPC name, e.g. "CreateContainer" or "Synchronize"
     uid: str
     deadline: float  # event-loop time by which the answer must be written
@@ -80,7 +80,7 @@ NO_CHANGE = Answer()
 
 
 class EventHandler(Protocol):
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         """Events to subscribe to; asked once per connection, after configure()."""
         ...
 
@@ -95,9 +95,9 @@ class Layer:
 
     def __init__(self, inner: EventHandler) -> None:
         self.inner = inner
-        self._inner_wants: frozenset[Event] = frozenset()
+        self._inner_wants: frozenset[NriEvent] = frozenset()
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         self._inner_wants = self.inner.wanted_events()
         return self._inner_wants
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.event_call import (
     Answer,
     EventCall,
@@ -36,7 +36,7 @@ __all__ = ["HANDLER_METHODS", "EventContext", "EventRejected", "Handler", "Runti
 class Handler:
     """Base class: every method answers "no change". Override what you need."""
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         """Events to subscribe to; by default those whose method is overridden."""
         return frozenset(
             event for event, attr in HANDLER_METHODS.items()
@@ -119,4 +119,4 @@ class Handler:
 
 
 # The Handler method for each event is the event's name in snake case.
-HANDLER_METHODS: dict[Event, str] = {event: event.name.lower() for event in Event}
+HANDLER_METHODS: dict[NriEvent, str] = {event: event.name.lower() for event in NriEvent}

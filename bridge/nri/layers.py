@@ -5,7 +5,7 @@ folds the event in before the inner handler runs and what we answered after (als
 when the inner handler missed its deadline: the runtime still applies its own request).
 `DeadlineGuard` runs the inner handler under the call's deadline; a miss or a crash answers
 "no change" instead of getting the plugin dropped. Synchronize passes the guard untouched: its
-deadline and late delivery belong to the lifecycle (bridge.nri.lifecycle).
+deadline and late delivery belong to the runtime setup (bridge.nri.runtime_setup).
 
 Must not know about the wire or about what handlers do.
 """
@@ -16,7 +16,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.cache import StateCache
 from bridge.nri.event_call import (
     NO_CHANGE,
@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 
 # Events the state cache needs to stay current (GET /v1/state, id checks).
 CACHE_EVENTS = frozenset({
-    Event.RUN_POD_SANDBOX, Event.REMOVE_POD_SANDBOX, Event.CREATE_CONTAINER,
-    Event.UPDATE_CONTAINER, Event.STOP_CONTAINER, Event.REMOVE_CONTAINER,
+    NriEvent.RUN_POD_SANDBOX, NriEvent.REMOVE_POD_SANDBOX, NriEvent.CREATE_CONTAINER,
+    NriEvent.UPDATE_CONTAINER, NriEvent.STOP_CONTAINER, NriEvent.REMOVE_CONTAINER,
 })
 
 
@@ -48,7 +48,7 @@ class StateTracking(Layer):
         super().__init__(inner)
         self.cache = cache
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         return super().wanted_events() | CACHE_EVENTS
 
     async def handle(self, call: EventCall) -> Answer:

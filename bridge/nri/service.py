@@ -1,8 +1,8 @@
-"""The Plugin service (conn 1): the lifecycle methods and the event dispatch over one chain.
+"""The Plugin service (conn 1): the runtime's setup calls and the event dispatch over one chain.
 
 Builds the plugin core's event path around the handler it is given:
 `StateTracking(DeadlineGuard(handler))` (the tracking only with `track_state`), and the method
-table from bridge.nri.lifecycle (Configure, Synchronize, Shutdown) and bridge.nri.dispatch
+table from bridge.nri.runtime_setup (Configure, Synchronize, Shutdown) and bridge.nri.dispatch
 (every event RPC and StateChange). Must not hold protocol logic of its own.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.cache import StateCache
 from bridge.nri.dispatch import PLUGIN_SERVICE, EventDispatch
 from bridge.nri.event_call import EventHandler, RuntimeInfo
 from bridge.nri.layers import DeadlineGuard, GuardStats, StateTracking
-from bridge.nri.lifecycle import DEFAULT_REGISTRATION_TIMEOUT_S, Lifecycle, ServiceOptions
+from bridge.nri.runtime_setup import DEFAULT_REGISTRATION_TIMEOUT_S, RuntimeSetup, ServiceOptions
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.ttrpc_server import MethodHandler
 
@@ -37,20 +37,20 @@ class PluginService:
         chain: EventHandler = DeadlineGuard(handler, self.stats)
         if options.track_state:
             chain = StateTracking(chain, cache)
-        self._lifecycle = Lifecycle(chain, defer_updates, options, self.stats,
+        self._setup = RuntimeSetup(chain, defer_updates, options, self.stats,
                                     on_configured, on_synchronized)
-        self._dispatch = EventDispatch(self._lifecycle, chain)
+        self._dispatch = EventDispatch(self._setup, chain)
 
     @property
     def runtime(self) -> RuntimeInfo | None:
-        return self._lifecycle.runtime
+        return self._setup.runtime
 
     @property
-    def subscribed(self) -> frozenset[Event]:
-        return self._lifecycle.subscribed
+    def subscribed(self) -> frozenset[NriEvent]:
+        return self._setup.subscribed
 
     def table(self) -> dict[str, dict[str, MethodHandler]]:
         return {PLUGIN_SERVICE: self._dispatch.table()}
 
     def shutdown(self) -> None:
-        self._lifecycle.shutdown()
+        self._setup.shutdown()

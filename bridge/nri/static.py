@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import ConversionError, from_json
 from bridge.errors import ConfigError
@@ -78,8 +78,8 @@ class StaticHandler:
     def __init__(self, settings: StaticSettings) -> None:
         self.settings = settings
 
-    def wanted_events(self) -> frozenset[Event]:
-        return frozenset(Event) - {Event.VALIDATE_CONTAINER_ADJUSTMENT}
+    def wanted_events(self) -> frozenset[NriEvent]:
+        return frozenset(NriEvent) - {NriEvent.VALIDATE_CONTAINER_ADJUSTMENT}
 
     async def configure(self, runtime: RuntimeInfo) -> None:
         return None

@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from bridge.contract.capabilities import runtime_ref
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.codec import reply_json, updates_json
 from bridge.contract.request_body import Payload, PayloadBuilder, envelope_document
 from bridge.nri.event_call import NO_CHANGE, Answer, EventCall, EventHandler, Layer
@@ -27,7 +27,7 @@ class RecordingHandler(Layer):
         self.recorder = recorder
         self._payloads = PayloadBuilder()  # the webhook handler's encoder, with its own pod cache
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         return super().wanted_events() | CACHE_EVENTS
 
     def _record(self, call: EventCall, payload: Payload, reply: dict[str, Any],

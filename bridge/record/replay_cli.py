@@ -6,8 +6,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from bridge.contract.replay import Outcome, ReplayInputError, compare, load_cases, replay_body
 from bridge.errors import ConfigError
+from bridge.replies.replay import Outcome, ReplayInputError, compare, load_cases, replay_body
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.specs import parse_duration, webhook_from_url

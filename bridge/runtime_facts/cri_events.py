@@ -18,16 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 
-CRI_EVENTS: Mapping[str, tuple[Event, ...]] = MappingProxyType({
-    "RunPodSandbox": (Event.RUN_POD_SANDBOX,),
-    "StopPodSandbox": (Event.STOP_POD_SANDBOX,),
-    "RemovePodSandbox": (Event.REMOVE_POD_SANDBOX,),
-    "UpdatePodSandboxResources": (Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX),
-    "CreateContainer": (Event.CREATE_CONTAINER, Event.POST_CREATE_CONTAINER),
-    "StartContainer": (Event.START_CONTAINER, Event.POST_START_CONTAINER),
-    "UpdateContainerResources": (Event.UPDATE_CONTAINER, Event.POST_UPDATE_CONTAINER),
-    "StopContainer": (Event.STOP_CONTAINER,),
-    "RemoveContainer": (Event.REMOVE_CONTAINER,),
+CRI_EVENTS: Mapping[str, tuple[NriEvent, ...]] = MappingProxyType({
+    "RunPodSandbox": (NriEvent.RUN_POD_SANDBOX,),
+    "StopPodSandbox": (NriEvent.STOP_POD_SANDBOX,),
+    "RemovePodSandbox": (NriEvent.REMOVE_POD_SANDBOX,),
+    "UpdatePodSandboxResources": (NriEvent.UPDATE_POD_SANDBOX, NriEvent.POST_UPDATE_POD_SANDBOX),
+    "CreateContainer": (NriEvent.CREATE_CONTAINER, NriEvent.POST_CREATE_CONTAINER),
+    "StartContainer": (NriEvent.START_CONTAINER, NriEvent.POST_START_CONTAINER),
+    "UpdateContainerResources": (NriEvent.UPDATE_CONTAINER, NriEvent.POST_UPDATE_CONTAINER),
+    "StopContainer": (NriEvent.STOP_CONTAINER,),
+    "RemoveContainer": (NriEvent.REMOVE_CONTAINER,),
 })

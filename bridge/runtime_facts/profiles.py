@@ -13,6 +13,9 @@ flags cannot drift apart:
 | v0.10/11  | yes      | no          | 0x3FFF | > 4 MiB    | StateChange (+UpdatePodSandbox)  |
 | >= v0.12  | yes      | yes         | 0x3FFF | > 4 MiB    | dedicated RPCs, SC fallback      |
 
+The mask and the events a runtime has come from the event catalogue's `since` column
+(bridge.contract.catalogue: `known_to`, `supported_mask`), the rest from the version checks below.
+
 Two facts are not a function of the NRI version but of the runtime around it,
 so a profile states them (recorded 2026-11-24, bridge/simulator/scenarios): whether a
 CRI UpdatePodSandboxResources reaches NRI at all (containerd 2.2.x leaves the
@@ -30,8 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.catalogue import Event
-from bridge.contract.nri_version import Version, plugin_updates_can_deadlock, supported_mask
+from bridge.contract.catalogue import NriEvent, known_to, supported_mask
+from bridge.contract.nri_version import Version, plugin_updates_can_deadlock
 from bridge.contract.runtime_effects import Runtime
 from bridge.contract.runtime_hazards import Hazard, hazards_for
 from bridge.runtime_facts.runtime_defaults import CONTAINERD_1_7, CONTAINERD_2, RuntimeDefaults
@@ -83,19 +86,17 @@ class RuntimeProfile:
         """Dedicated RPCs for every event, StateChange only as fallback (v0.12.0+)."""
         return self.nri >= (0, 12, 0)
 
-    @property
-    def pod_update_events(self) -> bool:
-        """UpdatePodSandbox, PostUpdatePodSandbox and validation exist (v0.10.0+)."""
-        return self.nri >= (0, 10, 0)
+    def knows(self, event: NriEvent) -> bool:
+        """Whether the runtime's NRI version has `event` (the catalogue's `since` column)."""
+        return event in known_to(self.nri)
 
-    def delivers(self, event: Event) -> bool:
+    def delivers(self, event: NriEvent) -> bool:
         """Whether this runtime ever sends `event` to a subscribed plugin."""
-        if event in (Event.UPDATE_POD_SANDBOX, Event.POST_UPDATE_POD_SANDBOX,
-                     Event.VALIDATE_CONTAINER_ADJUSTMENT) and not self.pod_update_events:
+        if not self.knows(event):
             return False
-        if event is Event.UPDATE_POD_SANDBOX:
+        if event is NriEvent.UPDATE_POD_SANDBOX:
             return self.resizes_pods
-        if event is Event.POST_UPDATE_POD_SANDBOX:
+        if event is NriEvent.POST_UPDATE_POD_SANDBOX:
             return self.resizes_pods and self.post_resize_event
         return True
 

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.plugin_lifecycle import Lifecycle, Phase, Step
 from bridge.errors import ConnectionClosed, ProtocolError, RpcError
 from bridge.transport.trunk import Trunk
@@ -97,7 +97,7 @@ class PluginConnection:
         return (self.state is Phase.SYNCHRONIZED and self.trunk is not None
                 and self.trunk.is_open)
 
-    def subscribed(self, event: Event) -> bool:
+    def subscribed(self, event: NriEvent) -> bool:
         return bool(self.events & event.bit)
 
     def advance(self, step: Step) -> None:

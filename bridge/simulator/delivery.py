@@ -26,7 +26,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from bridge.contract.applied_view import as_applied
-from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, Event, updates_in
+from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, NriEvent, updates_in
 from bridge.contract.runtime_effects import Route
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_adjustment
@@ -49,9 +49,9 @@ log = logging.getLogger(__name__)
 # Events that v0.12+ delivers through a dedicated RPC with a StateChange
 # fallback, and that older runtimes always deliver through StateChange.
 FALLBACK_EVENTS = frozenset({
-    Event.RUN_POD_SANDBOX, Event.STOP_POD_SANDBOX, Event.REMOVE_POD_SANDBOX,
-    Event.POST_CREATE_CONTAINER, Event.START_CONTAINER, Event.POST_START_CONTAINER,
-    Event.POST_UPDATE_CONTAINER, Event.REMOVE_CONTAINER, Event.POST_UPDATE_POD_SANDBOX,
+    NriEvent.RUN_POD_SANDBOX, NriEvent.STOP_POD_SANDBOX, NriEvent.REMOVE_POD_SANDBOX,
+    NriEvent.POST_CREATE_CONTAINER, NriEvent.START_CONTAINER, NriEvent.POST_START_CONTAINER,
+    NriEvent.POST_UPDATE_CONTAINER, NriEvent.REMOVE_CONTAINER, NriEvent.POST_UPDATE_POD_SANDBOX,
 })
 
 
@@ -104,12 +104,13 @@ class Dispatcher:
         self._close = close
         self._all_plugins = all_plugins
 
-    def supports(self, event: Event) -> bool:
+    def supports(self, event: NriEvent) -> bool:
         return self.profile.delivers(event)
 
     # -- delivery ---------------------------------------------------------------------
 
-    async def deliver(self, conn: PluginConnection, event: Event, request: Any) -> Message | None:
+    async def deliver(self, conn: PluginConnection, event: NriEvent,
+                      request: Any) -> Message | None:
         """Send one event to one plugin; returns its decoded response (None via StateChange)."""
         if event in FALLBACK_EVENTS and (not self.profile.dedicated_rpcs or conn.use_state_change):
             change = api.StateChangeEvent(event=event.proto)
@@ -133,7 +134,7 @@ class Dispatcher:
             raise
         return decode_message(RESPONSE_TYPES[event], payload)
 
-    async def _timed(self, clock: list[float], conn: PluginConnection, event: Event,
+    async def _timed(self, clock: list[float], conn: PluginConnection, event: NriEvent,
                      request: Any) -> Message | None:
         started = time.perf_counter()
         try:
@@ -141,23 +142,24 @@ class Dispatcher:
         finally:
             clock[0] += time.perf_counter() - started
 
-    def _targets(self, plugins: Sequence[PluginConnection], event: Event) -> list[PluginConnection]:
+    def _targets(self, plugins: Sequence[PluginConnection],
+                 event: NriEvent) -> list[PluginConnection]:
         return [p for p in plugins if p.is_active and p.subscribed(event)]
 
     # -- event flows --------------------------------------------------------------------
 
-    async def run(self, event: Event, plugins: Sequence[PluginConnection], request: Any,
+    async def run(self, event: NriEvent, plugins: Sequence[PluginConnection], request: Any,
                   ) -> EventResult:
         """Run `request` (one of REQUEST_TYPES) through the subscribed plugins."""
         started = time.perf_counter()
         clock = [0.0]
-        if event is Event.CREATE_CONTAINER:
+        if event is NriEvent.CREATE_CONTAINER:
             assert isinstance(request, api.CreateContainerRequest)
             return await self._create(plugins, request, started, clock)
         responses: list[tuple[str, Message | None]] = []
         owners = Ownership()
         pending: api.ContainerUpdate | None = None
-        if event is Event.UPDATE_CONTAINER:
+        if event is NriEvent.UPDATE_CONTAINER:
             pending = api.ContainerUpdate(container_id=request.container.id)
             pending.linux.resources.CopyFrom(request.linux_resources)
         updates = UpdateResult(owners, pending=pending)
@@ -189,7 +191,7 @@ class Dispatcher:
     async def _create(self, plugins: Sequence[PluginConnection],
                       request: api.CreateContainerRequest, started: float,
                       clock: list[float]) -> EventResult:
-        event = Event.CREATE_CONTAINER
+        event = NriEvent.CREATE_CONTAINER
         original = api.Container()
         original.CopyFrom(request.container)
         # Later plugins see earlier changes; RuntimeCrashed propagates: the runtime is gone.
@@ -223,7 +225,7 @@ class Dispatcher:
                         original: api.Container, merged: api.CreateContainerResponse,
                         owners: Ownership) -> str | None:
         """Run validators concurrently (v0.10+); returns why creation fails, or None."""
-        event = Event.VALIDATE_CONTAINER_ADJUSTMENT
+        event = NriEvent.VALIDATE_CONTAINER_ADJUSTMENT
         validators = self._targets(plugins, event) if self.supports(event) else []
         builtin = self.default_validator if self.supports(event) else None
         if not validators and builtin is None:
@@ -278,7 +280,7 @@ class Dispatcher:
         return container
 
     @staticmethod
-    def _failed(event: Event, started: float, error: str,
+    def _failed(event: NriEvent, started: float, error: str,
                 responses: list[tuple[str, Message | None]]) -> EventResult:
         log.warning("%s failed: %s", event.rpc_name, error)
         return EventResult(event.rpc_name, time.perf_counter() - started, error=error,

@@ -25,7 +25,7 @@ from typing import Any
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import DecodeError, Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, RESPONSE_TYPES, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, RESPONSE_TYPES, NriEvent
 from bridge.proto.nri import api_pb2 as api
 
 # The Plugin-service messages of the RPCs a runtime sends that are not events.
@@ -46,7 +46,7 @@ class WireLine:
     """One recorded RPC: what the runtime sent and what the recording plugin answered."""
 
     rpc: str
-    event: Event | None  # the StateChange event; for a dedicated RPC, its event
+    event: NriEvent | None  # the StateChange event; for a dedicated RPC, its event
     request: Message
     response: Message
 
@@ -82,7 +82,7 @@ def parse_line(raw: Mapping[str, Any], where: str = "wire line") -> WireLine:
         _restore(request, unknown, where)
     if rpc == "StateChange":
         try:
-            event: Event | None = Event(request.event)  # type: ignore[attr-defined]
+            event: NriEvent | None = NriEvent(request.event)  # type: ignore[attr-defined]
         except ValueError:
             event = None
     else:

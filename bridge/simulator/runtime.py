@@ -1,6 +1,6 @@
 """`SimulatedRuntime`: containerd's side of NRI over a real Unix socket.
 
-Lifecycle of the socket (docs/protocol.md#external-plugins): `start()` deletes a stale socket,
+The socket (docs/protocol.md#external-plugins): `start()` deletes a stale socket,
 creates the parent directory with mode 0700 and listens; `stop()` closes every
 plugin and the listener and removes the socket, after which `start()` may be
 called again (runtime restart).
@@ -16,7 +16,8 @@ Events, Synchronize and UpdateContainers share one lock, as in containerd
 inside an event handler deadlocks until the request timeout closes it, as it would for real.
 On a profile whose NRI can deadlock on a plugin's UpdateContainers even outside handlers
 (docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), every such call is applied and
-also kept in `unsafe_updates`, so a test can require that none came. With `cri_socket` the
+also kept in `unsafe_updates`, so a test can require that none came (the updates a runtime
+receives are kept by bridge.simulator.update_intake). With `cri_socket` the
 runtime also serves CRI UpdateContainerResources there (bridge.simulator.cri_server).
 
 A plugin response that sets off one of the profile's hazards
@@ -41,7 +42,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, NriEvent
 from bridge.contract.plugin_lifecycle import Phase, Step
 from bridge.errors import RpcError
 from bridge.proto.nri import api_pb2 as api
@@ -55,6 +56,7 @@ from bridge.simulator.connection import (
 )
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.delivery import Dispatcher, EventResult
+from bridge.simulator.event_request import event_request
 from bridge.simulator.handshake import (
     HandshakeFailed,
     accepted_mask,
@@ -62,8 +64,10 @@ from bridge.simulator.handshake import (
     identity_problem,
     synchronize,
 )
+from bridge.simulator.launched_plugin import spawn_plugin
 from bridge.simulator.result_merge import RuntimeCrashed
 from bridge.simulator.state import RuntimeState
+from bridge.simulator.update_intake import UpdateIntake
 from bridge.transport.trunk import Trunk
 from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire import envelope, mux
@@ -103,23 +107,24 @@ class SimulatedRuntime:
         self.serialize_events = serialize_events
         self.config = config
         self.state = RuntimeState(self.profile.runtime)
-        # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources.
-        self.updates: list[api.ContainerUpdate] = []
-        self.cri_updates: list[api.ContainerUpdate] = []  # those that came through CRI
-        # UpdateContainers calls on a profile they can deadlock (plugin label, update count).
-        self.unsafe_updates: list[tuple[str, int]] = []
-        self.failed_updates: list[api.ContainerUpdate] = []
+        # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources
+        # (the intake's lists, named here for tests).
+        self.intake = UpdateIntake(self.profile)
+        self.updates = self.intake.updates
+        self.cri_updates = self.intake.cri_updates
+        self.unsafe_updates = self.intake.unsafe_updates
+        self.failed_updates = self.intake.failed_updates
         self.sync_updates: list[api.ContainerUpdate] = []  # returned by Synchronize
         self.closed_plugins: list[tuple[str, str]] = []  # closed by the runtime, with why
         self.lost_plugins: list[tuple[str, str]] = []  # went away by themselves
         self.connections: list[PluginConnection] = []
         self.crashed: str | None = None  # the panic that took the runtime down, until start()
-        if default_validator is not None and not self.profile.pod_update_events:
+        if default_validator is not None and not self.profile.knows(
+                NriEvent.VALIDATE_CONTAINER_ADJUSTMENT):
             raise SimulatorError(f"{self.profile.key} has no default validator (NRI < v0.10)")
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self._close_plugin,
                                      lambda: self.connections, default_validator)
         self._lock = asyncio.Lock()
-        self._updates_arrived = asyncio.Event()
         self._ready: asyncio.Queue[PluginConnection] = asyncio.Queue()
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
@@ -206,11 +211,7 @@ class SimulatedRuntime:
     async def wait_updates(self, count: int = 1, timeout_s: float = 5.0,
                            ) -> list[api.ContainerUpdate]:
         """Wait until `count` unsolicited updates in total arrived (NRI or CRI)."""
-        async with asyncio.timeout(timeout_s):
-            while len(self.updates) < count:
-                self._updates_arrived.clear()
-                await self._updates_arrived.wait()
-        return list(self.updates)
+        return await self.intake.wait(count, timeout_s)
 
     async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -233,24 +234,10 @@ class SimulatedRuntime:
 
     def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
         """Start a pre-registered plugin the way the runtime does
-        (docs/protocol.md#launched-plugins).
-
-        The plugin's end of a socketpair becomes its fd 3; its environment is
-        exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3; stdin,
-        stdout and stderr are /dev/null. Registration, Configure and Synchronize
-        then run as for a plugin that connected to the socket. The caller owns
-        the returned process (stop it by its PID).
-        """
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fd = theirs.fileno()
-        try:
-            proc = subprocess.Popen(
-                list(argv), env={"NRI_PLUGIN_NAME": name, "NRI_PLUGIN_IDX": index,
-                                 "NRI_PLUGIN_SOCKET": "3"},
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                pass_fds=(3,), preexec_fn=lambda: os.dup2(fd, 3))
-        finally:
-            theirs.close()
+        (bridge.simulator.launched_plugin); registration, Configure and Synchronize then run as
+        for a plugin that connected to the socket. The caller owns the returned process (stop
+        it by its PID)."""
+        ours, proc = spawn_plugin(argv, name, index)
         self._seq += 1
         conn = PluginConnection(self._seq)
         self.connections.append(conn)
@@ -359,21 +346,9 @@ class SimulatedRuntime:
         req = decode_message(api.UpdateContainersRequest, request.payload, RpcError)
         if conn.state in (Phase.CONNECTED, Phase.CLOSED):
             raise RpcError(Code.FAILED_PRECONDITION, "plugin not registered")
-        failed: list[api.ContainerUpdate] = []
-        if self.profile.plugin_updates_deadlock:
-            log.warning("%s: UpdateContainers from plugin %s can deadlock %s (NRI v%d.%d.%d)",
-                        self.profile.key, conn.label, self.profile.runtime_name,
-                        *self.profile.nri)
-            self.unsafe_updates.append((conn.label, len(req.update)))
+        self.intake.note_call(conn.label, len(req.update))
         async with self._event_lock():
-            for update in req.update:
-                self.updates.append(update)
-                if update.container_id not in self.state.containers:
-                    continue  # unknown ids are skipped silently (containerd)
-                if not self.state.apply_update(update):
-                    failed.append(update)
-        self.failed_updates.extend(failed)
-        self._updates_arrived.set()
+            failed = self.intake.apply(req.update, self.state)
         if any(not u.ignore_failure for u in failed):
             # ttrpc drops the payload on error: the plugin never sees `failed`.
             raise RpcError(Code.UNKNOWN, "NRI update of some containers failed")
@@ -381,15 +356,13 @@ class SimulatedRuntime:
 
     def note_cri_update(self, update: api.ContainerUpdate) -> None:
         """Record an update that came through CRI UpdateContainerResources."""
-        self.updates.append(update)
-        self.cri_updates.append(update)
-        self._updates_arrived.set()
+        self.intake.note_cri(update)
 
     # -- events -------------------------------------------------------------------------
 
     async def run_event(
         self,
-        event: Event | str,
+        event: NriEvent | str,
         pod: api.PodSandbox,
         container: api.Container | None = None,
         *,
@@ -397,34 +370,12 @@ class SimulatedRuntime:
         overhead_linux_resources: api.LinuxResources | None = None,
     ) -> EventResult:
         """Run one lifecycle event through every subscribed plugin."""
-        request = self.build_request(event, pod, container, linux_resources=linux_resources,
-                                     overhead_linux_resources=overhead_linux_resources)
+        request = event_request(self._event(event), pod, container,
+                                linux_resources=linux_resources,
+                                overhead_linux_resources=overhead_linux_resources)
         return await self.run_request(event, request)
 
-    def build_request(
-        self,
-        event: Event | str,
-        pod: api.PodSandbox,
-        container: api.Container | None = None,
-        *,
-        linux_resources: api.LinuxResources | None = None,
-        overhead_linux_resources: api.LinuxResources | None = None,
-    ) -> Message:
-        kind = self._event(event)
-        request = REQUEST_TYPES[kind]()
-        fields = request.DESCRIPTOR.fields_by_name
-        # Reflective: the same field names on fourteen request types.
-        getattr(request, "pod").CopyFrom(pod)  # noqa: B009
-        if container is not None and "container" in fields:
-            getattr(request, "container").CopyFrom(container)  # noqa: B009
-        if linux_resources is not None and "linux_resources" in fields:
-            getattr(request, "linux_resources").CopyFrom(linux_resources)  # noqa: B009
-        if overhead_linux_resources is not None and "overhead_linux_resources" in fields:
-            getattr(request, "overhead_linux_resources").CopyFrom(  # noqa: B009
-                overhead_linux_resources)
-        return request
-
-    async def run_request(self, event: Event | str, request: Message) -> EventResult:
+    async def run_request(self, event: NriEvent | str, request: Message) -> EventResult:
         """Run a ready-made request message (scenarios use this)."""
         kind = self._event(event)
         async with self._event_lock():
@@ -437,21 +388,21 @@ class SimulatedRuntime:
         return result
 
     async def create_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
-        return await self.run_event(Event.CREATE_CONTAINER, pod, container)
+        return await self.run_event(NriEvent.CREATE_CONTAINER, pod, container)
 
     async def update_container(self, pod: api.PodSandbox, container: api.Container,
                                linux_resources: api.LinuxResources) -> EventResult:
-        return await self.run_event(Event.UPDATE_CONTAINER, pod, container,
+        return await self.run_event(NriEvent.UPDATE_CONTAINER, pod, container,
                                     linux_resources=linux_resources)
 
     async def stop_container(self, pod: api.PodSandbox, container: api.Container) -> EventResult:
-        return await self.run_event(Event.STOP_CONTAINER, pod, container)
+        return await self.run_event(NriEvent.STOP_CONTAINER, pod, container)
 
-    def _fold(self, event: Event, request: Message, result: EventResult) -> None:
+    def _fold(self, event: NriEvent, request: Message, result: EventResult) -> None:
         pod = getattr(request, "pod", None)
         container = result.container
         self.state.observe(event, pod, container)
-        if event is Event.UPDATE_CONTAINER and container is not None:
+        if event is NriEvent.UPDATE_CONTAINER and container is not None:
             current = self.state.containers.get(container.id)
             if current is not None:
                 current.linux.resources.CopyFrom(container.linux.resources)
@@ -459,13 +410,13 @@ class SimulatedRuntime:
             if not self.state.apply_reply_update(update):
                 log.info("%s: update of %s failed", event.rpc_name, update.container_id)
 
-    def _event(self, event: Event | str) -> Event:
+    def _event(self, event: NriEvent | str) -> NriEvent:
         if isinstance(event, str):
             try:
                 event = EVENTS_BY_RPC[event]
             except KeyError:
                 raise SimulatorError(f"unknown event {event!r}") from None
-        if event is Event.VALIDATE_CONTAINER_ADJUSTMENT:
+        if event is NriEvent.VALIDATE_CONTAINER_ADJUSTMENT:
             raise SimulatorError("validation runs as part of CreateContainer")
         if self.crashed is not None:
             raise SimulatorError(f"{self.profile.key} crashed: {self.crashed}")
@@ -481,7 +432,7 @@ class SimulatedRuntime:
             return self._lock
         return contextlib.nullcontext()
 
-    async def _crash(self, event: Event, panic: str) -> EventResult:
+    async def _crash(self, event: NriEvent, panic: str) -> EventResult:
         """The runtime process dies: no listener, no plugins (see the module docstring)."""
         log.error("simulated %s %s crashed during %s: %s", self.profile.runtime_name,
                   self.profile.runtime_version, event.rpc_name, panic)

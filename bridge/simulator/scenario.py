@@ -31,7 +31,7 @@ from typing import Any
 from google.protobuf.json_format import ParseDict, ParseError
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES, NriEvent
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.profiles import PROFILES
 from bridge.simulator.delivery import EventResult
@@ -49,7 +49,7 @@ class ScenarioError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class EventStep:
-    event: Event
+    event: NriEvent
     request: Message  # one of bridge.contract.catalogue.REQUEST_TYPES; copied before each run
 
     @property

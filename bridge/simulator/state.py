@@ -1,7 +1,7 @@
 """The simulated runtime's own pods and containers: the store Synchronize sends.
 
-The table is the one every part folds events into (bridge.contract.node_fold, over protobuf
-messages by bridge.contract.message_tables: the bridge's state cache and the policy server's
+The table is the one every part folds events into (bridge.node_tables.fold, over protobuf
+messages by bridge.node_tables.messages: the bridge's state cache and the policy server's
 NodeView use it too); this module owns what the runtime feeds it. The runtime is the source of
 truth, not an observer, so: a pod exists from its RunPodSandbox (or from being seeded before the
 plugin connected) until its RemovePodSandbox, never because an event names it, and no pod is
@@ -21,9 +21,9 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event
-from bridge.contract.message_tables import FOLD_NAMES, UNBOUNDED, message_tables
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.runtime_effects import Route, Runtime
+from bridge.node_tables.messages import FOLD_NAMES, UNBOUNDED, message_tables
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_update
 
@@ -55,15 +55,15 @@ class RuntimeState:
     def snapshot(self) -> tuple[list[api.PodSandbox], list[api.Container]]:
         return list(self.pods.values()), list(self.containers.values())
 
-    def observe(self, event: Event, pod: api.PodSandbox | None,
+    def observe(self, event: NriEvent, pod: api.PodSandbox | None,
                 container: api.Container | None) -> None:
         """Fold a successfully completed lifecycle event into the state."""
         if pod is not None and pod.id not in self.pods and event not in (
-                Event.RUN_POD_SANDBOX, Event.REMOVE_POD_SANDBOX):
+                NriEvent.RUN_POD_SANDBOX, NriEvent.REMOVE_POD_SANDBOX):
             pod = None  # an event does not create the pod it names
         if container is not None and container.id:
             current = self.containers.get(container.id)
-            container = (current if current is not None and event is not Event.CREATE_CONTAINER
+            container = (current if current is not None and event is not NriEvent.CREATE_CONTAINER
                          else _copy(container))
         self._tables.fold(FOLD_NAMES[event], None if pod is None else _copy(pod), container)
 

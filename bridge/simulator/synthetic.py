@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.scenario import load_scenario
 
@@ -20,7 +20,7 @@ TEMPLATE_SCENARIO = "containerd-2.1.9-events.jsonl"
 @functools.cache
 def _template() -> tuple[bytes, bytes]:
     for step in load_scenario(TEMPLATE_SCENARIO).events:
-        if step.event is Event.CREATE_CONTAINER:
+        if step.event is NriEvent.CREATE_CONTAINER:
             request: Any = step.request
             return request.pod.SerializeToString(), request.container.SerializeToString()
     raise LookupError(f"{TEMPLATE_SCENARIO} has no CreateContainer")

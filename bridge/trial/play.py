@@ -32,7 +32,6 @@ from typing import Any
 import yaml
 
 from bridge.config_file import BridgeConfig
-from bridge.contract.handler_crash import crashes
 from bridge.contract.runtime_effects import Runtime
 from bridge.errors import BridgeError
 from bridge.kube import (
@@ -46,6 +45,7 @@ from bridge.kube import (
     pod_sandbox,
 )
 from bridge.kube.resize import Resize
+from bridge.replies.handler_crash import crashes
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
@@ -60,7 +60,7 @@ BRIDGE_STOP_TIMEOUT_S = 10.0
 # kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
 # the profile has it, PostUpdateContainer).
 RESIZE = "UpdateContainerResources"
-# The bridge's log line for every failed webhook call (bridge.webhooks.fanout).
+# The bridge's log line for every failed webhook call (bridge.webhooks.call_sequence).
 CALL_FAILED = "webhook call failed"
 
 
@@ -198,7 +198,7 @@ def _size(path: Path) -> int:
 
 
 def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
-    """`exchanges` with a reply that says a handler raised (bridge.contract.handler_crash)
+    """`exchanges` with a reply that says a handler raised (bridge.replies.handler_crash)
     marked failed: a crash is a failed call, as a reply that is not JSON is (issue 34)."""
     out = []
     for ex in exchanges:

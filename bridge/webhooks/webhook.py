@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge.contract.checked import MAX_BYTES, MAX_ENTRIES, CheckedReplies
 from bridge.contract.request_body import Payload, envelope
 from bridge.webhooks.breaker import CircuitBreaker
+from bridge.webhooks.checked import MAX_BYTES, MAX_ENTRIES, CheckedReplies
 from bridge.webhooks.client import PolicyClient, decode_reply
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
@@ -20,7 +20,7 @@ from bridge.webhooks.specs import FailurePolicy, Mode, WebhookSpec
 
 # Below this there is no point in starting an HTTP exchange.
 MIN_CALL_BUDGET_S = 0.002
-# Remembered replies per webhook, each at most this big (bridge.contract.checked).
+# Remembered replies per webhook, each at most this big (bridge.webhooks.checked).
 MAX_CHECKED, MAX_CHECKED_BYTES = MAX_ENTRIES, MAX_BYTES
 
 

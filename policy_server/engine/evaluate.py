@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from bridge.contract.catalogue import REPLY_KEYS, EventName
-from bridge.contract.handler_crash import crash_note
+from bridge.replies.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PolicyError

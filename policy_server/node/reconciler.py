@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bridge.contract.gc_pause import paused_gc
+from bridge.process.gc_pause import paused_gc
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
@@ -178,7 +178,7 @@ class NodeReconciler:
         started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
-        with paused_gc():  # the whole node (bridge.contract.gc_pause)
+        with paused_gc():  # the whole node (bridge.process.gc_pause)
             event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
@@ -190,7 +190,7 @@ class NodeReconciler:
             event = _with_file_values(event, values, weights)
         effects: list[Effect] = []
         for name in self.plans:
-            with paused_gc():  # the whole node (bridge.contract.gc_pause)
+            with paused_gc():  # the whole node (bridge.process.gc_pause)
                 evaluation = self.engine.evaluate(name, event)
             self.observe(evaluation)
             for warning in evaluation.decision.warnings:

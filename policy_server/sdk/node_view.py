@@ -9,7 +9,7 @@ The view is only as complete as the events the bridge sends to this server: a we
 it current subscribes to Synchronize and to the create/stop/remove events. It shows what the
 runtime reported, not what a policy answered (an adjustment appears once a later event reports
 the container again). The fold itself — what each event changes, and the bound — is the one the
-bridge's state cache uses (bridge.contract.node_fold). ``snapshot``/``restore`` let the engine keep
+bridge's state cache uses (bridge.node_tables.fold). ``snapshot``/``restore`` let the engine keep
 a dry-run copy apart from the real view. Must not do I/O or know policies.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from bridge.contract.catalogue import EventName
-from bridge.contract.node_fold import CREATED, MAX_OBJECTS, RUNNING, STOPPED, NodeTables
+from bridge.node_tables.fold import CREATED, MAX_OBJECTS, RUNNING, STOPPED, NodeTables
 from policy_server.sdk.model import Container, Event, Pod
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 

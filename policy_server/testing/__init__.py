@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
-from bridge.contract.replay import Case, Outcome, compare, load_cases
 from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
+from bridge.replies.replay import Case, Outcome, compare, load_cases
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies

@@ -26,7 +26,7 @@ from bridge.app import watch_runner
 from bridge.metrics import Metrics
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import parse_webhooks
 from tests.deploy import dashboard as g
 from tests.deploy.support import DEPLOY, REPO

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.cache import StateCache
 from bridge.nri.handler_api import Handler
 from bridge.nri.service import PluginService, ServiceOptions
@@ -46,8 +46,8 @@ class MemoryTransport(asyncio.Transport):
 class EveryEvent(Handler):
     """Subscribes to every event and answers each with "no change"."""
 
-    def wanted_events(self) -> frozenset[Event]:
-        return frozenset(Event)
+    def wanted_events(self) -> frozenset[NriEvent]:
+        return frozenset(NriEvent)
 
 
 def plugin_trunk(max_request_bytes: int) -> tuple[Trunk, MemoryTransport, PluginService]:

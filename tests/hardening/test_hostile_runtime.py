@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import RpcError
-from bridge.nri import lifecycle
+from bridge.nri import runtime_setup
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
@@ -186,7 +186,7 @@ async def test_a_cut_off_message_waits_for_the_rest_with_the_socket_open(
     async with connected(sock_path, Handler()) as h:
         runtime_side, plugin_side = _trunks(h)
         replies = _replies(runtime_side)
-        body = _state_change(event=Event.START_CONTAINER, pod=pod_and_container[0])
+        body = _state_change(event=NriEvent.START_CONTAINER, pod=pod_and_container[0])
         frame = ttrpc.HEADER.pack(len(body), 101, ttrpc.MessageType.REQUEST, 0) + body
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[:7]))
         runtime_side.send_raw(mux.encode_message(mux.PLUGIN_SERVICE_CONN, frame[7:40]))
@@ -301,7 +301,7 @@ class Recorder(Handler):
 
 async def test_a_synchronize_that_never_ends_buffers_a_bounded_amount(
         sock_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lifecycle, "MAX_SYNC_OBJECTS", 50)
+    monkeypatch.setattr(runtime_setup, "MAX_SYNC_OBJECTS", 50)
     handler = Recorder()
     async with connected(sock_path, handler, "nri-v0.12") as h:
         pods, containers = synthetic_state(10, 30)

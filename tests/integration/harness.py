@@ -21,7 +21,7 @@ from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 from tests.simulator.harness import updates_for
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.contract.catalogue import Event, mask_of
+from bridge.contract.catalogue import NriEvent, mask_of
 from bridge.nri.handler_api import Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.connection import PluginConnection
@@ -15,8 +15,8 @@ from bridge.wire import envelope
 
 from .harness import RawPlugin, connected, raw_connected
 
-SUBSCRIBED = mask_of({Event.RUN_POD_SANDBOX, Event.CREATE_CONTAINER, Event.START_CONTAINER,
-                      Event.REMOVE_CONTAINER})
+SUBSCRIBED = mask_of({NriEvent.RUN_POD_SANDBOX, NriEvent.CREATE_CONTAINER, NriEvent.START_CONTAINER,
+                      NriEvent.REMOVE_CONTAINER})
 
 
 async def empty(request: envelope.Request) -> bytes:
@@ -71,8 +71,8 @@ async def test_unimplemented_switches_plugin_to_state_change_for_good(
         assert (await runtime.run_event("RemoveContainer", pod, container)).ok
         # Once switched, fallback events go straight to StateChange.
         assert methods[2:] == ["CreateContainer", "StateChange", "StateChange"]
-        assert state_change_events(plugin) == [Event.RUN_POD_SANDBOX, Event.START_CONTAINER,
-                                               Event.REMOVE_CONTAINER]
+        assert state_change_events(plugin) == [NriEvent.RUN_POD_SANDBOX, NriEvent.START_CONTAINER,
+                                               NriEvent.REMOVE_CONTAINER]
         # Unsubscribed events are not sent at all.
         assert (await runtime.run_event("StopPodSandbox", pod)).ok
         assert len(methods) == 5

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
 from tests.waiting import until_exited
 
@@ -21,7 +21,7 @@ async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_p
         assert conn.label.startswith("07-webhook-bridge"), conn.label
         assert conn.events & 0x8  # subscribed to CreateContainer (the cache needs it)
         step = next(s for s in load_scenario("containerd-2.1.9-events.jsonl").events
-                    if s.event is Event.CREATE_CONTAINER)
+                    if s.event is NriEvent.CREATE_CONTAINER)
         result = await runtime.create_container(step.request.pod, step.request.container)
         assert result.ok and not runtime.closed_plugins
         assert proc.poll() is None

@@ -17,7 +17,7 @@ from bridge.nri.handler_api import RuntimeInfo
 from bridge.nri.static import StaticHandler
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import template
-from bridge.webhooks.fanout import WebhookHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 from tests.waiting import until_exited
 
 CONF_D = json.dumps({"static": {"adjust": {"env": [{"key": "FROM_CONF_D", "value": "yes"}]}}})

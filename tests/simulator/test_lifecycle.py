@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bridge.contract.catalogue import EVENTS_BY_RPC, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, NriEvent
 from bridge.nri.handler_api import EventContext, Handler, RuntimeInfo
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import load_scenario, run_scenario
@@ -130,7 +130,7 @@ async def test_configure_per_profile(sock_path: Path, profile: str, request_ms: 
         assert runtime.nri_version == h.runtime.profile.nri
         # Only events the runtime knows, and never the validator bit by accident.
         assert h.conn.events & ~mask == 0
-        assert h.conn.events & Event.CREATE_CONTAINER.bit
+        assert h.conn.events & NriEvent.CREATE_CONTAINER.bit
 
 
 @pytest.mark.timeout(10)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bridge.contract.catalogue import Event, mask_of
+from bridge.contract.catalogue import NriEvent, mask_of
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
@@ -104,8 +104,8 @@ async def test_validator_sees_merged_adjustment_and_can_reject(
 
     plugin = RawPlugin(sock_path, {"CreateContainer": create,
                                    "ValidateContainerAdjustment": validate},
-                       events=mask_of({Event.CREATE_CONTAINER,
-                                       Event.VALIDATE_CONTAINER_ADJUSTMENT}))
+                       events=mask_of({NriEvent.CREATE_CONTAINER,
+                                       NriEvent.VALIDATE_CONTAINER_ADJUSTMENT}))
     async with raw_connected(sock_path, plugin, "nri-v0.12") as (runtime, _):
         result = await runtime.create_container(pod, container)
         assert result.error == ('validator "05-raw" rejected container adjustment, '
@@ -135,7 +135,7 @@ async def test_pod_update_events_only_on_v0_10_and_later(
         return b""
 
     plugin = RawPlugin(sock_path, {"UpdatePodSandbox": update_pod},
-                       events=mask_of({Event.UPDATE_POD_SANDBOX, Event.CREATE_CONTAINER}))
+                       events=mask_of({NriEvent.UPDATE_POD_SANDBOX, NriEvent.CREATE_CONTAINER}))
     async with raw_connected(sock_path, plugin, "nri-v0.12") as (runtime, _):
         resources = api.LinuxResources()
         resources.cpu.shares.value = 2048

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.profiles import PROFILES
@@ -47,8 +47,8 @@ class Noop(Handler):
     def __init__(self) -> None:
         self.validations: list[api.ValidateContainerAdjustmentRequest] = []
 
-    def wanted_events(self) -> frozenset[Event]:
-        return frozenset(Event)
+    def wanted_events(self) -> frozenset[NriEvent]:
+        return frozenset(NriEvent)
 
     async def create_container(self, ctx: EventContext, req: Any) -> api.CreateContainerResponse:
         rsp = api.CreateContainerResponse()
@@ -81,7 +81,7 @@ def _state_change_event(method: str, payload: bytes) -> str:
         return ""
     change = api.StateChangeEvent()
     change.ParseFromString(payload)
-    return Event(change.event).name
+    return NriEvent(change.event).name
 
 
 async def lifecycle(runtime: SimulatedRuntime) -> list[str]:

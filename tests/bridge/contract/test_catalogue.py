@@ -14,7 +14,7 @@ from pathlib import Path
 import policy_server
 from bridge.contract import catalogue as cat
 from bridge.contract import request_body, webhook_models
-from bridge.contract.catalogue import CATALOGUE, Event, EventName
+from bridge.contract.catalogue import CATALOGUE, EventName, NriEvent
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks import guard
 from bridge.webhooks import specs as webhook_config
@@ -28,13 +28,13 @@ def test_event_numbers_are_api_proto_numbers() -> None:
     proto = {v.name: v.number for v in api.DESCRIPTOR.enum_types_by_name["Event"].values}
     proto.pop("UNKNOWN")
     assert proto.pop("LAST") == 15
-    assert {e.name: e.value for e in Event} == proto
+    assert {e.name: e.value for e in NriEvent} == proto
 
 
 def test_names_cover_every_event_plus_synchronize() -> None:
     assert [n.name for n in EventName if n is not EventName.SYNCHRONIZE] == sorted(
-        (e.name for e in Event), key=lambda name: list(EventName.__members__).index(name))
-    assert {n.name for n in EventName} == {e.name for e in Event} | {"SYNCHRONIZE"}
+        (e.name for e in NriEvent), key=lambda name: list(EventName.__members__).index(name))
+    assert {n.name for n in EventName} == {e.name for e in NriEvent} | {"SYNCHRONIZE"}
     assert list(CATALOGUE) == list(EventName)
     for name, spec in CATALOGUE.items():
         assert spec.name is name
@@ -75,8 +75,10 @@ def test_views_are_projections_of_the_catalogue() -> None:
     assert {r.name for r in rows if "container" in r.payload} == cat.CONTAINER_EVENTS
     assert {r.event for r in events if r.payload[0] == "pod"
                               and "container" not in r.payload} == cat.POD_EVENTS
-    assert cat.mask_of(set(Event)) == cat.MASK_FROM_V0_10
-    assert cat.events_of(cat.MASK_BEFORE_V0_10) == {e for e in Event if e.value < 12}
+    assert cat.supported_mask((0, 12, 0)) == cat.mask_of(set(NriEvent))
+    # v0.10.0 added events 12-14 (the `since` column); a runtime before it knows 1-11.
+    assert cat.known_to((0, 9, 1)) == {e for e in NriEvent if e.value < 12}
+    assert cat.known_to(None) == cat.known_to((0, 9, 1))
 
 
 def test_consumers_use_the_catalogue_objects() -> None:
@@ -96,7 +98,7 @@ def test_consumers_use_the_catalogue_objects() -> None:
 def _complete_lists(path: Path) -> list[int]:
     """Line numbers of literal collections in `path` that name every event (a second list)."""
     names = set(cat.EVENT_NAMES)
-    members = {e.name for e in Event}
+    members = {e.name for e in NriEvent}
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
@@ -105,7 +107,7 @@ def _complete_lists(path: Path) -> list[int]:
             else node.elts
         strings = {i.value for i in items if isinstance(i, ast.Constant)} & names
         attrs = {i.attr for i in items if isinstance(i, ast.Attribute)} & members
-        if len(strings) >= len(Event) or len(attrs) >= len(Event):
+        if len(strings) >= len(NriEvent) or len(attrs) >= len(NriEvent):
             found.append(node.lineno)
     return found
 
@@ -119,7 +121,7 @@ SOURCES = sorted(
 def test_the_scan_finds_a_copied_list(tmp_path: Path) -> None:
     copy = tmp_path / "copy.py"
     copy.write_text(f"NAMES = {list(cat.EVENT_NAMES)!r}\nBY = {{"
-                    + ", ".join(f"Event.{e.name}: 1" for e in Event) + "}\n")
+                    + ", ".join(f"NriEvent.{e.name}: 1" for e in NriEvent) + "}\n")
     assert _complete_lists(copy) == [1, 2]
 
 

@@ -1,4 +1,4 @@
-"""One pod/container fold (bridge.contract.node_fold): the bridge's state cache (protobuf), the
+"""One pod/container fold (bridge.node_tables.fold): the bridge's state cache (protobuf), the
 policy server's NodeView (SDK dataclasses, from the envelope the bridge sends) and the simulated
 runtime's own store end every lifecycle in the same state, and RemovePodSandbox drops the
 containers still recorded for the pod in all three. The runtime, the source of truth, differs
@@ -13,8 +13,8 @@ from google.protobuf.message import Message
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, EventName
 from bridge.contract.codec import request_subjects
-from bridge.contract.node_fold import NodeTables
 from bridge.contract.request_body import PayloadBuilder, encode, envelope
+from bridge.node_tables.fold import NodeTables
 from bridge.nri.cache import StateCache
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.state import RuntimeState

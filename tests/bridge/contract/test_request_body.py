@@ -22,8 +22,8 @@ from bridge.nri.event_call import EventCall
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder
 from bridge.record.recording_handler import RecordingHandler
+from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.client import PolicyClient
-from bridge.webhooks.fanout import WebhookHandler
 from bridge.webhooks.webhook import Webhook
 from policy_server.engine.request import parse_request, synchronize_event
 from tests.bridge.webhooks.helpers import context, request, spec

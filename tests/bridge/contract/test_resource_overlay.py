@@ -4,7 +4,7 @@ reply, an unsolicited update (issue 33, item 5: MergeFrom appended hugepage limi
 
 from __future__ import annotations
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.contract.resource_overlay import RULES, overlay_resources
 from bridge.nri.cache import StateCache
 from bridge.proto.nri import api_pb2 as api
@@ -73,7 +73,7 @@ def _cache_with(cid: str) -> tuple[StateCache, api.PodSandbox, api.Container]:
     pod = api.PodSandbox(id="p")
     container = api.Container(id=cid, pod_sandbox_id="p")
     container.linux.resources.CopyFrom(_resources())
-    cache.observe(Event.CREATE_CONTAINER, pod, container)
+    cache.observe(NriEvent.CREATE_CONTAINER, pod, container)
     return cache, pod, container
 
 
@@ -81,7 +81,7 @@ def test_cache_create_container_adjustment() -> None:
     cache, pod, container = _cache_with("c1")
     resp = api.CreateContainerResponse()
     resp.adjust.linux.resources.CopyFrom(_change())
-    cache.apply_answer(Event.CREATE_CONTAINER,
+    cache.apply_answer(NriEvent.CREATE_CONTAINER,
                        api.CreateContainerRequest(pod=pod, container=container), resp)
     _assert_overlaid(cache.containers["c1"].linux.resources)
 
@@ -94,7 +94,7 @@ def test_cache_update_container_reply() -> None:
     answer = api.UpdateContainerResponse()
     mine = answer.update.add(container_id="c1")
     mine.linux.resources.CopyFrom(_change())
-    cache.apply_answer(Event.UPDATE_CONTAINER, req, answer)
+    cache.apply_answer(NriEvent.UPDATE_CONTAINER, req, answer)
     _assert_overlaid(cache.containers["c1"].linux.resources)
 
 
@@ -109,9 +109,9 @@ def test_cache_unsolicited_update() -> None:
 def test_cache_update_for_another_container_in_a_create_answer() -> None:
     cache, pod, _ = _cache_with("c0")
     new = api.Container(id="c1", pod_sandbox_id="p")
-    cache.observe(Event.CREATE_CONTAINER, pod, new)
+    cache.observe(NriEvent.CREATE_CONTAINER, pod, new)
     resp = api.CreateContainerResponse()
     resp.update.add(container_id="c0").linux.resources.CopyFrom(_change())
-    cache.apply_answer(Event.CREATE_CONTAINER, api.CreateContainerRequest(pod=pod, container=new),
-                       resp)
+    cache.apply_answer(NriEvent.CREATE_CONTAINER,
+                       api.CreateContainerRequest(pod=pod, container=new), resp)
     _assert_overlaid(cache.containers["c0"].linux.resources)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.contract.catalogue import Event, mask_of
-from bridge.contract.nri_version import nri_version_of, supported_mask
+from bridge.contract.catalogue import NriEvent, mask_of, supported_mask
+from bridge.contract.nri_version import nri_version_of
 
 
 @pytest.mark.parametrize(("name", "version", "reported", "expected"), [
@@ -42,5 +42,5 @@ def test_masks() -> None:
     assert supported_mask(None) == 0x07FF
     assert supported_mask((0, 10, 0)) == 0x3FFF
     assert supported_mask((0, 9, 1)) == 0x07FF  # CRI-O 1.33's pre-release: not risked
-    assert mask_of({Event.CREATE_CONTAINER, Event.STOP_CONTAINER}) == 0x208
-    assert Event.VALIDATE_CONTAINER_ADJUSTMENT.bit == 0x2000
+    assert mask_of({NriEvent.CREATE_CONTAINER, NriEvent.STOP_CONTAINER}) == 0x208
+    assert NriEvent.VALIDATE_CONTAINER_ADJUSTMENT.bit == 0x2000

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.errors import RpcError
 from bridge.nri.cache import StateCache
 from bridge.nri.dispatch import _reply
@@ -20,7 +20,7 @@ from bridge.proto.nri import api_pb2 as api
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 
 
-def call(event: Event | None, request: object = None, budget_s: float = 1.0,
+def call(event: NriEvent | None, request: object = None, budget_s: float = 1.0,
          **kw: object) -> EventCall:
     name = event.rpc_name if event is not None else "Synchronize"
     return EventCall(event=event, name=name, uid="u", runtime=RUNTIME, via_state_change=False,
@@ -54,14 +54,14 @@ class Stub(Handler):
 
 async def test_the_adapter_calls_the_method_named_after_the_event() -> None:
     stub = Stub()
-    assert stub.wanted_events() == {Event.CREATE_CONTAINER, Event.START_CONTAINER}
-    answer = await stub.handle(call(Event.CREATE_CONTAINER, created()))
+    assert stub.wanted_events() == {NriEvent.CREATE_CONTAINER, NriEvent.START_CONTAINER}
+    answer = await stub.handle(call(NriEvent.CREATE_CONTAINER, created()))
     assert isinstance(answer.response, api.CreateContainerResponse)
     assert answer.response.adjust.linux.resources.cpu.shares.value == 512
     assert stub.seen == ["CreateContainer"]
-    assert await stub.handle(call(Event.START_CONTAINER, api.StartContainerRequest())) == Answer(
+    assert await stub.handle(call(NriEvent.START_CONTAINER, api.StartContainerRequest())) == Answer(
         reject="not today")
-    assert await stub.handle(call(Event.STOP_CONTAINER, api.StopContainerRequest())) == NO_CHANGE
+    assert await stub.handle(call(NriEvent.STOP_CONTAINER, api.StopContainerRequest())) == NO_CHANGE
     sync = await stub.handle(call(None, containers=[api.Container(id="a")]))
     assert isinstance(sync.response, api.SynchronizeResponse)
     assert [u.container_id for u in sync.response.update] == ["a"]
@@ -81,9 +81,11 @@ class Slow(Handler):
 async def test_the_guard_answers_no_change_on_a_miss_or_a_crash_and_counts_them() -> None:
     stats = GuardStats()
     guard = DeadlineGuard(Slow(), stats)
-    assert guard.wanted_events() == {Event.CREATE_CONTAINER, Event.STOP_CONTAINER}
-    assert await guard.handle(call(Event.CREATE_CONTAINER, created(), budget_s=0.01)) == NO_CHANGE
-    assert await guard.handle(call(Event.STOP_CONTAINER, api.StopContainerRequest())) == NO_CHANGE
+    assert guard.wanted_events() == {NriEvent.CREATE_CONTAINER, NriEvent.STOP_CONTAINER}
+    slow = call(NriEvent.CREATE_CONTAINER, created(), budget_s=0.01)
+    assert await guard.handle(slow) == NO_CHANGE
+    crashing = call(NriEvent.STOP_CONTAINER, api.StopContainerRequest())
+    assert await guard.handle(crashing) == NO_CHANGE
     assert (stats.deadline_misses, stats.handler_errors) == (1, 1)
 
 
@@ -91,18 +93,19 @@ async def test_the_guard_does_not_call_a_handler_for_events_it_did_not_ask_for()
     stub = Stub()
     guard = DeadlineGuard(stub, GuardStats())
     guard.wanted_events()
-    assert await guard.handle(call(Event.RUN_POD_SANDBOX, api.RunPodSandboxRequest())) == NO_CHANGE
+    run = call(NriEvent.RUN_POD_SANDBOX, api.RunPodSandboxRequest())
+    assert await guard.handle(run) == NO_CHANGE
     assert stub.seen == []
 
 
 async def test_tracking_folds_in_the_event_and_what_was_answered() -> None:
     cache = StateCache()
     layer = StateTracking(Stub(), cache)
-    assert layer.wanted_events() >= CACHE_EVENTS | {Event.CREATE_CONTAINER}
-    await layer.handle(call(Event.CREATE_CONTAINER, created("c1")))
+    assert layer.wanted_events() >= CACHE_EVENTS | {NriEvent.CREATE_CONTAINER}
+    await layer.handle(call(NriEvent.CREATE_CONTAINER, created("c1")))
     assert cache.containers["c1"].linux.resources.cpu.shares.value == 512
     assert cache.containers["c1"].state == api.CONTAINER_CREATED
-    await layer.handle(call(Event.REMOVE_CONTAINER, api.RemoveContainerRequest(
+    await layer.handle(call(NriEvent.REMOVE_CONTAINER, api.RemoveContainerRequest(
         pod=api.PodSandbox(id="p1"), container=api.Container(id="c1"))))
     assert "c1" not in cache.containers
 
@@ -128,11 +131,11 @@ async def test_tracking_keeps_late_sync_updates_out_of_the_view() -> None:
 
 
 def test_replies_follow_the_events_rules() -> None:
-    rejected = _reply(Event.VALIDATE_CONTAINER_ADJUSTMENT, Answer(reject="no"))
+    rejected = _reply(NriEvent.VALIDATE_CONTAINER_ADJUSTMENT, Answer(reject="no"))
     assert rejected == api.ValidateContainerAdjustmentResponse(reject=True, reason="no")
     with pytest.raises(RpcError, match="no"):
-        _reply(Event.CREATE_CONTAINER, Answer(reject="no"))
+        _reply(NriEvent.CREATE_CONTAINER, Answer(reject="no"))
     wrong = Answer(api.UpdateContainerResponse())  # a handler bug: wrong type for the event
-    assert _reply(Event.CREATE_CONTAINER, wrong) is None
+    assert _reply(NriEvent.CREATE_CONTAINER, wrong) is None
     right = api.CreateContainerResponse()
-    assert _reply(Event.CREATE_CONTAINER, Answer(right)) is right
+    assert _reply(NriEvent.CREATE_CONTAINER, Answer(right)) is right

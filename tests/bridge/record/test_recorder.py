@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge.contract import WebhookReply, WebhookRequest
-from bridge.contract.catalogue import Event
+from bridge.contract.catalogue import NriEvent
 from bridge.nri.handler_api import EventContext, EventRejected, Handler, RuntimeInfo
 from bridge.nri.static import StaticHandler, StaticSettings
 from bridge.proto.nri import api_pb2 as api
@@ -20,7 +20,7 @@ from tests.event_path import serve
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 
 
-def ctx(name: str, event: Event | None) -> EventContext:
+def ctx(name: str, event: NriEvent | None) -> EventContext:
     loop = asyncio.get_running_loop()
     return EventContext(event=event, name=name, uid="u1", deadline=loop.time() + 1.9,
                         runtime=RUNTIME, via_state_change=False, defer_updates=lambda _: None)
@@ -43,8 +43,8 @@ async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
     out = tmp_path / "rec.jsonl"
     settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
     handler = RecordingHandler(StaticHandler(settings), Recorder(str(out)))
-    assert Event.CREATE_CONTAINER in handler.wanted_events()
-    resp = await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
+    assert NriEvent.CREATE_CONTAINER in handler.wanted_events()
+    resp = await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                           create_request())
     assert resp is not None and resp.adjust.env[0].key == "X"
     [rec] = lines(out)
@@ -60,7 +60,7 @@ async def test_redaction_hides_values_keeps_keys(tmp_path: Path) -> None:
     handler = RecordingHandler(StaticHandler(StaticSettings()),
                                Recorder(str(out), Redaction(annotations=True, env=True)))
     handler.wanted_events()
-    await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
+    await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                    create_request())
     request = lines(out)[0]["request"]
     assert request["pod"]["annotations"] == {"secret": REDACTED}  # type: ignore[index]
@@ -79,7 +79,7 @@ async def test_rejection_is_recorded_and_still_raised(tmp_path: Path) -> None:
     handler = RecordingHandler(Rejecting(), Recorder(str(out)))
     handler.wanted_events()
     with pytest.raises(EventRejected):
-        await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
+        await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                        create_request())
     assert lines(out)[0]["reply"] == {"reject": {"reason": "no privileged pods"}}
 
@@ -90,7 +90,7 @@ async def test_disk_full_never_breaks_serving() -> None:
     handler = RecordingHandler(StaticHandler(settings), recorder)
     handler.wanted_events()
     for _ in range(3):
-        resp = await serve(handler, ctx("CreateContainer", Event.CREATE_CONTAINER),
+        resp = await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                               create_request())
         assert resp is not None and resp.adjust.env[0].key == "X"
     assert recorder.written == 0 and recorder.dropped == 3
@@ -99,9 +99,9 @@ async def test_disk_full_never_breaks_serving() -> None:
 async def test_events_the_inner_handler_ignores_are_recorded_as_no_change(tmp_path: Path) -> None:
     out = tmp_path / "rec.jsonl"
     handler = RecordingHandler(Rejecting(), Recorder(str(out)))
-    assert Event.REMOVE_CONTAINER in handler.wanted_events()
+    assert NriEvent.REMOVE_CONTAINER in handler.wanted_events()
     full = create_request()
     req = api.RemoveContainerRequest(pod=full.pod, container=full.container)
-    removed = await serve(handler, ctx("RemoveContainer", Event.REMOVE_CONTAINER), req)
+    removed = await serve(handler, ctx("RemoveContainer", NriEvent.REMOVE_CONTAINER), req)
     assert removed is None
     assert lines(out)[0]["reply"] == {} and lines(out)[0]["event"] == "RemoveContainer"

@@ -74,7 +74,7 @@ def test_registered_state_and_the_node_view_ignore_dry_runs() -> None:
 
 def test_a_dry_run_keeps_what_the_real_view_knows_of_synchronized_pods() -> None:
     """A pod listed by a Synchronize leaves the real view with its last container (containerd
-    sends no pod events for it after a restart: bridge.contract.node_fold); a dry run in
+    sends no pod events for it after a restart: bridge.node_tables.fold); a dry run in
     between restores that knowledge with the rest of the real view."""
     policy, _ = counting_policy()
     runner = PolicyRunner(policy)

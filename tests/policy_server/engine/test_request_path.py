@@ -17,8 +17,8 @@ from bridge.contract import WebhookRequest
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import REQUEST_TYPES, EventName
 from bridge.contract.nri_version import nri_version_of
-from bridge.contract.replay import load_cases
 from bridge.contract.request_body import envelope_document, event_payload, sync_payload
+from bridge.replies.replay import load_cases
 from bridge.simulator.recording import load_wire_log
 from bridge.simulator.scenario import SCENARIO_DIR
 from policy_server.engine.request import parse_request, synchronize_event

@@ -1,5 +1,5 @@
-"""The plugin's lifecycle methods on conn 1: Configure, Synchronize, Shutdown
-(docs/protocol.md#registration).
+"""The runtime's setup calls on conn 1: Configure, Synchronize, Shutdown
+(docs/protocol.md#registration), and the EventCalls made under what Configure said.
 
 Rules this module enforces:
 - the event mask is computed from what the handler chain wants and what the runtime's NRI
@@ -29,10 +29,10 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.catalogue import Event, events_of, mask_of
-from bridge.contract.node_fold import MAX_OBJECTS
-from bridge.contract.nri_version import format_version, nri_version_of, supported_mask
+from bridge.contract.catalogue import NriEvent, events_of, mask_of, supported_mask
+from bridge.contract.nri_version import format_version, nri_version_of
 from bridge.errors import ConfigError, RpcError
+from bridge.node_tables.fold import MAX_OBJECTS
 from bridge.nri.event_call import Answer, EventCall, EventHandler, RuntimeInfo
 from bridge.nri.layers import GuardStats
 from bridge.proto.nri import api_pb2 as api
@@ -79,7 +79,10 @@ class _SyncBuffer:
     deadline: float | None = None
 
 
-class Lifecycle:
+class RuntimeSetup:
+    """What the runtime told the plugin (RuntimeInfo, the subscribed events) and the
+    methods that learn it; see the module docstring."""
+
     def __init__(self, chain: EventHandler,
                  defer_updates: Callable[[Sequence[api.ContainerUpdate]], None],
                  options: ServiceOptions, stats: GuardStats,
@@ -92,7 +95,7 @@ class Lifecycle:
         self._on_configured = on_configured
         self._on_synchronized = on_synchronized
         self.runtime: RuntimeInfo | None = None
-        self.subscribed: frozenset[Event] = frozenset()
+        self.subscribed: frozenset[NriEvent] = frozenset()
         self._sync = _SyncBuffer()
         self._late: set[asyncio.Task[None]] = set()
 
@@ -111,7 +114,7 @@ class Lifecycle:
         margin = max(self._options.margin_s, budget * self._options.margin_fraction)
         return asyncio.get_running_loop().time() + max(budget - margin, budget / 2)
 
-    def call(self, event: Event | None, name: str, deadline: float, *,
+    def call(self, event: NriEvent | None, name: str, deadline: float, *,
              request: Message | None = None, via_state_change: bool = False,
              pods: Sequence[api.PodSandbox] = (),
              containers: Sequence[api.Container] = ()) -> EventCall:
@@ -153,7 +156,7 @@ class Lifecycle:
             # 0 would subscribe us to everything, validation included; fall back
             # to a harmless post-event so the runtime keeps us
             # (docs/protocol.md#configure-and-the-event-mask).
-            mask = Event.REMOVE_CONTAINER.bit
+            mask = NriEvent.REMOVE_CONTAINER.bit
         self.subscribed = events_of(mask)
         self.runtime = runtime
         log.info("configured by %s %s (NRI %s): events 0x%04x, request timeout %.0f ms",

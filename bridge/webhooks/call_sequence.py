@@ -38,10 +38,9 @@ from prometheus_client import Counter, Histogram
 
 from bridge.contract.adjustment import adjustment_to_json
 from bridge.contract.capabilities import dropped_fields, runtime_ref
-from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, Event
+from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, NriEvent
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
-from bridge.contract.gc_pause import paused_gc
 from bridge.contract.nri_version import format_version
 from bridge.contract.request_body import PayloadBuilder, encode
 from bridge.contract.runtime_effects import Runtime
@@ -54,6 +53,7 @@ from bridge.nri.event_call import (
     EventRejected,
     RuntimeInfo,
 )
+from bridge.process.gc_pause import paused_gc
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -109,7 +109,7 @@ class WebhookHandler:
             self.metrics.add_circuit(hook.name, _state_reader(hook))
             self.metrics.add_retries(hook.name, _retries_reader(hook))
 
-    def wanted_events(self) -> frozenset[Event]:
+    def wanted_events(self) -> frozenset[NriEvent]:
         return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
 
     async def configure(self, runtime: RuntimeInfo) -> None:
@@ -330,7 +330,7 @@ class WebhookHandler:
         merger = Merger()
         who = {"event": "Synchronize", "uid": call.uid}
         # The whole node: the payload and the replies are built with the collector paused
-        # until the calls are done (bridge.contract.gc_pause).
+        # until the calls are done (bridge.process.gc_pause).
         with paused_gc():
             for hook in hooks:
                 # Called even when nothing is chosen: "no pods" is the node's state too, and a

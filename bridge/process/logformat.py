@@ -2,10 +2,8 @@
 
 Owns: the two `logging.Formatter`s and `handler()`, which builds the handler
 for a `--log-format` value. `nri-webhook-bridge` and `nri-policy-server` both
-use them, so a log pipeline parses their lines with one rule. They live in the
-contract package because that is the part of the bridge the policy server may
-import: the line shape is a promise to operators, like the webhook JSON is to
-policy authors.
+use them, so a log pipeline parses their lines with one rule: the line shape is
+a promise to operators, like the webhook JSON is to policy authors.
 
 A JSON line is ``{"ts", "level", "logger", "msg", <extras>..., "exc"?}``: `ts` is
 UTC with milliseconds (``2026-11-24T21:03:07.123Z``), `level` lower case, and

@@ -12,7 +12,7 @@ runtime may never send its StopPodSandbox or RemovePodSandbox (containerd 2.1.9 
 for a sandbox that existed before it restarted: docs/operations.md, runtime restart; a later
 event for the pod adds it back) — and the bound on both tables. The bridge's state cache
 (bridge.nri.cache) and the simulated runtime's store (bridge.simulator.state), protobuf
-messages through bridge.contract.message_tables, and the policy server's NodeView
+messages through bridge.node_tables.messages, and the policy server's NodeView
 (policy_server.sdk.node_view, the SDK's frozen dataclasses) all fold through `NodeTables`.
 Must not: do I/O, or know what a pod or container is beyond its id, pod id and state.
 """

@@ -1,0 +1,8 @@
+"""What both programs do with a policy's reply beyond the contract's shape of it.
+
+Owns nothing itself: `handler_crash` (the note a reply carries when a policy's handler raised:
+the policy server writes it, the try and test commands count such a reply as a failed call) and
+`replay` (recorded events and the comparison of a policy's replies with the recorded ones, for
+nri-webhook-bridge replay and the policy test kit). Must not: do I/O beyond reading a recording
+file, or decide what the bridge does with a reply in production (bridge.webhooks).
+"""
