@@ -36,8 +36,9 @@ import uvloop
 from bridge.process.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server.exceptions import PolicyServerError
-from policy_server.node.cgroups import DEFAULT_CGROUP_ROOT, CgroupVersion, ExecutorMode
+from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
+from policy_server.node.execution import ExecutorMode
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT

@@ -13,7 +13,7 @@ log subjects, cri_service.py for CRI updates); the request envelope's one encode
 webhook_models.py, derived from schemas/nri/api.proto so the proto file is the one source of
 truth for their shape); the JSON Schemas generated from them (`python -m bridge.contract.schema`);
 the plugin connection's lifecycle table (plugin_lifecycle.py); and the value grammars both
-products check (cpu_list_grammar.py, quantity.py).
+products check (cpu_list_grammar.py, quantity.py, systemd_slice.py).
 
 Helpers both programs share but that are not the contract live beside it: bridge.node_tables
 (the fold of NRI events into a node's pods and containers), bridge.replies (handler-crash

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 
-from bridge.contract import quantity
+from bridge.contract import quantity, systemd_slice
 from bridge.kube.node import NodeSpec
 from bridge.kube.pod_spec import Container, ContainerKind, Pod, ResourceList, amount
 
@@ -105,10 +105,9 @@ def cgroup_parent(pod: Pod, node: NodeSpec) -> str:
     parts.append(f"pod{pod.uid}")
     if node.cgroup_driver == "systemd":
         # systemd (CgroupName.ToSystemd): every level is a slice whose name spells its whole
-        # ancestry joined by '-', so a '-' inside a part (the pod UID's) becomes '_';
+        # ancestry (bridge.contract.systemd_slice), the pod UID's '-' written '_':
         # /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice
-        escaped = [p.replace("-", "_") for p in parts]
-        return "".join("/" + "-".join(escaped[:i + 1]) + ".slice" for i in range(len(parts)))
+        return "/" + systemd_slice.slice_path(systemd_slice.slice_name(parts))
     return "/" + "/".join(parts)
 
 

@@ -14,6 +14,7 @@ import hashlib
 import uuid
 from typing import Any
 
+from bridge.contract import systemd_slice
 from bridge.contract.convert import from_json, to_json
 from bridge.kube.cri_config import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.env import POD_IP
@@ -110,11 +111,12 @@ def _netns(pod: CriPod, profile: RuntimeProfile) -> str:
 
 
 def _cgroups_path(pod: CriPod, object_id: str, profile: RuntimeProfile) -> str:
-    if pod.cgroup_parent.endswith(".slice"):
+    slice_ = pod.cgroup_parent.rsplit("/", 1)[-1]
+    if systemd_slice.is_slice_name(slice_):
         # systemd: containerd names the unit's slice by the parent's last element only
         # (`<slice>:<prefix>:<id>`); kubelet sends the whole /kubepods.slice/... path.
-        slice_name = pod.cgroup_parent.rsplit("/", 1)[-1]
-        return f"{slice_name}:{profile.defaults.cgroup_systemd_prefix}:{object_id}"
+        return systemd_slice.cgroups_path(
+            slice_, profile.defaults.cgroup_systemd_prefix, object_id)
     return f"{pod.cgroup_parent}/{object_id}"
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from policy_server.node import coresched
 from policy_server.node.cgroup_files import container_cgroup_files
-from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
+from policy_server.node.cgroup_layout import CgroupVersion
+from policy_server.node.execution import ExecutorMode
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts
@@ -47,14 +49,14 @@ UNIFIED_OFF_UNKNOWN = (
 )
 
 
-def node_facts(executor: CgroupExecutor) -> NodeFacts:
+def node_facts(executor: NodeExecutor) -> NodeFacts:
     """What the policies are told about this node (unknown parts stay None)."""
     version = executor.known_version()
     files = container_cgroup_files(executor.root) if version is CgroupVersion.V2 else None
     return NodeFacts(cgroup_version=_FACT_VERSIONS[version], cgroup_files=files)
 
 
-def _container_unified_off(executor: CgroupExecutor, facts: NodeFacts) -> str:
+def _container_unified_off(executor: NodeExecutor, facts: NodeFacts) -> str:
     """Why containers get no ``unified[cpu.bvt_warp_ns]`` here ("" if they may)."""
     if facts.has_cgroup_file(BVT_FILE):
         return ""
@@ -65,7 +67,7 @@ def _container_unified_off(executor: CgroupExecutor, facts: NodeFacts) -> str:
     return UNIFIED_OFF_UNKNOWN.format(root=executor.root)
 
 
-def _group_identity(executor: CgroupExecutor, procfs: Procfs) -> tuple[bool, str]:
+def _group_identity(executor: NodeExecutor, procfs: Procfs) -> tuple[bool, str]:
     if procfs.kernel_switch(SYSCTL_GROUP_IDENTITY) is not None:
         return True, ""
     if (
@@ -80,7 +82,7 @@ def _group_identity(executor: CgroupExecutor, procfs: Procfs) -> tuple[bool, str
 
 
 def probe_node(
-    executor: CgroupExecutor,
+    executor: NodeExecutor,
     reconciler: NodeReconciler | None,
     procfs: Procfs,
     reconcile_interval_s: float,
@@ -178,7 +180,7 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode, needs: NodeNeeds) -> No
 
 
 def describe(
-    state: dict[str, Any], executor: CgroupExecutor, reconciler: NodeReconciler | None
+    state: dict[str, Any], executor: NodeExecutor, reconciler: NodeReconciler | None
 ) -> dict[str, Any]:
     """The probed state plus what was learned since (the runtime's cpu.weight formula) and the
     reconciler's last pass."""

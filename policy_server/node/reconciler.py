@@ -9,11 +9,11 @@ configuration change):
    say now, so a value reset behind our back shows up as a difference;
 3. evaluate each such policy as a Synchronize: container differences become updates pushed
    through the bridge (``POST /v1/updates``; NRI writes them);
-4. compare every pod-level value of its decision's effects (``CgroupWrite``) with the pod
-   cgroup file and rewrite the ones that differ; create or fix resctrl groups and remove the
-   ``koordlet-`` groups no effect asks for (pods that are gone);
-5. carry out the hooks' ``NodePlan``: cgroup values above the pods (kube-QoS level), processes'
-   ``oom_score_adj``, core-scheduling cookies, kernel switches.
+4. keep its decision's effects (``NodeExecutor.keep``: a pod cgroup file that holds another
+   value is rewritten, a resctrl group created or fixed; kinds done once are left alone);
+5. carry out the hooks' ``NodePlan``: cgroup values above the pods (kube-QoS level), the
+   resctrl groups it owns by name prefix that no effect asks for removed (pods that are gone),
+   processes' ``oom_score_adj``, core-scheduling cookies, kernel switches.
 
 Must not: decide anything itself (the decisions and plans are the policies'), name a policy, or
 let one failing part stop the others. Drift found/fixed are counted per level in the metrics.
@@ -36,15 +36,12 @@ from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import synchronize_event
 from policy_server.node import coresched
-from policy_server.node.cgroups import (
-    CgroupExecutor,
-    CgroupVersion,
-    ContainerFiles,
-    ExecutorMode,
-)
+from policy_server.node.container_files import ContainerFiles
 from policy_server.node.cpu_weight import WeightFormula, to_weight
+from policy_server.node.execution import Drift, ExecutorMode
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import Procfs
-from policy_server.sdk.decision import CgroupWrite, Effect, ResctrlGroup, ResctrlGroupRemoval
+from policy_server.sdk.effects import Effect, ResctrlGroup, of_type
 from policy_server.sdk.extension import ReconcileHook
 from policy_server.sdk.model import Container, Event, Memory, Resources
 from policy_server.sdk.node_plan import NO_PLAN, CoreSchedGroup, KernelSwitch, OomScore
@@ -135,7 +132,7 @@ class NodeReconciler:
         self,
         *,
         engine: Engine,
-        executor: CgroupExecutor,
+        executor: NodeExecutor,
         bridge: BridgeControl,
         metrics: Metrics,
         plans: Mapping[str, ReconcileHook],
@@ -150,7 +147,7 @@ class NodeReconciler:
         self.plans = dict(plans)  # policy name -> its reconcile hook, in registry order
         self.observe = observe
         self.procfs = procfs or Procfs()
-        self.files = ContainerFiles(executor)
+        self.files = ContainerFiles(executor.root, executor.version)
         self.prctl = prctl
         self.core_sched = (False, "not probed")
         self.last: PassReport | None = None
@@ -238,9 +235,11 @@ class NodeReconciler:
         for hook in self.plans.values():
             plan = plan.merged(hook(event))
         pods = frozenset(pod.id for pod in event.pods)
-        self._pod_effects(effects, report)
-        self._resctrl_gc(effects, report)
-        self._pod_effects(plan.cgroup_writes, report, level="qos")
+        self._keep(effects, report)
+        if plan.resctrl_prefixes:
+            wanted = {group.name for group in of_type(effects, ResctrlGroup)}
+            _count(self.executor.prune_resctrl(plan.resctrl_prefixes, wanted), report)
+        self._keep(plan.cgroup_writes, report, level="qos")
         core_sched = plan.core_sched is not None and self.core_sched[0] and self.prctl is not None
         if plan.oom_scores or core_sched:
             # Both walk the same containers; their PIDs are read from the cgroups once.
@@ -251,35 +250,11 @@ class NodeReconciler:
                 self._core_sched(running, plan.core_sched, report)
         self._kernel_switches(plan.kernel_switches, report)
 
-    def _pod_effects(
+    def _keep(
         self, effects: Sequence[Effect], report: PassReport, level: str = "pod"
     ) -> None:
         for effect in effects:
-            if isinstance(effect, CgroupWrite):
-                if not self.executor.cgroups.writable or not self.executor.drifted(effect):
-                    continue
-                report.found[level] += 1
-                done = self.executor.apply([effect], "reconcile")
-                report.fixed[level] += len(done.written)
-                report.errors.extend(done.failed)
-            elif isinstance(effect, ResctrlGroup):
-                result, detail = self.executor.resctrl.ensure(effect)
-                if result in ("created", "updated"):
-                    report.found["resctrl"] += 1
-                    report.fixed["resctrl"] += 1
-                elif result == "failed":
-                    report.errors.append(f"resctrl group {effect.name}: {detail}")
-
-    def _resctrl_gc(self, effects: Sequence[Effect], report: PassReport) -> None:
-        """Remove the groups of pods that are gone (koordlet's RemoveUnusedResctrlPath)."""
-        wanted = {e.name for e in effects if isinstance(e, ResctrlGroup)}
-        for name in self.executor.resctrl.groups():
-            if name in wanted:
-                continue
-            report.found["resctrl"] += 1
-            done = self.executor.apply([ResctrlGroupRemoval(name)], "reconcile")
-            report.fixed["resctrl"] += len(done.written)
-            report.errors.extend(done.failed)
+            _count(self.executor.keep(effect, level), report)
 
     def _containers(
         self, snapshot: BridgeState, pods: frozenset[str]
@@ -360,5 +335,8 @@ class NodeReconciler:
                 report.errors.append(error)
 
 
-def cgroup_version_name(version: CgroupVersion) -> str:
-    return "v2" if version is CgroupVersion.V2 else "v1"
+def _count(drift: Drift, report: PassReport) -> None:
+    if drift.found:
+        report.found[drift.level] += drift.found
+        report.fixed[drift.level] += drift.fixed
+    report.errors.extend(drift.errors)

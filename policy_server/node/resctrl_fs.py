@@ -1,13 +1,14 @@
-"""The resctrl filesystem: create, update, list and remove koordlet's per-pod control groups.
+"""The resctrl filesystem: create, update, list and remove control groups.
 
 Owns every read and write under the resctrl root (``/sys/fs/resctrl`` by default, configurable
 so tests can use a fake tree): the probe (mounted, with L3 CAT), the node's cache geometry (the
 root's ``info/L3/cbm_mask`` and the cache ids of the root ``schemata``), the CPU vendor (from
-``/proc/cpuinfo``, for the MBA value), and group directories named ``koordlet-<pod uid>``.
+``/proc/cpuinfo``, for the MBA value), and the group directories (listed by name prefix).
 Schemata arithmetic lives in ``resctrl_masks`` (pure).
 
-Must not: touch groups it did not name (only ``koordlet-`` directories are listed or removed),
-or raise out of ``ensure``/``remove`` for an I/O error (they return what happened).
+Must not: take a name that is not one directory of the root, or one of the kernel's own
+entries (``info``, ``mon_groups``, ``mon_data``), as a group; list a group no prefix asked for
+names; or raise out of ``ensure``/``remove`` for an I/O error (they return what happened).
 """
 
 from __future__ import annotations
@@ -16,17 +17,19 @@ import errno
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from policy_server.node.resctrl_masks import schemata_lines
-from policy_server.sdk.decision import ResctrlGroup
-from policy_server.sdk.node_plan import RESCTRL_GROUP_PREFIX
+from policy_server.sdk.effects import ResctrlGroup
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RESCTRL_ROOT = Path("/sys/fs/resctrl")
 DEFAULT_CPUINFO = Path("/proc/cpuinfo")
+# What the kernel keeps in the root beside the groups (Documentation/arch/x86/resctrl.rst).
+_KERNEL_ENTRIES = frozenset({"info", "mon_groups", "mon_data"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +103,24 @@ class ResctrlFS:
             pass
         return "unknown"
 
-    def groups(self) -> list[str]:
-        """The koordlet-named groups that exist now."""
+    def groups(self, prefixes: Sequence[str]) -> list[str]:
+        """The groups that exist now and whose name starts with one of ``prefixes``."""
+        wanted = tuple(p for p in prefixes if p)
+        if not wanted:
+            return []
         try:
             return sorted(
                 entry.name
                 for entry in os.scandir(self.root)
-                if entry.is_dir() and entry.name.startswith(RESCTRL_GROUP_PREFIX)
+                if entry.is_dir()
+                and entry.name.startswith(wanted)
+                and entry.name not in _KERNEL_ENTRIES
             )
         except OSError:
             return []
 
     def _path(self, name: str) -> Path:
-        if not name.startswith(RESCTRL_GROUP_PREFIX) or "/" in name or name in (".", ".."):
+        if not name or "/" in name or name in (".", "..") or name in _KERNEL_ENTRIES:
             raise ValueError(f"refusing resctrl group name {name!r}")
         return self.root / name
 

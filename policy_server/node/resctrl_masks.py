@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policy_server.sdk.decision import ResctrlGroup
+from policy_server.sdk.effects import ResctrlGroup
 
 INTEL_VENDOR_ID = "GenuineIntel"
 AMD_VENDOR_ID = "AuthenticAMD"

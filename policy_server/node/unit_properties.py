@@ -32,6 +32,8 @@ from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
+from bridge.contract import systemd_slice
+
 log = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM_BUS = "unix:path=/run/dbus/system_bus_socket"
@@ -68,15 +70,9 @@ def unit_name(rel: PurePosixPath) -> str | None:
     parts = rel.parts
     if not parts:
         return None
-    slices = parts[:-1] if parts[-1].endswith(".scope") else parts
-    prefix = ""
-    for part in slices:
-        stem = part.removesuffix(".slice")
-        if part == stem or not stem.startswith(prefix) or "-" in stem[len(prefix) :]:
-            return None
-        if not stem[len(prefix) :]:
-            return None
-        prefix = stem + "-"
+    slices = parts[:-1] if parts[-1].endswith(systemd_slice.SCOPE_SUFFIX) else parts
+    if slices and not systemd_slice.is_slice_path(slices):
+        return None
     return parts[-1]
 
 

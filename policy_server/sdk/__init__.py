@@ -4,8 +4,8 @@ Owns the values a handler receives (``Event``, ``Pod``, ``Container``, ``Resourc
 read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it returns
 (``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), what a
 validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
-with its decorators and failure policy, the errors a handler may raise, the cpu-list grammar
-and the merge of several handlers' decisions.
+with its decorators and failure policy, the errors a handler may raise, the cpu-list and
+systemd slice grammars and the merge of several handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
 reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node), and the
@@ -18,6 +18,7 @@ import-linter contract): what they need, every author gets.
 from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.quantity import value_of as quantity_value
+from bridge.contract.systemd_slice import parent_slice as systemd_parent_slice
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
 from policy_server.sdk.contract_schema import request_schema
 from policy_server.sdk.cpu_list import (
@@ -26,27 +27,29 @@ from policy_server.sdk.cpu_list import (
     format_cpu_list,
     parse_cpu_list,
 )
-from policy_server.sdk.decision import (
-    Adjustment,
+from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
+from policy_server.sdk.decision_json import adjustment_from_json, adjustment_to_json
+from policy_server.sdk.decision_merge import merge
+from policy_server.sdk.effects import (
     CgroupWrite,
-    ContainerUpdate,
-    Decision,
     Effect,
-    Eviction,
     HostDirectory,
     ResctrlGroup,
     ResctrlGroupRemoval,
 )
-from policy_server.sdk.decision_json import adjustment_from_json, adjustment_to_json
-from policy_server.sdk.decision_merge import merge
-from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
+from policy_server.sdk.extension import (
+    ConfigStatus,
+    CounterSample,
+    Extensions,
+    PolicyHost,
+    ReloadResult,
+)
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_plan import (
     BVT_FILE,
     NO_NEEDS,
     NO_PLAN,
-    RESCTRL_GROUP_PREFIX,
     SYSCTL_GROUP_IDENTITY,
     CoreSchedGroup,
     KernelSwitch,
@@ -75,7 +78,6 @@ __all__ = [
     "NO_NEEDS",
     "NO_PLAN",
     "NO_RESOURCES",
-    "RESCTRL_GROUP_PREFIX",
     "SYSCTL_GROUP_IDENTITY",
     "UNKNOWN_NODE",
     "Adjustment",
@@ -84,6 +86,7 @@ __all__ = [
     "Container",
     "ContainerUpdate",
     "CoreSchedGroup",
+    "CounterSample",
     "Decision",
     "Device",
     "DeviceRule",
@@ -134,4 +137,5 @@ __all__ = [
     "parse_cpu_list",
     "quantity_value",
     "request_schema",
+    "systemd_parent_slice",
 ]

@@ -1,7 +1,8 @@
 """What a policy handler returns.
 
 Owns the decision value types (frozen dataclasses): the adjustment, updates, evictions, the
-reject, warnings, node effects and pushes. An ``Adjustment`` types the fields policies commonly
+reject, warnings and pushes, and the ``Decision`` that holds them with the node effects
+(``policy_server.sdk.effects``). An ``Adjustment`` types the fields policies commonly
 set; the rest of NRI's ``ContainerAdjustment`` (namespaces, net devices, I/O priority, seccomp
 policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``: the reply's
 ``adjust`` JSON, checked against the webhook contract when the ``Adjustment`` is built, as the
@@ -21,6 +22,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
+from policy_server.sdk.effects import Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 
@@ -102,55 +104,6 @@ class Eviction:
 
     container_id: str
     reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CgroupWrite:
-    """A pod-level cgroup write NRI cannot carry (done by the optional side-effect executor).
-
-    ``file`` is the cgroup v1 name (``cpu.shares``, ``cpu.cfs_quota_us``,
-    ``memory.limit_in_bytes``, ``cpu.bvt_warp_ns``); the executor maps it for cgroup v2.
-    """
-
-    cgroup_parent: str
-    file: str
-    value: int
-    pod: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class HostDirectory:
-    """A host directory that must exist with ``mode`` (e.g. HAMi-core's per-container cache dir)."""
-
-    path: str
-    mode: int
-    pod: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ResctrlGroup:
-    """A resctrl control group that must exist with these schemata (koordlet's per-pod group).
-
-    The request, not the hardware mask: ``l3`` holds ``(cache id or None for every cache, start
-    percent, end percent)`` and ``mb`` ``(cache id or None, percent)``; the executor turns them
-    into L3 bit masks and MBA values with the node's cache geometry and CPU vendor.
-    """
-
-    name: str
-    l3: tuple[tuple[int | None, int, int], ...] = ()
-    mb: tuple[tuple[int | None, int], ...] = ()
-    pod: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ResctrlGroupRemoval:
-    """A resctrl control group to delete (the pod is gone)."""
-
-    name: str
-    pod: str = ""
-
-
-Effect = CgroupWrite | HostDirectory | ResctrlGroup | ResctrlGroupRemoval
 
 
 @dataclass(frozen=True, slots=True)

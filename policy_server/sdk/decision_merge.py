@@ -13,16 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.sdk.decision import (
-    Adjustment,
-    CgroupWrite,
-    ContainerUpdate,
-    Decision,
-    Effect,
-    Eviction,
-    HostDirectory,
-    ResctrlGroup,
-)
+from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
+from policy_server.sdk.effects import EFFECTS, Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import SCALAR_PATHS, ResourcePatch
 
@@ -223,9 +215,10 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
         warnings.extend(decision.warnings)
         errors.extend(decision.errors)
         for eff in decision.effects:
-            key = _effect_key(eff)
-            if isinstance(eff, CgroupWrite):
-                m.claim(f"effects[{eff.cgroup_parent}].{eff.file}", handler, eff.value)
+            kind = EFFECTS.kind(eff)
+            key = kind.key(eff)
+            if kind.value is not None:
+                m.claim(f"effects[{key[0]}].{key[1]}", handler, kind.value(eff))
             effects[key] = eff
     warnings.extend(c.message() for c in m.conflicts)
     decision = Decision(
@@ -279,18 +272,8 @@ def _single_writer(outputs: list[tuple[str, Decision]]) -> bool:
     return adjusts <= 1 and updates <= 1 and effects <= 1
 
 
-def _effect_key(effect: Effect) -> tuple[str, str]:
-    if isinstance(effect, CgroupWrite):
-        return (effect.cgroup_parent, effect.file)
-    if isinstance(effect, HostDirectory):
-        return (effect.path, "mkdir")
-    if isinstance(effect, ResctrlGroup):
-        return (effect.name, "resctrl")
-    return (effect.name, "resctrl-remove")
-
-
 def _repeats(effects: tuple[Effect, ...]) -> bool:
-    return len({_effect_key(e) for e in effects}) != len(effects)
+    return len({EFFECTS.key(e) for e in effects}) != len(effects)
 
 
 def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:

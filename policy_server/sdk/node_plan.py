@@ -2,9 +2,9 @@
 
 Owns the values a policy's reconcile hook (``Policy.reconcile``) returns, ``NodePlan`` and its
 parts, and the kernel facts a policy and the node executor must agree on (the names of the
-group identity cgroup file and kernel switch, the prefix of the resctrl groups the executor
-manages). The framework's node reconciler (``policy_server.node.reconciler``) carries a plan
-out on every pass, drift counted per level; the policy only says what should be.
+group identity cgroup file and kernel switch). The framework's node reconciler
+(``policy_server.node.reconciler``) carries a plan out on every pass, drift counted per level;
+the policy only says what should be.
 
 Must not: do I/O, or know which policy asks (koordinator-qos is one user among any).
 """
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.effects import CgroupWrite
 
 # Alibaba Cloud Linux / Anolis group identity: the cgroup file and the kernel switch
 # (kernel.sched_group_identity_enabled) that turns the feature on.
 BVT_FILE = "cpu.bvt_warp_ns"
 SYSCTL_GROUP_IDENTITY = "sched_group_identity_enabled"
-# The executor lists, updates and removes only resctrl groups named with this prefix (koordlet's
-# per-pod groups are koordlet-<pod uid>), so it never touches a group someone else made.
-RESCTRL_GROUP_PREFIX = "koordlet-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +54,16 @@ class NodePlan:
     ``cgroup_writes`` are values of cgroups above the pods (kube-QoS level); ``oom_scores`` and
     ``core_sched`` are matched with the running containers' processes (``core_sched`` None:
     this policy does not manage core scheduling; a pod without an entry is left alone).
+    ``resctrl_prefixes`` name the resctrl groups the policy owns: a pass removes every group
+    whose name starts with one of them and that no ``ResctrlGroup`` effect of the pass asks for
+    (the groups of pods that are gone); groups named otherwise are never touched.
     """
 
     cgroup_writes: tuple[CgroupWrite, ...] = ()
     oom_scores: tuple[OomScore, ...] = ()
     core_sched: tuple[CoreSchedGroup, ...] | None = None
     kernel_switches: tuple[KernelSwitch, ...] = ()
+    resctrl_prefixes: tuple[str, ...] = ()
 
     def merged(self, other: NodePlan) -> NodePlan:
         """Both plans (several policies' hooks); a later kernel switch value wins."""
@@ -74,6 +75,7 @@ class NodePlan:
             (*self.oom_scores, *other.oom_scores),
             core,
             (*self.kernel_switches, *other.kernel_switches),
+            (*self.resctrl_prefixes, *other.resctrl_prefixes),
         )
 
 

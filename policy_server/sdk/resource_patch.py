@@ -1,8 +1,9 @@
 """``ResourcePatch``: the ``LinuxResources`` a decision sets, every field of the contract typed.
 
-Owns the patch value, its table of fields (``SCALAR_PATHS``: attribute -> JSON path inside
-``LinuxResources``, which the reply JSON, the merge's conflict paths and the request's
-``Resources`` all read) and its JSON both ways. ``unified`` and ``hugepage_limits`` are owned
+Owns the patch value, its one table of fields (each scalar declared once with its JSON path
+inside ``LinuxResources``; ``SCALAR_PATHS``, attribute -> path, is read off the declarations
+and the reply JSON, the merge's conflict paths and the request's ``Resources`` all use it) and
+its JSON both ways. ``unified`` and ``hugepage_limits`` are owned
 per key (per page size), ``device_rules`` are appended, as NRI does. Must not do I/O or merge
 several handlers' patches (``policy_server.sdk.decision_merge``).
 """
@@ -10,7 +11,7 @@ several handlers' patches (``policy_server.sdk.decision_merge``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -18,27 +19,10 @@ from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})
 
-# Every scalar of LinuxResources: patch attribute -> path inside LinuxResources.
-SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "cpu_shares": ("cpu", "shares"),
-    "cpu_quota": ("cpu", "quota"),
-    "cpu_period": ("cpu", "period"),
-    "cpu_realtime_runtime": ("cpu", "realtime_runtime"),
-    "cpu_realtime_period": ("cpu", "realtime_period"),
-    "cpu_cpus": ("cpu", "cpus"),
-    "cpu_mems": ("cpu", "mems"),
-    "memory_limit": ("memory", "limit"),
-    "memory_reservation": ("memory", "reservation"),
-    "memory_swap": ("memory", "swap"),
-    "memory_kernel": ("memory", "kernel"),
-    "memory_kernel_tcp": ("memory", "kernel_tcp"),
-    "memory_swappiness": ("memory", "swappiness"),
-    "memory_disable_oom_killer": ("memory", "disable_oom_killer"),
-    "memory_use_hierarchy": ("memory", "use_hierarchy"),
-    "pids_limit": ("pids", "limit"),
-    "blockio_class": ("blockio_class",),
-    "rdt_class": ("rdt_class",),
-})
+
+def _at(*path: str) -> Any:
+    """A scalar field of the patch, unset by default, found at ``path`` in ``LinuxResources``."""
+    return field(default=None, metadata={"path": path})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,26 +30,27 @@ class ResourcePatch:
     """The ``LinuxResources`` fields a decision sets; ``None`` / empty means "leave alone".
 
     What a runtime applies of them, and on which path, is docs/webhooks.md's "Runtime
-    capabilities" (at CreateContainer NRI applies only ``memory_limit`` of the memory fields)."""
+    capabilities" (at CreateContainer NRI applies only ``memory_limit`` of the memory fields).
+    Every scalar is declared once, here, with its path (``SCALAR_PATHS`` is read off them)."""
 
-    cpu_shares: int | None = None
-    cpu_quota: int | None = None
-    cpu_period: int | None = None
-    cpu_realtime_runtime: int | None = None
-    cpu_realtime_period: int | None = None
-    cpu_cpus: str | None = None
-    cpu_mems: str | None = None
-    memory_limit: int | None = None
-    memory_reservation: int | None = None
-    memory_swap: int | None = None
-    memory_kernel: int | None = None
-    memory_kernel_tcp: int | None = None
-    memory_swappiness: int | None = None
-    memory_disable_oom_killer: bool | None = None
-    memory_use_hierarchy: bool | None = None
-    pids_limit: int | None = None
-    blockio_class: str | None = None
-    rdt_class: str | None = None
+    cpu_shares: int | None = _at("cpu", "shares")
+    cpu_quota: int | None = _at("cpu", "quota")
+    cpu_period: int | None = _at("cpu", "period")
+    cpu_realtime_runtime: int | None = _at("cpu", "realtime_runtime")
+    cpu_realtime_period: int | None = _at("cpu", "realtime_period")
+    cpu_cpus: str | None = _at("cpu", "cpus")
+    cpu_mems: str | None = _at("cpu", "mems")
+    memory_limit: int | None = _at("memory", "limit")
+    memory_reservation: int | None = _at("memory", "reservation")
+    memory_swap: int | None = _at("memory", "swap")
+    memory_kernel: int | None = _at("memory", "kernel")
+    memory_kernel_tcp: int | None = _at("memory", "kernel_tcp")
+    memory_swappiness: int | None = _at("memory", "swappiness")
+    memory_disable_oom_killer: bool | None = _at("memory", "disable_oom_killer")
+    memory_use_hierarchy: bool | None = _at("memory", "use_hierarchy")
+    pids_limit: int | None = _at("pids", "limit")
+    blockio_class: str | None = _at("blockio_class")
+    rdt_class: str | None = _at("rdt_class")
     unified: Mapping[str, str] = field(default_factory=no_strings)
     # page size ("2MB", "1GB") -> limit in bytes
     hugepage_limits: Mapping[str, int] = field(default_factory=lambda: _NO_PAGES)
@@ -118,5 +103,10 @@ class ResourcePatch:
             device_rules=tuple(DeviceRule.from_json(d) for d in resources.get("devices") or ()),
         )
 
+
+# Every scalar of LinuxResources: patch attribute -> path inside LinuxResources.
+SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {f.name: f.metadata["path"] for f in fields(ResourcePatch) if "path" in f.metadata}
+)
 
 NO_RESOURCES = ResourcePatch()

@@ -25,8 +25,8 @@ from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.exceptions import RequestError
 from policy_server.node import probe
-from policy_server.node.cgroups import CgroupExecutor
 from policy_server.node.cpu_weight import CpuWeights
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.node.resctrl_fs import ResctrlFS
@@ -57,7 +57,7 @@ class PolicyServer:
     ) -> None:
         self.options = options
         self.metrics = Metrics()
-        self.executor = CgroupExecutor(
+        self.executor = NodeExecutor(
             options.executor_mode,
             options.cgroup_root,
             options.cgroup_version,
@@ -80,6 +80,9 @@ class PolicyServer:
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry, self.facts)
+        self.metrics.export_policy_counters(lambda: (
+            (p.name, sample) for p in self.registry if p.extensions.counters is not None
+            for sample in p.extensions.counters()))
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
         self.bridge = bridge

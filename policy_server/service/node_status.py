@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from policy_server.node import probe
-from policy_server.node.cgroups import CgroupExecutor
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.sdk.node_facts import NodeFacts
@@ -23,7 +23,7 @@ class NodeStatus:
 
     def __init__(
         self,
-        executor: CgroupExecutor,
+        executor: NodeExecutor,
         reconciler: NodeReconciler | None,
         procfs: Procfs,
         reconcile_interval_s: float,

@@ -18,47 +18,16 @@ from typing import Any
 
 from policy_server.bridge_link.pusher import Pusher, PushJob
 from policy_server.engine.evaluate import MAX_WARNINGS, Evaluation, describe
-from policy_server.node.cgroups import CgroupExecutor, ExecutionReport, ExecutorMode
-from policy_server.sdk.decision import CgroupWrite, Decision, Effect, HostDirectory, ResctrlGroup
+from policy_server.node.execution import ExecutionReport
+from policy_server.node.executor import NodeExecutor
+from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import update_to_json
+from policy_server.sdk.effects import ResctrlGroup, of_type
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
 
 EFFECTS_TIMEOUT_S = 2.0
-
-
-def effect_notes(
-    effects: Sequence[Effect], mode: ExecutorMode, dry_run: bool = False
-) -> list[str]:
-    """Warnings telling the caller which node effects were not applied (a dry-run request, or
-    a report-only executor mode)."""
-    if dry_run:
-        why = "dry_run request"
-    elif mode is ExecutorMode.ON:
-        return []
-    else:
-        why = "executor off" if mode is ExecutorMode.OFF else "executor in dry-run mode"
-    notes = [
-        f"host directory {e.path} not created ({why}); the mount that needs it will fail"
-        for e in effects
-        if isinstance(e, HostDirectory)
-    ]
-    writes = [e for e in effects if isinstance(e, CgroupWrite)]
-    if not writes:
-        return notes
-    by_parent: dict[str, list[str]] = {}
-    for w in writes:
-        by_parent.setdefault(w.cgroup_parent, []).append(f"{w.file}={w.value}")
-    if len(by_parent) > 3:
-        return [
-            *notes,
-            f"{len(writes)} pod cgroup writes on {len(by_parent)} pods not applied ({why})",
-        ]
-    return notes + [
-        f"pod cgroup writes not applied ({why}): {parent}: {', '.join(items)}"
-        for parent, items in by_parent.items()
-    ]
 
 
 def without_rdt_class(decision: Decision, groups: Sequence[str]) -> Decision:
@@ -80,7 +49,7 @@ class RequestSteps:
 
     def __init__(
         self,
-        executor: CgroupExecutor,
+        executor: NodeExecutor,
         metrics: Metrics,
         pusher: Pusher | None,
         reason: Callable[[str], str],
@@ -130,11 +99,11 @@ class RequestSteps:
         effects = evaluation.decision.effects
         if not effects:
             return [], []
-        groups = [e.name for e in effects if isinstance(e, ResctrlGroup)]
+        groups = [group.name for group in of_type(effects, ResctrlGroup)]
         if evaluation.event.dry_run:
-            notes = effect_notes(effects, self.executor.mode, dry_run=True)
+            notes = self.executor.notes(effects, dry_run=True)
             return notes or ["pod-level effects not applied: dry_run request"], groups
-        notes = effect_notes(effects, self.executor.mode)
+        notes = self.executor.notes(effects)
         context = f"policy={evaluation.policy} {describe(evaluation.event)}"
         try:
             report = await asyncio.wait_for(

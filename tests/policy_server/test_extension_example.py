@@ -15,7 +15,7 @@ from types import ModuleType
 import httpx
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.node.cgroups import ExecutorMode
+from policy_server.node.execution import ExecutorMode
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import pod

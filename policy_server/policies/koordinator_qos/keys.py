@@ -6,8 +6,6 @@ import anything from the rest of the package.
 
 from __future__ import annotations
 
-from policy_server.sdk import RESCTRL_GROUP_PREFIX
-
 # Pod labels.
 LABEL_QOS_CLASS = "koordinator.sh/qosClass"
 LABEL_GPU_ISOLATION_PROVIDER = "koordinator.sh/gpu-isolation-provider"
@@ -51,7 +49,10 @@ DEFAULT_HAMI_CORE_LIBRARY_PATH = "/usr/local/vgpu/libvgpu.so"
 HAMI_VGPU_LOCK_DIR = "/tmp/vgpulock"
 HAMI_CONTAINER_DIR_MODE = 0o777
 
-__all__ = ["RESCTRL_GROUP_PREFIX"]  # the executor's, re-exported: the prefix is koordlet's
+# koordlet's per-pod resctrl groups are koordlet-<pod uid>; the node reconciler removes the
+# groups named so that no live pod asks for (koordlet's RemoveUnusedResctrlPath) and never
+# touches a group named otherwise.
+RESCTRL_GROUP_PREFIX = "koordlet-"
 
 # CFS / shares constants (kernel and kubelet conventions).
 CFS_BASE_PERIOD_US = 100_000

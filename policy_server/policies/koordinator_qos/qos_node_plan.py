@@ -4,9 +4,10 @@ Owns koordinator-qos's reconcile hook (``plan``: the SDK ``NodePlan`` the framew
 reconciler carries out on every pass) and node needs (``needs``), built from these decisions:
 the OOM score each container's processes should have (``OOMScoreAdj``,
 docs/koordinator.md#oomscoreadj), the core-scheduling group of each container (``CoreSched``,
-docs/koordinator.md#coresched), the kube-QoS-level cgroup values, and the kernel switches group
+docs/koordinator.md#coresched), the kube-QoS-level cgroup values, the kernel switches group
 identity and core scheduling need (``kernel.sched_group_identity_enabled``,
-``kernel.sched_core``). Pure: no file is read here.
+``kernel.sched_core``), and which resctrl groups are koordlet's (``koordlet-``: those no live
+pod asks for are removed). Pure: no file is read here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from policy_server.sdk import (
     NodeNeeds,
     NodePlan,
     OomScore,
+    systemd_parent_slice,
 )
 
 SYSCTL_SCHED_CORE = "sched_core"
@@ -147,10 +149,11 @@ def kube_qos_dir(cgroup_parent: str) -> str | None:
     ``/kubepods/burstable/pod<uid>``, ``kubepods-burstable.slice`` for
     ``kubepods-burstable-pod<uid>.slice``); None if there is no level above the pod."""
     parent = cgroup_parent.strip().rstrip("/")
-    if "/" not in parent and parent.endswith(".slice"):
-        name = parent.removesuffix(".slice")
-        head, sep, _ = name.rpartition("-")
-        return f"{head}.slice" if sep and head else None
+    if "/" not in parent:  # a slice (systemd driver), or a single name with nothing above
+        try:
+            return systemd_parent_slice(parent)
+        except ValueError:
+            return None
     head, sep, _ = parent.rpartition("/")
     return head if sep and head else None
 
@@ -217,6 +220,8 @@ def plan(event: Event, rules: Rules) -> NodePlan:
         oom_scores=tuple(oom),
         core_sched=core,
         kernel_switches=tuple(KernelSwitch(n, v) for n, v in kernel_switches(rules).items()),
+        # Whatever the gates say: a group left by a pod that is gone goes (as in koordlet).
+        resctrl_prefixes=(keys.RESCTRL_GROUP_PREFIX,),
     )
 
 

@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from policy_server.node.cgroups import (
-    CgroupExecutor,
-    CgroupVersion,
-    ContainerFiles,
-    ExecutorMode,
-    cgroup_dir,
-    container_dir,
-)
+from policy_server.node.cgroup_layout import CgroupVersion, cgroup_dir, container_dir
+from policy_server.node.container_files import ContainerFiles
 from policy_server.node.cpu_weight import CpuWeights, WeightFormula, WeightSetting
-from policy_server.sdk.decision import CgroupWrite, HostDirectory
+from policy_server.node.execution import ExecutorMode
+from policy_server.node.executor import NodeExecutor
+from policy_server.sdk.effects import CgroupWrite, HostDirectory
 
 V1_PARENT = "/kubepods/besteffort/pod1"
 V2_PARENT = "kubepods-besteffort-pod1.slice"
@@ -53,7 +49,7 @@ def v2_tree(root: Path) -> Path:
 
 def test_v1_writes(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
-    executor = CgroupExecutor(ExecutorMode.ON, root)
+    executor = NodeExecutor(ExecutorMode.ON, root)
     assert executor.version is CgroupVersion.V1
     report = executor.apply(WRITES)
     assert len(report.written) == 4 and not report.failed
@@ -67,7 +63,7 @@ def test_v1_writes(tmp_path: Path) -> None:
 
 def test_v2_writes_convert_names_and_values(tmp_path: Path) -> None:
     root = v2_tree(tmp_path)
-    executor = CgroupExecutor(ExecutorMode.ON, root)
+    executor = NodeExecutor(ExecutorMode.ON, root)
     assert executor.version is CgroupVersion.V2
     writes = [CgroupWrite(V2_PARENT, w.file, w.value) for w in WRITES]
     writes.append(CgroupWrite(V2_PARENT, "cpu.cfs_quota_us", 50000))
@@ -88,20 +84,20 @@ def test_v2_pod_weights_follow_the_runtimes_formula(tmp_path: Path) -> None:
     root = v2_tree(tmp_path)
     weight = root / V2_DIR / "cpu.weight"
     shares = CgroupWrite(V2_PARENT, "cpu.shares", 1024)
-    told = CgroupExecutor(ExecutorMode.ON, root, weights=CpuWeights(WeightSetting.QUADRATIC))
+    told = NodeExecutor(ExecutorMode.ON, root, weights=CpuWeights(WeightSetting.QUADRATIC))
     told.apply([shares])
     assert weight.read_text() == "100"  # runc >= 1.3.2 gives shares 1024 the default weight
-    assert told.drifted(shares) is False
-    auto = CgroupExecutor(ExecutorMode.ON, root)
-    assert auto.drifted(shares) is None  # not known which weight is right: not judged
+    assert told.writer.drifted(shares) is False
+    auto = NodeExecutor(ExecutorMode.ON, root)
+    assert auto.writer.drifted(shares) is None  # not known which weight is right: not judged
     assert auto.weights.learn([(512, 20)]) is WeightFormula.LINEAR
-    assert auto.drifted(shares) is True  # linear wants 39
+    assert auto.writer.drifted(shares) is True  # linear wants 39
 
 
 def test_dry_run_only_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     root = v1_tree(tmp_path)
     with caplog.at_level(logging.INFO):
-        report = CgroupExecutor(ExecutorMode.DRY_RUN, root).apply(WRITES)
+        report = NodeExecutor(ExecutorMode.DRY_RUN, root).apply(WRITES)
     assert len(report.logged) == 4 and not report.written
     assert (root / "cpu/kubepods/besteffort/pod1/cpu.shares").read_text() == "original\n"
     assert "dry-run: would write" in caplog.text and "cpu.shares <- 1024" in caplog.text
@@ -109,14 +105,14 @@ def test_dry_run_only_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
 
 def test_off_does_nothing(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
-    report = CgroupExecutor(ExecutorMode.OFF, root).apply(WRITES)
+    report = NodeExecutor(ExecutorMode.OFF, root).apply(WRITES)
     assert report.written == report.logged == report.failed == []
     assert (root / "cpu/kubepods/besteffort/pod1/cpu.shares").read_text() == "original\n"
 
 
 def test_missing_pod_cgroup_is_skipped_not_created(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
-    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+    report = NodeExecutor(ExecutorMode.ON, root).apply(
         [CgroupWrite("/kubepods/besteffort/gone", "cpu.shares", 2)])
     assert len(report.skipped) == 1 and not report.written
     assert not (root / "cpu/kubepods/besteffort/gone").exists()
@@ -125,7 +121,7 @@ def test_missing_pod_cgroup_is_skipped_not_created(tmp_path: Path) -> None:
 def test_kernel_without_bvt_is_skipped_quietly(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     (root / "cpu/kubepods/besteffort/pod1/cpu.bvt_warp_ns").unlink()  # kernel without bvt
-    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+    report = NodeExecutor(ExecutorMode.ON, root).apply(
         [CgroupWrite(V1_PARENT, "cpu.bvt_warp_ns", 2)])
     assert not report.failed and "kernel has no cpu.bvt_warp_ns" in report.skipped[0]
 
@@ -156,7 +152,7 @@ def test_a_file_the_kernel_lacks_is_looked_for_once_per_call(
             CgroupWrite(parent, "cpu.shares", 3),
         )
     ]
-    executor = CgroupExecutor(ExecutorMode.ON, root, CgroupVersion.V1)
+    executor = NodeExecutor(ExecutorMode.ON, root, CgroupVersion.V1)
     for _ in range(2):  # each call looks once (a kernel's files are not cached across calls)
         opened.clear()
         report = executor.apply(effects)
@@ -172,7 +168,7 @@ def test_a_file_the_kernel_lacks_is_looked_for_once_per_call(
 def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
     (root / "cpu/kubepods/besteffort/pod1/cpu.shares").unlink()  # controller not there
-    report = CgroupExecutor(ExecutorMode.ON, root).apply(
+    report = NodeExecutor(ExecutorMode.ON, root).apply(
         [CgroupWrite(V1_PARENT, "cpu.shares", 2)])
     assert len(report.failed) == 1 and "No such file" in report.failed[0]
 
@@ -181,13 +177,13 @@ def test_missing_file_fails_without_raising(tmp_path: Path) -> None:
     "parent", ["/kubepods/../../etc", "", "kubepods--x.slice", "/", ".", "/./", "a/..", "  "]
 )
 def test_bad_parents_are_refused(tmp_path: Path, parent: str) -> None:
-    report = CgroupExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
+    report = NodeExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
         [CgroupWrite(parent, "cpu.shares", 2)])
     assert len(report.failed) == 1
 
 
 def test_unknown_file_is_refused(tmp_path: Path) -> None:
-    report = CgroupExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
+    report = NodeExecutor(ExecutorMode.ON, v1_tree(tmp_path)).apply(
         [CgroupWrite(V1_PARENT, "cgroup.procs", 1)])
     assert "unsupported cgroup file" in report.failed[0]
 
@@ -210,27 +206,30 @@ def test_cgroup_dir_for_both_drivers(parent: str, relative: str) -> None:
 
 def test_host_directory(tmp_path: Path) -> None:
     target = tmp_path / "vgpu/containers/uid_app"
-    report = CgroupExecutor(ExecutorMode.ON, tmp_path).apply(
+    report = NodeExecutor(ExecutorMode.ON, tmp_path).apply(
         [HostDirectory(str(target), 0o777)])
     assert target.is_dir() and (target.stat().st_mode & 0o777) == 0o777
     assert report.written == [f"mkdir {target} mode 777"]
-    dry = CgroupExecutor(ExecutorMode.DRY_RUN, tmp_path).apply(
+    dry = NodeExecutor(ExecutorMode.DRY_RUN, tmp_path).apply(
         [HostDirectory(str(tmp_path / "other"), 0o777)])
     assert dry.logged and not (tmp_path / "other").exists()
 
 
-def test_host_directory_is_emptied_first(tmp_path: Path) -> None:
-    # koordlet's gpu hook: os.RemoveAll then MkdirAll(0777): a restarted container never sees
-    # the previous one's cache file.
+def test_host_directory_is_emptied_first_when_asked(tmp_path: Path) -> None:
+    # koordinator-qos's gpu hook asks for it (koordlet: os.RemoveAll then MkdirAll(0777)): a
+    # restarted container never sees the previous one's cache file.
     target = tmp_path / "vgpu/containers/uid_app"
     target.mkdir(parents=True)
     (target / "uid_app.cache").write_text("stale")
-    CgroupExecutor(ExecutorMode.ON, tmp_path).apply([HostDirectory(str(target), 0o777)])
+    executor = NodeExecutor(ExecutorMode.ON, tmp_path)
+    executor.apply([HostDirectory(str(target), 0o777)])
+    assert [p.name for p in target.iterdir()] == ["uid_app.cache"]  # kept unless asked
+    executor.apply([HostDirectory(str(target), 0o777, emptied=True)])
     assert target.is_dir() and list(target.iterdir()) == []
 
 
 def test_unwritable_cgroups_skip_writes_quietly(tmp_path: Path) -> None:
-    executor = CgroupExecutor(ExecutorMode.ON, tmp_path / "missing")
+    executor = NodeExecutor(ExecutorMode.ON, tmp_path / "missing")
     probe = executor.probe()
     assert not probe.writable and "no cgroup hierarchy" in probe.reason
     report = executor.apply(WRITES)
@@ -239,13 +238,13 @@ def test_unwritable_cgroups_skip_writes_quietly(tmp_path: Path) -> None:
 
 def test_read_back_and_drift(tmp_path: Path) -> None:
     root = v1_tree(tmp_path)
-    executor = CgroupExecutor(ExecutorMode.ON, root)
+    executor = NodeExecutor(ExecutorMode.ON, root)
     (root / "memory" / V1_PARENT.lstrip("/") / "memory.limit_in_bytes").write_text(
         "9223372036854771712\n")
-    assert executor.read(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) == "-1"
-    assert executor.drifted(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) is False
-    assert executor.drifted(CgroupWrite(V1_PARENT, "cpu.shares", 2)) is True  # "original"
-    assert executor.drifted(CgroupWrite("/kubepods/gone", "cpu.shares", 2)) is None
+    assert executor.writer.read(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) == "-1"
+    assert executor.writer.drifted(CgroupWrite(V1_PARENT, "memory.limit_in_bytes", -1)) is False
+    assert executor.writer.drifted(CgroupWrite(V1_PARENT, "cpu.shares", 2)) is True  # "original"
+    assert executor.writer.drifted(CgroupWrite("/kubepods/gone", "cpu.shares", 2)) is None
 
 
 def test_container_dirs_for_both_drivers() -> None:
@@ -266,7 +265,7 @@ def test_container_values_v1_and_v2(tmp_path: Path) -> None:
                                     ("cpu", "cgroup.procs", "7\n8")):
         (v1 / controller / "pod1/c1").mkdir(parents=True, exist_ok=True)
         (v1 / controller / "pod1/c1" / name).write_text(value + "\n")
-    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, v1, CgroupVersion.V1))
+    files = ContainerFiles(v1, CgroupVersion.V1)
     assert files.values("/pod1/c1") == {"shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
     assert files.pids("/pod1/c1") == [7, 8] and files.pids("/gone") == []
     v2 = tmp_path / "v2" / "pod1" / "c1"
@@ -274,5 +273,5 @@ def test_container_values_v1_and_v2(tmp_path: Path) -> None:
     for name, value in (("cpu.weight", "20"), ("cpu.max", "50000 100000"),
                         ("memory.max", "max"), ("cpuset.cpus", "1")):
         (v2 / name).write_text(value + "\n")
-    files = ContainerFiles(CgroupExecutor(ExecutorMode.ON, tmp_path / "v2", CgroupVersion.V2))
+    files = ContainerFiles(tmp_path / "v2", CgroupVersion.V2)
     assert files.values("/pod1/c1") == {"weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.node.cgroups import ExecutorMode
+from policy_server.node.execution import ExecutorMode
 from policy_server.policies.koordinator_qos.rules_watcher import ReloadResult
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, pod

@@ -25,7 +25,7 @@ from policy_server.node.resctrl_masks import (
 )
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.resctrl_schemata import resctrl_group
-from policy_server.sdk.decision import ResctrlGroup
+from policy_server.sdk.effects import ResctrlGroup
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod, request
 
@@ -117,11 +117,15 @@ def test_group_lifecycle_on_a_fake_tree(tmp_path: Path) -> None:
     schemata.write_text("L3:0=7ff;1=7ff\nMB:0=50;1=50\n")  # reset behind our back
     assert fs.ensure(group)[0] == "updated" and schemata.read_text() == "L3:0=f;1=f\n"
     (tmp_path / "resctrl" / "other").mkdir()  # not ours: never listed or removed
-    assert fs.groups() == ["koordlet-u1"]
+    (tmp_path / "resctrl" / "mon_groups").mkdir()  # the kernel's
+    assert fs.groups(["koordlet-"]) == ["koordlet-u1"]
+    assert fs.groups([]) == [] and fs.groups([""]) == []  # no prefix names every group
     assert fs.remove("koordlet-u1") == ("removed", "")
     assert fs.remove("koordlet-u1") == ("absent", "")
-    assert fs.groups() == [] and (tmp_path / "resctrl" / "other").is_dir()
-    assert fs.remove("../etc")[0] == "failed"
+    assert fs.groups(["koordlet-"]) == [] and (tmp_path / "resctrl" / "other").is_dir()
+    for name in ("../etc", "a/b", "", ".", "info", "mon_groups"):
+        assert fs.remove(name)[0] == "failed", name
+    assert (tmp_path / "resctrl" / "mon_groups").is_dir()
 
 
 def test_probe_without_rdt_hardware(tmp_path: Path) -> None:
@@ -132,7 +136,7 @@ def test_probe_without_rdt_hardware(tmp_path: Path) -> None:
 def _server(tmp_path: Path, resctrl_root: Path) -> PolicyServer:
     rules = tmp_path / "rules.yaml"
     rules.write_text("features: {Resctrl: true}\n")
-    from policy_server.node.cgroups import ExecutorMode
+    from policy_server.node.execution import ExecutorMode
 
     server = PolicyServer(ServerOptions(
         rules_path=rules, executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cgroup",
@@ -167,3 +171,20 @@ async def test_no_rdt_class_without_resctrl(tmp_path: Path) -> None:
     assert "koordlet-u2" in warning and "no resctrl filesystem" in warning
     state = server.node_state()
     assert state["resctrl"]["usable"] is False
+
+
+def test_prune_removes_only_the_owned_groups_no_effect_asks_for(tmp_path: Path) -> None:
+    from policy_server.node.resctrl_groups import ResctrlGroups
+    from policy_server.sdk import NodePlan
+
+    fs = fake_resctrl(tmp_path / "resctrl")
+    for name in ("koordlet-live", "koordlet-gone", "mine-gone", "someone-elses"):
+        (fs.root / name).mkdir()
+    groups = ResctrlGroups(fs)
+    plan = NodePlan(resctrl_prefixes=("koordlet-",)).merged(NodePlan(resctrl_prefixes=("mine-",)))
+    drift = groups.prune(plan.resctrl_prefixes, {"koordlet-live"})
+    assert (drift.level, drift.found, drift.fixed, drift.errors) == ("resctrl", 2, 2, ())
+    left = sorted(p.name for p in fs.root.iterdir() if p.is_dir() and p.name != "info")
+    assert left == ["koordlet-live", "someone-elses"]
+    assert groups.prune((), set()).found == 0  # a plan owning no prefix removes nothing
+    assert (fs.root / "someone-elses").is_dir()

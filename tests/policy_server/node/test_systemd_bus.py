@@ -24,7 +24,7 @@ from jeepney import HeaderFields, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import DBusConnection, open_dbus_connection
 
-from policy_server.node.cgroups import ExecutorMode
+from policy_server.node.execution import ExecutorMode
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import (
     UINT64_MAX,

@@ -12,8 +12,10 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from policy_server.node.cgroups import CgroupExecutor, CgroupVersion, ExecutorMode
+from policy_server.node.cgroup_layout import CgroupVersion
 from policy_server.node.cpu_weight import CpuWeights, WeightSetting
+from policy_server.node.execution import ExecutorMode
+from policy_server.node.executor import NodeExecutor
 from policy_server.node.unit_properties import (
     UINT64_MAX,
     BusState,
@@ -24,7 +26,7 @@ from policy_server.node.unit_properties import (
     properties_for,
     unit_name,
 )
-from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.effects import CgroupWrite
 
 POD_UNIT = "kubepods-besteffort-pod1.slice"
 POD_DIR = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice"
@@ -187,8 +189,8 @@ def writes(parent: str = POD_UNIT) -> list[CgroupWrite]:
 
 def executor(
     root: Path, bus: MemoryBus, mode: PropertiesMode = PropertiesMode.AUTO
-) -> CgroupExecutor:
-    return CgroupExecutor(
+) -> NodeExecutor:
+    return NodeExecutor(
         ExecutorMode.ON, root, CgroupVersion.AUTO,
         weights=CpuWeights(WeightSetting.LINEAR), units=SystemdUnits(mode, bus),
     )  # fmt: skip

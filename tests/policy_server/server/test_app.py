@@ -22,7 +22,8 @@ from policy_server import (
     ResourcePatch,
 )
 from policy_server.engine.reply import encode_reply
-from policy_server.node.cgroups import CgroupVersion, ExecutorMode
+from policy_server.node.cgroup_layout import CgroupVersion
+from policy_server.node.execution import ExecutorMode
 from policy_server.server.asgi import _documented, create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import (

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from policy_server.engine.evaluate import MAX_WARNINGS
 from policy_server.engine.reply import decision_to_reply
-from policy_server.node.cgroups import ExecutorMode
-from policy_server.sdk.decision import Adjustment, CgroupWrite, Decision, HostDirectory
+from policy_server.node.execution import ExecutorMode
+from policy_server.node.executor import NodeExecutor
+from policy_server.sdk.decision import Adjustment, Decision
+from policy_server.sdk.effects import CgroupWrite, HostDirectory
 from policy_server.sdk.resource_patch import ResourcePatch
-from policy_server.service.request_steps import effect_notes, with_warnings, without_rdt_class
+from policy_server.service.request_steps import with_warnings, without_rdt_class
 
 
 def test_an_rdt_class_whose_group_is_missing_leaves_the_decision_and_empty_parts_go() -> None:
@@ -29,9 +31,9 @@ def test_warnings_are_appended_and_capped() -> None:
 
 def test_effect_notes_say_what_was_not_applied_and_why() -> None:
     effects = (HostDirectory("/var/x", 0o755), CgroupWrite("kubepods/p1", "cpu.shares", 2))
-    assert effect_notes(effects, ExecutorMode.ON) == []
-    off = effect_notes(effects, ExecutorMode.OFF)
+    assert NodeExecutor(ExecutorMode.ON).notes(effects) == []
+    off = NodeExecutor(ExecutorMode.OFF).notes(effects)
     assert off == ["host directory /var/x not created (executor off); the mount that needs it "
                    "will fail", "pod cgroup writes not applied (executor off): kubepods/p1: "
                    "cpu.shares=2"]
-    assert "dry_run request" in effect_notes(effects, ExecutorMode.ON, dry_run=True)[0]
+    assert "dry_run request" in NodeExecutor(ExecutorMode.ON).notes(effects, dry_run=True)[0]

@@ -47,7 +47,11 @@ def _hami(first: Device, target: ContainerTarget, rules: Rules) -> HookResult:
         env[keys.ENV_CUDA_DEVICE_MEMORY_SHARED_CACHE] = f"{lib_dir}/{tag}.cache"
         host_dir = f"{lib_dir}/containers/{tag}"
         mounts.append(_bind(host_dir, lib_dir))
-        effects = (HostDirectory(host_dir, keys.HAMI_CONTAINER_DIR_MODE, target.pod.label),)
+        # koordlet empties the directory first (os.RemoveAll, then MkdirAll 0777): a new
+        # container never sees a previous one's cache file (docs/koordinator.md#gpuenvinject).
+        effects = (
+            HostDirectory(host_dir, keys.HAMI_CONTAINER_DIR_MODE, target.pod.label, emptied=True),
+        )
     return HookResult(env=env, mounts=tuple(mounts), effects=effects)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from policy_server.policies.koordinator_qos.hooks import batch
 from policy_server.policies.koordinator_qos.target import Stage
-from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.effects import CgroupWrite
 from policy_server.sdk.resource_patch import ResourcePatch
 from tests.policy_server.factory import batch_spec, container_target, pod_target, rules
 

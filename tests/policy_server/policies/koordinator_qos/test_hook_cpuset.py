@@ -10,7 +10,7 @@ import pytest
 from policy_server.policies.koordinator_qos.annotations import AnnotationError, resource_status
 from policy_server.policies.koordinator_qos.hooks import cpuset
 from policy_server.policies.koordinator_qos.target import Stage
-from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.effects import CgroupWrite
 from tests.policy_server.factory import (
     BE_POOLS_2_NUMA,
     container_target,

@@ -9,7 +9,7 @@ import pytest
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.hooks import gpu
 from policy_server.policies.koordinator_qos.target import Stage
-from policy_server.sdk.decision import HostDirectory
+from policy_server.sdk.effects import HostDirectory
 from policy_server.sdk.model import Mount
 from tests.policy_server.factory import container_target, rules
 
@@ -97,4 +97,4 @@ def test_hami_vgpu_monitor() -> None:
     assert result.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == "/usr/local/vgpu/pod-uid_main.cache"
     host_dir = "/usr/local/vgpu/containers/pod-uid_main"
     assert Mount("/usr/local/vgpu", "bind", host_dir, ("rbind",)) in result.mounts
-    assert result.effects == (HostDirectory(host_dir, 0o777, "default/pod-1"),)
+    assert result.effects == (HostDirectory(host_dir, 0o777, "default/pod-1", emptied=True),)

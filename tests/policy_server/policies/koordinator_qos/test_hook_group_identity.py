@@ -10,7 +10,7 @@ import pytest
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.hooks import group_identity
 from policy_server.policies.koordinator_qos.target import Stage
-from policy_server.sdk.decision import CgroupWrite
+from policy_server.sdk.effects import CgroupWrite
 from policy_server.sdk.node_facts import NodeFacts
 from tests.policy_server.factory import (
     ANOLIS_V2,

@@ -9,7 +9,7 @@ import pytest
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.hooks import oom, resctrl
 from policy_server.policies.koordinator_qos.target import Stage
-from policy_server.sdk.decision import ResctrlGroup, ResctrlGroupRemoval
+from policy_server.sdk.effects import ResctrlGroup, ResctrlGroupRemoval
 from tests.policy_server.factory import container_target, pod_target, rules
 
 POD_DEFAULT = "koordinator.sh/oom-score-adj"
