@@ -53,6 +53,8 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/policy_server/policies/test_catalogue.py::test_cli_lists_policies_and_refuses_unknown_ones",
     "tests/policy_server/policies/test_catalogue.py::test_cli_checks_policy_configurations",
     "tests/policy_server/policies/test_cel.py::test_the_server_exits_2_on_a_misspelt_field",
+    "tests/policy_server/policies/test_cel_cost.py::test_nested_comprehensions_over_request_lists_are_refused_at_load",
+    "tests/policy_server/policies/test_cel_everywhere.py::test_try_runs_a_cel_file",
     "tests/policy_server/test_examples.py::test_node_policy_over_a_unix_socket",  # and node
     "tests/policy_server/test_examples.py::test_cli_serves_the_example_module",
     "tests/policy_server/test_examples.py::test_cli_startup_errors_exit_2",

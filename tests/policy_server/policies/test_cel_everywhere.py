@@ -1,6 +1,6 @@
 """The ``cel`` policy where any policy works: ``try`` with ``--policy cel=FILE``, and a
 shadow-mode (``dry_run``) request answered as the real one. (Suites naming CEL files run with
-the other examples: tests/suite/test_suite_command.py.)"""
+the other examples: tests/bridge/suite/test_suite_command.py.)"""
 
 from __future__ import annotations
 
