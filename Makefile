@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # them install-runtimes.sh's temporary sid source, apt's lists and dpkg): one at a time.
 SETUP_LOCK := /run/nri-webhook-bridge-setup.lock
 
-.PHONY: setup tools demo test lint typecheck proto e2e shipped node-v2 bench clean
+.PHONY: setup tools demo check test lint typecheck proto e2e shipped node-v2 bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,7 +45,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy bridge policy_server
 
-# The whole suite (unit + integration), plus lint and type checks.
+# The check to run before each commit: lint, types, import contracts and the in-process tests
+# (no root, no apt, no tool from `make tools`, no process started; tests/in_process.py says
+# which tests those are). Its time on this machine: docs/performance.md#make-check.
+IN_PROCESS := not processes and not e2e and not shipped and not node_v2
+
+check: $(STAMP) lint typecheck
+	$(BIN)/pytest -q -m '$(IN_PROCESS)'
+
+# The whole suite (unit + integration), plus lint and type checks: everything `make check`
+# runs, each once (its in-process tests are among the suite's), and the rest.
 test: $(STAMP) tools lint typecheck
 	$(BIN)/pytest -q
 

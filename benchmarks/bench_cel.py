@@ -37,7 +37,10 @@ BODY = (ROOT / "schemas/webhook/examples/CreateContainer.request.json").read_byt
 POLICIES = {"CEL (cel built-in)": "cel", "Python SDK": "five-rules-sdk"}
 
 
-def bench_route(iterations: int) -> None:
+Results = dict[str, dict[str, float]]
+
+
+def bench_route(iterations: int) -> Results:
     server = PolicyServer(ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
                                         builtin_policies=(("cel", CEL_FILE),)))
     print(f"in-process webhook route, request bytes -> reply bytes ({len(BODY)} B):")
@@ -56,11 +59,10 @@ def bench_route(iterations: int) -> None:
                 raise SystemExit("the route suspended")
             if i >= 500:
                 samples[label].append(clock() - start)
-    for label in POLICIES:
-        stats(label, samples[label])
+    return {label: stats(label, samples[label]) for label in POLICIES}
 
 
-def bench_http(iterations: int) -> None:
+def bench_http(iterations: int) -> Results:
     with tempfile.TemporaryDirectory() as tmp:
         sock = Path(tmp) / "policy.sock"
         proc = subprocess.Popen(
@@ -84,9 +86,9 @@ def bench_http(iterations: int) -> None:
                     assert response.status == 200 and data == b"{}", (name, data)
                     if i >= 200:
                         samples[label].append(elapsed)
-            for label in POLICIES:
-                stats(label, samples[label])
+            results = {label: stats(label, samples[label]) for label in POLICIES}
             conn.close()
+            return results
         finally:
             proc.terminate()
             proc.wait(10)
@@ -96,12 +98,21 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=5000)
     parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="each path measured this often")
     args = parser.parse_args()
     print(f"# {platform.machine()} {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"{time.strftime('%Y-%m-%d')}")
-    bench_route(args.iterations)
-    if not args.no_http:
-        bench_http(args.iterations // 2)
+    paths: dict[str, list[Results]] = {"in-process": [], "HTTP": []}
+    for n in range(args.rounds):
+        print(f"## round {n + 1}")
+        paths["in-process"].append(bench_route(args.iterations))
+        if not args.no_http:
+            paths["HTTP"].append(bench_http(args.iterations // 2))
+    print("## p50 per round (CEL / SDK, us)")
+    for path, rounds in paths.items():
+        if rounds:
+            cells = [" / ".join(f"{r[label]['p50']:.1f}" for label in POLICIES) for r in rounds]
+            print(f"  {path:<11} " + "   ".join(cells))
     return 0
 
 

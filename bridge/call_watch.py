@@ -4,7 +4,8 @@ A call the bridge makes to the runtime (NRI RegisterPlugin and UpdateContainers,
 UpdateContainerResources and Version) is wrapped in `CallWatch.track(name, detail)`. A call
 still open `stuck_after_s` after it started is *stuck*: it logs one warning naming the call and its
 detail (the runtime may be deadlocked: a plugin-initiated UpdateContainers takes containerd's
-locks in the inverse order of lifecycle events, issue 32), it is counted once per call in
+locks in the inverse order of lifecycle events,
+docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), it is counted once per call in
 `became_stuck`, and `stuck()` lists it until it returns (the control API's `/readyz` body and
 the metrics read that at request and scrape time). When a stuck call finally returns, one info
 line says so with its duration.

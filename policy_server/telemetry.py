@@ -1,9 +1,16 @@
-"""Prometheus metrics of one server instance (its own registry, so tests can build many)."""
+"""Prometheus metrics of one server instance (its own registry, so tests can build many).
+
+Besides the server's own metrics, the counters policies export through the SDK's
+``Policy.counters`` (``PolicyCounters``, read at each scrape)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 # Decisions take tens of microseconds; the buckets reach up to a slow second.
 _LATENCY_BUCKETS_S = (
@@ -21,6 +28,39 @@ _LATENCY_BUCKETS_S = (
 )
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class CounterSample(Protocol):
+    """The SDK's ``CounterSample`` as read here (telemetry sits below the SDK)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def documentation(self) -> str: ...
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def value(self) -> float: ...
+
+
+class PolicyCounters:
+    """A collector of policies' own counters: ``samples()`` yields (policy, sample) pairs,
+    exported as ``policy_<policy>_<name>_total`` (a policy's names cannot clash with ours)."""
+
+    def __init__(self, samples: Callable[[], Iterable[tuple[str, CounterSample]]]) -> None:
+        self._samples = samples
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, CounterMetricFamily] = {}
+        for policy, sample in self._samples():
+            name = f"policy_{policy}_{sample.name}".replace("-", "_")
+            family = families.get(name)
+            if family is None:
+                labels = [label for label, _ in sample.labels]
+                family = families[name] = CounterMetricFamily(name, sample.documentation,
+                                                              labels=labels)
+            family.add_metric([value for _, value in sample.labels], sample.value)
+        yield from families.values()
 
 
 class Metrics:
@@ -106,6 +146,11 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
             registry=r,
         )
+
+    def export_policy_counters(
+        self, samples: Callable[[], Iterable[tuple[str, CounterSample]]]
+    ) -> None:
+        self.registry.register(PolicyCounters(samples))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,9 +7,17 @@ is slow" health check are off. Example counts stay as each test sets them.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import in_process
 
 settings.register_profile(
     "nri-webhook-bridge", deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("nri-webhook-bridge")
+
+
+# `make check`'s selection, the in-process tests, kept true in every run (tests/in_process.py).
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(in_process.Plugin(), "in-process")

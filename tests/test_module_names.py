@@ -6,7 +6,8 @@
 - Every module a package docstring's "Owns" part names (a backticked name, relative to the
   package, or dotted from `bridge.`/`policy_server.`) exists. The check reads the docstrings,
   so it follows packages wherever they move.
-- Every `bridge/...py` or `policy_server/...py` path written in the repository's text exists.
+- Every `bridge/...py`, `policy_server/...py`, `tests/...py` or `benchmarks/...py` path
+  written in the repository's text exists (tests move with the modules they test).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ NAMED = re.compile(r"`{1,2}([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)`{1,2}")
 # The Owns part of a docstring: from "Owns" to the end of its paragraph or to "Must not".
 OWNS = re.compile(r"\bOwns\b(.*?)(?:\n\s*\n|\bMust not\b|\Z)", re.DOTALL)
 # A source path, not part of a longer one (tests/policy_server/... is a test path).
-SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:bridge|policy_server)/[\w/]+\.py)\b")
+SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:bridge|policy_server|tests|benchmarks)/[\w/]+\.py)\b")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".sh", ""}
 
 

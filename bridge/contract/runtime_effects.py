@@ -2,7 +2,7 @@
 
 A runtime applies a reply per leaf (bridge.contract.field_table) and per route, and NRI's
 message says nothing of it: containerd 2.1.9 takes `memory.limit` from an adjustment, sets
-swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
+swap to it, and ignores `memory.swappiness` without a word (the `lab` facts below). Routes:
 
 - `adjust`: the merged ContainerAdjustment of CreateContainer (NRI's OCI generator,
   pkg/runtime-tools/generate/generate.go `Adjust`);
@@ -18,7 +18,7 @@ swap to it, and ignores `memory.swappiness` without a word (issue 33). Routes:
   bridge.contract.cri_service.CARRIED, and the runtime runs its UpdateContainer event and
   applies the result as it applies an `update`.
 
-`FACTS` are the exceptions, each with its source: `lab` (issue 33: containerd 1.7.24, 2.2.7,
+`FACTS` are the exceptions, each with its source: `lab` (measured on containerd 1.7.24, 2.2.7,
 2.3.4 and CRI-O 1.36.3 on cgroup v1, each runtime's config.json and cgroup files read back),
 `upstream` (a source file, cited, never copied), `assumed` (CRI-O is not mirrored here: where
 the lab said nothing, it is assumed to keep no more than containerd). Rules, in order:
@@ -151,28 +151,28 @@ SYSCTL_REMOVAL_LOST = ((0, 11, 0), (0, 12, 3))
 FACTS: tuple[Fact, ...] = (
     # -- adjust (CreateContainer) --------------------------------------------------------
     Fact(_r("memory.limit"), ADJUST, Effect.SWAP_IS_LIMIT, BOTH, "lab",
-         "issue 33 item 1 (every runtime: swap = limit in config.json); " + _GENERATOR),
+         "lab note L1 (every runtime: swap = limit in config.json); " + _GENERATOR),
     Fact(_MEMORY_IGNORED, ADJUST, Effect.IGNORED, BOTH, "lab",
-         "issue 33 item 1 (every runtime); " + _GENERATOR),
+         "lab note L1 (every runtime); " + _GENERATOR),
     Fact(_MEMORY_OTHERS, ADJUST, Effect.IGNORED, BOTH, "upstream", _GENERATOR),
     Fact(_r("devices"), ADJUST, Effect.IGNORED, BOTH, "upstream",
          "NRI generate.go AdjustResources reads cgroup device rules (r.Devices) from v0.10.0",
          fixed=(0, 10, 0)),
     Fact(("linux.sysctl",), ADJUST, Effect.REMOVAL_LOST, BOTH, "lab",
-         "issue 33 item 3 (containerd 2.2.7, 2.3.4: the sysctl stays, an annotation of that name "
+         "lab note L3 (containerd 2.2.7, 2.3.4: the sysctl stays, an annotation of that name "
          "goes); NRI v0.11.0-v0.12.2 pkg/adaptation/result.go adjustSysctl records a lone "
          "removal as Annotations[\"-key\"], fixed after v0.12.2",
          first=SYSCTL_REMOVAL_LOST[0], fixed=SYSCTL_REMOVAL_LOST[1]),
     # -- update (UpdateContainer reply) and update_containers ----------------------------
     Fact(_r("memory.limit"), UPDATES, Effect.SWAP_IS_LIMIT, CONTAINERD, "upstream",
-         "issue 33 item 2 (limit applied); " + _TO_CRI + "; " + _SWAP_IS_LIMIT),
+         "lab note L2 (limit applied); " + _TO_CRI + "; " + _SWAP_IS_LIMIT),
     Fact(_r("memory.limit"), UPDATES, Effect.APPLIED, CRIO, "lab",
-         "issue 33 item 2 (CRI-O 1.36.3: limit applied, swap left at its old value)"),
+         "lab note L2 (CRI-O 1.36.3: limit applied, swap left at its old value)"),
     Fact(_r("pids", "memory.reservation"), UPDATE_CONTAINERS, Effect.APPLIED, CRIO, "lab",
-         "issue 33 item 2: CRI-O 1.36.3 applied pids and the memory reservation (soft limit) "
+         "lab note L2: CRI-O 1.36.3 applied pids and the memory reservation (soft limit) "
          "of an unsolicited update"),
     Fact(_r("pids"), UPDATE, Effect.IGNORED, BOTH, "upstream",
-         "issue 33 item 2 (dropped on every runtime); NRI pkg/adaptation/result.go "
+         "lab note L2 (dropped on every runtime); NRI pkg/adaptation/result.go "
          "updateResources takes pids from the merged copy, never from a plugin's update"),
     # -- cri_update (the bridge's unsolicited update as CRI UpdateContainerResources) ---------
     Fact(_r("memory.swap"), CRI_UPDATE, Effect.APPLIED, CONTAINERD, "lab",
@@ -181,11 +181,11 @@ FACTS: tuple[Fact, ...] = (
          "memory.memsw.limit_in_bytes when no plugin's UpdateContainer reply changes the "
          "container (containerd keeps the request; only a plugin's update replaces it)"),
     Fact(_r("pids", "memory.reservation", "memory.swappiness"), UPDATES, Effect.IGNORED,
-         BOTH, "lab", "issue 33 item 2 (dropped on every runtime); " + _TO_CRI),
+         BOTH, "lab", "lab note L2 (dropped on every runtime); " + _TO_CRI),
     Fact(_UPDATE_IGNORED, UPDATES, Effect.IGNORED, CONTAINERD, "upstream", _TO_CRI),
     Fact(_UPDATE_IGNORED, UPDATES, Effect.IGNORED, CRIO, "assumed",
          "CRI-O's source not checked: assumed to keep no more than containerd (" + _TO_CRI
-         + "); swap: issue 33 item 2 (left at its old value)"),
+         + "); swap: lab note L2 (left at its old value)"),
 )
 for _fact in FACTS:
     assert set(_fact.leaves) <= set(LEAVES), f"a fact about unknown leaves: {_fact.leaves}"

@@ -6,8 +6,8 @@ signal is remembered (``requested``) and, while a server runs, wakes it (``wakin
 kills the process and never raises inside whatever happened to be running. Once the program is
 done, the stop signals are ignored: the interpreter's finalization puts Python handlers back to
 the default action, so a SIGTERM landing then would still end the process with -15. Also the
-test hook ``checkpoint`` that parks the process at a named phase (tests/hardening/
-test_stop_phases.py sends SIGTERM there).
+test hook ``checkpoint`` that parks the process at a named phase
+(tests/hardening/test_stop_phases.py sends SIGTERM there).
 
 Must not: import anything beyond the standard library (it is loaded before the programs' own
 imports, which take about a second), or do more in the handler than record and schedule.

@@ -3,8 +3,8 @@
 Owns: the note the server puts in a reply warning (failure policy Ignore) or reject reason
 (Fail) for a handler that raised anything but a PolicyError — `<handler>: internal error
 (<ExceptionType>: <message>)` — and finding those notes again in a reply, so that `try` and
-`test` count such a reply as a failed webhook call, as they count a reply that is not JSON
-(issue 34): a policy that crashed said nothing about the pod. One declaration for both sides.
+`test` count such a reply as a failed webhook call, as they count a reply that is not JSON:
+a policy that crashed said nothing about the pod. One declaration for both sides.
 Must not: decide what the bridge does with such a reply in production (its reply is valid).
 """
 

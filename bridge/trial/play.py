@@ -107,7 +107,7 @@ async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str
 
 class TrialBridge:
     """The relay and the bridge process for one configuration, for one trial or many in a row
-    (`test` plays a suite's cases through one, issue 34: starting a bridge is most of what a
+    (`test` plays a suite's cases through one: starting a bridge is most of what a
     small case costs). Each trial has a simulated runtime of its own: it takes over the NRI
     socket path and the previous one goes, so the bridge reconnects at once (it watches the
     path for a new socket), registers and synchronizes afresh — the policies see an empty node
@@ -199,7 +199,7 @@ def _size(path: Path) -> int:
 
 def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
     """`exchanges` with a reply that says a handler raised (bridge.replies.handler_crash)
-    marked failed: a crash is a failed call, as a reply that is not JSON is (issue 34)."""
+    marked failed: a crash is a failed call, as a reply that is not JSON is."""
     out = []
     for ex in exchanges:
         crashed = crashes(ex.reply) if ex.error is None and ex.reply is not None else []
@@ -255,7 +255,7 @@ def relayed_document(document: dict[str, Any], relay_socket: str) -> dict[str, A
         hook = {k: v for k, v in hook.items()
                 if k not in ("tls", "bearer_token_file", "allow_insecure_http")}
         hook["url"] = f"unix://{relay_socket}/{i}"
-        # try counts every failure: the breaker must not skip calls (issue 25).
+        # try counts every failure: the breaker must not skip calls.
         hook["circuit_breaker"] = {**(hook.get("circuit_breaker") or {}),
                                    "failure_threshold": MAX_FAILURE_THRESHOLD}
         hooks.append(hook)
@@ -294,7 +294,7 @@ def _tail(path: Path) -> str:
 async def _play_all(runtime: SimulatedRuntime, pods: list[CriPod], profile: RuntimeProfile,
                     resizes: tuple[Resize, ...] = ()) -> list[PodRun]:
     """Every pod onto the node, each until its containers are in place, before any is torn
-    down: a trial's pods share the node (exclusive CPUs run out as they would, issue 34).
+    down: a trial's pods share the node (exclusive CPUs run out as they would).
     Then each pod's last snapshots, and then the teardowns, pods in the order they came."""
     players = [_Player(runtime, pod, profile, i, resizes) for i, pod in enumerate(pods)]
     for player in players:

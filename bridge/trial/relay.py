@@ -4,7 +4,7 @@ Owns: one Unix-socket HTTP server (uvicorn, as the control API) that takes the b
 POSTs for every configured webhook, forwards each to the real webhook with the bridge's own
 policy client (same TLS, token, timeouts), records the request body as forwarded with the
 reply or failure, and answers the bridge with the webhook's reply bytes. Two envelope fields
-are the relay's, so that a trial is safe against a live server and reproducible (issue 25):
+are the relay's, so that a trial is safe against a live server and reproducible:
 `dry_run` is always true (the policy server answers from its dry-run copy of its state and
 changes nothing), and `uid` is derived from what the request is about (webhook, event, pod
 namespace/name, container name, occurrence) instead of the bridge's random one.

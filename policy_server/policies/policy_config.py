@@ -4,7 +4,7 @@ Owns reading that file (YAML; JSON is YAML too) into ``PolicySettings``, and val
 against the policy's pydantic model (``PolicySettings.parse``) with errors that name the file
 and the key path (``hook-injector.yaml: hooks_dirs[1]: expected a non-empty string, got the
 number 5``); the field types every policy shares (``Strings``, ``Paths``, ``NonEmptyString``,
-``StringMap``) carry their own messages, so a policy's ``build`` declares its settings in a few
+``AnyMapping``) carry their own messages, so a policy's ``build`` declares its settings in a few
 lines and unknown keys are refused naming the known ones. Must not know about any particular
 policy.
 """

@@ -37,7 +37,13 @@ from policy_server.sdk.effects import (
     ResctrlGroup,
     ResctrlGroupRemoval,
 )
-from policy_server.sdk.extension import ConfigStatus, Extensions, PolicyHost, ReloadResult
+from policy_server.sdk.extension import (
+    ConfigStatus,
+    CounterSample,
+    Extensions,
+    PolicyHost,
+    ReloadResult,
+)
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_plan import (
@@ -80,6 +86,7 @@ __all__ = [
     "Container",
     "ContainerUpdate",
     "CoreSchedGroup",
+    "CounterSample",
     "Decision",
     "Device",
     "DeviceRule",

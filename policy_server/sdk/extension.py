@@ -1,8 +1,9 @@
 """Extension points beyond handlers: what a policy may have besides event -> decision.
 
-Owns the values and callable shapes of the four extension points a ``Policy`` registers with a
+Owns the values and callable shapes of the extension points a ``Policy`` registers with a
 decorator (``Policy.background``, ``Policy.describe``, ``Policy.reconcile``,
-``Policy.node_needs``), plus the configuration status a background task reports:
+``Policy.node_needs``, ``Policy.counters``), plus the configuration status a background task
+reports:
 
 - a background task, ``async def task(host: PolicyHost)``, runs as long as the server does
   (koordinator-qos polls its rules file in one). ``PolicyHost`` is what the server offers it:
@@ -15,14 +16,18 @@ decorator (``Policy.background``, ``Policy.describe``, ``Policy.reconcile``,
   its decision's effects re-applied with drift counted) and the plan is carried out on every
   pass (``sdk.node_plan``);
 - node needs, ``def needs() -> NodeNeeds``: which node features the configuration in force
-  asks for, so the start-up probe warns about those that cannot work here.
+  asks for, so the start-up probe warns about those that cannot work here;
+- counters, ``def counters() -> Iterable[CounterSample]``: the policy's own monotonic counts,
+  read at each scrape and exported as ``policy_<policy>_<name>_total`` (the server's
+  ``telemetry``). Label values must come from a bounded set (names in the policy's
+  configuration, never from requests).
 
 Must not: do I/O or import the server (the framework implements ``PolicyHost``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -51,6 +56,16 @@ class ConfigStatus:
         return {"file": self.file, "generation": self.generation, "last_error": self.last_error}
 
 
+@dataclass(frozen=True, slots=True)
+class CounterSample:
+    """One value of one of a policy's own counters (``Policy.counters``)."""
+
+    name: str  # exported as policy_<policy>_<name>_total
+    documentation: str
+    labels: tuple[tuple[str, str], ...]  # (label, value), the same label names per name
+    value: float
+
+
 class PolicyHost(Protocol):
     """What the server offers one policy's background task."""
 
@@ -74,6 +89,7 @@ StateDescription = Callable[[], Mapping[str, Any]]
 ReconcileHook = Callable[[Event], NodePlan]
 NeedsHook = Callable[[], NodeNeeds]
 ConfigHook = Callable[[], ConfigStatus]
+CountersHook = Callable[[], Iterable[CounterSample]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +101,7 @@ class Extensions:
     config: ConfigHook | None = None
     reconcile: ReconcileHook | None = None
     needs: NeedsHook | None = None
+    counters: CountersHook | None = None
 
 
 NO_EXTENSIONS = Extensions()

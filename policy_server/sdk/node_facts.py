@@ -8,7 +8,7 @@ it opens ``<container cgroup>/<key>`` and fails on a file the kernel does not pr
 (``unable to set unified resource "cpu.bvt_warp_ns": openat2 ...: no such file or directory``
 on a stock kernel). So the facts carry the cgroup version and, on v2, the interface files a
 container's cgroup has. The server builds them from its own probe (``--cgroup-root``,
-``--cgroup-version``); handlers read them as ``node.facts`` (the ``NodeView``), koordinator-qos
+``--cgroup-version``); handlers read them as ``NodeView.facts``, koordinator-qos
 through its context. Must not do I/O.
 """
 

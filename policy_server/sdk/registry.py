@@ -19,8 +19,9 @@ State a policy keeps between events is registered with ``Policy.state`` (a ``Pol
 ``snapshot()``/``restore()``): the engine then answers a dry-run request (``dry_run: true``: a
 shadow-mode webhook, ``replay``, ``try``) from a separate dry-run copy, so a dry run never
 changes what a real request sees. What a policy may have besides handlers (a background task,
-a state description, a reconcile hook, node needs) is registered with the decorators
-``background``, ``describe``, ``config_status``, ``reconcile`` and ``node_needs``
+a state description, a reconcile hook, node needs, its own counters) is registered with the
+decorators ``background``, ``describe``, ``config_status``, ``reconcile``, ``node_needs`` and
+``counters``
 (``sdk.extension``). Must not import web frameworks or the engine.
 """
 
@@ -40,6 +41,7 @@ from policy_server.sdk.extension import (
     NO_EXTENSIONS,
     BackgroundTask,
     ConfigHook,
+    CountersHook,
     Extensions,
     NeedsHook,
     ReconcileHook,
@@ -57,6 +59,7 @@ D = TypeVar("D", bound=StateDescription)
 CH = TypeVar("CH", bound=ConfigHook)
 RH = TypeVar("RH", bound=ReconcileHook)
 NH = TypeVar("NH", bound=NeedsHook)
+CO = TypeVar("CO", bound=CountersHook)
 Observer = Callable[[Event, NodeView], None]
 
 _POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -251,6 +254,11 @@ class Policy(Generic[C]):
     def node_needs(self, fn: NH) -> NH:
         """``fn()`` says which node features the configuration in force asks for."""
         self._extend("needs", fn)
+        return fn
+
+    def counters(self, fn: CO) -> CO:
+        """Export ``fn()`` (``CounterSample``s) on ``/metrics`` at each scrape."""
+        self._extend("counters", fn)
         return fn
 
     def _extend(self, point: str, fn: Any) -> None:

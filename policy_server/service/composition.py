@@ -80,6 +80,9 @@ class PolicyServer:
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry, self.facts)
+        self.metrics.export_policy_counters(lambda: (
+            (p.name, sample) for p in self.registry if p.extensions.counters is not None
+            for sample in p.extensions.counters()))
         if bridge is None and options.bridge_control:
             bridge = BridgeControl(options.bridge_control)
         self.bridge = bridge

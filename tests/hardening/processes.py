@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.waiting import accepts, until
+from tests.waiting import WaitTimeout, accepts, until
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_SERVER = Path(sys.executable).parent / "nri-policy-server"
@@ -202,9 +202,9 @@ async def start_policy(workdir: Path, sock: Path, module: Path) -> Process:
         [str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(module),
          "--no-koordinator", "--log-level", "warning"], workdir / "policy.log")
     try:
-        await until(accepts(sock), what=f"{sock} accepts connections", timeout_s=15.0,
-                    in_thread=True)
-    except TimeoutError:
+        await until(accepts(sock), what=f"the policy server listens on {sock}", timeout_s=15.0,
+                    in_thread=True, proc=process.proc, details=process.log_text)
+    except WaitTimeout:  # what until raises (an AssertionError), never TimeoutError
         await process.kill()
-        raise AssertionError(f"policy server did not listen:\n{process.log_text()}") from None
+        raise
     return process

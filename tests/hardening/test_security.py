@@ -87,11 +87,10 @@ def _check_removed(path: Path) -> None:
 async def _started(argv: list[str], log: Path, listens_on: Path) -> AsyncIterator[Process]:
     process = await Process.start(argv, log)
     try:
-        try:
-            await until(accepts(listens_on), what=f"{listens_on} accepts connections",
-                        timeout_s=15.0, in_thread=True)
-        except TimeoutError:
-            raise AssertionError(f"{argv[:3]} did not listen:\n{process.log_text()}") from None
+        # A wait that fails raises WaitTimeout (never TimeoutError), naming the log.
+        await until(accepts(listens_on), what=f"{argv[:3]} listens on {listens_on}",
+                    timeout_s=15.0, in_thread=True, proc=process.proc,
+                    details=process.log_text)
         yield process
     finally:
         await process.kill()

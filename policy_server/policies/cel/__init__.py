@@ -6,21 +6,23 @@ more ``NodePolicy`` documents, or a directory of them), compiles and type-checks
 expression (a bad one is a ``PolicyLoadError``: exit 2), and serves every event of the
 catalogue with one handler that runs each NodePolicy in force (``program``) and merges their
 decisions by the SDK's per-key rules; a background task hot-reloads the files and
-``paramsFile``s (``policy_set``), keeping the last good set. Package layout: ``node_policy_doc``
-(format), ``schema_types`` (JSON Schema -> CEL types), ``library`` (Kubernetes functions),
-``compiler``, ``program`` (evaluation), ``json_patch``, ``policy_set`` (reload). Imports only
-the SDK's face. Must not do I/O in the handler.
+``paramsFile``s (``policy_set``), keeping the last good set; the counts per NodePolicy and
+validation are on the state page and, through ``Policy.counters``, on ``/metrics`` (``tally``).
+Package layout: ``node_policy_doc`` (format), ``schema_types`` (JSON Schema -> CEL types),
+``library`` (Kubernetes functions), ``compiler``, ``references`` (what an expression reads),
+``request_view`` (decoding only that), ``policy_program`` (a policy as one program), ``program``
+(evaluation), ``json_patch``, ``policy_set`` (reload), ``tally``. Imports only the SDK's face.
+Must not do I/O in the handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
-
-import orjson
 
 from policy_server import (
     ConfigStatus,
+    CounterSample,
     Decision,
     Event,
     EventName,
@@ -51,7 +53,7 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
         in_force = [p for p in policies.current if event.name in p.events]
         if not in_force:
             return None
-        request: Mapping[str, Any] = orjson.loads(event.body) if event.body else {}
+        request = policies.view(event.name).decode(event.body)
         outputs = []
         for compiled in in_force:
             decision = evaluate(compiled, event.name, request, policies.tally)
@@ -78,7 +80,11 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
             **policies.status().to_json(),
             "policies": [{"name": p.name, "file": str(p.file), "events": sorted(p.events)}
                          for p in policies.current],
-            "counts": dict(sorted(policies.tally.items())),
+            "counts": policies.tally.counts(),
         }
+
+    @policy.counters
+    def counters() -> Iterable[CounterSample]:
+        return policies.tally.samples()
 
     return policy

@@ -7,12 +7,14 @@ variables (a name not declared earlier in ``spec.variables`` is refused here); r
 checked (conditions and validations bool, messages and annotation values string, mutations a
 map or a JSON Patch list). Any problem raises ``PolicyLoadError`` naming the policy, the key,
 the expression and the checker's complaint (``undefined field 'resource' not found in struct
-'nriwebhook.LinuxContainer'``). The programs kept for evaluation come from a second, untyped
-environment: requests are bound as JSON maps. Must not evaluate anything.
+'nriwebhook.LinuxContainer'``); so does an expression over the static cost limit (``cost``).
+The programs kept for evaluation come from a second, untyped environment: requests are bound as
+JSON maps. Must not evaluate anything.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterator
@@ -23,8 +25,9 @@ from typing import Any
 from cel_expr_python import cel
 
 from policy_server import EventName, PolicyLoadError
-from policy_server.policies.cel import library, schema_types
+from policy_server.policies.cel import cost, library, policy_program, references, schema_types
 from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
+from policy_server.policies.cel.references import Path as ReadPath
 
 # Events whose reply carries a change to the event's own container (docs/webhooks.md).
 MUTABLE_EVENTS = frozenset({EventName.CREATE_CONTAINER, EventName.UPDATE_CONTAINER})
@@ -41,6 +44,7 @@ class Program:
     source: str
     program: Any  # cel.Expression
     needs: tuple[str, ...]  # variables it reads, in declaration order
+    reads: frozenset[ReadPath] | None  # request paths it reads (None: it may read anything)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,19 @@ class CompiledPolicy:
     actions: frozenset[Action]
     audit: tuple[tuple[str, Program], ...]
     mutations: tuple[tuple[PatchType, Program], ...]
+    program: Any  # every expression as one cel.Expression (``policy_program``), or None
+    plain: tuple[bool, ...]  # per validation: it has no messageExpression
+    reads: frozenset[ReadPath] | None  # request paths the policy reads (None: anything)
+
+    def programs(self) -> Iterator[Program]:
+        yield from (p for _, p in self.conditions)
+        yield from (p for _, p in self.variables)
+        for v in self.validations:
+            yield v.expression
+            if v.message_expression is not None:
+                yield v.message_expression
+        yield from (p for _, p in self.audit)
+        yield from (p for _, p in self.mutations)
 
 
 @functools.cache
@@ -74,9 +91,13 @@ def _check_env(event: EventName) -> Any:
 
 
 @functools.cache
+def _request_keys() -> frozenset[str]:
+    return frozenset(k for e in EventName for k in schema_types.request_keys(e))
+
+
+@functools.cache
 def eval_env() -> Any:
-    names = {k for e in EventName for k in schema_types.request_keys(e)}
-    variables = {n: cel.Type.DYN for n in (*sorted(names), "params", "variables")}
+    variables = {n: cel.Type.DYN for n in (*sorted(_request_keys()), "params", "variables")}
     return cel.NewEnv(variables=variables, extensions=library.extensions())
 
 
@@ -87,9 +108,10 @@ def _first_line(error: Exception) -> str:
 
 
 class _Compiler:
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, params: Any) -> None:
         self.source = source
         self.spec = source.doc.spec
+        self.params = params
         self.declared: list[str] = []
 
     def error(self, key: str, message: str) -> PolicyLoadError:
@@ -113,7 +135,15 @@ class _Compiler:
             if results and not any(got.startswith(r) for r in results):
                 raise self.error(key, f"{source!r} ({event}): must be {results[0]}, is {got}")
         order = [n for n in self.declared if n in needs]
-        return Program(key, source, eval_env().compile(source), tuple(order))
+        program = eval_env().compile(source)
+        iterations = cost.estimate(program, self.params)
+        if iterations is not None and iterations > cost.MAX_ESTIMATED_ITERATIONS:
+            raise self.error(key, f"{source!r}: estimated cost {iterations:,} comprehension "
+                             f"iterations exceeds the limit of {cost.MAX_ESTIMATED_ITERATIONS:,} "
+                             f"(a list from the request counts as {cost.REQUEST_LIST_ITEMS:,} "
+                             "items: nest fewer comprehensions over request lists)")
+        return Program(key, source, program, tuple(order),
+                       references.paths(program, _request_keys()))
 
     def named(self, key: str, items: tuple[Any, ...], results: tuple[str, ...]
               ) -> Iterator[tuple[str, Program]]:
@@ -123,7 +153,8 @@ class _Compiler:
 
 def compile_policy(source: Source) -> CompiledPolicy:
     """``source`` compiled and checked; raises ``PolicyLoadError``."""
-    c = _Compiler(source)
+    params, params_file = read_params(source)
+    c = _Compiler(source, params)
     spec = c.spec
     if spec.mutations and not set(spec.events) <= MUTABLE_EVENTS:
         others = ", ".join(sorted(set(spec.events) - MUTABLE_EVENTS))
@@ -154,8 +185,33 @@ def compile_policy(source: Source) -> CompiledPolicy:
         for i, m in enumerate(spec.mutations))
     if not (validations or audit or mutations):
         raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
-    params, params_file = read_params(source)
-    return CompiledPolicy(source.name, source.file, frozenset(spec.events),
-                          spec.failure_policy == "Fail", conditions, tuple(variables), params,
-                          params_file, tuple(validations), frozenset(spec.validation_actions),
-                          audit, mutations)
+    one_source = policy_program.source(
+        [p.source for _, p in conditions], [(n, p.source) for n, p in variables],
+        [(v.expression.source, v.message_expression.source if v.message_expression else None)
+         for v in validations], [p.source for _, p in audit], [p.source for _, p in mutations])
+    policy = CompiledPolicy(source.name, source.file, frozenset(spec.events),
+                            spec.failure_policy == "Fail", conditions, tuple(variables), params,
+                            params_file, tuple(validations), frozenset(spec.validation_actions),
+                            audit, mutations, _one_program(one_source),
+                            tuple(v.message_expression is None for v in validations), None)
+    return dataclasses.replace(policy, reads=_reads(policy))
+
+
+def _one_program(source: str) -> Any:
+    try:
+        return eval_env().compile(source, disable_check=True)
+    except RuntimeError:  # each expression compiled alone; together, too deep for the parser
+        return None
+
+
+def _reads(policy: CompiledPolicy) -> frozenset[ReadPath] | None:
+    """Every request path ``policy`` reads, and what evaluating it needs besides (the uid for
+    the audit log, the container's id for an UpdateContainer change)."""
+    found: set[ReadPath] = {ReadPath(("uid",))}
+    if policy.mutations:
+        found.add(ReadPath(("container", "id")))
+    for program in policy.programs():
+        if program.reads is None:
+            return None
+        found |= program.reads
+    return frozenset(found)

@@ -12,13 +12,14 @@ evaluate.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from policy_server import ConfigStatus, PolicyLoadError, ReloadResult
+from policy_server import ConfigStatus, EventName, PolicyLoadError, ReloadResult
 from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy
 from policy_server.policies.cel.node_policy_doc import read_documents
+from policy_server.policies.cel.request_view import RequestView
+from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
 Stamp = tuple[tuple[str, int, int], ...]
@@ -60,7 +61,18 @@ class PolicySet:
         self._stamp = loaded.stamp
         self.generation = 1
         self.last_error: str | None = None
-        self.tally: Counter[str] = Counter()
+        self.tally = Tally()
+        self._views: dict[EventName, RequestView] = {}
+
+    def view(self, event: EventName) -> RequestView:
+        """How to decode ``event``'s bodies for the policies in force: what they all read."""
+        view = self._views.get(event)
+        if view is None:
+            reads = [p.reads for p in self.current if event in p.events]
+            view = RequestView(None if None in reads else
+                               frozenset().union(*(r for r in reads if r is not None)))
+            self._views[event] = view
+        return view
 
     def _params_files(self) -> tuple[Path, ...]:
         return tuple(p.params_file for p in self.current if p.params_file is not None)
@@ -80,6 +92,7 @@ class PolicySet:
                       self.path, exc)
             return ReloadResult.INVALID
         self.current = loaded.policies
+        self._views = {}
         self._stamp = loaded.stamp
         self.generation += 1
         self.last_error = None

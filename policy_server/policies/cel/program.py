@@ -1,25 +1,28 @@
 """Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
 
-Owns ``evaluate(policy, request, tally)``: the request's JSON bound once (``pod``,
-``container``, ... as maps, ``params``, ``variables``); ``matchConditions`` (all true, or the
-policy does not apply); ``variables`` computed lazily, at most once per request: none until an
-expression reads one, then all of them together (``_Request._compute_variables`` says why);
-``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
-expression) acted on by
-``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations``
-as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the
-policy builds (ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which
-becomes the ``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An
-evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a
-warning. ``tally`` counts outcomes per policy and validation (the state page). Must not do I/O
-besides logging, nor know about files or reloads.
+Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``policy_program``)
+answers first; where it cannot (an error, a value of an unexpected type), the exact path below
+runs, expression by expression, and decides what the error means. The exact path: the request's
+JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
+``variables``); ``matchConditions`` (all true, or the policy does not apply; a false one wins
+over another's error, as in the API server); ``variables`` computed lazily, at most once per
+request: none until an expression reads one, then all of them together
+(``_Request._compute_variables`` says why); ``validations`` (a false one fails with its
+``messageExpression``, else ``message``, else the expression) acted on by ``validationActions``
+(Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations`` as warnings
+``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the policy builds
+(ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which becomes the
+``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An evaluation
+error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a warning. ``tally``
+counts outcomes per policy and validation. Must not do I/O besides logging, nor know about files
+or reloads.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cel_expr_python import cel
@@ -31,9 +34,10 @@ from policy_server import (
     ResourcePatch,
     adjustment_from_json,
 )
-from policy_server.policies.cel import json_patch
+from policy_server.policies.cel import json_patch, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
+from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
 _ERROR = cel.Type.ERROR
@@ -124,10 +128,9 @@ def _merge_into(into: dict[str, Any], partial: Mapping[str, Any]) -> None:
             into[key] = value
 
 
-def _mutate(req: _Request) -> dict[str, Any]:
+def _mutate(policy: CompiledPolicy, values: Iterable[Any]) -> dict[str, Any]:
     doc: dict[str, Any] = {}
-    for kind, program in req.policy.mutations:
-        value = req.run(program)
+    for (kind, program), value in zip(policy.mutations, values, strict=True):
         if kind is PatchType.JSON_PATCH:
             try:
                 doc = json_patch.apply(doc, value)
@@ -151,50 +154,86 @@ def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -
     return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))
 
 
-def _validate(req: _Request, tally: Counter[str]) -> tuple[list[str], list[str]]:
-    """Messages of the failed validations, and warnings met on the way."""
-    failed: list[str] = []
-    warnings: list[str] = []
-    for i, v in enumerate(req.policy.validations):
+@dataclass(slots=True)
+class _Outcome:
+    applies: bool
+    failed: list[tuple[int, str]] = field(default_factory=list)  # validation index, message
+    warnings: list[str] = field(default_factory=list)
+    audit: Sequence[Any] = ()
+    mutations: Iterable[Any] = ()  # the mutations' values, computed when iterated
+
+
+def _exact(req: _Request) -> _Outcome:
+    """Expression by expression, in the VAP order; raises ``EvaluationError``."""
+    policy = req.policy
+    errors = []
+    for _, condition in policy.conditions:  # as the API server: a false one wins over an error
+        try:
+            if not req.boolean(condition):
+                return _Outcome(applies=False)
+        except EvaluationError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    out = _Outcome(applies=True)
+    for i, v in enumerate(policy.validations):
         if req.boolean(v.expression):
             continue
-        tally[f"{req.policy.name}/validations[{i}]/failed"] += 1
         message = v.message or f"failed expression: {v.expression.source}"
         if v.message_expression is not None:
             try:
                 message = str(req.run(v.message_expression))
             except EvaluationError as exc:  # as the API server: fall back, and say so
-                warnings.append(f"{req.policy.name}: messageExpression failed: {exc}")
-        failed.append(message)
-    return failed, warnings
+                out.warnings.append(f"{policy.name}: messageExpression failed: {exc}")
+        out.failed.append((i, message))
+    out.audit = [req.run(program) for _, program in policy.audit]
+    out.mutations = (req.run(program) for _, program in policy.mutations)
+    return out
+
+
+def _in_one_program(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | None:
+    """The same outcome from the policy's one program, or None (take the exact path)."""
+    if policy.program is None:
+        return None
+    data = {**request, "params": policy.params, "variables": {}}
+    found = policy_program.run(policy.program, data, policy.plain)
+    if found is None or not found.applies:
+        return None if found is None else _Outcome(applies=False)
+    out = _Outcome(applies=True, audit=found.audit, mutations=found.mutations)
+    for i, (v, failure) in enumerate(zip(policy.validations, found.failures, strict=True)):
+        if failure is not None:
+            out.failed.append((i, str(failure[0]) if failure else
+                               v.message or f"failed expression: {v.expression.source}"))
+    return out
 
 
 def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any],
-             tally: Counter[str]) -> Decision | None:
+             tally: Tally) -> Decision | None:
     """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
     if event not in policy.events:
         return None
-    req = _Request(policy, request)
     try:
-        if not all(req.boolean(p) for _, p in policy.conditions):
+        out = _in_one_program(policy, request) or _exact(_Request(policy, request))
+        if not out.applies:
             return None
-        tally[f"{policy.name}/evaluated"] += 1
-        failed, warnings = _validate(req, tally)
-        for key, program in policy.audit:
-            value = req.run(program)
+        tally.evaluated(policy.name)
+        warnings = out.warnings
+        for i, _ in out.failed:
+            tally.failed(policy.name, i, sorted(policy.actions))
+        for (key, _), value in zip(policy.audit, out.audit, strict=True):
             if value is not None:
                 warnings.append(f"{policy.name}/{key}: {value}")
-        change = (_change(event, request, _mutate(req)) if policy.mutations and not
-                  (failed and Action.DENY in policy.actions) else None)
+        failed = [message for _, message in out.failed]
+        change = (_change(event, request, _mutate(policy, out.mutations)) if policy.mutations
+                  and not (failed and Action.DENY in policy.actions) else None)
     except (EvaluationError, ValueError) as exc:
-        tally[f"{policy.name}/errors"] += 1
+        tally.evaluated(policy.name)
+        tally.error(policy.name, rejected=policy.fail)
         if policy.fail:
             return Decision(reject=f"{policy.name}: {exc}")
         return Decision(warnings=(f"{policy.name}: ignored (failurePolicy: Ignore): {exc}",))
     reject = None
     if failed:
-        tally[f"{policy.name}/denied" if Action.DENY in policy.actions else
-              f"{policy.name}/warned"] += 1
         text = "; ".join(failed)
         if Action.DENY in policy.actions:
             reject = f"{policy.name}: {text}"

@@ -19,6 +19,7 @@ from bridge.contract import schema as schema_gen
 from bridge.contract.convert import ConversionError, from_json, is_wrapper, to_json
 from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.proto.nri import api_pb2 as api
+from tests.json_schemas import validate
 
 SCHEMAS = schema_gen.SCHEMA_DIR
 EXAMPLES = SCHEMAS / "examples"
@@ -39,8 +40,8 @@ def _load(path: Path) -> Any:
 @pytest.mark.parametrize("event", EVENT_NAMES)
 def test_every_event_has_a_valid_example_request(event: str) -> None:
     doc = _load(EXAMPLES / f"{event}.request.json")
-    jsonschema.validate(doc, _load(SCHEMAS / "events" / f"{event}.request.schema.json"))
-    jsonschema.validate(doc, _load(SCHEMAS / "request.schema.json"))
+    validate(doc, SCHEMAS / "events" / f"{event}.request.schema.json")
+    validate(doc, SCHEMAS / "request.schema.json")
     WebhookRequest.model_validate(doc)
 
 
@@ -48,14 +49,13 @@ def test_every_event_has_a_valid_example_request(event: str) -> None:
 def test_example_replies_validate(path: Path) -> None:
     event = path.name.split(".")[0]
     doc = _load(path)
-    jsonschema.validate(doc, _load(SCHEMAS / "events" / f"{event}.reply.schema.json"))
+    validate(doc, SCHEMAS / "events" / f"{event}.reply.schema.json")
     WebhookReply.model_validate(doc)
 
 
 def test_narrowed_reply_schema_refuses_keys_meaningless_for_the_event() -> None:
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"adjust": {}},
-                            _load(SCHEMAS / "events" / "UpdateContainer.reply.schema.json"))
+        validate({"adjust": {}}, SCHEMAS / "events" / "UpdateContainer.reply.schema.json")
 
 
 def test_request_example_payloads_convert_to_proto_and_back() -> None:

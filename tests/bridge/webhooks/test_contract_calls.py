@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
 import pytest
 
 from bridge.contract.webhook_models import EVENT_NAMES
@@ -17,15 +16,16 @@ from bridge.webhooks.call_sequence import WebhookHandler
 from tests.bridge.webhooks.helpers import (
     CREATED_ID,
     EXAMPLES,
+    SCHEMAS,
     context,
     example,
     request,
-    schema,
     spec,
     sync_objects,
 )
 from tests.bridge.webhooks.policy_double import Reply, policy_double
 from tests.event_path import serve, serve_sync
+from tests.json_schemas import validate
 
 
 async def _deliver(handler: WebhookHandler, event: str, budget_s: float = 1.9) -> Any:
@@ -47,7 +47,7 @@ async def test_every_event_sends_a_valid_envelope(event: str) -> None:
         result = await _deliver(handler, event)
         await handler.aclose()
     sent = route.calls[-1].json()
-    jsonschema.validate(sent, schema(f"{event}.request.schema.json"))
+    validate(sent, SCHEMAS / f"{event}.request.schema.json")
     assert sent["event"] == event and sent["dry_run"] is False
     assert 0 < sent["budget_ms"] <= 800
     runtime = sent["runtime"]

@@ -285,3 +285,21 @@ def test_variables_read_earlier_variables(tmp_path: Path) -> None:
 """)
     assert runner(path).send(request("CreateContainer")).json == {
         "reject": {"reason": "node-policies: chain: app-b-cappapp-b"}}
+
+
+def test_a_false_match_condition_wins_over_another_ones_error(tmp_path: Path) -> None:
+    # As the API server: any false -> the policy does not apply; an error counts only when
+    # none is false.
+    spec = """\
+  events: [CreateContainer]
+  matchConditions:
+    - {name: broken, expression: "pod.labels['missing'] == 'x'"}
+    - {name: NAME, expression: "pod.namespace == 'NS'"}
+  validations:
+    - expression: "false"
+"""
+    skipped = policy(tmp_path, "skipped", spec.replace("NAME", "other").replace("NS", "other"))
+    assert runner(skipped).send(request("CreateContainer")).json == {}
+    applies = policy(tmp_path, "applies", spec.replace("NAME", "same").replace("NS", "default"))
+    reason = runner(applies).send(request("CreateContainer")).json["reject"]["reason"]
+    assert "spec.matchConditions[0].expression" in reason and "missing" in reason

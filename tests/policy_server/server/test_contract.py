@@ -7,12 +7,9 @@ them validates against the reply model and the generated per-event JSON Schema.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import httpx
-import jsonschema
 import pytest
 
 from bridge.contract import WebhookReply, WebhookRequest
@@ -20,17 +17,13 @@ from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
 from policy_server.engine import evaluate as engine
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
+from tests.json_schemas import validate
 
 ROOT = Path(__file__).parents[3]
 SCHEMAS = ROOT / "schemas" / "webhook" / "events"
 REQUESTS = sorted((ROOT / "schemas/webhook/examples").glob("*.request.json")) + sorted(
     (ROOT / "examples/requests").glob("*.json")
 )
-
-
-@cache
-def schema(event: str, kind: str) -> dict[str, Any]:
-    return json.loads((SCHEMAS / f"{event}.{kind}.schema.json").read_text())
 
 
 def test_our_reply_table_is_the_contract() -> None:
@@ -44,7 +37,7 @@ def test_our_reply_table_is_the_contract() -> None:
 def test_example_requests_validate(path: Path) -> None:
     body = json.loads(path.read_text())
     WebhookRequest.model_validate(body)
-    jsonschema.validate(body, schema(body["event"], "request"))
+    validate(body, SCHEMAS / f"{body['event']}.request.schema.json")
 
 
 @pytest.fixture
@@ -64,5 +57,5 @@ async def test_every_reply_validates(server: PolicyServer, path: Path) -> None:
             assert response.status_code == 200, response.text
             reply = response.json()
             WebhookReply.model_validate(reply)
-            jsonschema.validate(reply, schema(body["event"], "reply"))
+            validate(reply, SCHEMAS / f"{body['event']}.reply.schema.json")
             assert set(reply) <= set(CONTRACT_REPLY_KEYS[body["event"]])
