@@ -28,6 +28,7 @@ from typing import Any
 from cel_expr_python import cel
 
 from policy_server import (
+    Adjustment,
     ContainerUpdate,
     Decision,
     EventName,
@@ -144,11 +145,16 @@ def _mutate(policy: CompiledPolicy, values: Iterable[Any]) -> dict[str, Any]:
 
 
 def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -> Decision:
+    """The merged mutations as a decision. The document is checked against the reply contract
+    first, as `Adjustment.extra` is (a ``ValueError`` naming the field, handled by the policy's
+    failurePolicy): the typed values below check limits, not JSON types."""
     if event is EventName.CREATE_CONTAINER:
+        Adjustment(extra=doc)
         return Decision(adjust=adjustment_from_json(doc))
     resources = (doc.get("linux") or {}).get("resources")
     if set(doc) - {"linux"} or set(doc.get("linux") or {}) - {"resources"}:
         raise ValueError("an UpdateContainer mutation may only set linux.resources")
+    Adjustment(extra={"linux": {"resources": resources or {}}})
     container = request.get("container") or {}
     patch = ResourcePatch.from_json(resources or {})
     return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))

@@ -191,6 +191,30 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
                                  "linux": {"resources": {"cpu": {"shares": 3}}}}]}
 
 
+@pytest.mark.parametrize(("event", "mutation"), [
+    ("CreateContainer", "{'env': [{'key': 'A', 'value': 1}]}"),
+    ("CreateContainer", "{'linux': {'resources': {'cpu': {'shares': 'many'}}}}"),
+    ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}"),
+])
+@pytest.mark.parametrize("failure", ["Fail", "Ignore"])
+def test_a_mutation_outside_the_contract_follows_the_failure_policy(
+        tmp_path: Path, event: str, mutation: str, failure: str) -> None:
+    # Never a 200 reply the bridge would refuse: the policy's failurePolicy decides.
+    path = policy(tmp_path, "bad", f"""\
+  events: [{event}]
+  failurePolicy: {failure}
+  mutations:
+    - expression: "{mutation}"
+""")
+    reply = runner(path).send(request(event)).json
+    text = json.dumps(reply)
+    assert "outside the contract" in text
+    if failure == "Fail":
+        assert list(reply) == ["reject"]
+    else:
+        assert list(reply) == ["warnings"]
+
+
 def test_validate_container_adjustment_sees_adjust_owners_plugins(tmp_path: Path) -> None:
     path = policy(tmp_path, "v", """\
   events: [ValidateContainerAdjustment]
