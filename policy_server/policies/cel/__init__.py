@@ -50,12 +50,12 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
 
     @policy.on(*EventName, name="node-policies")
     def node_policies(event: Event, policies: PolicySet) -> Decision | None:
-        in_force = [p for p in policies.current if event.name in p.events]
-        if not in_force:
+        in_force = policies.by_event.get(event.name)
+        if in_force is None:
             return None
-        request = policies.view(event.name).decode(event.body)
+        request = in_force.view.decode(event.body)
         outputs = []
-        for compiled in in_force:
+        for compiled in in_force.policies:
             decision = evaluate(compiled, event.name, request, policies.tally)
             if decision is not None:
                 outputs.append((compiled.name, decision))

@@ -185,10 +185,12 @@ def compile_policy(source: Source) -> CompiledPolicy:
         for i, m in enumerate(spec.mutations))
     if not (validations or audit or mutations):
         raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
-    one_source = policy_program.source(
+    params_literal = policy_program.literal(params)
+    one_source = None if params_literal is None else policy_program.source(
         [p.source for _, p in conditions], [(n, p.source) for n, p in variables],
         [(v.expression.source, v.message_expression.source if v.message_expression else None)
-         for v in validations], [p.source for _, p in audit], [p.source for _, p in mutations])
+         for v in validations], [p.source for _, p in audit], [p.source for _, p in mutations],
+        params_literal)
     policy = CompiledPolicy(source.name, source.file, frozenset(spec.events),
                             spec.failure_policy == "Fail", conditions, tuple(variables), params,
                             params_file, tuple(validations), frozenset(spec.validation_actions),
@@ -197,10 +199,14 @@ def compile_policy(source: Source) -> CompiledPolicy:
     return dataclasses.replace(policy, reads=_reads(policy))
 
 
-def _one_program(source: str) -> Any:
+def _one_program(source: str | None) -> Any:
+    """The policy's one program; None (every request takes the exact path) for params without
+    a literal, or a program too deep for the parser (each expression compiled alone)."""
+    if source is None:
+        return None
     try:
         return eval_env().compile(source, disable_check=True)
-    except RuntimeError:  # each expression compiled alone; together, too deep for the parser
+    except (RuntimeError, ValueError):  # ValueError: text cel-cpp cannot take (a lone surrogate)
         return None
 
 

@@ -2,28 +2,31 @@
 
 Owns ``source(...)``, the CEL text that runs a policy's whole order of work at once (match
 conditions, then ``variables`` bound with ``cel.bind``, validations with their
-``messageExpression``s, audit annotations, mutations) and returns every value, and
-``run(program, data)``, its result as a ``ProgramResult``. cel-cpp pays a conversion of the
-bound data and a call per evaluation; one evaluation pays them once. The program is only a
-faster way to the same answer: any error, any value of an unexpected type, or a variable that is
-not data gives ``None``, and the caller takes the exact path (``program``), expression by
-expression, which decides what the error means (a variable's error matters only to an expression
-that reads it; the iteration budget is per expression there). Must not decide anything itself.
+``messageExpression``s, audit annotations, mutations), ``literal(params)``, the policy's params
+written into that text (bound once at load instead of converted per request), and
+``run(program, request, plain)``, its result. cel-cpp pays a conversion of the bound data and a
+call per evaluation; one evaluation pays them once, and the program returns only what the
+caller uses: ``false`` when a match condition is false, ``true`` when every validation holds
+and there is nothing else to say, else the validations' outcomes, audit values and mutations.
+
+The program is only a faster way to the same answer: any error, any value of an unexpected
+type, or a variable that is not data gives ``None``, and the caller takes the exact path
+(``program``), expression by expression, which decides what the error means (a variable's error
+matters only to an expression that reads it; a false condition wins over another's error; the
+iteration budget is per expression there). So the program may short-circuit where the exact
+path would not: an error it skips is one the exact path would not have reported either. Must
+not decide anything itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cel_expr_python import cel
-
-_ERROR = cel.Type.ERROR
-# Local names of the program; a user's expression cannot read them (they are not declared in
-# the checking environment), so they shadow nothing it uses.
-_CONDS = "nri_policy_conditions"
-_COND = "nri_policy_condition"
+_INT64 = 2**63
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,44 +39,89 @@ class ProgramResult:
     mutations: tuple[Any, ...] = ()
 
 
+DOES_NOT_APPLY = ProgramResult(applies=False)
+# Applies, every validation holds, no audit annotations, no mutations: nothing to say.
+ALL_HOLD = ProgramResult(applies=True)
+
+
 def _wrap(expression: str) -> str:
     # Newlines: a '//' comment in the expression ends at its own line.
     return f"(\n{expression}\n)"
 
 
+def literal(value: Any) -> str | None:
+    """``value`` (params: YAML data) as a CEL literal that evaluates to what binding it gives;
+    None when it has no such literal (a date, bytes, an int beyond int64, inf, nan, a
+    str holding a NUL)."""
+    try:
+        return _literal(value)
+    except ValueError:
+        return None
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and -_INT64 < value < _INT64:
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str) and "\0" not in value:  # bound, a str ends at a NUL: keep that
+        # JSON's escapes (\" \\ \n \uXXXX for control characters) are CEL's too; without
+        # ensure_ascii no surrogate pair is written.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return f"[{', '.join(map(_literal, value))}]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"no CEL literal for a {type(value).__name__}")
+
+
 def source(conditions: Sequence[str], variables: Sequence[tuple[str, str]],
            validations: Sequence[tuple[str, str | None]], audit: Sequence[str],
-           mutations: Sequence[str]) -> str:
-    """The policy as one expression: ``[conditions]`` if one is false, else ``[conditions,
-    [variables, [validation...], [audit...], [mutation...]]]``."""
+           mutations: Sequence[str], params: str) -> str:
+    """The policy as one expression over the request, ``params`` (a CEL literal) bound in it:
+    ``false`` if a condition is false; ``true`` if every validation holds and there are no
+    audit annotations or mutations; else ``[[validation...], [audit...], [mutation...]]``."""
     checks = []
     for expression, message in validations:
         checks.append(_wrap(expression) if message is None else
                       f"({_wrap(expression)} ? true : [{_wrap(message)}])")
-    body = (f"[variables, [{', '.join(checks)}], [{', '.join(map(_wrap, audit))}], "
-            f"[{', '.join(map(_wrap, mutations))}]]")
+    listed = (f"[[{', '.join(checks)}], [{', '.join(map(_wrap, audit))}], "
+              f"[{', '.join(map(_wrap, mutations))}]]")
+    if audit or mutations or not validations:
+        body = listed
+    else:  # the common answer without building a list; failures are evaluated again
+        body = f"({' && '.join(_wrap(e) for e, _ in validations)}) ? true : {listed}"
+    body = f"cel.bind(variables, {{}}, {body})" if not variables else body
     for i in range(len(variables) - 1, -1, -1):  # the first variable's binding outermost
         earlier = ", ".join(f"'{n}': variables.{n}" for n, _ in variables[:i])
         entry = f"'{variables[i][0]}': {_wrap(variables[i][1])}"
         body = f"cel.bind(variables, {{{', '.join(filter(None, (earlier, entry)))}}}, {body})"
-    listed = ", ".join(map(_wrap, conditions))
-    return (f"cel.bind({_CONDS}, [{listed}], {_CONDS}.all({_COND}, {_COND}) ? "
-            f"[{_CONDS}, {body}] : [{_CONDS}])")
+    if conditions:  # && is commutative over errors: a false condition wins, as on the exact path
+        body = f"({' && '.join(map(_wrap, conditions))}) ? {body} : false"
+    return f"cel.bind(params, {params}, {body})"
 
 
-def run(program: Any, data: dict[str, Any], plain: Sequence[bool]) -> ProgramResult | None:
-    """The program's values on ``data``; None: take the exact path. ``plain[i]``: validation i
-    has no messageExpression (its value must be a bool)."""
+def run(program: Any, request: Mapping[str, Any], plain: Sequence[bool]
+        ) -> ProgramResult | None:
+    """The program's values on ``request``; None: take the exact path. ``plain[i]``: validation
+    i has no messageExpression (its value must be a bool)."""
     try:
-        value = program.eval(data=data)
-        if value.type() == _ERROR:
-            return None
-        result = value.plain_value()
+        # No value.type() check (half a microsecond): the program's value is a bool or a list,
+        # and an error's plain value is its message, a str.
+        result = program.eval(data=request).plain_value()
     except (RuntimeError, ValueError, TypeError):
         return None
-    if len(result) == 1:
-        return ProgramResult(applies=False)
-    _variables, checks, audit, mutations = result[1]
+    if result is True:
+        return ALL_HOLD
+    if result is False:
+        return DOES_NOT_APPLY
+    if not isinstance(result, list):
+        return None
+    checks, audit, mutations = result
     failures: list[list[Any] | None] = []
     for check, has_no_message in zip(checks, plain, strict=True):
         if check is True:

@@ -4,9 +4,10 @@ Owns reading the ``--policy cel=PATH`` source (``node_policy_doc``) and compilin
 (``compiler``) as one set: all compile, or none is taken. ``PolicySet.poll()`` looks at the
 files' (and ``paramsFile``s') modification times and sizes; on a change it loads the whole set
 again and replaces the one in force only if every policy compiles, else it keeps the last good
-set and remembers the error (``/v1/policies/cel/state``, ``/healthz``). Without a path (the
-policy on its defaults) the set is empty: every event is answered with no change. Must not
-evaluate.
+set and remembers the error (``/v1/policies/cel/state``, ``/healthz``). With each set it
+builds, per event, the policies that handle it and their ``RequestView`` (``by_event``), so a
+request pays one dictionary lookup for them. Without a path (the policy on its defaults) the
+set is empty: every event is answered with no change. Must not evaluate.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from policy_server import ConfigStatus, EventName, PolicyLoadError, ReloadResult
 from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy
@@ -51,8 +53,29 @@ def load(path: Path) -> Loaded:
     return Loaded(policies, _stamp(path, params))
 
 
+class InForce(NamedTuple):
+    """The policies that handle one event, and how to decode its bodies: what they all read."""
+
+    policies: tuple[CompiledPolicy, ...]
+    view: RequestView
+
+
+def by_event(policies: tuple[CompiledPolicy, ...]) -> dict[EventName, InForce]:
+    """Per event some policy handles, built once per set so that a request only looks it up."""
+    out = {}
+    for event in EventName:
+        handling = tuple(p for p in policies if event in p.events)
+        if handling:
+            reads = [p.reads for p in handling]
+            paths = None if None in reads else frozenset().union(
+                *(r for r in reads if r is not None))
+            out[event] = InForce(handling, RequestView(paths))
+    return out
+
+
 class PolicySet:
-    """The policies in force (``current``), their generation and the last reload error."""
+    """The policies in force (``current``; ``by_event``: per event, those that handle it and
+    how to decode its bodies for them), their generation and the last reload error."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -61,18 +84,8 @@ class PolicySet:
         self._stamp = loaded.stamp
         self.generation = 1
         self.last_error: str | None = None
+        self.by_event = by_event(self.current)
         self.tally = Tally()
-        self._views: dict[EventName, RequestView] = {}
-
-    def view(self, event: EventName) -> RequestView:
-        """How to decode ``event``'s bodies for the policies in force: what they all read."""
-        view = self._views.get(event)
-        if view is None:
-            reads = [p.reads for p in self.current if event in p.events]
-            view = RequestView(None if None in reads else
-                               frozenset().union(*(r for r in reads if r is not None)))
-            self._views[event] = view
-        return view
 
     def _params_files(self) -> tuple[Path, ...]:
         return tuple(p.params_file for p in self.current if p.params_file is not None)
@@ -92,7 +105,7 @@ class PolicySet:
                       self.path, exc)
             return ReloadResult.INVALID
         self.current = loaded.policies
-        self._views = {}
+        self.by_event = by_event(self.current)
         self._stamp = loaded.stamp
         self.generation += 1
         self.last_error = None

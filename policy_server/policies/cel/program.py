@@ -1,7 +1,8 @@
 """Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
 
 Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``policy_program``)
-answers first; where it cannot (an error, a value of an unexpected type), the exact path below
+answers first (the common answer, every validation holding and nothing else to say, returns
+None at once); where it cannot (an error, a value of an unexpected type), the exact path below
 runs, expression by expression, and decides what the error means. The exact path: the request's
 JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
 ``variables``); ``matchConditions`` (all true, or the policy does not apply; a false one wins
@@ -38,6 +39,7 @@ from policy_server import (
 from policy_server.policies.cel import json_patch, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
+from policy_server.policies.cel.policy_program import ALL_HOLD, DOES_NOT_APPLY, ProgramResult
 from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
@@ -197,14 +199,8 @@ def _exact(req: _Request) -> _Outcome:
     return out
 
 
-def _in_one_program(policy: CompiledPolicy, request: Mapping[str, Any]) -> _Outcome | None:
-    """The same outcome from the policy's one program, or None (take the exact path)."""
-    if policy.program is None:
-        return None
-    data = {**request, "params": policy.params, "variables": {}}
-    found = policy_program.run(policy.program, data, policy.plain)
-    if found is None or not found.applies:
-        return None if found is None else _Outcome(applies=False)
+def _from_program(policy: CompiledPolicy, found: ProgramResult) -> _Outcome:
+    """The outcome of a policy that applies, from its one program's values."""
     out = _Outcome(applies=True, audit=found.audit, mutations=found.mutations)
     for i, (v, failure) in enumerate(zip(policy.validations, found.failures, strict=True)):
         if failure is not None:
@@ -218,8 +214,15 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
     """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
     if event not in policy.events:
         return None
+    found = (policy_program.run(policy.program, request, policy.plain)
+             if policy.program is not None else None)
+    if found is ALL_HOLD:  # the common answer, without building one
+        tally.evaluated(policy.name)
+        return None
+    if found is DOES_NOT_APPLY:
+        return None
     try:
-        out = _in_one_program(policy, request) or _exact(_Request(policy, request))
+        out = _exact(_Request(policy, request)) if found is None else _from_program(policy, found)
         if not out.applies:
             return None
         tally.evaluated(policy.name)

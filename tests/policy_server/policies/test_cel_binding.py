@@ -2,7 +2,7 @@
 
 The fast path must decide exactly as the exact path does on the whole request: the last test
 runs every example NodePolicy (and the benchmark's) over every example request and variants of
-them, both ways, and compares the decisions."""
+them, both ways, and compares the decisions and the counts."""
 
 from __future__ import annotations
 
@@ -68,6 +68,20 @@ def test_the_view_keeps_only_what_is_read() -> None:
     assert view.decode(b"") == {}
 
 
+@pytest.mark.parametrize("paths", [None, {ReadPath(("pod", "name")), ReadPath(("uid",))}])
+def test_top_level_nulls_are_left_out(paths: set[ReadPath] | None) -> None:
+    body = json.dumps({"uid": "u", "pod": None, "container": None}).encode()
+    assert RequestView(paths).decode(body) == {"uid": "u"}
+
+
+def test_the_policies_in_force_are_found_per_event() -> None:
+    policies = PolicySet(REPO / "examples" / "policies" / "cel" / "guard-memory.yaml")
+    assert {e: [p.name for p in f.policies] for e, f in policies.by_event.items()} == {
+        EventName.VALIDATE_CONTAINER_ADJUSTMENT: ["guard-memory"],
+        EventName.CREATE_CONTAINER: ["memory-from-annotation"],
+    }
+
+
 def test_a_body_the_paths_do_not_fit_is_decoded_whole() -> None:
     body = json.dumps({"uid": "u", "pod": {"labels": ["not", "a", "map"]}}).encode()
     view = RequestView({ReadPath(("pod", "labels", "app"))})
@@ -111,11 +125,13 @@ def test_the_fast_path_decides_as_the_exact_path_on_the_whole_request(file: Path
         for event in sorted(compiled.events):
             if not (EXAMPLES / f"{event}.request.json").exists():
                 continue
-            view = policies.view(event)
+            view = policies.by_event[event].view
             for variant in _variants(event):
                 body = orjson.dumps(variant)
-                want = evaluate(exact, event, orjson.loads(body), Tally())
-                got = evaluate(compiled, event, view.decode(body), Tally())
+                want_tally, got_tally = Tally(), Tally()
+                want = evaluate(exact, event, orjson.loads(body), want_tally)
+                got = evaluate(compiled, event, view.decode(body), got_tally)
                 assert got == want, (compiled.name, event, variant)
+                assert got_tally.counts() == want_tally.counts(), (compiled.name, variant)
                 compared += 1
     assert compared >= 4
