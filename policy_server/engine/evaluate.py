@@ -8,16 +8,16 @@ none does, nothing is folded: no policy can tell (the view is only read through 
 skipping the fold is exact. Owns what the request path builds for a policy as well
 (``needs_payload``): a ``Payload.BODY`` policy's handlers get the event without its typed
 payload (``request_event.without_payload``), which the request path then does not build unless
-the fold needs it. Also drops
-reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot:
-``unified`` keys on cgroup v1, which runc refuses (a reply warning each time), and on cgroup v2
-``unified`` keys whose file the node's containers lack, which runc fails to open (a log warning
-once per policy and key, not one per request). Owns dry runs as well: a ``dry_run`` request is
-answered as a real one would be, but against the dry-run copy of the node view and of the
-policy's registered state (``Policy.state``), never the real ones. The copy is taken from the
-real state at the policy's first dry run and again at every dry-run Synchronize; dry runs after
-that build on each other (a shadow-mode stream, a replay, one ``try`` run), real requests never
-see them. Must not import web frameworks or do I/O; effects are returned, not executed.
+the fold needs it. Also drops reply parts the event cannot carry (an ``adjust`` outside
+CreateContainer) or the node cannot: ``unified`` keys on cgroup v1, which runc refuses (a reply
+warning each time), and on cgroup v2 ``unified`` keys whose file the node's containers lack,
+which runc fails to open (a log warning once per policy and key, not one per request). Owns dry
+runs as well: a ``dry_run`` request is answered as a real one would be, but against the dry-run
+copy of the node view and of the policy's registered state (``Policy.state``), never the real
+ones. The copy is taken from the real state at the policy's first dry run and again at every
+dry-run Synchronize; dry runs after that build on each other (a shadow-mode stream, a replay,
+one ``try`` run), real requests never see them. Must not import web frameworks or do I/O;
+effects are returned, not executed.
 """
 
 from __future__ import annotations

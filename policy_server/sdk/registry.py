@@ -183,7 +183,8 @@ class Policy(Generic[C]):
         self.payload = Payload(payload)
         # True once a handler or observer takes the node view (``reads_node``).
         self.reads_node = False
-        self._changed: list[Callable[[], None]] = []  # the registries holding this policy
+        # Called when it starts reading the node view: the registries holding it.
+        self._changed: list[Callable[[], None]] = []
         self._context: Callable[[], C] = context
         self._failure_policy = failure_policy
         self._handlers: list[HandlerSpec[C]] = []
