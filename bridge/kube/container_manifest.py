@@ -15,7 +15,7 @@ from typing import Any
 
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
-from bridge.kube.manifest_fields import DNS_LABEL, items, mapping, string, strings
+from bridge.kube.manifest_fields import DNS_LABEL, items, mapping, named_items, string, strings
 from bridge.kube.pod_spec import Container, ContainerKind, EnvVar, ResourceList, VolumeMount
 
 _COMPUTE = frozenset({"cpu", "memory", "ephemeral-storage"})
@@ -111,21 +111,17 @@ def resource_list(raw: Any, where: str, field: str) -> ResourceList:
 
 def _env(raw: Any, where: str, field: str) -> tuple[EnvVar, ...]:
     out = []
-    for i, item in enumerate(items(raw, where, field)):
-        obj = mapping(item, where, f"{field}[{i}]")
-        name = obj.get("name")
-        if not isinstance(name, str) or not name:
-            raise ManifestError(where, f"{field}[{i}].name", "missing")
+    for name, obj, at in named_items(raw, where, field):
         source = obj.get("valueFrom")
         if source is None:
             value = obj.get("value", "")
             out.append(EnvVar(name, "" if value is None else str(value)))
             continue
-        src = mapping(source, where, f"{field}[{i}].valueFrom")
+        src = mapping(source, where, f"{at}.valueFrom")
         if len(src) != 1:
-            raise ManifestError(where, f"{field}[{i}].valueFrom", "needs exactly one source")
+            raise ManifestError(where, f"{at}.valueFrom", "needs exactly one source")
         kind, ref = next(iter(src.items()))
-        ref = mapping(ref, where, f"{field}[{i}].valueFrom.{kind}")
+        ref = mapping(ref, where, f"{at}.valueFrom.{kind}")
         if kind == "fieldRef":
             out.append(EnvVar(name, None, (kind, str(ref.get("fieldPath", "")), "")))
         elif kind == "resourceFieldRef":
@@ -135,7 +131,7 @@ def _env(raw: Any, where: str, field: str) -> tuple[EnvVar, ...]:
             out.append(EnvVar(name, None, (kind, str(ref.get("name", "")),
                                            str(ref.get("key", "")))))
         else:
-            raise ManifestError(where, f"{field}[{i}].valueFrom.{kind}", "unknown source")
+            raise ManifestError(where, f"{at}.valueFrom.{kind}", "unknown source")
     return tuple(out)
 
 

@@ -1,7 +1,8 @@
 """Checked reads of a manifest's fields: each returns the value or raises ManifestError.
 
 Owns the small accessors every part of manifest reading shares (a mapping, a list, a string, a
-string map, a DNS name) and the two name grammars of the API server (DNS label, DNS subdomain).
+string map, a list of named objects, a DNS name) and the two name grammars of the API server
+(DNS label, DNS subdomain).
 Must not: know what a field means (the modules reading documents, workloads, pods and
 containers do).
 """
@@ -9,7 +10,7 @@ containers do).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from bridge.kube.manifest_error import ManifestError
@@ -45,6 +46,19 @@ def items(value: Any, where: str, field: str) -> list[Any]:
     if not isinstance(value, list):
         raise ManifestError(where, field, f"expected a list, got {type(value).__name__}")
     return value
+
+
+def named_items(value: Any, where: str,
+                field: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """Each entry of a list of named objects (``env``, ``volumes``): its non-empty ``name``, the
+    entry, and the entry's field (``spec.volumes[2]``) for the caller's errors."""
+    for i, item in enumerate(items(value, where, field)):
+        at = f"{field}[{i}]"
+        obj = mapping(item, where, at)
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            raise ManifestError(where, f"{at}.name", "missing")
+        yield name, obj, at
 
 
 def string(value: Any, where: str, field: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from bridge.kube import admission
 from bridge.kube.container_manifest import container, resource_list
 from bridge.kube.manifest_error import ManifestError
-from bridge.kube.manifest_fields import items, mapping, string, string_map
+from bridge.kube.manifest_fields import mapping, named_items, string, string_map
 from bridge.kube.metadata_rules import check_annotations, check_labels
 from bridge.kube.pod_spec import Container, Pod, ResourceList, Volume
 
@@ -125,11 +125,7 @@ def _pod_level(raw: Any, where: str, field: str) -> tuple[ResourceList, Resource
 
 def _volumes(raw: Any, where: str, field: str) -> list[Volume]:
     out = []
-    for i, item in enumerate(items(raw, where, field)):
-        obj = mapping(item, where, f"{field}[{i}]")
-        name = obj.get("name")
-        if not isinstance(name, str) or not name:
-            raise ManifestError(where, f"{field}[{i}].name", "missing")
+    for name, obj, at in named_items(raw, where, field):
         kind = next((k for k in _VOLUME_KINDS if k in obj), None)
         if kind is None:
             kind = next((k for k in obj if k != "name"), "emptyDir")
@@ -137,7 +133,7 @@ def _volumes(raw: Any, where: str, field: str) -> list[Volume]:
         path = ""
         if kind == "hostPath":
             path = string(detail.get("path") if isinstance(detail, Mapping) else None, where,
-                          f"{field}[{i}].hostPath.path")
+                          f"{at}.hostPath.path")
         elif kind == "persistentVolumeClaim" and isinstance(detail, Mapping):
             path = str(detail.get("claimName", ""))
         out.append(Volume(name, kind, path))

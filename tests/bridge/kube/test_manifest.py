@@ -119,6 +119,17 @@ def test_token_volume_added_once() -> None:
      "spec.containers[0] (c).volumeMounts[0].name", "no volume named 'v'"),
     ("kind: Deployment\nmetadata: {name: d}\nspec: {template: {spec: {containers: "
      "[{name: c}]}}}\n", "spec.template.spec.containers[0] (c).image", "missing"),
+    ("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i, "
+     "env: [{name: A, value: a}, {value: b}]}]}\n", "spec.containers[0] (c).env[1].name",
+     "missing"),
+    ("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i, "
+     "env: [{name: A, valueFrom: {}}]}]}\n", "spec.containers[0] (c).env[0].valueFrom",
+     "needs exactly one source"),
+    ("kind: Pod\nmetadata: {name: p}\nspec: {volumes: [{name: ''}], containers: "
+     "[{name: c, image: i}]}\n", "spec.volumes[0].name", "missing"),
+    ("kind: Pod\nmetadata: {name: p}\nspec: {volumes: [{name: v, hostPath: {}}], "
+     "containers: [{name: c, image: i}]}\n", "spec.volumes[0].hostPath.path",
+     "expected a string"),
     ("kind: Deployment\nmetadata: {name: d}\nspec: {}\n", "spec.template", "missing"),
     ("kind: List\nitems: [{kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}]}}]\n",
      "spec.containers[0] (c).image", "missing"),

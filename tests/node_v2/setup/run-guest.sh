@@ -79,8 +79,8 @@ fi
 # Which tests each guest runs. Asked for the whole directory, the modules are spread over
 # NRI_NODE_V2_GUESTS guests (default 2) booted side by side: a guest's Python is mostly one
 # busy process on one vCPU, so two guests use this host's two cores. A module stays in one
-# guest (its containerd is module-scoped); each weighs the NODE_V2_WEIGHT it states (tenths
-# of its seconds in a guest, as measured), else its number of tests.
+# guest (its containerd is module-scoped); each weighs the NODE_V2_WEIGHT it states (its
+# seconds in a guest divided by ten, as measured in CI), else its number of tests.
 shard_args() {
     if ((GUESTS > 1)) && [[ $# == 1 && ${1%/} == tests/node_v2 ]]; then
         python3 - "$REPO" "$GUESTS" <<'PY'
@@ -92,7 +92,7 @@ for module in sorted((repo / "tests/node_v2").glob("test_*.py")):
     text = module.read_text()
     tests = len(re.findall(r"^(?:async )?def test_", text, re.M))
     tests += len(re.findall(r"^\s+test_\w+,?\s*$", text, re.M))  # collected from imports
-    # A module's stated weight: tenths of the seconds it took in a guest.
+    # A module's stated weight: the seconds it took in a guest, divided by ten.
     stated = re.search(r"^NODE_V2_WEIGHT = (\d+)", text, re.M)
     weights[str(module.relative_to(repo))] = int(stated.group(1)) if stated else max(tests, 1)
 bins = [[0, []] for _ in range(guests)]
