@@ -2,16 +2,22 @@
 
 Owns the handler boundary: a handler's ``PolicyError`` is an expected outcome, any other
 exception is a bug that is logged with its traceback; neither ever escapes. Owns the node view
-too: every request is folded into it before the policy's observers and handlers run. Also drops
-reply parts the event cannot carry (an ``adjust`` outside CreateContainer) or the node cannot:
-``unified`` keys on cgroup v1, which runc refuses (a reply warning each time), and on cgroup v2
-``unified`` keys whose file the node's containers lack, which runc fails to open (a log warning
-once per policy and key, not one per request). Owns dry runs as well: a ``dry_run`` request is
-answered as a real one would be, but against the dry-run copy of the node view and of the
-policy's registered state (``Policy.state``), never the real ones. The copy is taken from the
-real state at the policy's first dry run and again at every dry-run Synchronize; dry runs after
-that build on each other (a shadow-mode stream, a replay, one ``try`` run), real requests never
-see them. Must not import web frameworks or do I/O; effects are returned, not executed.
+too: every request is folded into it before the policy's observers and handlers run, when some
+policy reads the view (``Registry.reads_node``: a handler or observer taking ``node``). When
+none does, nothing is folded: no policy can tell (the view is only read through ``node``), so
+skipping the fold is exact. Owns what the request path builds for a policy as well
+(``needs_payload``): a ``Payload.BODY`` policy's handlers get the event without its typed
+payload (``request_event.without_payload``), which the request path then does not build unless
+the fold needs it. Also drops reply parts the event cannot carry (an ``adjust`` outside
+CreateContainer) or the node cannot: ``unified`` keys on cgroup v1, which runc refuses (a reply
+warning each time), and on cgroup v2 ``unified`` keys whose file the node's containers lack,
+which runc fails to open (a log warning once per policy and key, not one per request). Owns dry
+runs as well: a ``dry_run`` request is answered as a real one would be, but against the dry-run
+copy of the node view and of the policy's registered state (``Policy.state``), never the real
+ones. The copy is taken from the real state at the policy's first dry run and again at every
+dry-run Synchronize; dry runs after that build on each other (a shadow-mode stream, a replay,
+one ``try`` run), real requests never see them. Must not import web frameworks or do I/O;
+effects are returned, not executed.
 """
 
 from __future__ import annotations
@@ -29,14 +35,15 @@ from bridge.contract.catalogue import REPLY_KEYS, EventName
 from bridge.replies.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
-from policy_server.exceptions import PolicyError
+from policy_server.engine.request_event import without_payload
+from policy_server.exceptions import PolicyError, UnknownPolicyError
 from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import ContainerUpdate, Decision
 from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeSnapshot, NodeState
-from policy_server.sdk.registry import FailurePolicy, Policy, Registry
+from policy_server.sdk.registry import FailurePolicy, Payload, Policy, Registry
 from policy_server.sdk.resource_patch import ResourcePatch
 
 log = logging.getLogger(__name__)
@@ -74,11 +81,19 @@ def describe(event: Event) -> str:
 
 
 class Engine:
-    """Runs policies from a ``Registry``; holds the node view, and the policies their state."""
+    """Runs policies from a ``Registry``; holds the node view, and the policies their state.
 
-    def __init__(self, registry: Registry, facts: NodeFacts = UNKNOWN_NODE) -> None:
+    ``always_fold``: keep the node view even when no policy reads it (the test kit shows it).
+    """
+
+    def __init__(
+        self, registry: Registry, facts: NodeFacts = UNKNOWN_NODE, *, always_fold: bool = False
+    ) -> None:
         self.registry = registry
         self.node = NodeState(facts)
+        self.always_fold = always_fold
+        # Requests evaluated so far: a change means an event arrived (the resync's check).
+        self.evaluations = 0
         self._logged_drops: set[tuple[str, str]] = set()
         # The dry-run copies (module docstring): the node view's, and each policy's state.
         self._dry_node: NodeSnapshot | None = None
@@ -91,10 +106,26 @@ class Engine:
             raw = orjson.dumps(body)
         except TypeError:  # an integer beyond 64 bits: the standard library writes it
             raw = json.dumps(body).encode()
-        return self.evaluate(policy_name, parse_request(raw))
+        return self.evaluate(policy_name, parse_request(raw, self.needs_payload(policy_name)))
+
+    @property
+    def folds(self) -> bool:
+        """Whether requests are folded into the node view (module docstring)."""
+        return self.always_fold or self.registry.reads_node
+
+    def needs_payload(self, policy_name: str) -> bool:
+        """Whether a request to ``policy_name`` needs its ``Event``'s typed payload: the node
+        view folds it in, or the policy reads it (an unknown name is answered 404 unread)."""
+        if self.folds:
+            return True
+        try:
+            return self.registry.get(policy_name).payload is Payload.TYPED
+        except UnknownPolicyError:
+            return False
 
     def evaluate(self, policy_name: str, event: Event) -> Evaluation:
         policy = self.registry.get(policy_name)
+        self.evaluations += 1
         if not event.dry_run:
             return self._evaluate(policy, event)
         # Swap the dry-run copies in, evaluate, keep them, swap the real state back. Nothing
@@ -116,7 +147,10 @@ class Engine:
 
     def _evaluate(self, policy: Policy[Any], event: Event) -> Evaluation:
         started = time.perf_counter()
-        self.node.apply(event)
+        if self.folds:
+            self.node.apply(event)
+        if policy.payload is Payload.BODY:
+            event = without_payload(event)
         view = self.node.view
         for observe in policy.observers_for(event.name):
             try:

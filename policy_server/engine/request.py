@@ -5,12 +5,13 @@ The request is declared once for decoding: the contract's msgspec Structs
 ValidateContainerAdjustment's keys added here (``WebhookRequest``). ``parse_request`` decodes a
 body with it, once, in strict JSON types (no ``"5"`` for an integer, no ``1`` for a boolean,
 unknown keys refused), and the ``Event`` is built from the Structs by attribute reads
-(``engine.request_event``). A body it refuses gets a 422 whose detail is msgspec's own: its
-message, and its path as ``loc`` (``$.container.linux`` -> ``["body", "container", "linux"]``;
-``"..."`` stands for a map's key, which msgspec does not name). Three rules the SDK adds are
-checked after decoding, worded the same way: ``api_version`` must be present, ``pod`` /
-``container`` must be there for the events that carry them, and a container ``state`` is its
-enum name, not its number. docs/webhooks.md ("Refused requests") is the contract.
+(``engine.request_event``; for a policy that reads only the body, its envelope alone). A body it
+refuses gets a 422 whose detail is msgspec's own: its message, and its path as ``loc``
+(``$.container.linux`` -> ``["body", "container", "linux"]``; ``"..."`` stands for a map's key,
+which msgspec does not name). Three rules the SDK adds are checked after decoding, worded the
+same way: ``api_version`` must be present, ``pod`` / ``container`` must be there for the events
+that carry them, and a container ``state`` is its enum name, not its number. docs/webhooks.md
+("Refused requests") is the contract.
 
 ``synchronize_event`` builds the Synchronize the server sends itself (resync, the node
 reconciler) from the bridge's state, with the same Structs and the same conversion.
@@ -77,8 +78,10 @@ _AT = " - at `"
 _BODY: list[str | int] = ["body"]
 
 
-def parse_request(raw: bytes) -> Event:
-    """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail)."""
+def parse_request(raw: bytes, payload: bool = True) -> Event:
+    """The ``Event`` for a webhook request body; raises ``RequestError`` (a 422's detail).
+    ``payload=False``: the body is decoded and checked all the same, but the ``Event`` gets
+    only its envelope and body (``event_of``), for a ``Payload.BODY`` policy."""
     try:
         request = _decode(_REQUEST, raw)
     except _Refused as refused:
@@ -86,7 +89,7 @@ def parse_request(raw: bytes) -> Event:
     problem = _sdk_problem(request)
     if problem is not None:
         raise _Refused("value_error", *problem).error(request.event)
-    return event_of(request, raw)
+    return event_of(request, raw, payload)
 
 
 def synchronize_event(

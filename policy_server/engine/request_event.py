@@ -4,12 +4,16 @@ Owns the conversion, attribute by attribute, from the Structs ``policy_server.en
 decodes a body into (``bridge.contract.request_structs`` plus ValidateContainerAdjustment's
 keys) to the SDK's frozen values; the decoder decides which bodies get here. The NRI Structs
 are built from the proto descriptors at import time, so the type checker sees them as Any.
+Also owns the ``Event`` a ``Payload.BODY`` policy gets: ``event_of(..., payload=False)`` builds
+only the envelope and the body, ``without_payload`` takes the typed payload off a built one.
 Must not refuse anything (the decoder did), import web frameworks or do I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields, replace
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -22,13 +26,25 @@ from policy_server.sdk.validation import NO_OWNERS, FieldOwners, Owners, Plugin,
 
 _EMPTY = no_strings()
 EVENTS: Mapping[str, EventName] = {name.value: name for name in EventName}
+# The typed payload (what ``_payload`` builds) and its defaults, what a ``Payload.BODY``
+# policy's Event holds; the rest of an Event is its envelope and body.
+PAYLOAD_FIELDS = (
+    "pod", "container", "linux_resources", "pods", "containers", "adjust", "update", "owners",
+    "plugins",
+)
+_DEFAULTS: Mapping[str, Any] = {
+    f.name: f.default for f in fields(Event) if f.name in PAYLOAD_FIELDS
+}
+_DEFAULT_VALUES = tuple(_DEFAULTS[name] for name in PAYLOAD_FIELDS)
+_payload_values = attrgetter(*PAYLOAD_FIELDS)
+_NONE: Mapping[str, Any] = {}
 
 
-def event_of(request: Any, raw: bytes) -> Event:
-    """The SDK's ``Event`` from the decoded request."""
+def event_of(request: Any, raw: bytes, payload: bool = True) -> Event:
+    """The SDK's ``Event`` from the decoded request; with ``payload=False`` only its envelope
+    and body (the typed objects at their defaults, as ``without_payload`` leaves them)."""
     runtime = request.runtime
     capabilities = runtime.capabilities
-    adjust, owners = request.adjust, request.owners
     return Event(
         name=EVENTS[request.event],
         uid=request.uid,
@@ -39,21 +55,34 @@ def event_of(request: Any, raw: bytes) -> Event:
         runtime_capabilities=frozenset(capabilities) if capabilities is not None else None,
         budget_ms=request.budget_ms,
         dry_run=request.dry_run,
-        pod=pod_of(request.pod) if request.pod is not None else None,
-        container=container_of(request.container) if request.container is not None else None,
-        linux_resources=(
+        body=raw,
+        **(_payload(request) if payload else _NONE),
+    )
+
+
+def _payload(request: Any) -> dict[str, Any]:
+    """The ``Event``'s typed payload, by field."""
+    adjust, owners = request.adjust, request.owners
+    return {
+        "pod": pod_of(request.pod) if request.pod is not None else None,
+        "container": container_of(request.container) if request.container is not None else None,
+        "linux_resources": (
             _resources(request.linux_resources) if request.linux_resources is not None else None
         ),
-        pods=tuple(pod_of(p) for p in request.pods or ()),
-        containers=tuple(container_of(c) for c in request.containers or ()),
-        adjust=adjustment_from_json(_json(adjust)) if adjust is not None else None,
-        update=tuple(update_from_json(_json(u)) for u in request.update or ()),
-        owners=_owners(owners) if owners is not None else NO_OWNERS,
-        plugins=tuple(
-            Plugin(p.name or "", p.index or "") for p in request.plugins or ()
-        ),
-        body=raw,
-    )
+        "pods": tuple(pod_of(p) for p in request.pods or ()),
+        "containers": tuple(container_of(c) for c in request.containers or ()),
+        "adjust": adjustment_from_json(_json(adjust)) if adjust is not None else None,
+        "update": tuple(update_from_json(_json(u)) for u in request.update or ()),
+        "owners": _owners(owners) if owners is not None else NO_OWNERS,
+        "plugins": tuple(Plugin(p.name or "", p.index or "") for p in request.plugins or ()),
+    }
+
+
+def without_payload(event: Event) -> Event:
+    """``event`` with its typed payload at the defaults (itself when it has none)."""
+    if _payload_values(event) == _DEFAULT_VALUES:
+        return event
+    return replace(event, **_DEFAULTS)
 
 
 def _json(struct: Any) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Owns the values a handler receives (``Event``, ``Pod``, ``Container``, ``Resourc
 read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it returns
 (``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), what a
 validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
-with its decorators and failure policy, the errors a handler may raise, the cpu-list and
-systemd slice grammars and the merge of several handlers' decisions.
+with its decorators, failure policy and the part of a request its handlers read (``Payload``),
+the errors a handler may raise, the cpu-list and systemd slice grammars and the merge of several
+handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
 reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node), and the
@@ -68,7 +69,7 @@ from policy_server.sdk.oci import (
     StagedHook,
     no_strings,
 )
-from policy_server.sdk.registry import FailurePolicy, Policy, PolicyState
+from policy_server.sdk.registry import FailurePolicy, Payload, Policy, PolicyState
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 from policy_server.sdk.validation import FieldOwners, Owners, Plugin
 
@@ -110,6 +111,7 @@ __all__ = [
     "NodeView",
     "OomScore",
     "Owners",
+    "Payload",
     "Plugin",
     "Pod",
     "Policy",

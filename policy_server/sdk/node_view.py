@@ -1,9 +1,10 @@
 """The node as the runtime reports it: pods and containers, kept current from the events.
 
-Owns ``NodeState`` (the engine folds every request into it: Synchronize replaces the whole view,
-lifecycle events add, change and remove entries) and ``NodeView``, the read-only face handlers
-and observers get, so a stateful policy does not have to track pods and containers itself. The
-view also carries the server's ``NodeFacts`` about the host (its cgroup version and files).
+Owns ``NodeState`` (the engine folds every request into it while some policy reads the view:
+Synchronize replaces the whole view, lifecycle events add, change and remove entries) and
+``NodeView``, the read-only face handlers and observers get, so a stateful policy does not have
+to track pods and containers itself. The view also carries the server's ``NodeFacts`` about the
+host (its cgroup version and files).
 
 The view is only as complete as the events the bridge sends to this server: a webhook that wants
 it current subscribes to Synchronize and to the create/stop/remove events. It shows what the

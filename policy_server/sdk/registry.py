@@ -15,6 +15,14 @@ A handler or observer that declares a keyword-only ``node`` parameter (``def h(e
 also gets the read-only ``NodeView`` of the node's pods and containers. Handlers of one policy
 run in registration order and their outputs are merged.
 
+A policy whose handlers read only the request's envelope and ``event.body`` (they decode what
+they need themselves) says so with ``Policy(..., payload=Payload.BODY)``: its handlers then get
+an ``Event`` whose typed payload (pod, container, linux_resources, pods, containers, adjust,
+update, owners, plugins) is left at its defaults, and the server does not build it for requests
+to that policy. Default: ``Payload.TYPED``, every field set. ``Registry.reads_node`` says whether
+any policy reads the node view (a handler or observer taking ``node``): the engine keeps the view
+only then.
+
 State a policy keeps between events is registered with ``Policy.state`` (a ``PolicyState``:
 ``snapshot()``/``restore()``): the engine then answers a dry-run request (``dry_run: true``: a
 shadow-mode webhook, ``replay``, ``try``) from a separate dry-run copy, so a dry run never
@@ -63,6 +71,18 @@ CO = TypeVar("CO", bound=CountersHook)
 Observer = Callable[[Event, NodeView], None]
 
 _POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+class Payload(StrEnum):
+    """What of a request a policy's handlers read (``Policy(..., payload=...)``).
+
+    ``TYPED``: the ``Event``'s typed objects (pod, container, ...), built for every request.
+    ``BODY``: only the envelope (name, uid, api_version, runtime_*, budget_ms, dry_run) and
+    ``event.body``, the request as received; the typed objects stay at their defaults.
+    """
+
+    TYPED = "typed"
+    BODY = "body"
 
 
 class FailurePolicy(StrEnum):
@@ -131,6 +151,7 @@ class Policy(Generic[C]):
         *,
         description: str = "",
         failure_policy: FailurePolicy | Callable[[None], FailurePolicy] = ...,
+        payload: Payload = ...,
     ) -> None: ...
 
     @overload
@@ -141,6 +162,7 @@ class Policy(Generic[C]):
         context: Callable[[], C],
         description: str = "",
         failure_policy: FailurePolicy | Callable[[C], FailurePolicy] = ...,
+        payload: Payload = ...,
     ) -> None: ...
 
     def __init__(
@@ -150,6 +172,7 @@ class Policy(Generic[C]):
         context: Callable[[], Any] = _no_context,
         description: str = "",
         failure_policy: FailurePolicy | Callable[[Any], FailurePolicy] = FailurePolicy.IGNORE,
+        payload: Payload = Payload.TYPED,
     ) -> None:
         if not _POLICY_NAME.match(name):
             raise PolicyLoadError(
@@ -157,6 +180,11 @@ class Policy(Generic[C]):
             )
         self.name = name
         self.description = description
+        self.payload = Payload(payload)
+        # True once a handler or observer takes the node view (``reads_node``).
+        self.reads_node = False
+        # Called when it starts reading the node view: the registries holding it.
+        self._changed: list[Callable[[], None]] = []
         self._context: Callable[[], C] = context
         self._failure_policy = failure_policy
         self._handlers: list[HandlerSpec[C]] = []
@@ -184,6 +212,7 @@ class Policy(Generic[C]):
                 with_node = _node_call(fn, arity)
                 # ``call`` (for callers without a node) passes an empty view.
                 spec = HandlerSpec(label, wanted, _without_node(with_node), with_node)
+                self._mark_node_reader()
             else:
                 spec = HandlerSpec(label, wanted, fn if arity == 2 else _drop_context(fn))
             self._handlers.append(spec)
@@ -207,12 +236,18 @@ class Policy(Generic[C]):
             observer: Observer
             if _wants_node(fn, self.name):
                 observer = lambda event, node: fn(event, node=node)  # noqa: E731
+                self._mark_node_reader()
             else:
                 observer = lambda event, _node: fn(event)  # noqa: E731
             self._observers.append((wanted, observer))
             return fn
 
         return register
+
+    def _mark_node_reader(self) -> None:
+        self.reads_node = True
+        for changed in self._changed:
+            changed()
 
     def state(self, kept: S) -> S:
         """Register ``kept`` as state of this policy (returned as is): dry-run requests are
@@ -335,11 +370,26 @@ class Registry:
 
     def __init__(self) -> None:
         self._policies: dict[str, Policy[Any]] = {}
+        self._node_read: bool | None = None  # computed at the first ask after a change
 
     def add(self, policy: Policy[Any]) -> None:
         if policy.name in self._policies:
             raise PolicyLoadError(f"two policies are named {policy.name!r}")
         self._policies[policy.name] = policy
+        policy._changed.append(self._forget)
+        self._node_read = None
+
+    def _forget(self) -> None:
+        self._node_read = None
+
+    @property
+    def reads_node(self) -> bool:
+        """Whether some policy reads the node view (a handler or observer taking ``node``):
+        known from the registrations alone, recomputed after a policy is added or gains one."""
+        reads = self._node_read
+        if reads is None:
+            reads = self._node_read = any(p.reads_node for p in self._policies.values())
+        return reads
 
     def get(self, name: str) -> Policy[Any]:
         try:

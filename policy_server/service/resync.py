@@ -169,9 +169,9 @@ class Resync:
         """The bridge's state, fetched while no event reached us (else the policies' state
         would be rebuilt from a view older than what they have already seen)."""
         for _ in range(RESYNC_SNAPSHOT_ATTEMPTS):
-            seen = self.engine.node.generation
+            seen = self.engine.evaluations
             snapshot = await bridge.state()
-            if self.engine.node.generation == seen:
+            if self.engine.evaluations == seen:
                 return snapshot
         raise BridgeControlError(
             f"events kept arriving during {RESYNC_SNAPSHOT_ATTEMPTS} state fetches"

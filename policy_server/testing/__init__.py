@@ -143,7 +143,8 @@ class PolicyRunner:
         for policy in policies:
             registry.add(policy)
         self.registry = registry
-        self.engine = Engine(registry, facts)
+        # Folded even if no policy reads it: ``node`` shows it to the test (no policy can tell).
+        self.engine = Engine(registry, facts, always_fold=True)
 
     @classmethod
     def from_module(cls, spec: str | Path, *, facts: NodeFacts = UNKNOWN_NODE) -> PolicyRunner:

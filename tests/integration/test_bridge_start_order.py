@@ -14,6 +14,7 @@ from bridge.simulator.runtime import SimulatedRuntime
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
+from tests.policy_server.factory import node_reader
 from tests.policy_server.servers import serve_on_uds
 from tests.waiting import until
 
@@ -32,8 +33,9 @@ def workdir() -> Iterator[Path]:
 
 
 def _server(workdir: Path, **options: float) -> PolicyServer:
+    # node_reader: the test reads the server's node view, kept only when a policy reads it.
     return PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock",
-                                      rules_poll_interval_s=0.05, **options))
+                                      rules_poll_interval_s=0.05, **options), [node_reader()])
 
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:

@@ -19,6 +19,7 @@ from bridge.simulator.synthetic import synthetic_state
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.integration.harness import running_bridge, short_tmpdir, webhook
+from tests.policy_server.factory import node_reader
 from tests.policy_server.servers import serve_on_uds
 
 pytestmark = pytest.mark.timeout(90)
@@ -45,7 +46,9 @@ async def test_pods_removed_while_the_runtime_was_down_are_gone_after_the_resync
                                    request_timeout_s=REQUEST_TIMEOUT_S)
         runtime.state.seed(pods, containers)
         await runtime.start()
-        server = PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock"))
+        # node_reader: the view the test reads is kept only when a policy reads it.
+        server = PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock"),
+                              [node_reader()])
         hook = webhook(workdir / "policy.sock", events=SHIPPED_EVENTS,
                        url=f"unix://{workdir}/policy.sock/v1/policies/koordinator-qos",
                        timeout="25s")

@@ -39,7 +39,7 @@ from . import guest_node, reject_policy
 from .guest_node import cgroup_dir, read
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 16  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 16  # run-guest.sh's split: seconds in a guest / 10
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from tests.e2e.test_cpu_pools import (  # noqa: F401  (collected here)
 )
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 32  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 32  # run-guest.sh's split: seconds in a guest / 10
 # On the host these tests' pods sit in no QoS level, so cpu-pools takes them as Guaranteed (its
 # exclusive pod asks for requests = limits); kubelet would make that pod's slice under
 # kubepods.slice itself. The other policies do not look at the class.

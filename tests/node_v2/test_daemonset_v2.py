@@ -43,7 +43,7 @@ from .guest_node import SystemdKubeletCri, cgroup_dir, read
 
 # The first test carries the fixture: the image import alone takes minutes under emulation.
 pytestmark = [pytest.mark.node_v2, pytest.mark.timeout(3600)]
-NODE_V2_WEIGHT = 43  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 43  # run-guest.sh's split: seconds in a guest / 10
 
 # The DaemonSet pod is not on the host network: conftest gives containerd a CNI network.
 POD_NETWORK = shipped_export.CNI_BIN

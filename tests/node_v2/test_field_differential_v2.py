@@ -11,7 +11,7 @@ from tests.e2e.cri import CriClient
 from tests.e2e.test_field_differential import run_differential
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 53  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 53  # run-guest.sh's split: seconds in a guest / 10
 
 
 def test_runtime_applies_what_the_field_table_says_on_systemd_v2(

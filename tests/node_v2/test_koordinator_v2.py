@@ -35,7 +35,7 @@ from . import guest_node
 from .guest_node import cgroup_dir, read
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 25  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 25  # run-guest.sh's split: seconds in a guest / 10
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCTION_RULES = REPO / "deploy" / "kubernetes" / "overlays" / "production" / "rules.yaml"

@@ -15,7 +15,7 @@ from . import guest_node
 from .guest_node import CGROUP_ROOT, cgroup_dir, read
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 3  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 3  # run-guest.sh's split: seconds in a guest / 10
 
 
 def test_the_node_is_cgroup_v2_with_systemd() -> None:

@@ -49,7 +49,7 @@ from . import guest_node
 from .guest_node import read
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 14  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 14  # run-guest.sh's split: seconds in a guest / 10
 
 # What kubelet put on the slices before the sandboxes ran, and what the policy wants instead.
 KUBELET_LSR_QUOTA_PER_SEC_US = 500_000  # 0.5 CPU: cpu.max "50000 100000"

@@ -27,7 +27,7 @@ from . import guest_node
 from .guest_node import RUNC_1_3, SystemdKubeletCri, cgroup_dir, read
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 9  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 9  # run-guest.sh's split: seconds in a guest / 10
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = ("nri-policy-server.service", "nri-webhook-bridge.service")

@@ -18,7 +18,7 @@ from tests.e2e.test_try_compare import compare_with_runtime
 from . import guest_node
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 8  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 8  # run-guest.sh's split: seconds in a guest / 10
 
 
 def make_pod_slice(parent: str) -> None:

@@ -14,7 +14,7 @@ from .guest_node import RUNC_1_1
 from .weight_check import check_weights_follow_the_runtime
 
 pytestmark = pytest.mark.node_v2
-NODE_V2_WEIGHT = 9  # run-guest.sh's split: the module's seconds in a guest, divided by ten (CI, 2026-11-28)
+NODE_V2_WEIGHT = 9  # run-guest.sh's split: seconds in a guest / 10
 RUNC = RUNC_1_1
 
 

@@ -1,4 +1,5 @@
-"""Builders for webhook request bodies and koordinator pods used across the policy-server tests."""
+"""Builders for webhook request bodies and koordinator pods used across the policy-server tests,
+and a policy that reads the node view (``node_reader``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
 from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc
 from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
-from policy_server.sdk import ReloadResult
+from policy_server.sdk import EventName, NodeView, Policy, ReloadResult
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.service import PolicyServer
@@ -84,6 +85,18 @@ def container(
     if env is not None:
         out["env"] = env
     return out
+
+
+def node_reader(name: str = "node-reader") -> Policy[None]:
+    """A policy whose observer reads the node view: on a server with it, the engine keeps the
+    view (else no policy reads it and nothing is folded)."""
+    policy = Policy(name)
+
+    @policy.observe(*EventName)
+    def look(event: Event, *, node: NodeView) -> None:
+        return None
+
+    return policy
 
 
 def envelope(event: str, **payload: Any) -> dict[str, Any]:

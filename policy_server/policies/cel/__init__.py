@@ -27,6 +27,7 @@ from policy_server import (
     Event,
     EventName,
     FailurePolicy,
+    Payload,
     Policy,
     PolicyHost,
     ReloadResult,
@@ -46,7 +47,7 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
     # A bug in here (not an expression's error, which follows the NodePolicy's own
     # failurePolicy) rejects rather than lets a container by unchecked.
     policy = Policy(NAME, context=lambda: policies, description=DESCRIPTION,
-                    failure_policy=FailurePolicy.FAIL)
+                    failure_policy=FailurePolicy.FAIL, payload=Payload.BODY)
 
     @policy.on(*EventName, name="node-policies")
     def node_policies(event: Event, policies: PolicySet) -> Decision | None:

@@ -214,7 +214,7 @@ async def test_synchronize_policies_are_resynced_from_the_bridge_state() -> None
     policy = Policy("sync")
 
     @policy.on(EventName.SYNCHRONIZE)
-    def sync(event: Event) -> None:
+    def sync(event: Event, *, node: NodeView) -> None:  # a reader: the view is kept
         return None
 
     bridge = Bridge()

@@ -14,6 +14,8 @@ from policy_server import (
     EventName,
     Eviction,
     FailurePolicy,
+    NodeView,
+    Payload,
     Policy,
     PolicyError,
     ResourcePatch,
@@ -225,3 +227,47 @@ def test_observers_run_before_handlers() -> None:
 
     run(policy)
     assert seen == ["observer", "handler"]
+
+
+def test_the_registry_knows_whether_a_policy_reads_the_node_view() -> None:
+    """Handlers and observers without ``node`` do not count; a reader added later, or a policy
+    that gains a reading observer after it was added, does."""
+    registry = Registry()
+    assert not registry.reads_node
+    plain = Policy("plain")
+
+    @plain.observe(CREATE)
+    def remember(event: Event) -> None:
+        return None
+
+    @plain.on(CREATE)
+    def answer(event: Event) -> None:
+        return None
+
+    registry.add(plain)
+    assert not plain.reads_node and not registry.reads_node
+    later = Policy("later")
+    registry.add(later)
+    assert not registry.reads_node
+
+    @later.observe(CREATE)
+    def look(event: Event, *, node: NodeView) -> None:
+        return None
+
+    assert later.reads_node and registry.reads_node
+    other = Registry()
+    handler = Policy("handler")
+
+    @handler.on(CREATE)
+    def place(event: Event, *, node: NodeView) -> None:
+        return None
+
+    other.add(handler)
+    assert other.reads_node
+
+
+def test_a_policy_reads_the_typed_payload_unless_it_says_otherwise() -> None:
+    assert Policy("x").payload is Payload.TYPED
+    assert Policy("x", payload=Payload.BODY).payload is Payload.BODY
+    with pytest.raises(ValueError, match="'whole' is not a valid Payload"):
+        Policy("x", payload="whole")  # type: ignore[arg-type]

@@ -82,5 +82,5 @@ def test_the_walk_notices_an_unexported_type() -> None:
 
 
 def test_enums_and_event_names_are_exported() -> None:
-    for name in ("EventName", "FailurePolicy", "HookStage"):
+    for name in ("EventName", "FailurePolicy", "HookStage", "Payload"):
         assert issubclass(getattr(sdk, name), enum.Enum)
