@@ -13,9 +13,9 @@ I/O or know the SDK's types.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any
+from dataclasses import dataclass, fields, is_dataclass, replace
+from types import MappingProxyType, NoneType, UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from bridge.contract import WebhookReply
 
@@ -52,89 +52,242 @@ class Limit:
         return None
 
 
+_JSON_TYPES = ("string", "integer", "boolean", "number", "array", "object")
 _KEYS = {"minimum": "minimum", "maximum": "maximum", "minLength": "min_length",
          "maxLength": "max_length", "maxItems": "max_items"}
 
 
 def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: frozenset[str],
-          out: dict[str, Limit]) -> None:
+          out: dict[str, Limit], types: dict[str, str]) -> None:
     if not isinstance(node, dict):
         return
     ref = node.get("$ref")
     if ref is not None:
         name = ref.rsplit("/", 1)[-1]
         if name not in seen:
-            _walk(defs[name], path, defs, seen | {name}, out)
+            _walk(defs[name], path, defs, seen | {name}, out, types)
         return
     found = {_KEYS[k]: v for k, v in node.items() if k in _KEYS}
     if found:
         out["/".join(path)] = Limit("/".join(path), **found)
+    if node.get("type") in _JSON_TYPES:  # not "null": an optional field's other branch
+        types["/".join(path)] = node["type"]
     for name, sub in (node.get("properties") or {}).items():
-        _walk(sub, (*path, name), defs, seen, out)
-    _walk(node.get("items"), (*path, "[]"), defs, seen, out)
+        _walk(sub, (*path, name), defs, seen, out, types)
+    _walk(node.get("items"), (*path, "[]"), defs, seen, out, types)
+    _walk(node.get("additionalProperties"), (*path, "{}"), defs, seen, out, types)
     for key in ("anyOf", "oneOf", "allOf"):
         for sub in node.get(key) or ():
-            _walk(sub, path, defs, seen, out)
+            _walk(sub, path, defs, seen, out, types)
 
 
-def _read_limits() -> Mapping[str, Limit]:
+def _read_schema() -> tuple[Mapping[str, Limit], Mapping[str, str]]:
     schema = WebhookReply.model_json_schema()
     out: dict[str, Limit] = {}
-    _walk(schema, (), schema.get("$defs", {}), frozenset(), out)
-    return MappingProxyType(out)
+    types: dict[str, str] = {}
+    _walk(schema, (), schema.get("$defs", {}), frozenset(), out, types)
+    return MappingProxyType(out), MappingProxyType(types)
 
 
-# Every limit of the reply contract, by reply JSON path.
-LIMITS: Mapping[str, Limit] = _read_limits()
+# Every limit of the reply contract, and every value's JSON type, by reply JSON path.
+LIMITS, TYPES = _read_schema()
 
 MAX_WARNINGS: int = LIMITS["warnings"].max_items or 0
 MAX_REJECT_CHARS: int = LIMITS["reject/reason"].max_length or 0
 
 Check = Callable[[Any], None]
 
+# What a JSON type is in Python (bool is no integer: JSON has no such overlap).
+_IS: Mapping[str, Callable[[Any], bool]] = MappingProxyType({
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+})
+_A = {"string": "a string", "integer": "an integer", "boolean": "a boolean"}
+_PYTHON = {str: "string", int: "integer", bool: "boolean"}
+_MAPS = frozenset({dict, MappingProxyType})
 
-def checks(owner: str, paths: Mapping[str, str]) -> Check:
-    """The check for a type's fields (attribute -> the reply path its value goes to): a function
-    that raises ``ValueError`` for the first field outside its limit (``None``: unset).
 
-    Built as source once per type (one comparison per field, no loop, no call while the values
-    are inside: the hot path builds these per event); a value the quick test does not pass
-    (outside, or a type such as an ``int`` subclass) goes to ``Limit.refusal``, which decides."""
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """A ``Mapping`` field whose JSON is a list of objects at ``path``, each holding an entry's
+    key under ``key`` and its value under ``value`` (env's ``KeyValue``, hugepage limits)."""
+
+    path: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What one field (or an item of it) holds: a JSON ``value`` of ``json_type`` at ``path``
+    inside ``limit``; an ``array`` or ``map`` of ``item`` (a map's keys: ``key``); or an
+    ``instance`` of one of the SDK's ``classes`` (which checks itself when built)."""
+
+    kind: str
+    path: str = ""
+    json_type: str = ""
+    limit: Limit | None = None
+    item: _Shape | None = None
+    key: _Shape | None = None
+    classes: tuple[type, ...] = ()
+    optional: bool = False
+
+    def refusal(self, value: Any) -> tuple[str, str, str] | None:
+        """``(where inside the value, why, contract path)`` if ``value`` does not fit."""
+        if value is None and self.optional:
+            return None
+        got = type(value).__name__
+        if self.kind == "value":
+            if not _IS[self.json_type](value):
+                return "", f"must be {_A[self.json_type]}, got {got}", self.path
+            why = self.limit.refusal(value) if self.limit is not None else None
+            return ("", why, self.path) if why is not None else None
+        if self.kind == "instance":
+            if isinstance(value, self.classes):
+                return None
+            names = " or ".join(c.__name__ for c in self.classes)
+            return "", f"must be a {names}, got {got}", ""
+        assert self.item is not None
+        if self.kind == "array":
+            if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+                return "", f"must be a tuple, got {got}", self.path
+            why = self.limit.refusal(value) if self.limit is not None else None
+            if why is not None:
+                return "", why, self.path
+            entries: Iterable[tuple[Any, Any]] = enumerate(value)
+        else:
+            if not isinstance(value, Mapping):
+                return "", f"must be a mapping, got {got}", self.path
+            entries = value.items()
+            assert self.key is not None
+            for key in value:
+                if (found := self.key.refusal(key)) is not None:
+                    return f"[{key!r}]", f"the key {found[1]}", found[2]
+        for at, item in entries:
+            if (found := self.item.refusal(item)) is not None:
+                return f"[{at!r}]{found[0]}", found[1], found[2]
+        return None
+
+    def quick(self, v: str, env: dict[str, Any], depth: int = 0) -> str:
+        """A Python expression true for a value ``v`` surely of this shape (the exact classes;
+        anything else goes to ``refusal``, which decides)."""
+        x, k = f"x{depth}", f"k{depth}"
+        if self.kind == "value":
+            test = _quick(v, self.json_type, self.limit)
+        elif self.kind == "instance":
+            name = f"C{len(env)}"
+            env[name] = frozenset(self.classes)
+            test = f"{v}.__class__ in {name}"
+        elif self.kind == "array":
+            assert self.item is not None
+            bound = f" and len({v}) <= {self.limit.max_items}" if self.limit else ""
+            test = (f"{v}.__class__ is tuple{bound} and (not {v} or "
+                    f"all({self.item.quick(x, env, depth + 1)} for {x} in {v}))")
+        else:
+            assert self.item is not None and self.key is not None
+            test = (f"{v}.__class__ in _MAPS and (not {v} or "
+                    f"all({self.key.quick(k, env, depth + 1)} and "
+                    f"{self.item.quick(x, env, depth + 1)} for {k}, {x} in {v}.items()))")
+        return f"({v} is None or {test})" if self.optional else test
+
+
+def _quick(v: str, json_type: str, limit: Limit | None) -> str:
+    test = f"{v}.__class__ is {_PYTHON_NAMES[json_type]}"
+    if limit is None:
+        return test
+    if limit.minimum is not None or limit.maximum is not None:
+        return f"{test} and {limit.minimum} <= {v} <= {limit.maximum}"
+    if limit.min_length is not None or limit.max_length is not None:
+        top = limit.max_length if limit.max_length is not None else f"len({v})"
+        return f"{test} and {limit.min_length or 0} <= len({v}) <= {top}"
+    return test
+
+
+_PYTHON_NAMES = {"string": "str", "integer": "int", "boolean": "bool"}
+
+
+def _value(owner: str, path: str, hint: Any) -> _Shape:
+    json_type = TYPES.get(path)
+    if json_type not in _A or _PYTHON.get(hint) != json_type:
+        raise TypeError(f"{owner}: the contract has {json_type} at {path}, the SDK {hint}")
+    return _Shape("value", path, json_type, LIMITS.get(path))
+
+
+def _shape(owner: str, hint: Any, spec: str | Pairs | None) -> _Shape:
+    """The shape of a field typed ``hint`` whose value goes to ``spec`` in the reply."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType) and NoneType in args:
+        rest = tuple(a for a in args if a is not NoneType)
+        inner = _shape(owner, rest[0] if len(rest) == 1 else Union[rest], spec)  # noqa: UP007
+        return replace(inner, optional=True)
+    if isinstance(spec, Pairs):  # a Mapping written as a list of key/value objects
+        return _Shape("map", spec.path, item=_value(owner, f"{spec.path}/[]/{spec.value}", args[1]),
+                      key=_value(owner, f"{spec.path}/[]/{spec.key}", args[0]))
+    if origin is tuple:
+        element = args[0]
+        if spec is None or TYPES.get(spec) != "array":  # items only (a list the contract
+            return _Shape("array", spec or "", item=_shape(owner, element, spec))  # has not)
+        return _Shape("array", spec, limit=LIMITS.get(spec),
+                      item=_shape(owner, element, f"{spec}/[]" if element in _PYTHON else None))
+    if origin is Mapping and spec is not None:
+        # JSON object keys are strings; the values are the schema's additionalProperties.
+        return _Shape("map", spec, item=_value(owner, f"{spec}/{{}}", args[1]),
+                      key=_Shape("value", spec, "string"))
+    if spec is not None:
+        return _value(owner, spec, hint)
+    classes = args if origin in (Union, UnionType) else (hint,)
+    if not all(isinstance(c, type) and c not in _PYTHON and c is not object for c in classes):
+        raise TypeError(f"{owner}: {hint} goes nowhere in the reply contract (give its path)")
+    return _Shape("instance", classes=classes)
+
+
+def shapes(cls: type, paths: Mapping[str, str | Pairs],
+           elsewhere: Iterable[str] = ()) -> dict[str, _Shape]:
+    """Every field of ``cls`` (a dataclass or named tuple) but ``elsewhere``, as checked: its
+    Python type (``get_type_hints``) says whether it may be ``None``, holds a tuple, a mapping or
+    an SDK value; the reply JSON path in ``paths`` gives the contract's JSON type and limits."""
+    hints = get_type_hints(cls)
+    names = [f.name for f in fields(cls)] if is_dataclass(cls) else list(cls._fields)  # type: ignore[attr-defined]
+    unknown = set(paths) - set(names)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    skip = set(elsewhere)
+    return {name: _shape(f"{cls.__name__}.{name}", hints[name], paths.get(name))
+            for name in names if name not in skip}
+
+
+def checks(cls: type, paths: Mapping[str, str | Pairs], elsewhere: Iterable[str] = ()) -> Check:
+    """The check of a type's fields (``shapes``; ``elsewhere``: fields checked by other means):
+    a function that raises ``ValueError`` for the first field of the wrong type or outside its
+    limit, naming it (``Adjustment.env['A']: must be a string, got int (reply contract:
+    adjust/env/[]/value)``).
+
+    Built as source once per type (a class test and a comparison per field, no call while the
+    values fit: the hot path builds these per event); a value the quick test does not pass (of
+    the wrong type, outside, or a subclass such as an ``IntEnum``) goes to ``_Shape.refusal``,
+    which decides."""
+    owner = cls.__name__
     lines = ["def check(obj):"]
-    env: dict[str, Any] = {"_refuse": _refuse}
-    for i, (attr, path) in enumerate(paths.items()):
-        limit = LIMITS[path]
-        env[f"L{i}"] = limit
+    env: dict[str, Any] = {"_refuse": _refuse, "_MAPS": _MAPS}
+    for attr, shape in shapes(cls, paths, elsewhere).items():
+        name = f"S_{attr}"
+        env[name] = shape
         lines.append(f"    v = obj.{attr}")
-        lines.append(f"    if v is not None and not ({_quick(limit)}):")
-        lines.append(f"        _refuse({owner + '.' + attr!r}, v, L{i})")
+        lines.append(f"    if not ({shape.quick('v', env)}):")
+        lines.append(f"        _refuse({owner + '.' + attr!r}, v, {name})")
     if len(lines) == 1:
         lines.append("    pass")
-    exec("\n".join(lines), env)  # source made above from the schema's numbers only
+    exec("\n".join(lines), env)  # source made above from the schema's types and numbers only
     check: Check = env["check"]
     return check
 
 
-def _quick(limit: Limit) -> str:
-    """A Python expression true for a value ``v`` surely inside ``limit``."""
-    if limit.minimum is not None or limit.maximum is not None:
-        return f"v.__class__ is int and {limit.minimum} <= v <= {limit.maximum}"
-    if limit.min_length is not None or limit.max_length is not None:
-        return (f"v.__class__ is str and {limit.min_length or 0} <= len(v) "
-                f"<= {limit.max_length if limit.max_length is not None else 'len(v)'}")
-    return f"len(v) <= {limit.max_items}"
-
-
-def _refuse(name: str, value: Any, limit: Limit) -> None:
-    why = limit.refusal(value)
-    if why is not None:
-        raise ValueError(f"{name}: {why} (reply contract: {limit.path})")
-
-
-def check_items(name: str, values: Iterable[Any], limit: Limit) -> None:
-    """Raise ``ValueError`` for the first of ``values`` outside ``limit``."""
-    for item in values:
-        _refuse(name, item, limit)
+def _refuse(name: str, value: Any, shape: _Shape) -> None:
+    found = shape.refusal(value)
+    if found is not None:
+        where, why, path = found
+        raise ValueError(f"{name}{where}: {why}" + (f" (reply contract: {path})" if path else ""))
 
 
 def fit_warnings(warnings: tuple[str, ...]) -> tuple[str, ...]:

@@ -26,9 +26,9 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
-from policy_server.sdk.contract_limits import checks
+from policy_server.sdk.contract_limits import Pairs, checks
 from policy_server.sdk.effects import Effect
-from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, no_strings
+from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
@@ -64,6 +64,8 @@ class Adjustment:
 
     def __post_init__(self) -> None:
         _check_adjustment(self)
+        for mount in self.mounts:  # a named tuple, built per request: checked where it is sent
+            check_mount(mount)
         if self.extra:
             # As the reply is checked (policy_server.engine.reply.reply_body): its JSON.
             try:
@@ -149,8 +151,22 @@ class Decision:
         _check_decision(self)
 
 
-# The reply paths each type's fields go to (their limits are the contract's).
-_check_adjustment = checks("Adjustment", {"oom_score_adj": "adjust/linux/oom_score_adj"})
-_check_update = checks("ContainerUpdate", {"container_id": "update/[]/container_id"})
-_check_eviction = checks("Eviction", {"container_id": "evict/[]/container_id"})
-_check_decision = checks("Decision", {"reject": "reject/reason", "warnings": "warnings"})
+# The reply paths each type's fields go to (their JSON types and limits are the contract's);
+# a field holding SDK values (a ResourcePatch, Mounts) needs none: its class is checked.
+_check_adjustment = checks(Adjustment, {
+    "env": Pairs("adjust/env", "key", "value"),
+    "annotations": "adjust/annotations",
+    "oom_score_adj": "adjust/linux/oom_score_adj",
+    **{f"remove_{key}": f"adjust/remove/{key}" for key in (
+        "env", "annotations", "mounts", "sysctl", "devices", "namespaces", "net_devices")},
+    "cdi_devices": "adjust/CDI_devices/[]/name",
+    "args": "adjust/args",
+    "sysctl": "adjust/linux/sysctl",
+}, elsewhere=("extra",))  # checked against the contract model as a whole
+_check_update = checks(ContainerUpdate, {"container_id": "update/[]/container_id",
+                                         "ignore_failure": "update/[]/ignore_failure"})
+_check_eviction = checks(Eviction, {"container_id": "evict/[]/container_id",
+                                    "reason": "evict/[]/reason"})
+# ``errors`` end as warnings or a reject's reason: strings, as warnings are.
+_check_decision = checks(Decision, {"reject": "reject/reason", "warnings": "warnings",
+                                    "errors": "warnings/[]"})

@@ -38,9 +38,6 @@ class Mount(NamedTuple):
     options: tuple[str, ...] = ()
 
 
-
-
-
 class HookStage(StrEnum):
     """The lifecycle stages of ``Hooks`` (NRI field names; OCI spells them camelCase)."""
 
@@ -81,6 +78,9 @@ class StagedHook:
 
     stage: HookStage
     hook: Hook
+
+    def __post_init__(self) -> None:
+        _check_staged(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +158,20 @@ class DeviceRule:
                    rule.get("type") or "", rule.get("major"), rule.get("minor"))
 
 
-# The reply paths each type's integers go to (their limits are the contract's).
-_check_hook = checks("Hook", {"timeout_s": "adjust/hooks/prestart/[]/timeout"})
-_check_device = checks("Device", {name: f"adjust/linux/devices/[]/{name}"
-                                   for name in ("major", "minor", "file_mode", "uid", "gid")})
-_check_rlimit = checks("Rlimit", {"soft": "adjust/rlimits/[]/soft",
-                                   "hard": "adjust/rlimits/[]/hard"})
-_check_rule = checks("DeviceRule", {"major": "adjust/linux/resources/devices/[]/major",
-                                     "minor": "adjust/linux/resources/devices/[]/minor"})
+# The reply paths each type's fields go to (their JSON types and limits are the contract's).
+_HOOK = "adjust/hooks/prestart/[]/"  # every stage's Hook is the same definition
+_check_hook = checks(Hook, {"path": _HOOK + "path", "args": _HOOK + "args", "env": _HOOK + "env",
+                            "timeout_s": _HOOK + "timeout"})
+_check_staged = checks(StagedHook, {})
+_check_device = checks(Device, {name: f"adjust/linux/devices/[]/{name}" for name in (
+    "path", "type", "major", "minor", "file_mode", "uid", "gid")})
+_check_rlimit = checks(Rlimit, {name: f"adjust/rlimits/[]/{name}"
+                                for name in ("type", "soft", "hard")})
+_check_rule = checks(DeviceRule, {name: f"adjust/linux/resources/devices/[]/{name}"
+                                  for name in ("allow", "access", "type", "major", "minor")})
+# A mount is checked by the Adjustment that sends it (requests carry a dozen per container).
+check_mount = checks(Mount, {name: f"adjust/mounts/[]/{name}"
+                             for name in ("destination", "type", "source", "options")})
 
 
 def hooks_to_json(hooks: tuple[StagedHook, ...]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.sdk.contract_limits import LIMITS, check_items, checks
+from policy_server.sdk.contract_limits import Pairs, checks
 from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})
@@ -62,9 +62,6 @@ class ResourcePatch:
 
     def __post_init__(self) -> None:
         _check_patch(self)
-        if self.hugepage_limits:
-            check_items("ResourcePatch.hugepage_limits", self.hugepage_limits.values(),
-                        _PAGE_LIMIT)
 
     def scalars(self) -> dict[str, Any]:
         """The set scalar fields, by attribute name."""
@@ -118,11 +115,12 @@ SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {f.name: f.metadata["path"] for f in fields(ResourcePatch) if "path" in f.metadata}
 )
 
-# The contract's limits on the scalars (the integers'; read off the reply schema).
+# The contract's JSON types and limits of every field (read off the reply schema).
 _RESOURCES = "adjust/linux/resources/"
-_check_patch = checks("ResourcePatch", {
-    name: _RESOURCES + "/".join(path) for name, path in SCALAR_PATHS.items()
-    if _RESOURCES + "/".join(path) in LIMITS})
-_PAGE_LIMIT = LIMITS[_RESOURCES + "hugepage_limits/[]/limit"]
+_check_patch = checks(ResourcePatch, {
+    **{name: _RESOURCES + "/".join(path) for name, path in SCALAR_PATHS.items()},
+    "unified": _RESOURCES + "unified",
+    "hugepage_limits": Pairs(_RESOURCES + "hugepage_limits", "page_size", "limit"),
+})
 
 NO_RESOURCES = ResourcePatch()

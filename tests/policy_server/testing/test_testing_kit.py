@@ -72,13 +72,20 @@ def test_replay_against_expected_replies(tmp_path: Path) -> None:
         r["event"] for r in records]
 
 
+def _past_the_sdk() -> Adjustment:
+    """An adjustment outside the contract: the SDK refuses ``env={"A": 1}`` when built, so the
+    value is changed after (a stand-in for a check the SDK would miss, which the kit catches)."""
+    adjust = Adjustment(env={"A": "1"})
+    object.__setattr__(adjust, "env", {"A": 1})
+    return adjust
+
+
 def test_requests_and_replies_are_checked_against_the_contract() -> None:
     bad = Policy("bad-env")
 
     @bad.on(EventName.CREATE_CONTAINER)
     def untyped(event: Event) -> Decision:
-        # A type the SDK leaves to the type checker (its values check the contract's limits).
-        return Decision(adjust=Adjustment(env={"A": 1}))  # type: ignore[dict-item]
+        return Decision(adjust=_past_the_sdk())
 
     runner = PolicyRunner(bad)
     with pytest.raises(InvalidReply, match="outside the contract"):
@@ -99,8 +106,7 @@ def test_the_kit_checks_replies_as_the_bridge_does() -> None:
 
     @bad.on(EventName.CREATE_CONTAINER)
     def untyped(event: Event) -> Decision:
-        # A type the SDK leaves to the type checker (its values check the contract's limits).
-        return Decision(adjust=Adjustment(env={"A": 1}))  # type: ignore[dict-item]
+        return Decision(adjust=_past_the_sdk())
 
     evaluation = PolicyRunner(bad).engine.evaluate_json("bad-env",
                                                         make_request("CreateContainer"))
