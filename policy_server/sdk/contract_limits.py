@@ -12,7 +12,7 @@ I/O or know the SDK's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from types import MappingProxyType, NoneType, UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -58,42 +58,83 @@ _KEYS = {"minimum": "minimum", "maximum": "maximum", "minLength": "min_length",
 
 
 def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: frozenset[str],
-          out: dict[str, Limit], types: dict[str, str]) -> None:
+          out: dict[str, Limit], types: dict[str, str], props: dict[str, frozenset[str]]) -> None:
     if not isinstance(node, dict):
         return
     ref = node.get("$ref")
     if ref is not None:
         name = ref.rsplit("/", 1)[-1]
         if name not in seen:
-            _walk(defs[name], path, defs, seen | {name}, out, types)
+            _walk(defs[name], path, defs, seen | {name}, out, types, props)
         return
     found = {_KEYS[k]: v for k, v in node.items() if k in _KEYS}
     if found:
         out["/".join(path)] = Limit("/".join(path), **found)
     if node.get("type") in _JSON_TYPES:  # not "null": an optional field's other branch
         types["/".join(path)] = node["type"]
+    if "properties" in node:
+        props["/".join(path)] = frozenset(node["properties"])
     for name, sub in (node.get("properties") or {}).items():
-        _walk(sub, (*path, name), defs, seen, out, types)
-    _walk(node.get("items"), (*path, "[]"), defs, seen, out, types)
-    _walk(node.get("additionalProperties"), (*path, "{}"), defs, seen, out, types)
+        _walk(sub, (*path, name), defs, seen, out, types, props)
+    _walk(node.get("items"), (*path, "[]"), defs, seen, out, types, props)
+    _walk(node.get("additionalProperties"), (*path, "{}"), defs, seen, out, types, props)
     for key in ("anyOf", "oneOf", "allOf"):
         for sub in node.get(key) or ():
-            _walk(sub, path, defs, seen, out, types)
+            _walk(sub, path, defs, seen, out, types, props)
 
 
-def _read_schema() -> tuple[Mapping[str, Limit], Mapping[str, str]]:
+def _read_schema() -> tuple[Mapping[str, Limit], Mapping[str, str], Mapping[str, frozenset[str]]]:
     schema = WebhookReply.model_json_schema()
     out: dict[str, Limit] = {}
     types: dict[str, str] = {}
-    _walk(schema, (), schema.get("$defs", {}), frozenset(), out, types)
-    return MappingProxyType(out), MappingProxyType(types)
+    props: dict[str, frozenset[str]] = {}
+    _walk(schema, (), schema.get("$defs", {}), frozenset(), out, types, props)
+    return MappingProxyType(out), MappingProxyType(types), MappingProxyType(props)
 
 
-# Every limit of the reply contract, and every value's JSON type, by reply JSON path.
-LIMITS, TYPES = _read_schema()
+# Every limit of the reply contract, every value's JSON type and every object's field names,
+# by reply JSON path.
+LIMITS, TYPES, _PROPERTIES = _read_schema()
+_NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 
 MAX_WARNINGS: int = LIMITS["warnings"].max_items or 0
 MAX_REJECT_CHARS: int = LIMITS["reject/reason"].max_length or 0
+
+
+def read_object(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` as the JSON object the reply has at ``path`` (``None``: an empty one), its
+    ``null`` fields left out (unset, as the contract reads them); raises ``ValueError`` for
+    another type or a field the contract has not there. For the SDK's readers of reply JSON
+    (``from_json``), whose typed values then check the fields' types."""
+    if value is None:
+        return _NO_FIELDS
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{path}: must be an object, got {type(value).__name__} (reply contract)")
+    known = _PROPERTIES.get(path)
+    if known is None:  # a map (additionalProperties): any key, values as the schema says
+        return value
+    for key in value:
+        if key not in known:
+            raise ValueError(f"{path}: {key!r} is no field of the reply contract here "
+                             f"(known: {', '.join(sorted(known))})")
+    if None in value.values():
+        return {key: item for key, item in value.items() if item is not None}
+    return value
+
+
+def read_list(value: Any, path: str) -> Sequence[Any]:
+    """``value`` as the reply's list at ``path`` (``None``: empty); ``ValueError`` if not one."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{path}: must be a list, got {type(value).__name__} (reply contract)")
+    return value
+
+
+def read_objects(value: Any, path: str) -> list[Mapping[str, Any]]:
+    """``value`` as the reply's list of objects at ``path``, each read by ``read_object``."""
+    return [read_object(item, f"{path}/[]") for item in read_list(value, path)]
+
 
 Check = Callable[[Any], None]
 

@@ -6,8 +6,10 @@ element of ``update``. To JSON builds the reply (``policy_server.engine.reply``)
 builds a ValidateContainerAdjustment's ``Event.adjust`` and ``Event.update``
 (``policy_server.engine.request``), every field the SDK does not type kept in ``extra``, so
 ``adjustment_from_json(adjustment_to_json(a)) == a``. In the SDK because a policy that
-writes adjustments as JSON (the built-in ``cel``) needs the same conversion. Must not merge,
-check or do I/O.
+writes adjustments as JSON (the built-in ``cel``) needs the same conversion: JSON outside the
+contract raises ``ValueError`` naming the field (the shape of its objects and lists here, the
+values' types in the typed values built, the untyped rest in ``Adjustment.extra``), so no
+caller checks it first. Must not merge or do I/O.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from policy_server.sdk.contract_limits import read_list, read_object, read_objects
 from policy_server.sdk.decision import Adjustment, ContainerUpdate
 from policy_server.sdk.oci import Device, Hook, HookStage, Mount, Rlimit, StagedHook, hooks_to_json
 from policy_server.sdk.resource_patch import ResourcePatch
@@ -91,44 +94,50 @@ def adjustment_to_json(adj: Adjustment) -> dict[str, Any]:
 
 
 def adjustment_from_json(adjust: Mapping[str, Any]) -> Adjustment:
-    """The ``Adjustment`` for an ``adjust`` object (a validator's request); what the SDK does not
-    type stays in ``extra``."""
-    rest: dict[str, Any] = copy.deepcopy(dict(adjust))
-    linux: dict[str, Any] = rest.pop("linux", None) or {}
-    remove: dict[str, Any] = rest.pop("remove", None) or {}
+    """The ``Adjustment`` for an ``adjust`` object (a validator's request, a CEL mutation); what
+    the SDK does not type stays in ``extra``. JSON outside the contract raises ``ValueError``
+    naming the field: its shape here (``read_object``), its values' types where they are built."""
+    rest: dict[str, Any] = copy.deepcopy(dict(read_object(adjust, "adjust")))
+    linux = dict(read_object(rest.pop("linux", None), "adjust/linux"))
+    remove = dict(read_object(rest.pop("remove", None), "adjust/remove"))
     values: dict[str, Any] = {
-        field: tuple(remove.pop(key)) for key, field in _REMOVALS.items() if key in remove
+        field: tuple(read_list(remove.pop(key), f"adjust/remove/{key}"))
+        for key, field in _REMOVALS.items() if key in remove
     }
     if "args" in rest:
-        values["args"] = tuple(rest.pop("args") or ())
+        values["args"] = tuple(read_list(rest.pop("args"), "adjust/args"))
     if "oom_score_adj" in linux:
         values["oom_score_adj"] = linux.pop("oom_score_adj")
-    hooks = rest.pop("hooks", None) or {}
+    hooks = read_object(rest.pop("hooks", None), "adjust/hooks")
     values.update(
-        env={kv.get("key", ""): kv.get("value", "") for kv in rest.pop("env", None) or ()},
-        annotations=dict(rest.pop("annotations", None) or {}),
+        env={kv.get("key", ""): kv.get("value", "")
+             for kv in read_objects(rest.pop("env", None), "adjust/env")},
+        annotations=dict(read_object(rest.pop("annotations", None), "adjust/annotations")),
         mounts=tuple(
             Mount(m.get("destination", ""), m.get("type", ""), m.get("source", ""),
-                  tuple(m.get("options") or ()))
-            for m in rest.pop("mounts", None) or ()
+                  tuple(read_list(m.get("options"), "adjust/mounts/[]/options")))
+            for m in read_objects(rest.pop("mounts", None), "adjust/mounts")
         ),
-        resources=ResourcePatch.from_json(linux.pop("resources", None) or {}),
+        resources=ResourcePatch.from_json(linux.pop("resources", None)),
         devices=tuple(
             Device(d.get("path", ""), d.get("type", ""), d.get("major", 0), d.get("minor", 0),
                    d.get("file_mode"), d.get("uid"), d.get("gid"))
-            for d in linux.pop("devices", None) or ()
+            for d in read_objects(linux.pop("devices", None), "adjust/linux/devices")
         ),
-        cdi_devices=tuple(c.get("name", "") for c in rest.pop("CDI_devices", None) or ()),
+        cdi_devices=tuple(c.get("name", "") for c in read_objects(rest.pop("CDI_devices", None),
+                                                                  "adjust/CDI_devices")),
         hooks=tuple(
-            StagedHook(HookStage(stage), Hook(h.get("path", ""), tuple(h.get("args") or ()),
-                                              tuple(h.get("env") or ()), h.get("timeout")))
-            for stage, staged in hooks.items() for h in staged or ()
+            StagedHook(HookStage(stage), Hook(
+                h.get("path", ""), tuple(read_list(h.get("args"), f"adjust/hooks/{stage}/[]/args")),
+                tuple(read_list(h.get("env"), f"adjust/hooks/{stage}/[]/env")), h.get("timeout")))
+            for stage, staged in hooks.items()
+            for h in read_objects(staged, f"adjust/hooks/{stage}")
         ),
         rlimits=tuple(
             Rlimit(r.get("type", ""), r.get("soft", 0), r.get("hard", 0))
-            for r in rest.pop("rlimits", None) or ()
+            for r in read_objects(rest.pop("rlimits", None), "adjust/rlimits")
         ),
-        sysctl=dict(linux.pop("sysctl", None) or {}),
+        sysctl=dict(read_object(linux.pop("sysctl", None), "adjust/linux/sysctl")),
     )
     if linux:
         rest["linux"] = linux
@@ -153,6 +162,6 @@ def update_from_json(update: Mapping[str, Any]) -> ContainerUpdate:
     linux = update.get("linux") or {}
     return ContainerUpdate(
         update.get("container_id", ""),
-        ResourcePatch.from_json(linux.get("resources") or {}),
+        ResourcePatch.from_json(linux.get("resources"), "update/[]/linux/resources"),
         bool(update.get("ignore_failure", False)),
     )

@@ -154,8 +154,8 @@ class DeviceRule:
 
     @classmethod
     def from_json(cls, rule: Any) -> DeviceRule:
-        return cls(bool(rule.get("allow", False)), rule.get("access") or "",
-                   rule.get("type") or "", rule.get("major"), rule.get("minor"))
+        return cls(rule.get("allow", False), rule.get("access", ""), rule.get("type", ""),
+                   rule.get("major"), rule.get("minor"))
 
 
 # The reply paths each type's fields go to (their JSON types and limits are the contract's).

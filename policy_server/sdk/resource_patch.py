@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.sdk.contract_limits import Pairs, checks
+from policy_server.sdk.contract_limits import Pairs, checks, read_object, read_objects
 from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})
@@ -92,21 +92,23 @@ class ResourcePatch:
         return out
 
     @classmethod
-    def from_json(cls, resources: Mapping[str, Any]) -> ResourcePatch:
-        """The patch for a ``LinuxResources`` JSON object (every field of it is typed)."""
+    def from_json(cls, resources: Any, path: str = "adjust/linux/resources") -> ResourcePatch:
+        """The patch for a ``LinuxResources`` JSON object at ``path`` of the reply (every field
+        of it is typed; one outside the contract raises ``ValueError`` naming it)."""
+        resources = read_object(resources, path)
+        parents = {name: read_object(resources.get(name), f"{path}/{name}") for name in _PARENTS}
         values: dict[str, Any] = {}
-        for name, path in SCALAR_PATHS.items():
-            node: Any = resources
-            for part in path:
-                node = node.get(part) if isinstance(node, Mapping) else None
+        for name, at in SCALAR_PATHS.items():
+            node = parents[at[0]].get(at[1]) if len(at) == 2 else resources.get(at[0])
             if node is not None:
                 values[name] = node
+        pages = read_objects(resources.get("hugepage_limits"), f"{path}/hugepage_limits")
+        rules = read_objects(resources.get("devices"), f"{path}/devices")
         return cls(
             **values,
-            unified=dict(resources.get("unified") or {}),
-            hugepage_limits={h.get("page_size", ""): h.get("limit", 0)
-                             for h in resources.get("hugepage_limits") or ()},
-            device_rules=tuple(DeviceRule.from_json(d) for d in resources.get("devices") or ()),
+            unified=dict(read_object(resources.get("unified"), f"{path}/unified")),
+            hugepage_limits={h.get("page_size", ""): h.get("limit", 0) for h in pages},
+            device_rules=tuple(DeviceRule.from_json(rule) for rule in rules),
         )
 
 
@@ -114,6 +116,10 @@ class ResourcePatch:
 SCALAR_PATHS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {f.name: f.metadata["path"] for f in fields(ResourcePatch) if "path" in f.metadata}
 )
+
+# The objects in LinuxResources holding scalars (cpu, memory, pids): no scalar is deeper.
+_PARENTS = frozenset(path[0] for path in SCALAR_PATHS.values() if len(path) == 2)
+assert all(len(path) <= 2 for path in SCALAR_PATHS.values())
 
 # The contract's JSON types and limits of every field (read off the reply schema).
 _RESOURCES = "adjust/linux/resources/"

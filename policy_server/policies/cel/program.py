@@ -29,7 +29,6 @@ from typing import Any
 from cel_expr_python import cel
 
 from policy_server import (
-    Adjustment,
     ContainerUpdate,
     Decision,
     EventName,
@@ -147,18 +146,15 @@ def _mutate(policy: CompiledPolicy, values: Iterable[Any]) -> dict[str, Any]:
 
 
 def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -> Decision:
-    """The merged mutations as a decision. The document is checked against the reply contract
-    first, as `Adjustment.extra` is (a ``ValueError`` naming the field, handled by the policy's
-    failurePolicy): the typed values below check limits, not JSON types."""
+    """The merged mutations as a decision. A document outside the reply contract raises
+    ``ValueError`` naming the field as the typed values are built from it (handled by the
+    policy's failurePolicy)."""
     if event is EventName.CREATE_CONTAINER:
-        Adjustment(extra=doc)
         return Decision(adjust=adjustment_from_json(doc))
-    resources = (doc.get("linux") or {}).get("resources")
     if set(doc) - {"linux"} or set(doc.get("linux") or {}) - {"resources"}:
         raise ValueError("an UpdateContainer mutation may only set linux.resources")
-    Adjustment(extra={"linux": {"resources": resources or {}}})
     container = request.get("container") or {}
-    patch = ResourcePatch.from_json(resources or {})
+    patch = ResourcePatch.from_json((doc.get("linux") or {}).get("resources"))
     return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))
 
 
