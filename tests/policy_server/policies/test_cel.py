@@ -197,6 +197,7 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
     ("CreateContainer", "{'env': [{'name': 'A', 'value': 'x'}]}",
      "adjust/env/[]: 'name' is no field of the reply contract here"),
     ("CreateContainer", "{'env': {'A': 'x'}}", "adjust/env: must be a list, got dict"),
+    ("CreateContainer", "{'env': ['A=x']}", "adjust/env/[]: must be an object, got str"),
     ("CreateContainer", "{'args': 'ls'}", "adjust/args: must be a list, got str"),
     ("CreateContainer", "{'remove': {'env': ['A', 2]}}", "Adjustment.remove_env[1]"),
     ("CreateContainer", "{'linux': {'sysctl': {'net.x': 1}}}",
@@ -207,6 +208,8 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
      "adjust/linux/resources/cpu: 'sharez' is no field"),
     ("CreateContainer", "{'linux': {'namespaces': 'host'}}",  # untyped: Adjustment.extra
      "Adjustment.extra is outside the contract"),
+    ("UpdateContainer", "{'linux': {'resources': {'cpu': 2}}}",
+     "adjust/linux/resources/cpu: must be an object, got int"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}",
      "ResourcePatch.cpu_shares: -1 is below the minimum 0"),
     ("UpdateContainer", "{'linux': {'resources': {'unified': {'memory.high': 5}}}}",
