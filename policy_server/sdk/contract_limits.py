@@ -1,13 +1,16 @@
-"""The reply contract's value limits, read off its JSON Schema, and the check the SDK runs on them.
+"""The reply contract's JSON types and value limits, read off its JSON Schema, and the check the
+SDK runs on them.
 
 Owns ``LIMITS`` (reply JSON path -> ``Limit``: ``"update/[]/container_id"``, ``"warnings"``,
-``"adjust/rlimits/[]/soft"``; ``[]`` is a list's item), walked once from
-``bridge.contract.WebhookReply``'s JSON Schema (``minimum``/``maximum``, ``minLength``/
-``maxLength``, ``maxItems``), so no number is restated here; ``checks``, which makes the
-check the SDK's value types run when built (a value outside the contract raises ``ValueError``
-naming the field and the limit); and ``fit_warnings`` / ``fit_reject``, which shorten what the
-framework composes from valid parts (merged warnings and reasons) to fit, with a note. Must not do
-I/O or know the SDK's types.
+``"adjust/rlimits/[]/soft"``; ``[]`` is a list's item, ``{}`` a map's value) and ``TYPES`` (path
+-> JSON type), walked once from ``bridge.contract.WebhookReply``'s JSON Schema (``type``,
+``minimum``/``maximum``, ``minLength``/``maxLength``, ``maxItems``), so no type or number is
+restated here; ``checks``, which makes the check the SDK's value types run when built from their
+type hints and these (a value of the wrong type or outside the contract raises ``ValueError``
+naming the field); ``read_object`` / ``read_objects`` / ``read_list``, which read reply JSON's
+objects and lists strictly for the SDK's ``from_json``; and ``fit_warnings`` / ``fit_reject``,
+which shorten what the framework composes from valid parts (merged warnings and reasons) to
+fit, with a note. Must not do I/O or name the SDK's types (it is handed them).
 """
 
 from __future__ import annotations

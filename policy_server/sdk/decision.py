@@ -6,10 +6,11 @@ reject, warnings and pushes, and the ``Decision`` that holds them with the node 
 set; the rest of NRI's ``ContainerAdjustment`` (namespaces, net devices, I/O priority, seccomp
 policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``: the reply's
 ``adjust`` JSON, checked against the webhook contract when the ``Adjustment`` is built, as the
-bridge checks an HTTP reply's shape. Every value is built inside the reply contract's limits
-(``policy_server.sdk.contract_limits``: a non-empty container id, a reject reason of 1-4096
-characters, at most 100 warnings, integers in their proto ranges) or raises ``ValueError``
-naming the field, so the reply encoded from a decision needs no check.
+bridge checks an HTTP reply's shape. Every value is built with the reply contract's JSON types
+and inside its limits (``policy_server.sdk.contract_limits``: strings, integers (no bool),
+booleans, lists and maps of them where the schema has them; a non-empty container id, a reject
+reason of 1-4096 characters, at most 100 warnings, integers in their proto ranges) or raises
+``ValueError`` naming the field, so the reply encoded from a decision needs no check.
 ``policy_server.sdk.decision_merge`` merges several handlers' decisions;
 ``policy_server.engine.reply`` turns the merged one into the reply body. Must not do I/O or
 import web frameworks; policies may import it (it sits below the engine).

@@ -6,8 +6,9 @@ lifecycle stage), POSIX rlimits and CDI device names, their reply JSON (the cont
 field names), and the shared empty string map. Devices, hooks, rlimits and CDI devices are the
 privileged kinds of an adjustment: the bridge refuses them unless the webhook's ``allow`` list
 names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Hooks, devices, device rules and
-rlimits are built inside the reply contract's integer ranges or raise ``ValueError``
-(``policy_server.sdk.contract_limits``). Must not do I/O or know about
+rlimits are built with the reply contract's JSON types and inside its integer ranges or raise
+``ValueError`` (``policy_server.sdk.contract_limits``); a mount is checked by ``check_mount``
+when an ``Adjustment`` sends it. Must not do I/O or know about
 particular policies.
 """
 

@@ -3,11 +3,11 @@
 Owns the patch value, its one table of fields (each scalar declared once with its JSON path
 inside ``LinuxResources``; ``SCALAR_PATHS``, attribute -> path, is read off the declarations
 and the reply JSON, the merge's conflict paths and the request's ``Resources`` all use it) and
-its JSON both ways; a patch is built inside the reply contract's limits
-(``policy_server.sdk.contract_limits``) or raises ``ValueError``. ``unified`` and
-``hugepage_limits`` are owned per key (per page size), ``device_rules`` are appended, as NRI
-does. Must not do I/O or merge
-several handlers' patches (``policy_server.sdk.decision_merge``).
+its JSON both ways; a patch is built with the reply contract's JSON types and inside its limits
+(``policy_server.sdk.contract_limits``) or raises ``ValueError``, and read from JSON strictly.
+``unified`` and ``hugepage_limits`` are owned per key (per page size), ``device_rules`` are
+appended, as NRI does. Must not do I/O or merge several handlers' patches
+(``policy_server.sdk.decision_merge``).
 """
 
 from __future__ import annotations
