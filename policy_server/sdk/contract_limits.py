@@ -213,6 +213,10 @@ class _Shape:
                 return f"[{at!r}]{found[0]}", found[1], found[2]
         return None
 
+    def plain_string(self) -> bool:
+        """A string with no limit: checked a whole list at a time (``all(map(...))``)."""
+        return self.kind == "value" and self.json_type == "string" and self.limit is None
+
     def quick(self, v: str, env: dict[str, Any], depth: int = 0) -> str:
         """A Python expression true for a value ``v`` surely of this shape (the exact classes;
         anything else goes to ``refusal``, which decides)."""
@@ -226,13 +230,17 @@ class _Shape:
         elif self.kind == "array":
             assert self.item is not None
             bound = f" and len({v}) <= {self.limit.max_items}" if self.limit else ""
-            test = (f"{v}.__class__ is tuple{bound} and (not {v} or "
-                    f"all({self.item.quick(x, env, depth + 1)} for {x} in {v}))")
+            items = (f"all(map(_IS_STR, {v}))" if self.item.plain_string() else
+                     f"all({self.item.quick(x, env, depth + 1)} for {x} in {v})")
+            test = f"{v}.__class__ is tuple{bound} and (not {v} or {items})"
         else:
             assert self.item is not None and self.key is not None
-            test = (f"{v}.__class__ in _MAPS and (not {v} or "
-                    f"all({self.key.quick(k, env, depth + 1)} and "
-                    f"{self.item.quick(x, env, depth + 1)} for {k}, {x} in {v}.items()))")
+            if self.key.plain_string() and self.item.plain_string():  # most maps: no loop
+                items = f"all(map(_IS_STR, {v})) and all(map(_IS_STR, {v}.values()))"
+            else:
+                items = (f"all({self.key.quick(k, env, depth + 1)} and "
+                         f"{self.item.quick(x, env, depth + 1)} for {k}, {x} in {v}.items())")
+            test = f"{v}.__class__ in _MAPS and (not {v} or {items})"
         return f"({v} is None or {test})" if self.optional else test
 
 
@@ -313,7 +321,7 @@ def checks(cls: type, paths: Mapping[str, str | Pairs], elsewhere: Iterable[str]
     which decides."""
     owner = cls.__name__
     lines = ["def check(obj):"]
-    env: dict[str, Any] = {"_refuse": _refuse, "_MAPS": _MAPS}
+    env: dict[str, Any] = {"_refuse": _refuse, "_MAPS": _MAPS, "_IS_STR": str.__instancecheck__}
     for attr, shape in shapes(cls, paths, elsewhere).items():
         name = f"S_{attr}"
         env[name] = shape
