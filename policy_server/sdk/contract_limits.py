@@ -256,7 +256,7 @@ def _quick(v: str, json_type: str, limit: Limit | None) -> str:
     return test
 
 
-_PYTHON_NAMES = {"string": "str", "integer": "int", "boolean": "bool"}
+_PYTHON_NAMES = {json_type: cls.__name__ for cls, json_type in _PYTHON.items()}
 
 
 def _value(owner: str, path: str, hint: Any) -> _Shape:
