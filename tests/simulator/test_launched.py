@@ -11,13 +11,20 @@ from bridge.contract.catalogue import NriEvent
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
 from tests.waiting import until_exited
 
+STARTUP_S = 120.0
+
 
 async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_path: Path) -> None:
-    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), PROFILES["containerd-2.1.9"])
+    # A busy machine can take seconds to start Python and import the bridge, and its first event
+    # imports more: the runtime's windows (5 s to register, 2 s a request by default, as
+    # containerd's) are widened so only a bridge that never registers or answers fails, not a
+    # slow one (a CI run missed the 5 s under load).
+    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), PROFILES["containerd-2.1.9"],
+                               registration_timeout_s=STARTUP_S, request_timeout_s=30.0)
     await runtime.start()
     proc = runtime.launch([sys.executable, "-m", "bridge"], name="webhook-bridge", index="07")
     try:
-        conn = await runtime.wait_plugin(timeout_s=20)
+        conn = await runtime.wait_plugin(timeout_s=STARTUP_S)
         assert conn.label.startswith("07-webhook-bridge"), conn.label
         assert conn.events & 0x8  # subscribed to CreateContainer (the cache needs it)
         step = next(s for s in load_scenario("containerd-2.1.9-events.jsonl").events

@@ -20,13 +20,18 @@ from bridge.simulator.synthetic import template
 from bridge.webhooks.call_sequence import WebhookHandler
 from tests.waiting import until_exited
 
+# Python's start and the bridge's imports can take seconds on a busy machine: the runtime's
+# registration window (5 s by default, as containerd's) is widened, so only a bridge that never
+# registers fails here (tests/simulator/test_launched.py says the same).
+STARTUP_S = 25.0
 CONF_D = json.dumps({"static": {"adjust": {"env": [{"key": "FROM_CONF_D", "value": "yes"}]}}})
 
 
 @pytest.mark.timeout(40)
 async def test_launched_bridge_is_configured_from_the_runtime_config_string(
         tmp_path: Path) -> None:
-    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), "containerd-2.1.9", config=CONF_D)
+    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), "containerd-2.1.9", config=CONF_D,
+                               registration_timeout_s=STARTUP_S, request_timeout_s=10.0)
     await runtime.start()
     proc = runtime.launch([sys.executable, "-m", "bridge"], name="webhook-bridge", index="07")
     try:
@@ -49,7 +54,8 @@ async def test_launched_bridge_is_configured_from_the_runtime_config_string(
 @pytest.mark.timeout(40)
 async def test_a_bad_config_string_is_refused_at_configure(tmp_path: Path) -> None:
     bad = "webhooks:\n  - name: p\n    url: unix:///x.sock/v1\n    timeout: soon\n"
-    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), "containerd-2.1.9", config=bad)
+    runtime = SimulatedRuntime(str(tmp_path / "unused.sock"), "containerd-2.1.9", config=bad,
+                               registration_timeout_s=STARTUP_S)
     await runtime.start()
     log = tmp_path / "bridge.log"
     proc = runtime.launch([sys.executable, "-m", "bridge", "--log-file", str(log),
