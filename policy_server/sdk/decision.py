@@ -33,6 +33,12 @@ from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+# ``adjust.remove`` keys -> the ``Adjustment`` field holding that list (the reply JSON, its
+# check and its reading all go by it).
+REMOVAL_FIELDS: Mapping[str, str] = MappingProxyType({
+    key: f"remove_{key}"
+    for key in ("env", "annotations", "mounts", "devices", "namespaces", "sysctl", "net_devices")
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +88,8 @@ class Adjustment:
 
     def removals(self) -> Mapping[str, tuple[str, ...]]:
         """The reply's ``adjust.remove`` lists, by key (only the non-empty ones)."""
-        lists = {
-            "env": self.remove_env,
-            "annotations": self.remove_annotations,
-            "mounts": self.remove_mounts,
-            "devices": self.remove_devices,
-            "namespaces": self.remove_namespaces,
-            "sysctl": self.remove_sysctl,
-            "net_devices": self.remove_net_devices,
-        }
-        return {key: values for key, values in lists.items() if values}
+        lists = ((key, getattr(self, name)) for key, name in REMOVAL_FIELDS.items())
+        return {key: values for key, values in lists if values}
 
     def is_empty(self) -> bool:
         return (
@@ -158,8 +156,7 @@ _check_adjustment = checks(Adjustment, {
     "env": Pairs("adjust/env", "key", "value"),
     "annotations": "adjust/annotations",
     "oom_score_adj": "adjust/linux/oom_score_adj",
-    **{f"remove_{key}": f"adjust/remove/{key}" for key in (
-        "env", "annotations", "mounts", "sysctl", "devices", "namespaces", "net_devices")},
+    **{name: f"adjust/remove/{key}" for key, name in REMOVAL_FIELDS.items()},
     "cdi_devices": "adjust/CDI_devices/[]/name",
     "args": "adjust/args",
     "sysctl": "adjust/linux/sysctl",

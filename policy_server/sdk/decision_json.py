@@ -19,20 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from policy_server.sdk.contract_limits import read_list, read_object, read_objects
-from policy_server.sdk.decision import Adjustment, ContainerUpdate
+from policy_server.sdk.decision import REMOVAL_FIELDS, Adjustment, ContainerUpdate
 from policy_server.sdk.oci import Device, Hook, HookStage, Mount, Rlimit, StagedHook, hooks_to_json
 from policy_server.sdk.resource_patch import ResourcePatch
-
-# adjust.remove keys -> the Adjustment field holding them.
-_REMOVALS = {
-    "env": "remove_env",
-    "annotations": "remove_annotations",
-    "mounts": "remove_mounts",
-    "devices": "remove_devices",
-    "namespaces": "remove_namespaces",
-    "sysctl": "remove_sysctl",
-    "net_devices": "remove_net_devices",
-}
 
 
 def _mount_json(mount: Mount) -> dict[str, Any]:
@@ -102,7 +91,7 @@ def adjustment_from_json(adjust: Mapping[str, Any]) -> Adjustment:
     remove = dict(read_object(rest.pop("remove", None), "adjust/remove"))
     values: dict[str, Any] = {
         field: tuple(read_list(remove.pop(key), f"adjust/remove/{key}"))
-        for key, field in _REMOVALS.items() if key in remove
+        for key, field in REMOVAL_FIELDS.items() if key in remove
     }
     if "args" in rest:
         values["args"] = tuple(read_list(rest.pop("args"), "adjust/args"))
