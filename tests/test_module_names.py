@@ -90,7 +90,7 @@ def test_every_module_a_package_owns_exists() -> None:
 
 
 def test_every_source_path_written_in_the_repository_exists() -> None:
-    missing = set()
+    missing: set[str] = set()
     for path in tracked_text():
         try:
             body = (ROOT / path).read_text(encoding="utf-8")

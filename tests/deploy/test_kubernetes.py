@@ -351,7 +351,8 @@ def _metrics_port(pod: s.Pod, c: dict[str, Any], args: Any) -> dict[str, Any]:
     """The container port its --metrics-address listens on (all interfaces)."""
     host, _, port = args.metrics_address.rpartition(":")
     assert host == "0.0.0.0", f"{c['name']}: Prometheus scrapes the pod IP, not {host}"
-    [declared] = [p for p in c["ports"] if p["containerPort"] == int(port)]
+    ports: list[dict[str, Any]] = [p for p in c["ports"] if p["containerPort"] == int(port)]
+    [declared] = ports
     return declared
 
 
@@ -379,9 +380,9 @@ def test_metrics_listeners_are_declared_ports_behind_annotated_services(pod: s.P
 
 
 def test_servicemonitor_component_selects_both_metrics_services(tmp_path: Path) -> None:
-    component = s.KUSTOMIZE / "components" / "servicemonitor"
+    directory = s.KUSTOMIZE / "components" / "servicemonitor"
     # An overlay as a user writes it (kustomize wants relative paths).
-    base, component = (os.path.relpath(p, tmp_path) for p in (s.BASE, component))
+    base, component = (os.path.relpath(p, tmp_path) for p in (s.BASE, directory))
     (tmp_path / "kustomization.yaml").write_text(
         f"resources:\n  - {base}\ncomponents:\n  - {component}\n", encoding="utf-8")
     docs = s.render(tmp_path)

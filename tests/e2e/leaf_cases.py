@@ -136,7 +136,7 @@ def _resource_case(name: str) -> Case:
 _MOUNT = {"destination": "/e2e-diff", "type": "bind", "source": "/tmp",
           "options": ["rbind", "ro"]}
 _POSTSTOP = _hooks("poststop", "poststop")
-_DEVICE = {"path": "/dev/e2e-diff-null", "type": "c", "major": 1, "minor": 3}
+_DEVICE: Json = {"path": "/dev/e2e-diff-null", "type": "c", "major": 1, "minor": 3}
 _ARGS = ["/bin/sh", "-c", "exec sleep 3601"]
 
 CASES: tuple[Case, ...] = (

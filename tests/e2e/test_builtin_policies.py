@@ -148,7 +148,7 @@ def test_device_and_mount_from_annotations_and_a_refused_device(
         "devices.noderesource.dev/pod": "[/dev/loop0]"})  # fmt: skip
     with pytest.raises(grpc.RpcError) as failure:
         clean_pods.create_container(denied_pod)
-    details = str(failure.value.details())  # type: ignore[attr-defined]
+    details = str(failure.value.details())
     assert 'webhook "device-injector" rejected CreateContainer' in details, details
     assert (
         "annotation devices.noderesource.dev/pod: device /dev/loop0 is not allowed on this "
@@ -159,7 +159,7 @@ def test_device_and_mount_from_annotations_and_a_refused_device(
         "mounts.noderesource.dev/container.app": "[{source: /etc, destination: /host-etc}]"})
     with pytest.raises(grpc.RpcError) as failure:
         clean_pods.create_container(escape_pod)
-    details = str(failure.value.details())  # type: ignore[attr-defined]
+    details = str(failure.value.details())
     assert "mount source /etc is not allowed on this node (allowed_mount_sources)" in details
 
 
@@ -182,7 +182,7 @@ def test_cdi_device_from_an_annotation(
         # the policy refuses instead of letting the container start without its device.
         with pytest.raises(grpc.RpcError) as failure:
             clean_pods.create_container(pod)
-        details = str(failure.value.details())  # type: ignore[attr-defined]
+        details = str(failure.value.details())
         assert "CDI devices need NRI 0.7 or later; containerd 1.7.24" in details, details
         assert "speaks NRI 0.6.1 and would start the container without them" in details
         return
@@ -230,5 +230,5 @@ def test_rlimits_from_annotations_in_proc_limits(
         "ulimits.noderesource.dev/pod": "[{type: nofile, hard: 2000000}]"})  # fmt: skip
     with pytest.raises(grpc.RpcError) as failure:
         clean_pods.create_container(over_pod)
-    details = str(failure.value.details())  # type: ignore[attr-defined]
+    details = str(failure.value.details())
     assert "hard limit 2000000 exceeds this node's maximum 1048576" in details, details

@@ -38,7 +38,7 @@ from bridge.contract.runtime_effects import Route, Runtime
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_adjustment, apply_update
 from bridge.runtime_facts.profiles import PROFILES
-from bridge.webhooks.specs import ALL_KINDS
+from bridge.webhooks.kinds import ALL_KINDS
 from tests.waiting import wait_until
 
 from .containerd import Containerd
@@ -47,7 +47,7 @@ from .inspect_proc import CGROUP_V1_ROOT, cgroup_paths
 from .leaf_cases import CASES, SKIPPED, Case, Json
 from .policy_proc import WebhookBridge
 from .private_containerd import keep_log
-from .scripted_webhook import ScriptedWebhook
+from .scripted_webhook import Reply, ScriptedWebhook
 
 pytestmark = pytest.mark.e2e
 
@@ -94,6 +94,17 @@ def test_runtime_applies_what_the_field_table_says(
     run_differential(containerd, clean_pods, request, lambda name: clean_pods.run_pod(name))
 
 
+def _adjusting(adjust: Json) -> Reply:
+    """The reply with `adjust` to a CreateContainer."""
+    return lambda _body: {"adjust": adjust}
+
+
+def _updating(resources: Json) -> Reply:
+    """The reply to an UpdateContainer that updates its container's `resources`."""
+    return lambda body: {"update": [
+        {"container_id": body["container"]["id"], "linux": {"resources": resources}}]}
+
+
 def run_differential(containerd: Containerd, cri: CriClient, request: pytest.FixtureRequest,
                      make_pod: Callable[[str], Pod]) -> None:
     """Play every case through `containerd` and fail with a table of the differences."""
@@ -102,12 +113,11 @@ def run_differential(containerd: Containerd, cri: CriClient, request: pytest.Fix
     base = Path(tempfile.mkdtemp(prefix="diff-", dir=containerd.dirs.base))
     hook = ScriptedWebhook(base / "hook.sock")
     for case in CASES:
-        hook.replies[("CreateContainer", name_of(Route.ADJUST, case.leaf))] = (
-            lambda _body, adjust=case.adjust: {"adjust": adjust})
+        hook.replies[("CreateContainer", name_of(Route.ADJUST, case.leaf))] = _adjusting(
+            case.adjust)
         if case.update is not None:
-            hook.replies[("UpdateContainer", name_of(Route.UPDATE, case.leaf))] = (
-                lambda body, res=case.update: {"update": [
-                    {"container_id": body["container"]["id"], "linux": {"resources": res}}]})
+            hook.replies[("UpdateContainer", name_of(Route.UPDATE, case.leaf))] = _updating(
+                case.update)
     bridge = WebhookBridge(containerd.dirs.nri_socket, base / "bridge", [
         {"name": "diff", "events": EVENTS, "url": hook.url(), "failure_policy": "Fail",
          "allow": sorted(ALL_KINDS)}])
@@ -291,7 +301,7 @@ class Play:
         cgroups = read_cgroups(self.cri, cid)
         got = tuple(cgroups.get(f) for f, _ in files)
         if now != was:
-            expected = tuple(render(now) for _, render in files)
+            expected: tuple[str | None, ...] = tuple(render(now) for _, render in files)
         else:
             expected = tuple(control_cg.get(f) for f, _ in files)
         self.check(f"{case.leaf} (cgroup {', '.join(f for f, _ in files)})", route,

@@ -44,7 +44,9 @@ def _request(method: str, payload: bytes = b"", service_name: str = PLUGIN_SERVI
 
 
 def _state_change(event: int = 99, **fields: Any) -> bytes:
-    return _request("StateChange", api.StateChangeEvent(event=event, **fields).SerializeToString())
+    # A raw number (99 by default: outside the Event enum, on purpose).
+    change = api.StateChangeEvent(event=event, **fields)  # type: ignore[arg-type]
+    return _request("StateChange", change.SerializeToString())
 
 
 def _replies(trunk: Trunk) -> list[ttrpc.Frame | ttrpc.OversizedFrame]:

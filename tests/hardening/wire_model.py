@@ -171,7 +171,8 @@ def _samples() -> dict[str, list[bytes]]:
                                                          more=True).SerializeToString())
     samples["Synchronize"].append(api.SynchronizeRequest(pods=[pod]).SerializeToString())
     for event in (0, 4, 11, 14, 99, -1):
-        change = api.StateChangeEvent(event=event, pod=pod, container=container)
+        # Raw numbers, 99 and -1 outside the Event enum on purpose: the plugin must take them.
+        change = api.StateChangeEvent(event=event, pod=pod, container=container)  # type: ignore[arg-type]
         samples["StateChange"].append(change.SerializeToString())
     return samples
 

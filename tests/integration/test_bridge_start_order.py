@@ -12,7 +12,7 @@ from fastapi import FastAPI, Response
 
 from bridge.simulator.runtime import SimulatedRuntime
 from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
 from tests.policy_server.factory import node_reader
 from tests.policy_server.servers import serve_on_uds
@@ -32,10 +32,11 @@ def workdir() -> Iterator[Path]:
         yield path
 
 
-def _server(workdir: Path, **options: float) -> PolicyServer:
+def _server(workdir: Path, bridge_start_wait_s: float = BRIDGE_START_WAIT_S) -> PolicyServer:
     # node_reader: the test reads the server's node view, kept only when a policy reads it.
     return PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock",
-                                      rules_poll_interval_s=0.05, **options), [node_reader()])
+                                      rules_poll_interval_s=0.05,
+                                      bridge_start_wait_s=bridge_start_wait_s), [node_reader()])
 
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:

@@ -214,7 +214,7 @@ class SystemdKubeletCri(CriClient):
 
     default_qos = "besteffort"
 
-    def run_pod(  # type: ignore[override]
+    def run_pod(
         self,
         name: str = "e2e",
         labels: dict[str, str] | None = None,

@@ -128,7 +128,7 @@ def test_webhook_adjustment_and_reject(
         reject_policy.REFUSE_ANNOTATION: "no containers on this node today"})  # fmt: skip
     with pytest.raises(grpc.RpcError) as failure:
         clean_pods.create_container(refused.pod)
-    details = str(failure.value.details())  # type: ignore[attr-defined]
+    details = str(failure.value.details())
     assert 'webhook "node-v2-refuse" rejected CreateContainer' in details, details
     assert "no containers on this node today" in details, details
     # The refused pod's slice holds its sandbox's scope and nothing else.

@@ -186,7 +186,9 @@ def test_units_run_and_the_bridge_registers(node: None, cri: SystemdKubeletCri) 
 
 
 def test_node_effects_from_inside_the_unit_sandbox(node: None, cri: SystemdKubeletCri) -> None:
-    logs = lambda: journal(UNITS[0])[-4000:]  # noqa: E731
+    def logs() -> str:
+        return journal(UNITS[0])[-4000:]
+
     lsr = guest_node.run_pod(cri, "lsr", "guaranteed", cpu_quota_per_sec_us=500_000,
                              labels={QOS_LABEL: "LSR"},
                              annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})

@@ -127,7 +127,7 @@ def run_gunicorn(worker: str, fd: int, idle: float | None, close_always: bool) -
     elif idle is not None:
         options["keepalive"] = round(idle)  # gunicorn takes whole seconds
 
-    class App(BaseApplication):  # type: ignore[misc]
+    class App(BaseApplication):
         def load_config(self) -> None:
             for key, value in options.items():
                 self.cfg.set(key, value)

@@ -84,8 +84,11 @@ def test_both_services_run_and_are_healthy(stack: tuple[Containerd, ComposeProje
         def healthy(service: str = service) -> bool:  # the file's own healthcheck command
             assert project.state(service) == "running", project.logs(service)
             return project.healthy(service)
+
+        def logs(service: str = service) -> str:
+            return project.logs(service)
         wait_until(healthy, what=f"{service} is healthy", timeout_s=HEALTH_TIMEOUT_S,
-                   interval_s=0.5, details=lambda service=service: project.logs(service))
+                   interval_s=0.5, details=logs)
     policy = project.logs("policy-server")
     assert "pod cgroup writes cannot take effect" not in policy, policy
 

@@ -87,7 +87,9 @@ def pod_int(node: SystemdNode, controller: str, uid: str, name: str) -> int:
 
 
 def test_node_effects_under_the_unit_sandbox(node: SystemdNode, cri: CriClient) -> None:
-    logs = lambda: node.journal("nri-policy-server.service")[-3000:]  # noqa: E731
+    def logs() -> str:
+        return node.journal("nri-policy-server.service")[-3000:]
+
     uid = kubelet_pod_cgroup(node)
     pod = cri.run_pod("lsr", labels={QOS_LABEL: "LSR"},
                       annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid,

@@ -43,7 +43,7 @@ def spy_methods(conn: PluginConnection) -> list[str]:
 
 
 def state_change_events(plugin: RawPlugin) -> list[int]:
-    events = []
+    events: list[int] = []
     for payload in plugin.called("StateChange"):
         change = api.StateChangeEvent()
         change.ParseFromString(payload)
@@ -122,6 +122,6 @@ async def test_plugin_core_answers_every_method_and_state_change(sock_path: Path
                 continue  # not re-run: a second Configure/Synchronize is not what runtimes do
             await h.conn.call(method, b"", 1.0)  # raises PluginFailed on any error status
         for event in [*range(0, 16), 99]:
-            change = api.StateChangeEvent(event=event)  # type: ignore[arg-type]
+            change = api.StateChangeEvent(event=event)
             await h.conn.call("StateChange", change.SerializeToString(), 1.0)
         assert h.conn.is_active and not h.conn.use_state_change

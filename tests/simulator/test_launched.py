@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bridge.contract.catalogue import NriEvent
+from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
 from tests.waiting import until_exited
 
@@ -29,6 +30,7 @@ async def test_launched_bridge_registers_serves_and_exits_with_the_runtime(tmp_p
         assert conn.events & 0x8  # subscribed to CreateContainer (the cache needs it)
         step = next(s for s in load_scenario("containerd-2.1.9-events.jsonl").events
                     if s.event is NriEvent.CREATE_CONTAINER)
+        assert isinstance(step.request, api.CreateContainerRequest)
         result = await runtime.create_container(step.request.pod, step.request.container)
         assert result.ok and not runtime.closed_plugins
         assert proc.poll() is None

@@ -76,7 +76,7 @@ _SCALARS: dict[int, st.SearchStrategy[Any]] = {
 
 @st.composite
 def messages(draw: st.DrawFn, desc: Any, depth: int = 0) -> Message:
-    msg = getattr(api, desc.name)() if desc.containing_type is None else None
+    msg: Message | None = getattr(api, desc.name)() if desc.containing_type is None else None
     assert msg is not None
     _fill_random(draw, msg, depth)
     return msg

@@ -25,7 +25,7 @@ P1 = api.PodSandbox(id="p1", name="web", namespace="default", uid="u1")
 P2 = api.PodSandbox(id="p2", name="db", namespace="default", uid="u2")
 
 
-def _c(cid: str, pod: str, state: int = api.CONTAINER_UNKNOWN) -> api.Container:
+def _c(cid: str, pod: str, state: api.ContainerState = api.CONTAINER_UNKNOWN) -> api.Container:
     return api.Container(id=cid, pod_sandbox_id=pod, name=cid, state=state)
 
 

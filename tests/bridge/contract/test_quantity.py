@@ -10,7 +10,8 @@ import pytest
 
 from bridge.contract import quantity
 from bridge.kube import parse_documents, pods_of
-from policy_server.policies.koordinator_qos import annotations, keys
+from policy_server.policies.koordinator_qos import annotations as qos_annotations
+from policy_server.policies.koordinator_qos import keys
 
 MAX = 2**63 - 1
 
@@ -70,7 +71,7 @@ def test_manifests_and_koordinator_agree(text: str) -> None:
     (pod,) = pods_of(obj, where)
     assert dict(pod.containers[0].limits)["memory"] == quantity.parse(text)
     spec = {"containers": {"c": {"limits": {keys.RESOURCE_BATCH_MEMORY: text}}}}
-    batch = annotations.extended_resource_spec(
+    batch = qos_annotations.extended_resource_spec(
         {keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(spec)})
     assert batch is not None
     assert batch["c"].limits.batch_memory == quantity.value_of(text)

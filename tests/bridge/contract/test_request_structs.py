@@ -181,6 +181,7 @@ def test_synchronize_event_from_the_bridge_state_is_the_models() -> None:
     pods, containers = SYNC["pods"], SYNC["containers"]
     fast = synchronize_event("resync", pods, containers)
     state = WebhookRequest.model_validate_json(orjson.dumps(SYNC), strict=True)
+    assert state.pods is not None and state.containers is not None
     assert fast.pods == tuple(request_event.pod_of(p) for p in state.pods)
     assert fast.containers == tuple(request_event.container_of(c) for c in state.containers)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,7 @@ def test_exa_quantities(text: str, exact: int) -> None:
 
 def test_pod_level_resources_read_and_defaulted() -> None:
     (pod,) = pods(POD.replace("spec: {", "spec: {resources: {limits: {cpu: 1, memory: 1Gi}}, "))
-    assert pod.pod_limits == (("cpu", 1), ("memory", 2**30))
+    assert pod.pod_limits == (("cpu", Fraction(1)), ("memory", Fraction(2**30)))
     assert pod.pod_requests == pod.pod_limits  # the API server's defaulting
 
 

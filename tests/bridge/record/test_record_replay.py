@@ -86,8 +86,9 @@ async def test_record_then_replay_round_trip(tmp_path: Path,
         await runtime.wait_plugin(timeout_s=20)
         results = await run_scenario(runtime, scenario)
         assert all(r.ok for r in results)
-        created = [r for r in results if r.event == "CreateContainer"]
-        assert {e for r in created for e in r.container.env if e.startswith("TIER=")} == {
+        created = [r.container for r in results if r.event == "CreateContainer"]
+        assert None not in created
+        assert {e for c in created if c is not None for e in c.env if e.startswith("TIER=")} == {
             "TIER=qos-LSR", "TIER=qos-LS", "TIER=qos-BE"}
     finally:
         _stop(bridge)

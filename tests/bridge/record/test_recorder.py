@@ -46,7 +46,7 @@ async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
     assert NriEvent.CREATE_CONTAINER in handler.wanted_events()
     resp = await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                           create_request())
-    assert resp is not None and resp.adjust.env[0].key == "X"
+    assert isinstance(resp, api.CreateContainerResponse) and resp.adjust.env[0].key == "X"
     [rec] = lines(out)
     assert rec["event"] == "CreateContainer" and rec["outcome"] == "answered"
     WebhookRequest.model_validate(rec["request"])
@@ -92,7 +92,7 @@ async def test_disk_full_never_breaks_serving() -> None:
     for _ in range(3):
         resp = await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                               create_request())
-        assert resp is not None and resp.adjust.env[0].key == "X"
+        assert isinstance(resp, api.CreateContainerResponse) and resp.adjust.env[0].key == "X"
     assert recorder.written == 0 and recorder.dropped == 3
 
 

@@ -10,7 +10,7 @@ import pytest
 from bridge.webhooks import webhook as webhook_module
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
-from bridge.webhooks.specs import DEFAULT_ALLOW
+from bridge.webhooks.kinds import DEFAULT_ALLOW
 from bridge.webhooks.webhook import CallRequest, Webhook
 from tests.bridge.webhooks.helpers import spec
 from tests.bridge.webhooks.policy_double import Reply, Seen, policy_double

@@ -48,26 +48,32 @@ def test_selector_parts_are_anded() -> None:
     assert Selector().matches(None)
 
 
+def _state(breaker: CircuitBreaker) -> CircuitState:
+    """The breaker's state, read through a call: mypy would keep `breaker.state` narrowed by one
+    assert across the record() calls that change it."""
+    return breaker.state
+
+
 def test_breaker_state_table() -> None:
     now = [0.0]
     breaker = CircuitBreaker("p", failure_threshold=2, cool_down_s=10.0, clock=lambda: now[0])
     assert breaker.admit()
     breaker.record(False)
-    assert breaker.state is CircuitState.CLOSED
+    assert _state(breaker) is CircuitState.CLOSED
     breaker.record(True)  # success resets the count
     breaker.record(False)
-    assert breaker.state is CircuitState.CLOSED
+    assert _state(breaker) is CircuitState.CLOSED
     breaker.record(False)
-    assert breaker.state is CircuitState.OPEN and not breaker.admit()
+    assert _state(breaker) is CircuitState.OPEN and not breaker.admit()
     now[0] = 10.0
-    assert breaker.admit() and breaker.state is CircuitState.HALF_OPEN
+    assert breaker.admit() and _state(breaker) is CircuitState.HALF_OPEN
     assert not breaker.admit()  # one probe at a time
     breaker.record(False)
-    assert breaker.state is CircuitState.OPEN and not breaker.admit()
+    assert _state(breaker) is CircuitState.OPEN and not breaker.admit()
     now[0] = 20.0
     assert breaker.admit()
     breaker.record(True)
-    assert breaker.state is CircuitState.CLOSED and breaker.admit()
+    assert _state(breaker) is CircuitState.CLOSED and breaker.admit()
 
 
 @pytest.mark.parametrize("text", ["0", "0-3", "0-3,8", "1,3,5-7", "65535"])
@@ -94,7 +100,9 @@ def test_every_adjustment_field_has_a_kind() -> None:
                 assert rule.owner is fields.Owner.WALKED
             else:
                 assert rule.kind in ALL_KINDS
-                assert not rule.key or rule.key in fd.message_type.fields_by_name
+                if rule.key:
+                    assert fd.message_type is not None, fd.full_name
+                    assert rule.key in fd.message_type.fields_by_name
     adj = api.ContainerAdjustment(mounts=[api.Mount(destination="/x")])
     adj.linux.resources.devices.add(allow=True)
     adj.linux.resources.cpu.shares.value = 2

@@ -76,10 +76,6 @@ def _raw(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _raw(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
 def test_every_example_and_recorded_request_decodes_to_its_event() -> None:
     assert len(EXAMPLE_FILES) >= len(EventName) and len(WIRE_LOGS) >= 8
     events = set()

@@ -38,7 +38,8 @@ def exact_quadratic(shares: int) -> int:
         k = shares.bit_length() - 1
         exponent = Fraction((k - 1) * (k + 126), 612)
         if exponent.denominator == 1:
-            return 10 ** int(exponent)
+            whole: int = 10 ** int(exponent)  # int ** int is typed Any: the exponent may be < 0
+            return whole
     with localcontext() as ctx:
         ctx.prec = 50
         level = Decimal(shares).ln() / Decimal(2).ln()

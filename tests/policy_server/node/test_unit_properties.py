@@ -116,7 +116,8 @@ def test_property_text() -> None:
 
 
 def test_calls_fall_back_with_one_warning_and_recover(caplog: pytest.LogCaptureFixture) -> None:
-    bus, results = MemoryBus(), []
+    bus = MemoryBus()
+    results: list[str] = []
     units = SystemdUnits(PropertiesMode.ON, bus, observe=results.append)
     units.probe()
     assert units.state is BusState.WORKING and units.systemd_version == "257.9-1"

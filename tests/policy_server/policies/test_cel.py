@@ -24,7 +24,8 @@ HEAD = "apiVersion: nri-webhook-bridge.io/v1alpha1\nkind: NodePolicy\n"
 
 
 def request(event: str) -> dict[str, Any]:
-    return json.loads((EXAMPLES / f"{event}.request.json").read_text())
+    body: dict[str, Any] = json.loads((EXAMPLES / f"{event}.request.json").read_text())
+    return body
 
 
 def policy(tmp_path: Path, name: str, spec: str) -> Path:

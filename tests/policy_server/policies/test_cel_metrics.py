@@ -60,7 +60,7 @@ spec:
 
 
 def _request(name: str) -> dict[str, Any]:
-    body = copy.deepcopy(json.loads(REQUEST.read_text()))
+    body: dict[str, Any] = copy.deepcopy(json.loads(REQUEST.read_text()))
     body["container"]["name"] = name
     return body
 

@@ -65,7 +65,9 @@ class Node:
 
 def cpus_of(reply: Reply) -> str | None:
     cpu = reply.adjust.get("linux", {}).get("resources", {}).get("cpu", {})
-    return cpu.get("cpus")
+    cpus = cpu.get("cpus")
+    assert cpus is None or isinstance(cpus, str)
+    return cpus
 
 
 def moved(reply: Reply) -> dict[str, str]:
@@ -284,10 +286,10 @@ def test_sysfs_topology_and_whole_cores_first(tmp_path: Path) -> None:
     # CPU 1 in use: core (0,1) is split, so a 1-CPU request takes its free thread 0 and a
     # 2-CPU request takes the whole core 2-3.
     free = frozenset({0, 2, 3, 4, 5, 6, 7})
-    assert take(topology, free, 1) == {0}
-    assert take(topology, free, 2) == {2, 3}
+    assert take(topology, free, 1) == frozenset({0})
+    assert take(topology, free, 2) == frozenset({2, 3})
     # Too big for one node: the emptiest node first, then the next.
-    assert take(topology, free, 6) == {4, 5, 6, 7, 2, 3}
+    assert take(topology, free, 6) == frozenset({4, 5, 6, 7, 2, 3})
     assert take(topology, free, 8) is None
     # With two real NUMA nodes, exclusive containers get their memory node too.
     runner = PolicyRunner.builtin("cpu-pools", {"sysfs": str(root)})

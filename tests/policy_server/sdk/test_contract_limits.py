@@ -37,15 +37,21 @@ def _nested(path: list[str], value: Any) -> Any:
 
 
 def _resource_builders(where: str, wrap: Callable[[ResourcePatch], Decision]) -> dict[str, Build]:
+    def scalar(name: str) -> Build:
+        return lambda v: wrap(ResourcePatch(**{name: v}))
+
+    def device_rule(key: str) -> Build:
+        return lambda v: wrap(
+            ResourcePatch(device_rules=(DeviceRule(True, "rwm", "c", **{key: v}),)))
+
     out: dict[str, Build] = {
-        f"{where}{RESOURCES}{'/'.join(path)}": (lambda v, n=name: wrap(ResourcePatch(**{n: v})))
+        f"{where}{RESOURCES}{'/'.join(path)}": scalar(name)
         for name, path in SCALAR_PATHS.items()
         if f"{where}{RESOURCES}{'/'.join(path)}" in LIMITS}  # the integers
     out[f"{where}{RESOURCES}hugepage_limits/[]/limit"] = lambda v: wrap(
         ResourcePatch(hugepage_limits={"2MB": v}))
     for key in ("major", "minor"):
-        out[f"{where}{RESOURCES}devices/[]/{key}"] = lambda v, k=key: wrap(
-            ResourcePatch(device_rules=(DeviceRule(True, "rwm", "c", **{k: v}),)))
+        out[f"{where}{RESOURCES}devices/[]/{key}"] = device_rule(key)
     return out
 
 
@@ -66,13 +72,20 @@ def _typed_builders() -> dict[str, Build]:
     out |= _resource_builders("adjust/", lambda p: Decision(adjust=Adjustment(resources=p)))
     out |= _resource_builders(
         "update/[]/", lambda p: Decision(update=(ContainerUpdate("c", p),)))
+
+    def device(key: str) -> Build:
+        base = {"major": 1, "minor": 1}
+        return lambda v: Decision(
+            adjust=Adjustment(devices=(Device("/dev/x", "c", **{**base, key: v}),)))
+
+    def hook(stage: HookStage) -> Build:
+        return lambda v: Decision(
+            adjust=Adjustment(hooks=(StagedHook(stage, Hook("/bin/true", timeout_s=v)),)))
+
     for key in ("major", "minor", "file_mode", "uid", "gid"):
-        values = {"major": 1, "minor": 1}
-        out[f"adjust/linux/devices/[]/{key}"] = lambda v, k=key, base=values: Decision(
-            adjust=Adjustment(devices=(Device("/dev/x", "c", **{**base, k: v}),)))
+        out[f"adjust/linux/devices/[]/{key}"] = device(key)
     for stage in HookStage:
-        out[f"adjust/hooks/{stage.value}/[]/timeout"] = lambda v, s=stage: Decision(
-            adjust=Adjustment(hooks=(StagedHook(s, Hook("/bin/true", timeout_s=v)),)))
+        out[f"adjust/hooks/{stage.value}/[]/timeout"] = hook(stage)
     return out
 
 

@@ -28,7 +28,7 @@ from policy_server.sdk.model import Event
 
 SCHEMAS = Path(__file__).parents[3] / "schemas" / "webhook" / "events"
 ITEM, KEY = "[]", "{}"  # a path part: an array's item, a map's value
-Path_ = tuple[str, ...]
+KeyPath = tuple[str, ...]
 
 # Request fields a policy reads through Event.json() (paths of containers[] and pods[] are
 # written as container. and pod.); a validator's adjust.* ones are in Event.adjust.extra too.
@@ -99,7 +99,7 @@ class Schema:
             else:
                 return node
 
-    def leaves(self, node: Mapping[str, Any], at: Path = ()) -> Iterator[tuple[Path, Any]]:
+    def leaves(self, node: Mapping[str, Any], at: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
         """(path, schema) of every leaf: a scalar, or an array or map of scalars."""
         node = self.resolve(node)
         if "properties" in node:
@@ -144,7 +144,7 @@ class Schema:
         return self.value(node)
 
 
-def _with_parents(base: dict[str, Any], at: Path) -> dict[str, Any]:
+def _with_parents(base: dict[str, Any], at: KeyPath) -> dict[str, Any]:
     """``base`` with the objects, items and map values above ``at`` present (and empty)."""
     doc = copy.deepcopy(base)
     node: Any = doc
@@ -165,7 +165,7 @@ def _with_parents(base: dict[str, Any], at: Path) -> dict[str, Any]:
     return doc
 
 
-def _set_leaf(doc: dict[str, Any], at: Path, value: Any) -> None:
+def _set_leaf(doc: dict[str, Any], at: KeyPath, value: Any) -> None:
     node: Any = doc
     parts = list(at[:-1])
     i = 0
@@ -205,7 +205,7 @@ def _parse(body: dict[str, Any]) -> Event:
     return parse_request(json.dumps(body).encode())
 
 
-def _name(at: Path) -> str:
+def _name(at: KeyPath) -> str:
     out = ".".join(p for p in at if p not in (ITEM, KEY))
     for plural, one in (("containers.", "container."), ("pods.", "pod.")):
         if out.startswith(plural):

@@ -11,6 +11,7 @@ from policy_server.sdk import Decision, merge
 from policy_server.sdk.effects import (
     EFFECTS,
     CgroupWrite,
+    Effect,
     EffectKind,
     EffectRegistry,
     HostDirectory,
@@ -85,7 +86,7 @@ def test_the_executor_dispatches_through_its_table_in_every_mode() -> None:
 
 
 def test_the_executor_notes_what_it_does_not_apply() -> None:
-    effects = [WRITE, DIRECTORY]
+    effects: list[Effect] = [WRITE, DIRECTORY]
     assert NodeExecutor(ExecutorMode.ON).notes(effects) == []
     assert NodeExecutor(ExecutorMode.ON).notes(effects, dry_run=True) == effect_notes(
         effects, "dry_run request")

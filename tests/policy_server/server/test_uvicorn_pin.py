@@ -40,9 +40,9 @@ def test_installed_uvicorn_is_inside_the_pinned_range() -> None:
 
 
 def test_the_internal_class_and_its_hooks_exist() -> None:
-    cls = getattr(httptools_impl, "HttpToolsProtocol", None)
-    assert inspect.isclass(cls), _changed("uvicorn.protocols.http.httptools_impl."
-                                          "HttpToolsProtocol is gone")
+    assert inspect.isclass(getattr(httptools_impl, "HttpToolsProtocol", None)), _changed(
+        "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol is gone")
+    cls = httptools_impl.HttpToolsProtocol
     params = list(inspect.signature(cls.connection_made).parameters)
     assert params == ["self", "transport"], _changed(f"connection_made{params}")
     params = list(inspect.signature(cls.__init__).parameters)[:4]

@@ -115,7 +115,9 @@ def test_the_kit_checks_replies_as_the_bridge_does() -> None:
     with pytest.raises(InvalidReply) as kit_side:
         PolicyRunner(bad).send(make_request("CreateContainer"))
     assert str(check.value) in str(kit_side.value)
-    assert check.value.errors and check.value.errors[0]["loc"][:2] == ("adjust", "env")
+    assert check.value.errors
+    loc = check.value.errors[0]["loc"]
+    assert isinstance(loc, tuple) and loc[:2] == ("adjust", "env")
 
     marker = Policy("marker")
 

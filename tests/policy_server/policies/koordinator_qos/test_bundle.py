@@ -10,6 +10,7 @@ from policy_server.engine.evaluate import Engine
 from policy_server.policies.koordinator_qos import build_policy
 from policy_server.policies.koordinator_qos.bundle import HOOKS
 from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.sdk.effects import CgroupWrite, of_type
 from policy_server.sdk.registry import Registry
 from tests.policy_server.factory import batch_spec, container, envelope, pod, rules, topology
 
@@ -132,7 +133,9 @@ def test_run_pod_sandbox_returns_effects_not_reply_fields() -> None:
     p = pod(qos="LSR", annotations={RS: {"cpuset": "2"}})
     evaluation = engine().evaluate_json("koordinator-qos", envelope("RunPodSandbox", pod=p))
     assert evaluation.reply == {}
-    assert [(e.file, e.value) for e in evaluation.decision.effects] == [("cpu.cfs_quota_us", -1)]
+    writes = of_type(evaluation.decision.effects, CgroupWrite)
+    assert len(writes) == len(evaluation.decision.effects)  # nothing but cgroup writes
+    assert [(e.file, e.value) for e in writes] == [("cpu.cfs_quota_us", -1)]
 
 
 def test_events_without_handlers_answer_no_change() -> None:

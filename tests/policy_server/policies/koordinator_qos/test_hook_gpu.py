@@ -10,7 +10,7 @@ from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.hooks import gpu
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.effects import HostDirectory
-from policy_server.sdk.model import Mount
+from policy_server.sdk.oci import Mount
 from tests.policy_server.factory import container_target, rules
 
 DA = "scheduling.koordinator.sh/device-allocated"

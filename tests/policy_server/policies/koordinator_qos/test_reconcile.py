@@ -11,6 +11,7 @@ from policy_server.policies.koordinator_qos import build_policy
 from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
 from policy_server.policies.koordinator_qos.reconcile import diff
 from policy_server.policies.koordinator_qos.rules import Rules
+from policy_server.sdk.effects import CgroupWrite, of_type
 from policy_server.sdk.model import CPU, Memory, Resources
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.registry import Registry
@@ -155,7 +156,9 @@ def test_cgroup_v1_reconcile_and_creation_carry_no_unified_key() -> None:
     synced = v1.engine.evaluate_json("koordinator-qos", envelope("Synchronize", pods=p,
                                                                  containers=c))
     assert "update" not in synced.reply, synced.reply
-    assert [(e.file, e.value) for e in synced.decision.effects] == [("cpu.bvt_warp_ns", -1)]
+    writes = of_type(synced.decision.effects, CgroupWrite)
+    assert len(writes) == len(synced.decision.effects)  # nothing but cgroup writes
+    assert [(e.file, e.value) for e in writes] == [("cpu.bvt_warp_ns", -1)]
     created = v1.send("CreateContainer", pod=p[0], container=c[0])
     assert "unified" not in json.dumps(created), created
     # cgroup v2 on a stock kernel: no cpu.bvt_warp_ns in the containers' cgroups, no key either.
