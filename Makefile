@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy bridge policy_server
+	$(BIN)/mypy bridge policy_server tests benchmarks
 
 # The check to run before each commit: lint, types, import contracts and the in-process tests
 # (no root, no apt, no tool from `make tools`, no process started; tests/in_process.py says
