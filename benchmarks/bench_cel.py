@@ -1,8 +1,9 @@
 """Benchmark the built-in ``cel`` policy against the same rules written with the Python SDK.
 
-Five rules (benchmarks/cel/five-rules.yaml and benchmarks/cel/five_rules_sdk.py) answering a
-CreateContainer (schemas/webhook/examples/CreateContainer.request.json, every rule passing,
-so every rule runs):
+Five rules (benchmarks/cel/five-rules.yaml and benchmarks/cel/five_rules_sdk.py; also the same
+rules as five NodePolicies, benchmarks/cel/five-policies.yaml, whose programs the policy joins
+into one evaluation) answering a CreateContainer
+(schemas/webhook/examples/CreateContainer.request.json, every rule passing, so every rule runs):
 
 1. in-process, the whole webhook route (``hot_route.evaluate_body``: request bytes -> request
    path -> handlers -> reply bytes), the CEL policy and the SDK policy in one server;
@@ -32,23 +33,31 @@ from policy_server.server.hot_route import evaluate_body  # noqa: E402
 from policy_server.service import PolicyServer, ServerOptions  # noqa: E402
 
 CEL_FILE = ROOT / "benchmarks" / "cel" / "five-rules.yaml"
+SPLIT_FILE = ROOT / "benchmarks" / "cel" / "five-policies.yaml"
 SDK_MODULE = ROOT / "benchmarks" / "cel" / "five_rules_sdk.py"
 BODY = (ROOT / "schemas/webhook/examples/CreateContainer.request.json").read_bytes()
-POLICIES = {"CEL (cel built-in)": "cel", "Python SDK": "five-rules-sdk"}
+# label -> (server, policy): server 0 serves the CEL policy and the SDK one, server 1 the same
+# rules as five NodePolicies (its cel policy joins their programs into one evaluation).
+POLICIES = {"CEL (cel built-in)": (0, "cel"), "Python SDK": (0, "five-rules-sdk"),
+            "CEL, five NodePolicies": (1, "cel")}
 
 
 Results = dict[str, dict[str, float]]
 
 
 def bench_route(iterations: int) -> Results:
-    server = PolicyServer(ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
-                                        builtin_policies=(("cel", CEL_FILE),)))
+    servers = [
+        PolicyServer(ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
+                                   builtin_policies=(("cel", CEL_FILE),))),
+        PolicyServer(ServerOptions(default_policies=False,
+                                   builtin_policies=(("cel", SPLIT_FILE),))),
+    ]
     print(f"in-process webhook route, request bytes -> reply bytes ({len(BODY)} B):")
     samples: dict[str, list[float]] = {label: [] for label in POLICIES}
     clock = time.perf_counter
     for i in range(iterations + 500):
-        for label, name in POLICIES.items():  # interleaved: the same machine state for both
-            coro = evaluate_body(server, name, BODY)
+        for label, (server, name) in POLICIES.items():  # interleaved: the same machine state
+            coro = evaluate_body(servers[server], name, BODY)
             start = clock()
             try:
                 coro.send(None)
@@ -64,20 +73,24 @@ def bench_route(iterations: int) -> Results:
 
 def bench_http(iterations: int) -> Results:
     with tempfile.TemporaryDirectory() as tmp:
-        sock = Path(tmp) / "policy.sock"
-        proc = subprocess.Popen(
+        socks = [Path(tmp) / "policy.sock", Path(tmp) / "split.sock"]
+        extra = [("--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE)),
+                 ("--policy", f"cel={SPLIT_FILE}")]
+        procs = [subprocess.Popen(
             [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--no-koordinator",
-             "--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE),
-             "--log-level", "warning"],
+             *args, "--log-level", "warning"],
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            for sock, args in zip(socks, extra, strict=True)]
         try:
-            wait_for_socket(sock, proc)
+            for sock, proc in zip(socks, procs, strict=True):
+                wait_for_socket(sock, proc)
             print("HTTP over a Unix socket, nri-policy-server in its own process:")
-            conn = UnixHTTPConnection(str(sock))
+            conns = [UnixHTTPConnection(str(sock)) for sock in socks]
             headers = {"content-type": "application/json"}
             samples: dict[str, list[float]] = {label: [] for label in POLICIES}
             for i in range(iterations + 200):
-                for label, name in POLICIES.items():
+                for label, (server, name) in POLICIES.items():
+                    conn = conns[server]
                     start = time.perf_counter()
                     conn.request("POST", f"/v1/policies/{name}", body=BODY, headers=headers)
                     response = conn.getresponse()
@@ -87,11 +100,13 @@ def bench_http(iterations: int) -> Results:
                     if i >= 200:
                         samples[label].append(elapsed)
             results = {label: stats(label, samples[label]) for label in POLICIES}
-            conn.close()
+            for conn in conns:
+                conn.close()
             return results
         finally:
-            proc.terminate()
-            proc.wait(10)
+            for proc in procs:
+                proc.terminate()
+                proc.wait(10)
 
 
 def main() -> int:
@@ -108,7 +123,7 @@ def main() -> int:
         paths["in-process"].append(bench_route(args.iterations))
         if not args.no_http:
             paths["HTTP"].append(bench_http(args.iterations // 2))
-    print("## p50 per round (CEL / SDK, us)")
+    print("## p50 per round (CEL / SDK / CEL as five NodePolicies, us)")
     for path, rounds in paths.items():
         if rounds:
             cells = [" / ".join(f"{r[label]['p50']:.1f}" for label in POLICIES) for r in rounds]

@@ -31,11 +31,11 @@ from typing import Any
 
 import orjson
 
-from bridge.contract.catalogue import REPLY_KEYS, EventName
+from bridge.contract.catalogue import REPLY_KEYS, REQUEST_PAYLOAD, EventName
 from bridge.replies.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
-from policy_server.engine.request_event import without_payload
+from policy_server.engine.request_event import names_of, without_payload
 from policy_server.exceptions import PolicyError, UnknownPolicyError
 from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import ContainerUpdate, Decision
@@ -47,6 +47,10 @@ from policy_server.sdk.registry import FailurePolicy, Payload, Policy, Registry
 from policy_server.sdk.resource_patch import ResourcePatch
 
 log = logging.getLogger(__name__)
+# Events whose requests name a pod or a container (not Synchronize's lists).
+_NAMED_EVENTS = frozenset(
+    name for name in EventName if {"pod", "container"} & set(REQUEST_PAYLOAD[name.value])
+)
 
 # (policy, unified key) pairs whose drop was logged; beyond this many, drops are not logged.
 MAX_LOGGED_DROPS = 1024
@@ -71,12 +75,17 @@ class Evaluation:
 
 
 def describe(event: Event) -> str:
-    """``event=... uid=... pod=ns/name container=name`` for log lines."""
+    """``event=... uid=... pod=ns/name container=name`` for log lines; for an event without its
+    typed payload (a ``Payload.BODY`` policy's) the names are read from its body."""
     parts = [f"event={event.name}", f"uid={event.uid}"]
-    if event.pod is not None:
-        parts.append(f"pod={event.pod.namespace}/{event.pod.name}")
-    if event.container is not None:
-        parts.append(f"container={event.container.name}")
+    pod = f"{event.pod.namespace}/{event.pod.name}" if event.pod is not None else None
+    container = event.container.name if event.container is not None else None
+    if pod is None and container is None and event.body and event.name in _NAMED_EVENTS:
+        pod, container = names_of(event.body)
+    if pod is not None:
+        parts.append(f"pod={pod}")
+    if container is not None:
+        parts.append(f"container={container}")
     return " ".join(parts)
 
 

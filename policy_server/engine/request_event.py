@@ -5,7 +5,8 @@ decodes a body into (``bridge.contract.request_structs`` plus ValidateContainerA
 keys) to the SDK's frozen values; the decoder decides which bodies get here. The NRI Structs
 are built from the proto descriptors at import time, so the type checker sees them as Any.
 Also owns the ``Event`` a ``Payload.BODY`` policy gets: ``event_of(..., payload=False)`` builds
-only the envelope and the body, ``without_payload`` takes the typed payload off a built one.
+only the envelope and the body, ``without_payload`` takes the typed payload off a built one, and
+``names_of`` reads the pod's and the container's names back from its body for log lines.
 Must not refuse anything (the decoder did), import web frameworks or do I/O.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -83,6 +84,35 @@ def without_payload(event: Event) -> Event:
     if _payload_values(event) == _DEFAULT_VALUES:
         return event
     return replace(event, **_DEFAULTS)
+
+
+class _NamedPod(TypedDict, total=False):
+    namespace: str
+    name: str
+
+
+class _NamedContainer(TypedDict, total=False):
+    name: str
+
+
+class _Named(TypedDict, total=False):
+    pod: _NamedPod | None
+    container: _NamedContainer | None
+
+
+_NAMES = msgspec.json.Decoder(_Named)
+
+
+def names_of(body: bytes) -> tuple[str | None, str | None]:
+    """``(namespace/name, container name)`` of the request ``body`` (None where it has none),
+    for a log line about an event without its typed payload. Decodes only these keys."""
+    try:
+        named = _NAMES.decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None, None
+    pod, container = named.get("pod") or {}, named.get("container") or {}
+    where = f"{pod.get('namespace', '')}/{pod.get('name', '')}" if pod else None
+    return where, container.get("name")
 
 
 def _json(struct: Any) -> dict[str, Any]:

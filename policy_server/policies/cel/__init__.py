@@ -1,18 +1,18 @@
 """``cel``: node policies without code, written in CEL and shaped like Kubernetes'
 ValidatingAdmissionPolicy / MutatingAdmissionPolicy (docs/policies/cel.md).
 
-Owns the built-in's face: ``build(settings)`` reads ``--policy cel=PATH`` (a file of one or
-more ``NodePolicy`` documents, or a directory of them), compiles and type-checks every
-expression (a bad one is a ``PolicyLoadError``: exit 2), and serves every event of the
-catalogue with one handler that runs each NodePolicy in force (``program``) and merges their
-decisions by the SDK's per-key rules; a background task hot-reloads the files and
-``paramsFile``s (``policy_set``), keeping the last good set; the counts per NodePolicy and
-validation are on the state page and, through ``Policy.counters``, on ``/metrics`` (``tally``).
-Package layout: ``node_policy_doc`` (format), ``schema_types`` (JSON Schema -> CEL types),
-``library`` (Kubernetes functions), ``compiler``, ``references`` (what an expression reads),
-``request_view`` (decoding only that), ``policy_program`` (a policy as one program), ``program``
-(evaluation), ``json_patch``, ``policy_set`` (reload), ``tally``. Imports only the SDK's face.
-Must not do I/O in the handler.
+Owns the built-in's face: ``build(settings)`` reads ``--policy cel=PATH`` (a file of one or more
+``NodePolicy`` documents, or a directory of them), compiles and type-checks every expression (a bad
+one is a ``PolicyLoadError``: exit 2), and serves every event of the catalogue with one handler
+that runs the NodePolicies in force (``program``: their programs joined into one evaluation, each
+alone where that fails) and merges their decisions by the SDK's per-key rules; a background task
+hot-reloads the files and ``paramsFile``s (``policy_set``), keeping the last good set; the counts
+per NodePolicy and validation are on the state page and, through ``Policy.counters``, on
+``/metrics`` (``tally``). Package layout: ``node_policy_doc`` (format), ``schema_types`` (JSON
+Schema -> CEL types), ``library`` (Kubernetes functions), ``compiler``, ``references`` (what an
+expression reads), ``request_view`` (decoding only that), ``policy_program`` (a policy as one
+program), ``program`` (evaluation), ``json_patch``, ``policy_set`` (reload), ``tally``. Imports
+only the SDK's face. Must not do I/O in the handler.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from policy_server import (
     merge,
 )
 from policy_server.policies.cel.policy_set import PolicySet
-from policy_server.policies.cel.program import evaluate
+from policy_server.policies.cel.program import evaluate_all
 from policy_server.policies.policy_config import PolicySettings
 
 NAME = "cel"
@@ -54,12 +54,7 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
         in_force = policies.by_event.get(event.name)
         if in_force is None:
             return None
-        request = in_force.view.decode(event.body)
-        outputs = []
-        for compiled in in_force.policies:
-            decision = evaluate(compiled, event.name, request, policies.tally)
-            if decision is not None:
-                outputs.append((compiled.name, decision))
+        outputs = evaluate_all(in_force, event.name, event.body, policies.tally)
         if not outputs:
             return None
         return outputs[0][1] if len(outputs) == 1 else merge(outputs).decision

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ class CompiledPolicy:
     audit: tuple[tuple[str, Program], ...]
     mutations: tuple[tuple[PatchType, Program], ...]
     program: Any  # every expression as one cel.Expression (``policy_program``), or None
+    program_source: str | None  # its text, when there is one
     plain: tuple[bool, ...]  # per validation: it has no messageExpression
     reads: frozenset[ReadPath] | None  # request paths the policy reads (None: anything)
 
@@ -194,14 +195,24 @@ def compile_policy(source: Source) -> CompiledPolicy:
     policy = CompiledPolicy(source.name, source.file, frozenset(spec.events),
                             spec.failure_policy == "Fail", conditions, tuple(variables), params,
                             params_file, tuple(validations), frozenset(spec.validation_actions),
-                            audit, mutations, _one_program(one_source),
+                            audit, mutations, None, None,
                             tuple(v.message_expression is None for v in validations), None)
-    return dataclasses.replace(policy, reads=_reads(policy))
+    program = _unchecked(one_source)
+    return dataclasses.replace(policy, reads=_reads(policy), program=program,
+                               program_source=one_source if program is not None else None)
 
 
-def _one_program(source: str | None) -> Any:
-    """The policy's one program; None (every request takes the exact path) for params without
-    a literal, or a program too deep for the parser (each expression compiled alone)."""
+def joined_program(policies: Sequence[CompiledPolicy]) -> Any:
+    """The programs of ``policies`` (those that have one) as one (``policy_program.joined``);
+    None when fewer than two have one, or the joined text does not compile."""
+    sources = [p.program_source for p in policies if p.program_source is not None]
+    return _unchecked(policy_program.joined(sources)) if len(sources) > 1 else None
+
+
+def _unchecked(source: str | None) -> Any:
+    """``source`` compiled without the type checker (its parts were checked one by one); None
+    for no source (params without a literal: every request takes the exact path), or a program
+    too deep or too long for the parser (each expression compiled alone)."""
     if source is None:
         return None
     try:

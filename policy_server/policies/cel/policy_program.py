@@ -5,10 +5,13 @@ conditions, then ``variables`` bound with CEL's bind macro, validations with the
 ``messageExpression``s, audit annotations, mutations), ``literal(params)``, the policy's params
 written into that text (cel-cpp builds a literal from constants, two to three times faster than
 it converts the same Python value bound per request), and ``run(program, request, plain)``, its
-result. cel-cpp pays a conversion of the bound data and a
+result (``answer``). cel-cpp pays a conversion of the bound data and a
 call per evaluation; one evaluation pays them once, and the program returns only what the
 caller uses: ``false`` when a match condition is false, ``true`` when every validation holds
 and there is nothing else to say, else the validations' outcomes, audit values and mutations.
+Also owns ``joined(sources)``: the programs of every policy in force on an event as one list,
+so a request with several NodePolicies pays the call and the conversion once
+(``run_joined``); an error in any of them fails the list, and each then runs alone.
 
 The program is only a faster way to the same answer: any error, any value of an unexpected
 type, or a variable that is not data gives ``None``, and the caller takes the exact path
@@ -21,6 +24,7 @@ not decide anything itself.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -40,6 +44,16 @@ class ProgramResult:
     mutations: tuple[Any, ...] = ()
 
 
+class NotRun(enum.Enum):
+    """A policy's program was not run (none joined, or the joined program failed)."""
+
+    NOT_RUN = "not run"
+
+
+NOT_RUN = NotRun.NOT_RUN
+# What a caller knows of a policy's program on a request: its answer, None (take the exact
+# path) or NOT_RUN.
+Answer = ProgramResult | NotRun | None
 DOES_NOT_APPLY = ProgramResult(applies=False)
 # Applies, every validation holds, no audit annotations, no mutations: nothing to say.
 ALL_HOLD = ProgramResult(applies=True)
@@ -113,16 +127,21 @@ def run(program: Any, request: Mapping[str, Any], plain: Sequence[bool]
     try:
         # No value.type() check (half a microsecond): the program's value is a bool or a list,
         # and an error's plain value is its message, a str.
-        result = program.eval(data=request).plain_value()
+        value = program.eval(data=request).plain_value()
     except (RuntimeError, ValueError, TypeError):
         return None
-    if result is True:
+    return answer(value, plain)
+
+
+def answer(value: Any, plain: Sequence[bool]) -> ProgramResult | None:
+    """What a policy's program value says (see ``run``)."""
+    if value is True:
         return ALL_HOLD
-    if result is False:
+    if value is False:
         return DOES_NOT_APPLY
-    if not isinstance(result, list):
+    if not isinstance(value, list):
         return None
-    checks, audit, mutations = result
+    checks, audit, mutations = value
     failures: list[list[Any] | None] = []
     for check, has_no_message in zip(checks, plain, strict=True):
         if check is True:
@@ -134,3 +153,32 @@ def run(program: Any, request: Mapping[str, Any], plain: Sequence[bool]
         else:
             return None
     return ProgramResult(True, tuple(failures), tuple(audit), tuple(mutations))
+
+
+def joined(sources: Sequence[str]) -> str:
+    """Several policies' programs as one, whose value lists theirs in order."""
+    return f"[{', '.join(map(_wrap, sources))}]"
+
+
+def run_joined(program: Any, request: Mapping[str, Any],
+               plains: Sequence[Sequence[bool] | None]) -> tuple[Answer, ...]:
+    """Per policy, its answer from the programs ``joined`` in order (``plains[i]``: policy i's
+    ``plain``, None when it has no program and is not in the list: ``NOT_RUN``). If any of them
+    failed (an error in one element is the whole list's), every answer is ``NOT_RUN``: each
+    program then runs alone."""
+    try:
+        values = program.eval(data=request).plain_value()
+    except (RuntimeError, ValueError, TypeError):
+        values = None
+    joined_count = sum(plain is not None for plain in plains)
+    if not isinstance(values, list) or len(values) != joined_count:
+        return (NOT_RUN,) * len(plains)
+    found: list[Answer] = []
+    at = 0
+    for plain in plains:
+        if plain is None:
+            found.append(NOT_RUN)
+            continue
+        found.append(answer(values[at], plain))
+        at += 1
+    return tuple(found)

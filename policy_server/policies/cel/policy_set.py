@@ -5,9 +5,10 @@ Owns reading the ``--policy cel=PATH`` source (``node_policy_doc``) and compilin
 files' (and ``paramsFile``s') modification times and sizes; on a change it loads the whole set
 again and replaces the one in force only if every policy compiles, else it keeps the last good
 set and remembers the error (``/v1/policies/cel/state``, ``/healthz``). With each set it
-builds, per event, the policies that handle it and their ``RequestView`` (``by_event``), so a
-request pays one dictionary lookup for them. Without a path (the policy on its defaults) the
-set is empty: every event is answered with no change. Must not evaluate.
+builds, per event, the policies that handle it, their ``RequestView`` and their programs joined
+into one (``by_event``), so a request pays one dictionary lookup for them. Without a path
+(the policy on its defaults) the set is empty: every event is answered with no change. Must
+not evaluate.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from policy_server import ConfigStatus, EventName, PolicyLoadError, ReloadResult
-from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy
+from policy_server.policies.cel.compiler import CompiledPolicy, compile_policy, joined_program
 from policy_server.policies.cel.node_policy_doc import read_documents
 from policy_server.policies.cel.request_view import RequestView
 from policy_server.policies.cel.tally import Tally
@@ -54,10 +55,14 @@ def load(path: Path) -> Loaded:
 
 
 class InForce(NamedTuple):
-    """The policies that handle one event, and how to decode its bodies: what they all read."""
+    """The policies that handle one event, how to decode its bodies (what they all read), and
+    their programs joined into one (None with fewer than two); ``plains``: per policy, its
+    ``plain`` if its program is in the joined one, else None."""
 
     policies: tuple[CompiledPolicy, ...]
     view: RequestView
+    program: Any
+    plains: tuple[tuple[bool, ...] | None, ...]
 
 
 def by_event(policies: tuple[CompiledPolicy, ...]) -> dict[EventName, InForce]:
@@ -69,7 +74,10 @@ def by_event(policies: tuple[CompiledPolicy, ...]) -> dict[EventName, InForce]:
             reads = [p.reads for p in handling]
             paths = None if None in reads else frozenset().union(
                 *(r for r in reads if r is not None))
-            out[event] = InForce(handling, RequestView(paths))
+            program = joined_program(handling)
+            plains = tuple(p.plain if program is not None and p.program_source is not None
+                           else None for p in handling)
+            out[event] = InForce(handling, RequestView(paths), program, plains)
     return out
 
 

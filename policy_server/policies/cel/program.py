@@ -1,22 +1,22 @@
-"""Evaluating one compiled ``NodePolicy`` on one request: the VAP/MAP order of work.
+"""Evaluating compiled ``NodePolicy``s on one request: the VAP/MAP order of work.
 
-Owns ``evaluate(policy, event, request, tally)``. The policy's one program (``policy_program``)
-answers first (the common answer, every validation holding and nothing else to say, returns
-None at once); where it cannot (an error, a value of an unexpected type), the exact path below
-runs, expression by expression, and decides what the error means. The exact path: the request's
-JSON maps (``request_view``) bound once (``pod``, ``container``, ..., ``params``,
-``variables``); ``matchConditions`` (all true, or the policy does not apply; a false one wins
-over another's error, as in the API server); ``variables`` computed lazily, at most once per
-request: none until an expression reads one, then all of them together
-(``_Request._compute_variables`` says why); ``validations`` (a false one fails with its
-``messageExpression``, else ``message``, else the expression) acted on by ``validationActions``
-(Deny: reject, Warn: a warning, Audit: a log line); ``auditAnnotations`` as warnings
-``<policy>/<key>: value``; ``mutations`` applied in order to the adjustment the policy builds
-(ApplyConfiguration: maps merged key by key, lists appended; JSONPatch), which becomes the
-``adjust`` of CreateContainer or the container's ``update`` on UpdateContainer. An evaluation
-error follows ``failurePolicy``: Fail rejects, Ignore skips the policy with a warning. ``tally``
-counts outcomes per policy and validation. Must not do I/O besides logging, nor know about files
-or reloads.
+Owns ``evaluate(policy, event, request, tally)``, and ``evaluate_all``: every policy in force on an
+event, their programs joined into one evaluation. The policy's one program (``policy_program``)
+answers first (the common answer, every validation holding and nothing else to say, returns None at
+once); where it cannot (an error, a value of an unexpected type), the exact path below runs,
+expression by expression, and decides what the error means. The exact path: the request's JSON maps
+(``request_view``) bound once (``pod``, ``container``, ..., ``params``, ``variables``);
+``matchConditions`` (all true, or the policy does not apply; a false one wins over another's error,
+as in the API server); ``variables`` computed lazily, at most once per request: none until an
+expression reads one, then all of them together (``_Request._compute_variables`` says why);
+``validations`` (a false one fails with its ``messageExpression``, else ``message``, else the
+expression) acted on by ``validationActions`` (Deny: reject, Warn: a warning, Audit: a log line);
+``auditAnnotations`` as warnings ``<policy>/<key>: value``; ``mutations`` applied in order to the
+adjustment the policy builds (ApplyConfiguration: maps merged key by key, lists appended;
+JSONPatch), which becomes the ``adjust`` of CreateContainer or the container's ``update`` on
+UpdateContainer. An evaluation error follows ``failurePolicy``: Fail rejects, Ignore skips the
+policy with a warning. ``tally`` counts outcomes per policy and validation. Must not do I/O besides
+logging, nor know about files or reloads.
 """
 
 from __future__ import annotations
@@ -38,7 +38,14 @@ from policy_server import (
 from policy_server.policies.cel import json_patch, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
-from policy_server.policies.cel.policy_program import ALL_HOLD, DOES_NOT_APPLY, ProgramResult
+from policy_server.policies.cel.policy_program import (
+    ALL_HOLD,
+    DOES_NOT_APPLY,
+    NOT_RUN,
+    Answer,
+    ProgramResult,
+)
+from policy_server.policies.cel.policy_set import InForce
 from policy_server.policies.cel.tally import Tally
 
 log = logging.getLogger(__name__)
@@ -206,12 +213,15 @@ def _from_program(policy: CompiledPolicy, found: ProgramResult) -> _Outcome:
 
 
 def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any],
-             tally: Tally) -> Decision | None:
-    """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say)."""
+             tally: Tally, found: Answer = NOT_RUN) -> Decision | None:
+    """What ``policy`` says about ``request`` (None: it does not apply or has nothing to say).
+    ``found``: its program's answer when the caller ran it (joined with others'), else the
+    program runs here."""
     if event not in policy.events:
         return None
-    found = (policy_program.run(policy.program, request, policy.plain)
-             if policy.program is not None else None)
+    if found is NOT_RUN:
+        found = (policy_program.run(policy.program, request, policy.plain)
+                 if policy.program is not None else None)
     if found is ALL_HOLD:  # the common answer, without building one
         tally.evaluated(policy.name)
         return None
@@ -252,3 +262,19 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
         return None
     return Decision(adjust=base.adjust, update=base.update, reject=reject,
                     warnings=tuple(warnings))
+
+
+def evaluate_all(in_force: InForce, event: EventName, body: bytes, tally: Tally
+                 ) -> list[tuple[str, Decision]]:
+    """What each policy in force on ``event`` says about the request ``body``, by name (those
+    with something to say): the request's read part decoded once, their programs run as one
+    (``policy_program.run_joined``), each policy's answer then acted on by ``evaluate``."""
+    request = in_force.view.decode(body)
+    found = (policy_program.run_joined(in_force.program, request, in_force.plains)
+             if in_force.program is not None else (NOT_RUN,) * len(in_force.policies))
+    out = []
+    for policy, answer in zip(in_force.policies, found, strict=True):
+        decision = evaluate(policy, event, request, tally, answer)
+        if decision is not None:
+            out.append((policy.name, decision))
+    return out

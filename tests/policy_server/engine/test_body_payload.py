@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from typing import Any
 
 import pytest
 
-from policy_server import Event, EventName, Payload, Policy
+from policy_server import Event, EventName, Payload, Policy, PolicyError
 from policy_server.engine.request import parse_request
-from policy_server.engine.request_event import PAYLOAD_FIELDS, without_payload
+from policy_server.engine.request_event import PAYLOAD_FIELDS, names_of, without_payload
 from policy_server.server.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import PolicyRunner
@@ -126,3 +127,37 @@ def test_the_event_without_payload_is_the_event_built_without_it() -> None:
             elif getattr(full, field.name) != field.default:
                 carried.add(field.name)
     assert carried == set(PAYLOAD_FIELDS)
+
+
+def test_log_lines_name_the_pod_and_container_of_a_body_policys_event(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A handler's failure is logged with the pod and the container whether its policy reads
+    the typed payload or only the body (their names are then read from the body)."""
+    caplog.set_level(logging.INFO, logger="policy_server.engine.evaluate")
+    lines = {}
+    for payload in Payload:
+        policy = Policy(f"failing-{payload.name.lower()}", payload=payload)
+
+        @policy.on(*EventName)
+        def refuse(event: Event) -> None:
+            raise PolicyError("no")
+
+        runner = PolicyRunner(policy)
+        for _, body in REQUESTS:
+            caplog.clear()
+            runner.send(body)
+            [record] = [r for r in caplog.records if "handler=refuse" in r.getMessage()]
+            lines[payload, body["uid"], body["event"]] = record.getMessage().split(": no ", 1)[1]
+    named = 0
+    for (_, uid, name), line in lines.items():
+        assert line == lines[Payload.TYPED, uid, name]
+        named += "pod=" in line
+        if name in ("CreateContainer", "StartContainer"):
+            assert "container=" in line and "pod=" in line
+    assert named >= 10
+    pod, container = names_of(CREATE)
+    created = json.loads(CREATE)
+    assert pod == f"{created['pod']['namespace']}/{created['pod']['name']}"
+    assert container == created["container"]["name"]
+    assert names_of(b"not json") == (None, None)
+    assert names_of(b'{"pod": null}') == (None, None)
