@@ -15,53 +15,26 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_policy import UnixHTTPConnection, stats, wait_for_socket  # noqa: E402
+from benchmarks.bench_cel import CEL_FILE, SDK_MODULE, post_interleaved  # noqa: E402
+from benchmarks.bench_policy import stats  # noqa: E402
 
-CEL_FILE = ROOT / "benchmarks" / "cel" / "five-rules.yaml"
-SDK_MODULE = ROOT / "benchmarks" / "cel" / "five_rules_sdk.py"
 FLOOR_MODULE = ROOT / "benchmarks" / "cel" / "floor_policies.py"
-BODY = (ROOT / "schemas/webhook/examples/CreateContainer.request.json").read_bytes()
 POLICIES = ("five-rules-sdk", "cel", "cel-true-decoded", "cel-true-bound", "cel-true",
             "body-noop")
 
 
 def bench(iterations: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        sock = Path(tmp) / "policy.sock"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--no-koordinator",
-             "--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE),
-             "--policy-module", str(FLOOR_MODULE), "--log-level", "warning"],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        try:
-            wait_for_socket(sock, proc)
-            conn = UnixHTTPConnection(str(sock))
-            headers = {"content-type": "application/json"}
-            samples: dict[str, list[float]] = {name: [] for name in POLICIES}
-            for i in range(iterations + 200):
-                for name in POLICIES:
-                    start = time.perf_counter()
-                    conn.request("POST", f"/v1/policies/{name}", body=BODY, headers=headers)
-                    response = conn.getresponse()
-                    data = response.read()
-                    elapsed = time.perf_counter() - start
-                    assert response.status == 200 and data == b"{}", (name, data)
-                    if i >= 200:
-                        samples[name].append(elapsed)
-            conn.close()
-            return {name: stats(name, samples[name])["p50"] for name in POLICIES}
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    server = ("--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE),
+              "--policy-module", str(FLOOR_MODULE))
+    samples = post_interleaved([server], {name: (0, name) for name in POLICIES}, iterations)
+    return {name: stats(name, samples[name])["p50"] for name in POLICIES}
 
 
 def main() -> int:

@@ -75,12 +75,14 @@ def common_expression_language(req: dict[str, Any]) -> tuple[float, float]:
         ctx.add_variable("container", req["container"])
         return ctx
 
+    progs = [cel.compile(rule) for rule in RULES]  # compiled once, as the others are
+
     def run() -> list[object]:
         ctx = bind()
-        return [cel.evaluate(rule, ctx) for rule in RULES]
+        return [p.execute(ctx) for p in progs]
 
     assert all(run())
-    return per_call_us(bind, 500), per_call_us(run, 500)
+    return per_call_us(bind, 5000), per_call_us(run, 5000)
 
 
 def cel_python(req: dict[str, Any]) -> tuple[float, float]:
@@ -113,7 +115,9 @@ def main() -> None:
     print(f"{'library':28} {'bind event µs':>14} {'bind + 5 rules µs':>18} "
           f"{'same, read part only µs':>24}")
     for name, (module, measure) in LIBRARIES.items():
-        if importlib.util.find_spec(module) is None:
+        spec = importlib.util.find_spec(module)
+        ours = Path(__file__).resolve().parent / module  # benchmarks/cel/ is not the Rust `cel`
+        if spec is None or ours in map(Path, spec.submodule_search_locations or ()):
             print(f"{name:28} not installed")
             continue
         bind_us, run_us = measure(req)
