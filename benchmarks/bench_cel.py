@@ -47,13 +47,18 @@ Targets = Mapping[str, tuple[int, str]]
 Results = dict[str, dict[str, float]]
 
 
+def _used(targets: Targets) -> int:
+    """How many servers ``targets`` reach (the first ones)."""
+    return 1 + max(server for server, _ in targets.values())
+
+
 def bench_route(iterations: int, targets: Targets) -> Results:
-    servers = [
-        PolicyServer(ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
-                                   builtin_policies=(("cel", CEL_FILE),))),
-        PolicyServer(ServerOptions(default_policies=False,
-                                   builtin_policies=(("cel", SPLIT_FILE),))),
+    options = [
+        ServerOptions(default_policies=False, policy_modules=(str(SDK_MODULE),),
+                      builtin_policies=(("cel", CEL_FILE),)),
+        ServerOptions(default_policies=False, builtin_policies=(("cel", SPLIT_FILE),)),
     ]
+    servers = [PolicyServer(o) for o in options[:_used(targets)]]
     print(f"in-process webhook route, request bytes -> reply bytes ({len(BODY)} B):")
     samples: dict[str, list[float]] = {label: [] for label in targets}
     clock = time.perf_counter
@@ -115,8 +120,7 @@ def bench_http(iterations: int, targets: Targets) -> Results:
     servers = [("--policy", f"cel={CEL_FILE}", "--policy-module", str(SDK_MODULE)),
                ("--policy", f"cel={SPLIT_FILE}")]
     print("HTTP over a Unix socket, nri-policy-server in its own process:")
-    used = 1 + max(server for server, _ in targets.values())
-    samples = post_interleaved(servers[:used], targets, iterations)
+    samples = post_interleaved(servers[:_used(targets)], targets, iterations)
     return {label: stats(label, samples[label]) for label in targets}
 
 

@@ -192,14 +192,14 @@ def compile_policy(source: Source) -> CompiledPolicy:
         [(v.expression.source, v.message_expression.source if v.message_expression else None)
          for v in validations], [p.source for _, p in audit], [p.source for _, p in mutations],
         params_literal)
+    program = _unchecked(one_source)
     policy = CompiledPolicy(source.name, source.file, frozenset(spec.events),
                             spec.failure_policy == "Fail", conditions, tuple(variables), params,
                             params_file, tuple(validations), frozenset(spec.validation_actions),
-                            audit, mutations, None, None,
+                            audit, mutations, program,
+                            one_source if program is not None else None,
                             tuple(v.message_expression is None for v in validations), None)
-    program = _unchecked(one_source)
-    return dataclasses.replace(policy, reads=_reads(policy), program=program,
-                               program_source=one_source if program is not None else None)
+    return dataclasses.replace(policy, reads=_reads(policy))
 
 
 def joined_program(policies: Sequence[CompiledPolicy]) -> Any:

@@ -170,8 +170,9 @@ def run_joined(program: Any, request: Mapping[str, Any],
         values = program.eval(data=request).plain_value()
     except (RuntimeError, ValueError, TypeError):
         values = None
-    joined_count = sum(plain is not None for plain in plains)
-    if not isinstance(values, list) or len(values) != joined_count:
+    # Not a list: an error's plain value (its message). A list has one element per joined
+    # program, as ``joined`` wrote it.
+    if not isinstance(values, list):
         return (NOT_RUN,) * len(plains)
     found: list[Answer] = []
     at = 0
