@@ -88,6 +88,8 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/deploy/test_kubernetes.py",
     "tests/policy_server/node/test_systemd_bus.py",
     "tests/servers/",
+    # The attacker: a second, unprivileged uid against the real processes.
+    "tests/security/",
 )  # fmt: skip
 
 # Programs an in-process test may still run: git lists the tracked files.
