@@ -29,6 +29,7 @@ from bridge.nri.event_call import EventHandler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
+from bridge.nri.static import StaticSettings
 from bridge.process import stop_signals
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
@@ -38,8 +39,6 @@ from bridge.webhooks.guard import Scope, parse_updates
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 2.0
-# What POST /v1/updates may change: resources only (no cgroup device rules).
-CONTROL_UPDATE_KINDS = frozenset({"resources", "rdt_class", "blockio_class"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +57,15 @@ class RunOptions:
     config_from_file: bool = False  # --config given: it wins over the runtime's string
 
 
-def control_deps(runner: PluginRunner, metrics: Metrics) -> ControlDeps:
-    """What the control API may see and do, as callables (it imports neither side)."""
-    scope = Scope("UpdateContainers", CONTROL_UPDATE_KINDS, runner.cache.knows_container)
+def control_deps(runner: PluginRunner, metrics: Metrics,
+                 config: BridgeConfig | None = None) -> ControlDeps:
+    """What the control API may see and do, as callables (it imports neither side). Its
+    updates are checked like a webhook's (bridge.webhooks.guard): the kinds and items of
+    `updates.allow`, the QoS and node bounds, known containers; any container (no selector)."""
+    config = config or BridgeConfig(static=StaticSettings())
+    cache = runner.cache
+    scope = Scope("UpdateContainers", config.control_allow, cache.knows_container,
+                  lookup=cache.lookup, hugepages=config.node.hugepages)
 
     def parse(items: Any) -> Sequence[api.ContainerUpdate]:
         return parse_updates(items, scope, "update")
@@ -106,7 +111,7 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
     metrics = Metrics()
     cache = StateCache()
     handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
-                                knows_container=cache.knows_container)
+                                knows_container=cache.knows_container, lookup=cache.lookup)
     served: EventHandler = handler
     recorder = None
     if options.record is not None:
@@ -116,7 +121,8 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
                           fd=options.fd, options=ServiceOptions(), cache=cache,
                           updates=options.config.updates)
     watch_runner(metrics, runner)
-    control = ControlServer(create_app(control_deps(runner, metrics)), options.config.control)
+    control = ControlServer(create_app(control_deps(runner, metrics, options.config)),
+                            options.config.control)
     servers = [control]
     metrics_address = options.config.control.metrics_address
     if metrics_address is not None:

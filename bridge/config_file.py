@@ -3,7 +3,8 @@
 Loading never raises anything but ConfigError, whose key names the offending
 setting (`webhooks[0].timeout: ...`); the CLI turns it into exit code 2.
 The webhook section is validated by bridge.webhooks.specs, the control
-section by bridge.control.settings, the updates section by bridge.nri.update_routes.
+section by bridge.control.settings, the updates section by bridge.nri.update_routes (its
+`allow` list with bridge.webhooks.kinds), the node section by bridge.webhooks.node_hugepages.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
 from bridge.nri.update_routes import UpdateSettings
+from bridge.webhooks.kinds import CONTROL_UPDATE_KINDS, check_allow
+from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 
-TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control", "updates"})
+TOP_LEVEL_KEYS = frozenset({"static", "webhooks", "control", "updates", "node"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,9 @@ class BridgeConfig:
     webhooks: tuple[WebhookSpec, ...] = ()
     control: ControlSettings = field(default_factory=ControlSettings)
     updates: UpdateSettings = field(default_factory=UpdateSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
+    # What POST /v1/updates may change (the kinds and named items, bridge.webhooks.kinds).
+    control_allow: frozenset[str] = CONTROL_UPDATE_KINDS
 
 
 def parse(document: Any, source: str = "config") -> BridgeConfig:
@@ -39,10 +45,15 @@ def parse(document: Any, source: str = "config") -> BridgeConfig:
     for key in document:
         if key not in TOP_LEVEL_KEYS:
             raise ConfigError(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
+    updates = UpdateSettings.parse(document.get("updates"))
+    control_allow = CONTROL_UPDATE_KINDS
+    if updates.allow is not None:
+        control_allow = check_allow(updates.allow, "updates.allow", CONTROL_UPDATE_KINDS)
     return BridgeConfig(static=StaticSettings.parse(document.get("static")),
                         webhooks=parse_webhooks(document.get("webhooks")),
                         control=parse_control(document.get("control")),
-                        updates=UpdateSettings.parse(document.get("updates")))
+                        updates=updates, node=NodeSettings.parse(document.get("node")),
+                        control_allow=control_allow)
 
 
 def load_text(text: str, source: str) -> BridgeConfig:

@@ -29,6 +29,7 @@ from bridge.metrics import Metrics
 from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
 from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.guard import Lookup
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,11 @@ RUNTIME_CONFIG_SOURCE = "runtime config (Configure.config)"
 
 
 def build_handler(config: BridgeConfig, metrics: Metrics,
-                  knows_container: Callable[[str], bool]) -> WebhookHandler | StaticHandler:
+                  knows_container: Callable[[str], bool],
+                  lookup: Lookup | None = None) -> WebhookHandler | StaticHandler:
     if config.webhooks:
-        return WebhookHandler(config.webhooks, metrics, knows_container=knows_container)
+        return WebhookHandler(config.webhooks, metrics, knows_container=knows_container,
+                              lookup=lookup, node=config.node)
     return StaticHandler(config.static)
 
 
@@ -49,16 +52,19 @@ def handler_kind(handler: WebhookHandler | StaticHandler) -> str:
 class ConfiguredHandler:
     """The EventHandler the configuration asks for (see module doc): every call goes to
     `inner`, which Configure may replace. `knows_container` answers whether an update target
-    exists (the plugin's state cache), for the webhooks' reply guard."""
+    exists and `lookup` finds it with its pod (the plugin's state cache), for the webhooks'
+    reply guard."""
 
     def __init__(self, config: BridgeConfig, metrics: Metrics, *, from_file: bool,
-                 knows_container: Callable[[str], bool] = lambda _: False) -> None:
+                 knows_container: Callable[[str], bool] = lambda _: False,
+                 lookup: Lookup | None = None) -> None:
         self._metrics = metrics
         self._from_file = from_file
         self._knows = knows_container
+        self._lookup = lookup
         self._runtime_text: str | None = None
         self.config = config
-        self.inner = build_handler(config, metrics, knows_container)
+        self.inner = build_handler(config, metrics, knows_container, lookup)
 
     async def configure(self, runtime: RuntimeInfo) -> None:
         text = runtime.config
@@ -79,7 +85,7 @@ class ConfiguredHandler:
                             "--control-* flags in the plugin's wrapper instead")
             await self.aclose()
             self.config, self._runtime_text = config, text
-            self.inner = build_handler(config, self._metrics, self._knows)
+            self.inner = build_handler(config, self._metrics, self._knows, self._lookup)
             log.info("configured from the runtime's configuration string",
                      extra={"handler": handler_kind(self.inner),
                             "webhooks": [w.name for w in config.webhooks]})

@@ -45,6 +45,14 @@ class StateCache:
     def knows_container(self, container_id: str) -> bool:
         return container_id in self._tables.containers
 
+    def lookup(self, container_id: str) -> tuple[api.Container, api.PodSandbox | None] | None:
+        """A container and its pod (None if the pod is not known), or None: what the reply
+        guard binds a webhook's update and eviction targets with."""
+        container = self._tables.containers.get(container_id)
+        if container is None:
+            return None
+        return container, self._tables.pods.get(container.pod_sandbox_id)
+
     def observe_request(self, event: NriEvent, req: Message | None) -> None:
         """Fold one lifecycle event into the view, from its request message."""
         self.observe(event, *request_subjects(req))

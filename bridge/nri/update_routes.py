@@ -56,6 +56,9 @@ class UpdateSettings:
 
     route: str = "auto"  # auto: CRI where UpdateContainers can deadlock, else NRI
     cri_socket: str | None = None  # None: the runtime's default (bridge.cri.runtime_service)
+    # What POST /v1/updates may change, as listed (None: the default); its entries are
+    # checked by the config file's loader (bridge.config_file, with bridge.webhooks.kinds).
+    allow: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, section: Any, key: str = "updates") -> UpdateSettings:
@@ -63,16 +66,22 @@ class UpdateSettings:
             return cls()
         if not isinstance(section, dict):
             raise ConfigError(key, "must be a mapping")
-        unknown = sorted(set(section) - {"route", "cri_socket"})
+        unknown = sorted(set(section) - {"route", "cri_socket", "allow"})
         if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}", "unknown key (known: cri_socket, route)")
+            raise ConfigError(f"{key}.{unknown[0]}",
+                              "unknown key (known: allow, cri_socket, route)")
         route = section.get("route", "auto")
         if route not in ROUTES:
             raise ConfigError(f"{key}.route", f"{route!r}: must be one of {', '.join(ROUTES)}")
         socket = section.get("cri_socket")
         if socket is not None and (not isinstance(socket, str) or not socket.startswith("/")):
             raise ConfigError(f"{key}.cri_socket", f"{socket!r}: must be an absolute path")
-        return cls(route=route, cri_socket=socket)
+        allow = section.get("allow")
+        if allow is not None and (not isinstance(allow, list)
+                                  or not all(isinstance(a, str) for a in allow)):
+            raise ConfigError(f"{key}.allow", "must be a list of strings")
+        return cls(route=route, cri_socket=socket,
+                   allow=tuple(allow) if allow is not None else None)
 
 
 class NriRoute:

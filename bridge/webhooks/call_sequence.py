@@ -57,10 +57,12 @@ from bridge.process.gc_pause import paused_gc
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
-from bridge.webhooks.guard import Contribution, Scope
+from bridge.webhooks.guard import Contribution, Lookup, Scope
 from bridge.webhooks.log_text import clip, truncated_json
+from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.specs import WebhookSpec
+from bridge.webhooks.value_bounds import Target
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
@@ -86,15 +88,20 @@ def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 class WebhookHandler:
-    """The EventHandler that consults webhooks. `knows_container` answers whether an update
-    target exists (the plugin's state cache), for the reply guard."""
+    """The EventHandler that consults webhooks. `lookup` finds an update or eviction target
+    with its pod (the plugin's state cache), for the reply guard; without it,
+    `knows_container` answers whether the target exists and nothing else is known of it.
+    `node` says where the node's hugepages are read (bridge.webhooks.node_hugepages)."""
 
     def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
-                 knows_container: Callable[[str], bool] = lambda _: False) -> None:
+                 knows_container: Callable[[str], bool] = lambda _: False,
+                 lookup: Lookup | None = None, node: NodeSettings | None = None) -> None:
         self.webhooks = list(webhooks) if webhooks is not None else [Webhook(s) for s in specs]
         self.metrics = metrics or Metrics()
         self.knows_container = knows_container
+        self.lookup = lookup
+        self.hugepages = (node or NodeSettings()).hugepages
         self._payloads = PayloadBuilder()
         self._runtime: tuple[RuntimeInfo, bytes] | None = None  # encoded once per connection
         self._routes: dict[str, tuple[Webhook, ...]] = {}
@@ -166,10 +173,12 @@ class WebhookHandler:
         started = loop.time()
         payload = self._payloads.event(call.name, req)
         who = {"event": call.name, "uid": call.uid, **log_subject(req)}
+        target = Target(_container_of(req), pod)
         merger = Merger()
         try:
             for hook in selected:
-                scope = Scope(call.name, hook.spec.allow, self.knows_container, creating)
+                scope = Scope(call.name, hook.spec.allow, self.knows_container, creating,
+                              target, self.lookup, hook.spec.selector, self.hugepages)
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
                 request = CallRequest(call.name, call.uid, self._runtime_json(call.runtime),
                                       payload, scope, budget)
@@ -326,7 +335,8 @@ class WebhookHandler:
         hooks = self._routes.get("Synchronize")
         if not hooks:
             return []
-        known = {c.id for c in containers}
+        pod_of = {p.id: p for p in pods}
+        known = {c.id: (c, pod_of.get(c.pod_sandbox_id)) for c in containers}
         merger = Merger()
         who = {"event": "Synchronize", "uid": call.uid}
         # The whole node: the payload and the replies are built with the collector paused
@@ -336,7 +346,9 @@ class WebhookHandler:
                 # Called even when nothing is chosen: "no pods" is the node's state too, and a
                 # stateful policy (cpu-pools) must learn it before it hands out CPUs.
                 chosen_pods, chosen = _select(hook, pods, containers)
-                scope = Scope("Synchronize", hook.spec.allow, known.__contains__)
+                scope = Scope("Synchronize", hook.spec.allow, known.__contains__,
+                              lookup=known.get, selector=hook.spec.selector,
+                              hugepages=self.hugepages)
                 request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
                                       self._payloads.sync(chosen_pods, chosen), scope,
                                       hook.spec.sync_timeout_s)
@@ -356,6 +368,15 @@ def _select(hook: Webhook, pods: Sequence[api.PodSandbox], containers: Sequence[
     chosen = [p for p in pods if selector.matches(p)]
     ids = {p.id for p in chosen}
     return chosen, [c for c in containers if c.pod_sandbox_id in ids]
+
+
+def _container_of(req: Any) -> api.Container | None:
+    """The event's container, for events that carry one."""
+    if "container" in req.DESCRIPTOR.fields_by_name and req.HasField("container"):
+        container = req.container
+        assert isinstance(container, api.Container)
+        return container
+    return None
 
 
 def _state_reader(hook: Webhook) -> Callable[[], int]:

@@ -5,8 +5,13 @@ Order of checks (each failure names the JSON path):
 2. types and ranges: `adjustment_from_json` / `from_json`, strict;
 3. allow list: every adjustment and update kind must be in the webhook's `allow`;
 4. values: cpusets, ranges, names (bridge.webhooks.values);
-5. targets: updates name containers the state cache knows, never the
-   container being created (the runtime would fail CreateContainer).
+5. targets: updates and evictions name containers the state cache knows, never the
+   container being created (the runtime would fail CreateContainer), and only containers
+   whose pod the webhook's selector matches: its scope binds everything it returns;
+6. items: inside the allowed kinds, the unified keys, annotations and env names refused
+   until named, and oom_score_adj, pids and hugepage limits inside what the target
+   container's QoS class and the node allow (bridge.webhooks.item_check).
+A refused kind, item, bound or out-of-scope target is DISALLOWED: the failure policy decides.
 Kinds and values, and what the merge and the capability check need later (claims, field
 paths), come from one pass over each part (bridge.webhooks.reply_walk), kept in the
 Contribution.
@@ -16,7 +21,7 @@ This module is pure: no I/O, no logging, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +30,10 @@ from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.convert import ConversionError, from_json
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
+from bridge.webhooks.item_check import check_adjustment, check_update
 from bridge.webhooks.reply_walk import Part, ReplyWalk
+from bridge.webhooks.selector import Selector
+from bridge.webhooks.value_bounds import Target
 from bridge.webhooks.values import ValueProblem
 
 MAX_WARNINGS = 100
@@ -67,6 +75,18 @@ class Contribution:
         return self.adjust is not None or bool(self.updates)
 
 
+# Another container by id: (container, its pod or None), or None if the bridge does not know it.
+Lookup = Callable[[str], tuple[api.Container, api.PodSandbox | None] | None]
+
+
+def _no_hugepages() -> Mapping[str, int]:
+    return {}
+
+
+NO_TARGET = Target()
+EVERY_POD = Selector()
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """What the reply is checked against."""
@@ -75,6 +95,36 @@ class Scope:
     allow: frozenset[str]
     knows_container: Callable[[str], bool]
     creating: str | None = None  # CreateContainer: the id being created
+    # The event's own container and pod: what `adjust` changes.
+    target: Target = NO_TARGET
+    # Update and eviction targets with their pods; without it `knows_container` decides and
+    # nothing more is known of them (so a restricted selector refuses them).
+    lookup: Lookup | None = None
+    selector: Selector = EVERY_POD  # the webhook's: binds every update and eviction
+    hugepages: Callable[[], Mapping[str, int]] = _no_hugepages  # the node's, by page size
+
+    def find(self, container_id: str) -> Target | None:
+        own = self.target.container
+        if own is not None and own.id == container_id:
+            return self.target  # the event's own container, in scope by being selected
+        if self.lookup is not None:
+            found = self.lookup(container_id)
+            return None if found is None else Target(*found)
+        return Target() if self.knows_container(container_id) else None
+
+    def bound(self, container_id: str, where: str) -> Target:
+        """The target `container_id` names, known and inside the webhook's selector."""
+        target = self.find(container_id)
+        if target is None:
+            raise ValueProblem(where, f"unknown container {container_id[:80]!r}")
+        if not self.selector.matches(target.pod):
+            pod = target.pod
+            whose = (f"pod namespace {pod.namespace[:80]!r}, pod {pod.name[:80]!r}"
+                     if pod is not None else "pod not known")
+            raise WebhookFailure(FailureKind.DISALLOWED, f"{where}: container "
+                                 f"{container_id[:80]!r} ({whose}) is outside the webhook's "
+                                 "selector")
+        return target
 
 
 def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
@@ -91,7 +141,7 @@ def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
         adjust = _adjust(present["adjust"], scope, walk) if "adjust" in present else None
         updates = (parse_updates(present["update"], scope, "update", walk)
                    if "update" in present else ())
-        evictions = _evictions(present.get("evict"))
+        evictions = _evictions(present.get("evict"), scope)
         reject = _reject(present.get("reject"))
         warnings = _warnings(present.get("warnings"))
     except ConversionError as exc:
@@ -104,6 +154,7 @@ def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
 def _adjust(data: Any, scope: Scope, walk: ReplyWalk) -> api.ContainerAdjustment | None:
     adjust = adjustment_from_json(data, "adjust")
     _check_part(walk.adjustment(adjust), scope.allow, "adjust")
+    check_adjustment(adjust, scope.allow, scope.target, scope.hugepages)
     return adjust if adjust.ByteSize() else None
 
 
@@ -111,8 +162,9 @@ def parse_updates(items: Any, scope: Scope, path: str, walk: ReplyWalk | None = 
                   ) -> tuple[api.ContainerUpdate, ...]:
     """Container updates from JSON (also the control API's POST /v1/updates).
 
-    Raises ConversionError for shape problems, ValueProblem for values and
-    targets, WebhookFailure(DISALLOWED) for kinds outside `scope.allow`.
+    Raises ConversionError for shape problems, ValueProblem for values and unknown
+    targets, WebhookFailure(DISALLOWED) for kinds and items outside `scope.allow` and for
+    targets outside `scope.selector`.
     """
     if not isinstance(items, list):
         raise ConversionError(path, "expected a list")
@@ -132,9 +184,9 @@ def parse_updates(items: Any, scope: Scope, path: str, walk: ReplyWalk | None = 
         if cid == scope.creating:
             raise ValueProblem(f"{where}.container_id", "is the container being created; "
                                "change it with `adjust` instead")
-        if not scope.knows_container(cid):
-            raise ValueProblem(f"{where}.container_id", f"unknown container {cid[:80]!r}")
+        target = scope.bound(cid, f"{where}.container_id")
         _check_part(walk.update(update, where), scope.allow, where)
+        check_update(update, scope.allow, target, scope.hugepages, where)
         out.append(update)
     return tuple(out)
 
@@ -150,7 +202,7 @@ def _check_part(part: Part, allow: frozenset[str], path: str) -> None:
         raise part.problem
 
 
-def _evictions(data: Any) -> tuple[api.ContainerEviction, ...]:
+def _evictions(data: Any, scope: Scope) -> tuple[api.ContainerEviction, ...]:
     if data is None:
         return ()
     if not isinstance(data, list):
@@ -161,6 +213,7 @@ def _evictions(data: Any) -> tuple[api.ContainerEviction, ...]:
         assert isinstance(eviction, api.ContainerEviction)
         if not eviction.container_id:
             raise ConversionError(f"evict[{i}].container_id", "required")
+        scope.bound(eviction.container_id, f"evict[{i}].container_id")
         out.append(eviction)
     return tuple(out)
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from bridge.contract.catalogue import EVENT_NAMES
 from bridge.errors import ConfigError
-from bridge.webhooks.kinds import ALL_KINDS, DEFAULT_ALLOW
+from bridge.webhooks.kinds import DEFAULT_ALLOW, check_allow
 from bridge.webhooks.selector import Operator, Requirement, Selector
 
 DEFAULT_EVENTS = ("CreateContainer", "UpdateContainer", "StopContainer", "Synchronize")
@@ -214,10 +214,7 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
         raise ConfigError(f"{where}.events", "must list at least one event")
     if len(set(m.events)) != len(m.events):
         raise ConfigError(f"{where}.events", "lists an event twice")
-    for i, kind in enumerate(m.allow):
-        if kind not in ALL_KINDS:
-            raise ConfigError(f"{where}.allow[{i}]",
-                              f"unknown kind {kind!r} (known: {', '.join(sorted(ALL_KINDS))})")
+    allow = check_allow(m.allow, f"{where}.allow")
     if m.pod_label_selector is not None:
         for i, expr in enumerate(m.pod_label_selector.matchExpressions):
             needs_values = expr.operator in ("In", "NotIn")
@@ -238,7 +235,7 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
         failure_policy=FailurePolicy(m.failure_policy),
         mode=Mode(m.mode),
         selector=_selector(m),
-        allow=frozenset(m.allow),
+        allow=allow,
         tls=tls,
         bearer_token_file=m.bearer_token_file,
         breaker=BreakerSpec(m.circuit_breaker.failure_threshold, m.circuit_breaker.cool_down),

@@ -22,6 +22,10 @@ from bridge.webhooks.specs import FailurePolicy, Mode, WebhookSpec
 MIN_CALL_BUDGET_S = 0.002
 # Remembered replies per webhook, each at most this big (bridge.webhooks.checked).
 MAX_CHECKED, MAX_CHECKED_BYTES = MAX_ENTRIES, MAX_BYTES
+# Fields whose check depends on the event's container or the node (bridge.webhooks.value_bounds):
+# a reply setting one is checked every time.
+TARGET_BOUNDED = frozenset({"linux.oom_score_adj", "linux.resources.pids",
+                            "linux.resources.hugepage_limits"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,8 @@ class Webhook:
                                       spec.breaker.cool_down_s)
         # Replies already checked, by event and exact bytes (a checked Contribution is
         # read-only). Only replies whose check cannot depend on the node's state are kept:
-        # no updates (those name containers the state cache must know).
+        # no updates or evictions (those name containers the state cache must know), no
+        # value bounded by the event's container or the node (TARGET_BOUNDED).
         self._checked: CheckedReplies[tuple[str, bytes], Contribution] = CheckedReplies(
             MAX_CHECKED, MAX_CHECKED_BYTES)
 
@@ -79,6 +84,7 @@ class Webhook:
         if known is not None:
             return known
         contribution = parse_reply(data, self.name, call.scope)
-        if not contribution.updates:
+        if (not contribution.updates and not contribution.evictions
+                and not contribution.walked.used & TARGET_BOUNDED):
             self._checked.remember((call.event, raw), raw, contribution)
         return contribution

@@ -55,7 +55,8 @@ async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], wor
     """Connect a bridge to `rt` and wait until it serves; control API on workdir/control.sock."""
     metrics = Metrics()
     cache = StateCache()
-    handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container)
+    handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container,
+                             lookup=cache.lookup)
     runner = PluginRunner(PluginIdentity("webhook-bridge", "50"), handler,
                           socket_path=str(rt.socket_path), cache=cache, updates=updates_for(rt))
     watch_runner(metrics, runner)
