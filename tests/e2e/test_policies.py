@@ -87,6 +87,10 @@ KOORDINATOR_WEBHOOK = {
     "timeout": "1s",
     # A policy that cannot answer fails the operation: a lost decision must be loud here.
     "failure_policy": "Fail",
+    # The default allow list, plus the env GPUEnvInject sets (refused by default:
+    # docs/configuration.md#items-refused-by-default); these rules turn the feature on.
+    "allow": ["resources", "env", "annotations", "rdt_class", "blockio_class", "oom_score_adj",
+              "env:NVIDIA_VISIBLE_DEVICES"],
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bridge.config_file import parse
 from bridge.errors import ConfigError
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -294,3 +295,19 @@ def test_named_entries_in_the_config() -> None:
     spec = parse_webhooks([{"name": "w", "url": "unix:///p.sock",
                             "allow": ["annotations", "annotations:run.oci.*"]}])[0]
     assert spec.allow == frozenset({"annotations", "annotations:run.oci.*"})
+
+
+def test_the_config_file_sections() -> None:
+    config = parse({"node": {"sysfs_root": "/fake/sys"},
+                    "updates": {"allow": ["resources", "unified:cgroup.procs"]}})
+    assert config.node.sysfs_root == "/fake/sys"
+    assert config.control_allow == frozenset({"resources", "unified:cgroup.procs"})
+    default = parse({})
+    assert default.control_allow == CONTROL_UPDATE_KINDS
+    assert default.node.sysfs_root == "/sys"
+    for document, key in (({"updates": {"allow": ["env"]}}, "updates.allow[0]"),
+                          ({"updates": {"allow": "resources"}}, "updates.allow"),
+                          ({"node": {"sysfs_root": 3}}, "node.sysfs_root")):
+        with pytest.raises(ConfigError) as caught:
+            parse(document)
+        assert caught.value.key == key

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks import webhook as webhook_module
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
 from bridge.webhooks.kinds import DEFAULT_ALLOW
+from bridge.webhooks.value_bounds import Target
 from bridge.webhooks.webhook import CallRequest, Webhook
 from tests.bridge.webhooks.helpers import spec
 from tests.bridge.webhooks.policy_double import Reply, Seen, policy_double
@@ -92,3 +94,25 @@ async def test_remembered_replies_are_bounded(monkeypatch: pytest.MonkeyPatch) -
         await hook.aclose()
     assert len(hook._checked) == 3
     assert all(len(raw) <= webhook_module.MAX_CHECKED_BYTES for _, raw in hook._checked)
+
+
+async def test_a_reply_bounded_by_its_target_is_checked_every_time() -> None:
+    """oom_score_adj 3 is fine for a Burstable container and refused for a BestEffort one:
+    the same bytes must not carry one container's verdict to the next."""
+    def target_call(kubelet_oom: int) -> CallRequest:
+        container = api.Container(id="new-container")
+        container.linux.oom_score_adj.value = kubelet_oom
+        scope = Scope("CreateContainer", DEFAULT_ALLOW, set().__contains__, "new-container",
+                      Target(container, None))
+        return CallRequest("CreateContainer", "uid", b'{"name":"containerd"}', {}, scope, 1.0)
+
+    reply = {"adjust": {"linux": {"oom_score_adj": 3}}}
+    async with policy_double() as double:
+        double.route("/v1/policy", Reply(json=reply))
+        hook = Webhook(spec(sock=double.sock))
+        assert (await hook.consult(target_call(500))).adjust is not None
+        with pytest.raises(WebhookFailure) as failure:
+            await hook.consult(target_call(1000))
+        await hook.aclose()
+    assert failure.value.kind is FailureKind.DISALLOWED
+    assert "below 1000" in failure.value.reason
