@@ -112,11 +112,22 @@ class Scope:
             return None if found is None else Target(*found)
         return Target() if self.knows_container(container_id) else None
 
-    def bound(self, container_id: str, where: str) -> Target:
-        """The target `container_id` names, known and inside the webhook's selector."""
+    def known(self, container_id: str, where: str) -> Target:
+        """The target `container_id` names, or ValueProblem if the bridge does not know it."""
         target = self.find(container_id)
         if target is None:
             raise ValueProblem(where, f"unknown container {container_id[:80]!r}")
+        return target
+
+    def bound(self, container_id: str, where: str) -> Target:
+        """The target `container_id` names, known and inside the webhook's selector."""
+        target = self.known(container_id, where)
+        self.in_selector(container_id, target, where)
+        return target
+
+    def in_selector(self, container_id: str, target: Target, where: str) -> None:
+        """WebhookFailure(DISALLOWED) naming the container and its pod unless the webhook's
+        selector matches the target's pod."""
         if not self.selector.matches(target.pod):
             pod = target.pod
             whose = (f"pod namespace {pod.namespace[:80]!r}, pod {pod.name[:80]!r}"
@@ -124,7 +135,6 @@ class Scope:
             raise WebhookFailure(FailureKind.DISALLOWED, f"{where}: container "
                                  f"{container_id[:80]!r} ({whose}) is outside the webhook's "
                                  "selector")
-        return target
 
 
 def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
@@ -184,8 +194,9 @@ def parse_updates(items: Any, scope: Scope, path: str, walk: ReplyWalk | None = 
         if cid == scope.creating:
             raise ValueProblem(f"{where}.container_id", "is the container being created; "
                                "change it with `adjust` instead")
-        target = scope.bound(cid, f"{where}.container_id")
+        target = scope.known(cid, f"{where}.container_id")
         _check_part(walk.update(update, where), scope.allow, where)
+        scope.in_selector(cid, target, f"{where}.container_id")
         check_update(update, scope.allow, target, scope.hugepages, where)
         out.append(update)
     return tuple(out)

@@ -35,7 +35,7 @@ def _refuse(path: str, cls: str, name: str, reason: str) -> WebhookFailure:
 
 def check_adjustment(adjust: api.ContainerAdjustment, allow: Collection[str], target: Target,
                      hugepages: Hugepages, where: str = "adjust") -> None:
-    for key in adjust.annotations:
+    for key in sorted(adjust.annotations):  # protobuf map order varies: name the same key
         name = key.removeprefix("-")
         reason = refusal("annotations", name, allow)
         if reason is not None:
@@ -63,7 +63,7 @@ def check_resources(resources: api.LinuxResources, allow: Collection[str], targe
                     hugepages: Hugepages, where: str) -> None:
     """The items of LinuxResources (an adjustment's or an update's). Raises WebhookFailure
     for a refused unified key, OutOfBounds for a bounded value."""
-    for key in resources.unified:
+    for key in sorted(resources.unified):
         reason = refusal("unified", key, allow)
         if reason is not None:
             raise _refuse(f"{where}.unified", "unified", key, reason)

@@ -44,6 +44,8 @@ from policy_server.main import main as policy_main
 from tests.hardening.policy_http import Behaviour, HttpRequest, RawPolicy, json_reply, reply
 from tests.hardening.policy_stack import (
     LENIENT,
+    NAMESPACES,
+    STRICT,
     Stack,
     both,
     check_failure,
@@ -62,6 +64,13 @@ POLICY_MODULE = Path(__file__).with_name("env_policy.py")
 VALID = {"adjust": {"env": [{"key": "DECIDED", "value": "1"}]}}
 PODS, CONTAINERS = synthetic_state(1, 2)
 RUNNING = CONTAINERS[0].id  # a container the runtime runs and the bridge knows
+# The same in the namespace the `strict` webhook selects (a webhook's scope binds its updates
+# and evictions: RUNNING is outside strict's).
+STRICT_PODS, STRICT_CONTAINERS = synthetic_state(1, 1)
+STRICT_PODS[0].id = STRICT_CONTAINERS[0].pod_sandbox_id = "5" * 64
+STRICT_PODS[0].namespace = NAMESPACES[STRICT]
+STRICT_CONTAINERS[0].id = "6" * 64
+RUNNING_STRICT = STRICT_CONTAINERS[0].id
 MIB = 1 << 20
 
 
@@ -550,6 +559,19 @@ FLOODS: dict[str, tuple[dict[str, Any], str]] = {
     "3000 evictions": ({"evict": [{"container_id": RUNNING, "reason": _nasty(60)}] * 3000},
                        "no_change"),
 }
+# Each webhook evicts a container inside its own scope.
+IN_SCOPE = {"3000 evictions": {
+    "evict": [{"container_id": RUNNING_STRICT, "reason": _nasty(60)}] * 3000}}
+
+
+def _sized_by_namespace(doc: dict[str, Any], strict_doc: dict[str, Any]) -> Behaviour:
+    """`_sized(doc)`, but `strict_doc` for the events of the strict webhook's namespace."""
+    default, strict = _sized(doc), _sized(strict_doc)
+
+    async def behaviour(request: HttpRequest, writer: asyncio.StreamWriter) -> None:
+        namespace = request.json()["pod"]["namespace"]
+        await (strict if namespace == NAMESPACES[STRICT] else default)(request, writer)
+    return behaviour
 
 
 @pytest.mark.parametrize("name", FLOODS)
@@ -557,7 +579,9 @@ async def test_a_900_kb_reply_cannot_flood_the_log(name: str, workdir: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     doc, outcome = FLOODS[name]
     with caplog.at_level(logging.DEBUG):
-        async with stack(workdir, _sized(doc), seed=(PODS, CONTAINERS)) as s:
+        behaviour = _sized_by_namespace(doc, IN_SCOPE.get(name, doc))
+        async with stack(workdir, behaviour, seed=(PODS + STRICT_PODS,
+                                                   CONTAINERS + STRICT_CONTAINERS)) as s:
             results = await both(s)
     lines = check_log_lines(caplog.records)
     calls = [json.loads(line) for line in lines if '"webhook":' in line]
