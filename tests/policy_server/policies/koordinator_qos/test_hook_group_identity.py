@@ -14,8 +14,8 @@ from policy_server.sdk.effects import CgroupWrite
 from policy_server.sdk.node_facts import NodeFacts
 from tests.policy_server.factory import (
     ANOLIS_V2,
-    TRUST_ALL,
     STOCK_V2,
+    TRUST_ALL,
     container_target,
     pod_target,
     rules,
