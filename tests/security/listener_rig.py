@@ -172,7 +172,7 @@ head += f"Content-Length: {length}\r\n" if length else "Transfer-Encoding: chunk
 s.sendall((head + "\r\n").encode())
 chunk = b"[" * 65536
 framed = chunk if length else b"%x\r\n" % len(chunk) + chunk + b"\r\n"
-sent, answer = 0, b""
+sent, answer, pending = 0, b"", b""
 s.setblocking(False)
 deadline = time.monotonic() + 60
 while sent < send_limit and time.monotonic() < deadline:
@@ -184,8 +184,12 @@ while sent < send_limit and time.monotonic() < deadline:
         pass
     except OSError:
         break
+    if not pending:
+        pending = framed
     try:
-        sent += s.send(framed)
+        n = s.send(pending)
+        sent += n
+        pending = pending[n:]
     except BlockingIOError:
         time.sleep(0.001)
     except OSError:
