@@ -365,7 +365,7 @@ def _bounds(args: argparse.Namespace) -> Bounds:
         raise StartupError("--max-connections must be >= 1")
     return Bounds(
         max_body_bytes=OTHER_BODY_BYTES,
-        body_bytes_by_path={"/v1/policies/": POLICY_BODY_BYTES},
+        body_bytes_by_path=(("/v1/policies/", POLICY_BODY_BYTES),),
         header_timeout_s=args.header_timeout,
         max_connections=args.max_connections,
     )

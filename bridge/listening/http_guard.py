@@ -30,6 +30,7 @@ from bridge.listening.peer_creds import PeerCreds, PeerRule
 ENV_READER_KEY = "nwb.env_reader"
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _BEARER = b"bearer "
+_JSON = b"application/json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +92,15 @@ class ListenerGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        problem = self.check(scope)
+        headers: dict[bytes, bytes] = dict(scope["headers"])  # one pass; names are lower case
+        problem = self.check(scope, headers)
         if problem is not None:
             status, message = problem
             extra = ((b"www-authenticate", b"Bearer"),) if status == 401 else ()
             await _refuse(send, status, message, extra)
             return
         limit = self.settings.bounds.body_limit(scope["path"])
-        declared = _header(scope, b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _refuse(send, 413, f"body larger than {limit} bytes")
             return
@@ -108,7 +110,7 @@ class ListenerGuard:
             return
         await _Capped(limit, receive, send).run(self.app, scope)  # chunked: counted
 
-    def check(self, scope: Scope) -> tuple[int, str] | None:
+    def check(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str] | None:
         """The refusal for this request's headers and peer, or None (and the env marker set)."""
         s = self.settings
         peer: PeerCreds | None = scope.get(PEER_KEY)
@@ -116,23 +118,25 @@ class ListenerGuard:
             return 403, (f"peer uid {peer.uid} gid {peer.gid} may not use this socket "
                          f"(allowed: {s.peer_rule.describe()})")
         if s.token is not None:
-            given = _header_bytes(scope, b"authorization") or b""
+            given = headers.get(b"authorization", b"")
             if not (given[:7].lower() == _BEARER
                     and hmac.compare_digest(given[7:].strip(), s.token)):
                 return 401, "missing or wrong bearer token"
         if s.check_host:
-            host = _header(scope, b"host")
-            if host is None or host_name(host) not in s.allowed_hosts:
-                return 403, f"Host {host!r} is not a name of this listener"
+            host = headers.get(b"host")
+            if host is None or host_name(host.decode("latin-1")) not in s.allowed_hosts:
+                return 403, f"Host {_text(host)!r} is not a name of this listener"
         if s.check_origin:
-            origin = _header(scope, b"origin")
-            if origin is not None and origin_host(origin) not in s.allowed_hosts:
-                return 403, f"Origin {origin!r} is not allowed"
+            origin = headers.get(b"origin")
+            if origin is not None and origin_host(origin.decode("latin-1")) not in s.allowed_hosts:
+                return 403, f"Origin {_text(origin)!r} is not allowed"
         if s.json_only and scope["method"] not in _SAFE_METHODS:
-            content_type = _header(scope, b"content-type")
-            media = (content_type or "").split(";", 1)[0].strip().lower()
-            if media != "application/json":
-                return 415, f"expected content-type application/json, got {content_type!r}"
+            content_type = headers.get(b"content-type")
+            if content_type != _JSON and (
+                    content_type is None
+                    or content_type.split(b";", 1)[0].strip().lower() != _JSON):
+                return 415, (f"expected content-type application/json, got "
+                             f"{_text(content_type)!r}")
         if peer is not None:
             reader = peer.uid in s.env_reader_uids
         else:
@@ -141,16 +145,8 @@ class ListenerGuard:
         return None
 
 
-def _header_bytes(scope: Scope, name: bytes) -> bytes | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return bytes(value)
-    return None
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    value = _header_bytes(scope, name)
-    return None if value is None else value.decode("latin-1")
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")[:200]
 
 
 class _Capped:

@@ -9,8 +9,7 @@ Unix-socket listeners authenticate by the kernel's peer credentials (peer_creds)
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,14 @@ class Bounds:
     seconds to send the headers, the body and between requests, connections at once."""
 
     max_body_bytes: int = DEFAULT_BODY_BYTES
-    body_bytes_by_path: Mapping[str, int] = field(default_factory=dict)
+    body_bytes_by_path: tuple[tuple[str, int], ...] = ()  # (path prefix, bytes)
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     def body_limit(self, path: str) -> int:
-        for prefix, limit in self.body_bytes_by_path.items():
+        for prefix, limit in self.body_bytes_by_path:
             if path.startswith(prefix):
                 return limit
         return self.max_body_bytes
