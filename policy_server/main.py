@@ -84,7 +84,7 @@ log = logging.getLogger(__name__)
 DEFAULT_UDS = "/run/nri-policy-server/policy.sock"
 SOCKET_MODES = {"0600": 0o600, "0660": 0o660}
 # A Synchronize of a 5,000-pod node (one container each) measured 19.3 MiB
-# (docs/performance.md#listener-bounds); every other request is a few KB.
+# (docs/performance.md#listener-bounds): 32 MiB leaves room; every other request is a few KB.
 POLICY_BODY_BYTES = 32 * MIB
 OTHER_BODY_BYTES = 1 * MIB
 

@@ -159,14 +159,20 @@ print(json.dumps({"opened": len(conns), "failed": failed, "closed": len(closed_a
                   "last_close_s": max(closed_at.values(), default=None)}))
 '''
 
-# Sends a request declaring `length` bytes (or chunked when length is 0) to host:port and
+# Sends a request declaring `length` bytes (or chunked when length is 0) to host:port (host
+# `unix:/path` and any port for a Unix socket) and
 # writes up to `send_limit` body bytes, stopping when the server answers or closes; prints the
 # status and how many body bytes got out.
 BIG_BODY = r'''
 import json, socket, sys, time
 host, port, path, length, send_limit = sys.argv[1:6]
 length, send_limit = int(length), int(send_limit)
-s = socket.create_connection((host, int(port)), timeout=30)
+if host.startswith("unix:"):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(host[5:])
+else:
+    s = socket.create_connection((host, int(port)), timeout=30)
 head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 head += f"Content-Length: {length}\r\n" if length else "Transfer-Encoding: chunked\r\n"
 s.sendall((head + "\r\n").encode())

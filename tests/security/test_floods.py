@@ -9,6 +9,8 @@ ports held every idle connection, and the policy server buffered any body it was
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -153,3 +155,37 @@ async def test_a_300_mib_body_is_refused_before_it_is_read(evil: Attacker,
     assert answers[2]["sent"] < 100 << 20, answers
     assert peak < SHIPPED_LIMIT_KB, peak
     assert elapsed < 120
+
+
+async def test_a_300_mib_body_over_the_policy_socket_is_refused_too(workdir: Path) -> None:
+    # Root's own connection (allowed on the socket): the limit is the listener's, whoever sends.
+    sock = workdir / "policy.sock"
+    huge = 300 << 20
+    async with running_policy_server(workdir, "--uds", str(sock), sock=sock) as process:
+        done = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-I", "-c", BIG_BODY, f"unix:{sock}", "0",
+                             "/v1/policies/bench", str(huge), str(huge)],
+            capture_output=True, text=True, timeout=180, check=False)
+        peak = peak_rss_kb(process.pid)
+    assert done.returncode == 0, done.stderr
+    answer = report(done.stdout)
+    assert answer["status"] == 413 and answer["sent"] < 16 << 20, answer
+    assert peak < SHIPPED_LIMIT_KB, peak
+
+
+async def test_slow_connections_to_the_metrics_ports_are_closed_by_the_header_timeout(
+        evil: Attacker, workdir: Path) -> None:
+    # Fewer than the metrics cap (64), at the default 10 s header timeout.
+    bridge_port, policy_port = free_port(), free_port()
+    sock = workdir / "policy.sock"
+    async with running_bridge(workdir, extra=["--metrics-address",
+                                              f"127.0.0.1:{bridge_port}"]), \
+            running_policy_server(workdir, "--uds", str(sock), "--metrics-address",
+                                  f"127.0.0.1:{policy_port}", sock=sock):
+        results = await asyncio.gather(*(asyncio.to_thread(
+            _flood, evil, f"127.0.0.1:{port}", 50, SLOW_HEAD, "x", 45)
+            for port in (bridge_port, policy_port)))
+    for result in results:
+        assert result["opened"] == 50 and result["closed"] == 50, results
+        last = result["last_close_s"]
+        assert last is not None and last < 10 + 25, results
