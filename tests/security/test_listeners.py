@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from tests.hardening.policy_tls import temporary_pki
-from tests.security.attacker import Attacker
+from tests.security.attacker import Attacker, HttpAnswer
 from tests.security.listener_rig import (
     SECRET,
     free_port,
@@ -34,9 +34,11 @@ UPDATE = json.dumps({"update": [{"container_id": "x" * 64,
                                  "linux": {"resources": {"memory": {"limit": 8388608}}}}]})
 
 
-async def _as(evil: Attacker, address: str, method: str, path: str, **kw: object) -> object:
+async def _as(evil: Attacker, address: str, method: str, path: str, *,
+              body: str | None = None, headers: dict[str, str] | None = None) -> HttpAnswer:
     # The runtime simulator runs on this loop: the attacker's client runs in a thread.
-    return await asyncio.to_thread(evil.request, address, method, path, **kw)  # type: ignore[arg-type]
+    return await asyncio.to_thread(evil.request, address, method, path, body=body,
+                                   headers=headers)
 
 
 async def _root_get(sock: Path, path: str) -> httpx.Response:
@@ -64,11 +66,11 @@ async def test_insecure_control_address_warns_and_never_shows_env_values(
                                               "--insecure"]) as (bridge, _):
         state = await _as(evil, f"127.0.0.1:{port}", "GET", "/v1/state")
         assert "INSECURE" in bridge.log_text()
-    assert state.status == 200, state  # type: ignore[attr-defined]
-    assert SECRET_VALUE not in state.body  # type: ignore[attr-defined]
-    envs = [c.get("env", []) for c in state.json()["containers"]]  # type: ignore[attr-defined]
-    assert ["POSTGRES_PASSWORD=<redacted>"] == [e for env in envs for e in env
-                                                if e.startswith("POSTGRES_PASSWORD")]
+    assert state.status == 200, state
+    assert SECRET_VALUE not in state.body
+    envs = [e for c in state.json()["containers"] for e in c.get("env", [])]
+    assert [e for e in envs if e.startswith("POSTGRES_PASSWORD")] == [
+        "POSTGRES_PASSWORD=<redacted>"]
 
 
 async def test_attacker_without_the_token_reads_and_changes_nothing(
@@ -96,12 +98,12 @@ async def test_attacker_without_the_token_reads_and_changes_nothing(
         root = await _root_get(bridge.control_sock, "/v1/state")
         after = {cid: c.linux.resources.SerializeToString()
                  for cid, c in runtime.state.containers.items()}
-    assert (state.status, wrong.status, posted.status) == (401, 401, 401)  # type: ignore
-    assert SECRET_VALUE not in state.body + wrong.body + posted.body  # type: ignore
+    assert (state.status, wrong.status, posted.status) == (401, 401, 401)
+    assert SECRET_VALUE not in state.body + wrong.body + posted.body
     assert before == after  # nothing reached the runtime
     # The token holder over TCP sees the names, not the values; root over the socket both.
-    assert good.status == 200 and SECRET_VALUE not in good.body  # type: ignore
-    assert "POSTGRES_PASSWORD=<redacted>" in good.body  # type: ignore
+    assert good.status == 200 and SECRET_VALUE not in good.body
+    assert "POSTGRES_PASSWORD=<redacted>" in good.body
     assert root.status_code == 200 and SECRET in root.text
 
 
@@ -135,7 +137,7 @@ async def test_state_changes_need_json_and_the_listeners_own_host_and_origin(
                 headers={**auth, "Content-Type": "application/json; charset=utf-8",
                          "Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}),
         }
-    statuses = {case: a.status for case, a in answers.items()}  # type: ignore[attr-defined]
+    statuses = {case: a.status for case, a in answers.items()}
     assert statuses == {"text/plain": 415, "no content type": 415, "foreign Host": 403,
                         "foreign Host on GET": 403, "foreign Origin": 403, "json": 200,
                         "json, loopback Origin": 200}, answers
@@ -147,7 +149,7 @@ async def test_a_0660_control_socket_refuses_the_attacker_at_connect(
         mode = bridge.control_sock.stat().st_mode & 0o777
         answer = await _as(evil, f"unix:{bridge.control_sock}", "GET", "/healthz")
     assert mode == 0o660
-    assert answer.status == 0 and "Permission" in answer.error  # type: ignore[attr-defined]
+    assert answer.status == 0 and "Permission" in answer.error
 
 
 async def test_the_peer_check_refuses_an_attacker_who_can_open_the_socket(
@@ -160,8 +162,8 @@ async def test_the_peer_check_refuses_an_attacker_who_can_open_the_socket(
         posted = await _as(evil, f"unix:{bridge.control_sock}", "POST", "/v1/updates",
                            body=UPDATE, headers={"Content-Type": "application/json"})
         root = await _root_get(bridge.control_sock, "/healthz")
-    assert refused.status == 403 and f"peer uid {evil.uid}" in refused.body  # type: ignore
-    assert posted.status == 403  # type: ignore[attr-defined]
+    assert refused.status == 403 and f"peer uid {evil.uid}" in refused.body
+    assert posted.status == 403
     assert root.status_code == 200
 
 
@@ -173,9 +175,9 @@ async def test_a_configured_peer_is_served_but_reads_no_env_values(
         os.chown(bridge.control_sock, 0, evil.gid)
         state = await _as(evil, f"unix:{bridge.control_sock}", "GET", "/v1/state")
         root = await _root_get(bridge.control_sock, "/v1/state")
-    assert state.status == 200, state  # type: ignore[attr-defined]
-    assert SECRET_VALUE not in state.body  # type: ignore[attr-defined]
-    assert "POSTGRES_PASSWORD=<redacted>" in state.body  # type: ignore[attr-defined]
+    assert state.status == 200, state
+    assert SECRET_VALUE not in state.body
+    assert "POSTGRES_PASSWORD=<redacted>" in state.body
     assert SECRET in root.text
 
 
@@ -206,8 +208,8 @@ async def test_policy_server_insecure_warns_and_still_wants_json(
                             headers={"Content-Type": "application/json"})
         log = process.log_text()
     assert "INSECURE" in log
-    assert (none.status, text.status, foreign.status) == (415, 415, 403)  # type: ignore
-    assert json_ok.status == 422  # type: ignore[attr-defined]  # reached the decoder
+    assert (none.status, text.status, foreign.status) == (415, 415, 403)
+    assert json_ok.status == 422  # reached the decoder
 
 
 async def test_policy_server_mutual_tls_refuses_a_client_without_a_certificate(
@@ -223,7 +225,7 @@ async def test_policy_server_mutual_tls_refuses_a_client_without_a_certificate(
             context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
             async with httpx.AsyncClient(verify=context, timeout=10) as client:
                 good = await client.get(f"https://127.0.0.1:{port}/healthz")
-    assert attacker.status == 0, attacker  # type: ignore[attr-defined]  # handshake refused
+    assert attacker.status == 0, attacker  # handshake refused
     assert good.status_code == 200
 
 
@@ -234,6 +236,6 @@ async def test_policy_socket_peer_check(evil: Attacker, workdir: Path) -> None:
         os.chown(sock, 0, evil.gid)
         refused = await _as(evil, f"unix:{sock}", "GET", "/healthz")
         root = await _root_get(sock, "/healthz")
-    assert refused.status == 403, refused  # type: ignore[attr-defined]
+    assert refused.status == 403, refused
     assert root.status_code == 200
     assert grp.getgrgid(evil.gid)  # the attacker's own group, not root's

@@ -39,9 +39,9 @@ GOOD = {"host": "127.0.0.1:9000", "content-type": "application/json",
 def _run(guard: ListenerGuard, method: str = "POST", path: str = "/v1/updates",
          headers: dict[str, str] | None = None, peer: PeerCreds | None = None,
          body: list[bytes] | None = None) -> tuple[int, dict[str, Any]]:
+    pairs = (GOOD if headers is None else headers).items()
     scope: dict[str, Any] = {"type": "http", "method": method, "path": path, "scheme": "http",
-                             "headers": [(k.encode(), v.encode())
-                                         for k, v in (GOOD if headers is None else headers).items()]}
+                             "headers": [(k.encode(), v.encode()) for k, v in pairs]}
     if peer is not None:
         scope[PEER_KEY] = peer
     chunks = list(body or [b"{}"])
