@@ -239,3 +239,22 @@ async def test_policy_socket_peer_check(evil: Attacker, workdir: Path) -> None:
     assert refused.status == 403, refused
     assert root.status_code == 200
     assert grp.getgrgid(evil.gid)  # the attacker's own group, not root's
+
+
+async def test_a_symlink_or_a_file_at_the_control_socket_path_is_refused(workdir: Path) -> None:
+    target = workdir / "elsewhere"
+    target.write_text("not ours")
+    for kind in ("symlink", "file"):
+        sock = workdir / "control.sock"
+        if kind == "symlink":
+            sock.symlink_to(target)
+        else:
+            sock.write_text("a file")
+        async with running_bridge(workdir, wait=False) as (bridge, _):
+            code = await until_exited(bridge.proc, what=f"the bridge refuses the {kind}",
+                                      timeout_s=30, details=bridge.log_text)
+        assert code == 1
+        expected = "is a symlink" if kind == "symlink" else "exists and is not a socket"
+        assert expected in bridge.log_text(), bridge.log_text()
+        assert target.read_text() == "not ours"
+        sock.unlink()
