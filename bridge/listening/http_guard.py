@@ -73,11 +73,13 @@ def origin_host(origin: str) -> str | None:
 
 
 async def _refuse(send: Send, status: int, message: str,
-                  extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+                  extra: tuple[tuple[bytes, bytes], ...] = (), close: bool = True) -> None:
     body = orjson.dumps({"error": message})
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"), *extra]})
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()), *extra]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -151,7 +153,10 @@ def _text(value: bytes | None) -> str | None:
 
 class _Capped:
     """One request whose body is counted as the app reads it: past `limit`, a 413 goes out
-    (if the app has not answered yet) and the app sees the client go away."""
+    (if the app has not answered yet), the app sees its body end there and whatever it answers
+    is dropped. The rest of the body is discarded by the parser, bounded by the body timeout
+    (bounded_protocol); the connection stays open so that the client can read the 413 while
+    it is still sending."""
 
     def __init__(self, limit: int, receive: Receive, send: Send) -> None:
         self.limit = limit
@@ -166,7 +171,7 @@ class _Capped:
 
     async def _receive(self) -> Message:
         if self.cut:
-            return {"type": "http.disconnect"}
+            return {"type": "http.request", "body": b"", "more_body": False}
         message = await self.receive()
         if message["type"] == "http.request":
             self.size += len(message.get("body", b""))
@@ -174,8 +179,9 @@ class _Capped:
                 self.cut = True
                 if not self.started:
                     self.started = True
-                    await _refuse(self.send, 413, f"body larger than {self.limit} bytes")
-                return {"type": "http.disconnect"}
+                    await _refuse(self.send, 413, f"body larger than {self.limit} bytes",
+                                  close=False)
+                return {"type": "http.request", "body": b"", "more_body": False}
         return message
 
     async def _send(self, message: Message) -> None:
