@@ -27,6 +27,7 @@ from tests.security.listener_rig import (
     running_bridge,
     running_policy_server,
 )
+from tests.waiting import until
 
 SLOW_HEAD = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 HEADER_TIMEOUT_S = 2
@@ -118,12 +119,14 @@ async def test_the_unix_healthz_answers_during_a_tcp_flood(evil: Attacker,
         answers: list[int] = []
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost",
                                      timeout=5) as client:
-            while not flood.done():
+            async def probe() -> bool:  # the liveness probe, every 0.2 s until the flood ends
                 try:
                     answers.append((await client.get("/healthz")).status_code)
                 except httpx.HTTPError:
                     answers.append(0)
-                await asyncio.sleep(0.2)
+                return flood.done()
+
+            await until(probe, what="the flood is over", timeout_s=180, interval_s=0.2)
         result = await flood
         rss = rss_kb(bridge.pid)
     assert result["opened"] == 3000, result
