@@ -31,6 +31,7 @@ ENV_READER_KEY = "nwb.env_reader"
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _BEARER = b"bearer "
 _JSON = b"application/json"
+_DISCARD_BYTES = 64 << 10  # a refused request body up to this is read and dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +96,19 @@ class ListenerGuard:
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = dict(scope["headers"])  # one pass; names are lower case
+        declared = headers.get(b"content-length")
         problem = self.check(scope, headers)
         if problem is not None:
             status, message = problem
             extra = ((b"www-authenticate", b"Bearer"),) if status == 401 else ()
-            await _refuse(send, status, message, extra)
+            # A small body the client may still be sending is left to the parser to discard
+            # (closing now would break the client's pipe before it reads the refusal); a large
+            # or chunked one is not read: the connection closes.
+            small = (declared.isdigit() and int(declared) <= _DISCARD_BYTES if declared is not None
+                     else b"transfer-encoding" not in headers)
+            await _refuse(send, status, message, extra, close=not small)
             return
         limit = self.settings.bounds.body_limit(scope["path"])
-        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _refuse(send, 413, f"body larger than {limit} bytes")
             return
