@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,22 @@ def test_an_overlay_sets_the_service_accounts(tmp_path: Path) -> None:
     forged = pod(annotations={RESOURCE_STATUS: '{"cpuset":"2-3"}'})
     allowed(mine, create(forged, user="system:serviceaccount:platform:my-scheduler"))
     refused(mine, create(forged, user=KOORD_SCHEDULER), KOORD_SCHEDULER)
+
+
+def test_the_overlay_in_the_docs_renders_and_trusts_what_it_says(tmp_path: Path) -> None:
+    text = (s.REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    section = text.split("## The admission policy", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 1, "one overlay example"
+    doc = yaml.safe_load(blocks[0])
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    doc["resources"] = [os.path.relpath(ADMISSION, overlay)]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    docs = s.render(overlay)
+    mine = policy_of(docs)
+    forged = pod(annotations={RESOURCE_STATUS: '{"cpuset":"2-3"}'})
+    for user in (KOORD_SCHEDULER, "system:serviceaccount:platform:sched"):
+        allowed(mine, create(forged, user=user))
+    allowed(mine, create(pod(annotations={TOLERATE: "true"}, namespace="batch-jobs")))
+    refused(mine, create(forged))
