@@ -1,5 +1,6 @@
 """deploy/kubernetes/admission as kubectl kustomize renders it: valid for Kubernetes 1.35,
-the objects test_admission.py evaluates, and the params an operator's overlay merges in."""
+the objects tests/security/test_admission_policy.py evaluates, and the params an operator's
+overlay merges in (the one in docs/security.md too)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from tests.deploy import support as s
-from tests.deploy.test_admission import (
+from tests.deploy.admission_fixtures import (
     ADMISSION,
     KOORD_SCHEDULER,
     NAMESPACE,

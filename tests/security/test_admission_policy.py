@@ -1,21 +1,20 @@
-"""deploy/kubernetes/admission: who may set the pod keys the node policies trust.
+"""Pod metadata is input: who may set the pod keys the node policies trust (issue 42).
 
-The ValidatingAdmissionPolicy's CEL runs here on AdmissionReview-shaped requests
-(``admission_review``: the API server's order of work, the policy server's CEL library) for the
-pods the issue names: a pod author's forged keys refused, koordinator's service accounts
-allowed, unrelated updates and kubelet's status writes untouched. Each allowed case is also
-shown refused once one thing about it is wrong (a key renamed, another service account), and
-the other way round. The policy's key list is held equal to the keys the policy server reads
-(koordinator_qos/keys.py and the runtime's tolerate annotation). In-process: the files are read
-as written; test_admission_manifests.py renders them with kubectl kustomize and checks them
-against the Kubernetes 1.35 schema.
+Nothing shipped restricted who may write the koordinator labels and annotations the policies
+trust, nor the tolerate-missing-nri-plugins annotation. deploy/kubernetes/admission's
+ValidatingAdmissionPolicy does; its CEL runs here on AdmissionReview-shaped requests
+(``tests.deploy.admission_review``: the API server's order of work, the policy server's CEL
+library) for the cases of the issue: a pod author's forged keys refused, koordinator's service
+accounts allowed, unrelated updates and kubelet's status writes passing. Each allowed case is
+also shown refused once one thing about it is wrong (a key renamed, another service account),
+and the other way round. The policy's key list is held equal to the keys the code declares
+(koordinator_qos/keys.py and the runtime's tolerate annotation).
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -25,117 +24,31 @@ import yaml
 from policy_server.policies.koordinator_qos import keys
 from tests.deploy import admission_review as ar
 from tests.deploy import support as s
-
-ADMISSION = s.KUSTOMIZE / "admission"
-POLICY = "nri-webhook-bridge-trusted-pod-keys"
-PARAMS = "nri-webhook-bridge-admission"
-NAMESPACE = "nri-webhook-bridge"
-
-KOORD_SCHEDULER = "system:serviceaccount:koordinator-system:koord-scheduler"
-KOORD_MANAGER = "system:serviceaccount:koordinator-system:koord-manager"
-AUTHOR = "alice@example.com"
-REPLICASET = "system:serviceaccount:kube-system:replicaset-controller"
-KUBELET = "system:node:node-1"
-
-RESOURCE_STATUS = keys.ANNOTATION_RESOURCE_STATUS
-QOS_CLASS = keys.LABEL_QOS_CLASS
-
-
-def _values(doc: Any, key: str) -> list[Any]:
-    """Every value of ``key`` anywhere in a decoded TOML document."""
-    if not isinstance(doc, dict):
-        return []
-    return [v for k, v in doc.items() if k == key] + [
-        found for v in doc.values() for found in _values(v, key)]
-
-
-def _tolerate_key() -> str:
-    """The annotation the fail-closed runtime snippet honours (deploy/runtime)."""
-    path = s.RUNTIME / "containerd-2.2-fail-closed.toml"
-    with path.open("rb") as f:
-        found = _values(tomllib.load(f), "tolerate_missing_plugins_annotation")
-    assert len(found) == 1 and isinstance(found[0], str), f"{path.name}: {found}"
-    return found[0]
-
-
-TOLERATE = _tolerate_key()
-
-
-def policy_server_keys() -> set[str]:
-    """Every label and annotation key the policy server's koordinator policy reads
-    (koordinator_qos/keys.py), and the tolerate annotation in all its forms (``<key>``,
-    ``<key>/pod``, ``<key>/container.NAME``: the ``<key>/`` entry). One declaration: a key
-    added to keys.py is a key the admission policy must guard.
-
-    Derived from main's keys.py: until the ``authority`` work exports the trusted keys as one
-    declaration, every LABEL_/ANNOTATION_ constant there counts (those of Node objects too:
-    no pod sets them legitimately)."""
-    found = {value for name, value in vars(keys).items()
-             if name.startswith(("LABEL_", "ANNOTATION_")) and isinstance(value, str)}
-    assert len(found) >= 10, "keys.py lost its label/annotation constants"
-    return found | {TOLERATE, TOLERATE + "/"}
-
-
-def sources() -> list[dict[str, Any]]:
-    """The admission objects as the files write them (a fresh copy per call): the resources
-    of the kustomization, and its params ConfigMap built from the generator's literals as
-    kustomize builds it (test_admission_manifests.py checks that the rendering agrees)."""
-    k = s.kustomization(ADMISSION)
-    docs = [d for rel in k["resources"] for d in s.load_docs(ADMISSION / rel)]
-    for gen in k["configMapGenerator"]:
-        assert set(gen) == {"name", "namespace", "literals", "options"}, gen
-        data = dict(entry.split("=", 1) for entry in gen["literals"])
-        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "data": data,
-                     "metadata": {"name": gen["name"], "namespace": gen["namespace"]}})
-    return docs
-
-
-def policy_of(docs: list[dict[str, Any]], params: bool = True) -> ar.AdmissionPolicy:
-    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
-    configmaps = [d for d in docs if d["kind"] == "ConfigMap"] if params else []
-    return ar.AdmissionPolicy(s.one(docs, "ValidatingAdmissionPolicy"), bindings, configmaps)
+from tests.deploy.admission_fixtures import (
+    AUTHOR,
+    KOORD_MANAGER,
+    KOORD_SCHEDULER,
+    KUBELET,
+    PARAMS,
+    QOS_CLASS,
+    REPLICASET,
+    RESOURCE_STATUS,
+    TOLERATE,
+    allowed,
+    create,
+    guarded_keys,
+    params_of,
+    pod,
+    policy_of,
+    refused,
+    sources,
+    update,
+)
 
 
 @pytest.fixture(scope="module")
 def policy() -> ar.AdmissionPolicy:
     return policy_of(sources())
-
-
-def pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-        namespace: str = "team-a", name: str = "web-0") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if labels is not None:
-        meta["labels"] = labels
-    if annotations is not None:
-        meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"containers": [{"name": "app", "image": "nginx"}]},
-            "status": {"phase": "Pending"}}
-
-
-def create(obj: dict[str, Any], user: str = AUTHOR, **kw: Any) -> dict[str, Any]:
-    return ar.request("CREATE", obj, None, user=user, namespace=obj["metadata"]["namespace"],
-                      **kw)
-
-
-def update(old: dict[str, Any], new: dict[str, Any], user: str = AUTHOR,
-           **kw: Any) -> dict[str, Any]:
-    return ar.request("UPDATE", new, old, user=user, namespace=new["metadata"]["namespace"],
-                      **kw)
-
-
-def refused(policy: ar.AdmissionPolicy, req: dict[str, Any], *mentions: str) -> str:
-    verdict = policy.review(req)
-    assert verdict.matched and not verdict.allowed, f"allowed: {verdict}"
-    for text in mentions:
-        assert text in verdict.message, f"{text!r} not in {verdict.message!r}"
-    return verdict.message
-
-
-def allowed(policy: ar.AdmissionPolicy, req: dict[str, Any]) -> ar.Verdict:
-    verdict = policy.review(req)
-    assert verdict.allowed, f"refused: {verdict.message}"
-    return verdict
 
 
 # --- the keys ---------------------------------------------------------------------------
@@ -160,14 +73,14 @@ def uncovered(policy: ar.AdmissionPolicy, wanted: set[str]) -> set[str]:
 
 
 def test_every_key_the_policy_server_reads_is_guarded(policy: ar.AdmissionPolicy) -> None:
-    wanted = policy_server_keys()
+    wanted = guarded_keys()
     assert {QOS_CLASS, RESOURCE_STATUS, TOLERATE} <= wanted
     assert uncovered(policy, wanted) == set()
 
 
-def test_the_built_in_list_equals_the_policy_server_keys() -> None:
+def test_the_built_in_list_equals_the_guarded_keys() -> None:
     vap = s.one(sources(), "ValidatingAdmissionPolicy")
-    assert _built_in(vap) == policy_server_keys()
+    assert _built_in(vap) == guarded_keys()
 
 
 def test_a_key_dropped_from_the_policy_is_found_uncovered() -> None:
@@ -177,9 +90,9 @@ def test_a_key_dropped_from_the_policy_is_found_uncovered() -> None:
     assert f"'{RESOURCE_STATUS}'," in var["expression"]
     var["expression"] = var["expression"].replace(f"'{RESOURCE_STATUS}',", "")
     mutated = policy_of(docs)
-    assert uncovered(mutated, policy_server_keys()) == {
+    assert uncovered(mutated, guarded_keys()) == {
         f"label {RESOURCE_STATUS}", f"annotation {RESOURCE_STATUS}"}
-    assert _built_in(vap) != policy_server_keys()
+    assert _built_in(vap) != guarded_keys()
 
 
 def _trusted_in_rules() -> dict[Path, list[str]]:
@@ -378,11 +291,6 @@ def test_kube_system_is_exempt_and_a_lookalike_is_not(policy: ar.AdmissionPolicy
     assert not allowed(policy, create(cni, user=REPLICASET)).matched
     cni["metadata"]["namespace"] = "kube-system-x"
     refused(policy, create(cni, user=REPLICASET))
-
-
-def params_of(docs: list[dict[str, Any]]) -> dict[str, str]:
-    data: dict[str, str] = s.one(docs, "ConfigMap", PARAMS)["data"]
-    return data
 
 
 def test_params_add_keys_and_prefixes() -> None:
