@@ -54,18 +54,12 @@ TOLERATE = _tolerate_key()
 
 
 def guarded_keys() -> set[str]:
-    """Every label and annotation key the policy server's koordinator policy reads
-    (koordinator_qos/keys.py), and the tolerate annotation in all its forms (``<key>``,
-    ``<key>/pod``, ``<key>/container.NAME``: the ``<key>/`` entry). One declaration: a key
-    added to keys.py is a key the admission policy must guard.
-
-    Every LABEL_/ANNOTATION_ constant there counts (those of Node and NodeResourceTopology
-    objects too: no pod sets them legitimately), and the declared ``TRUSTED_KEYS`` where keys.py
-    has that declaration (the policies' own list of the pod keys they trust)."""
-    found = {value for name, value in vars(keys).items()
-             if name.startswith(("LABEL_", "ANNOTATION_")) and isinstance(value, str)}
-    found |= set(getattr(keys, "TRUSTED_KEYS", ()))
-    assert len(found) >= 10, "keys.py lost its label/annotation constants"
+    """The keys the admission policy must guard: the pod labels and annotations the policy
+    server's koordinator policy reads (``keys.TRUSTED_KEYS``, the one declaration of them), and
+    the tolerate annotation in all its forms (``<key>``, ``<key>/pod``, ``<key>/container.NAME``:
+    the ``<key>/`` entry). A key added to the declaration is a key the policy must guard."""
+    found = set(keys.TRUSTED_KEYS)
+    assert len(found) >= 10, "keys.TRUSTED_KEYS lost its keys"
     return found | {TOLERATE, TOLERATE + "/"}
 
 
