@@ -5,15 +5,15 @@ and of every NRI message it carries) obeys one ``Limit``: a length bound, which 
 characters it may hold and, for the fields that name a file or a cgroup, a path shape. The
 table (``FIELDS``) names the fields whose limit is not the default; everything else is
 ``TEXT`` and every map key is a ``NAME``. The msgspec Structs (request_structs) take the length
-bound into their types; the policy server's decoder checks the rest (policy_server.engine.
-request_fields). docs/webhooks.md ("Field limits") is the contract.
+bound into their types; the policy server's decoder checks the rest
+(policy_server.engine.request_fields). docs/webhooks.md ("Field limits") is the contract.
 
 The bounds: ``TEXT`` 256 KiB (Kubernetes' limit on all of a pod's annotations together; a
-kernel refuses an argument or environment string over 128 KiB), ``NAME`` 1 KiB (Kubernetes' longest
-names are 253 characters, label and annotation keys 317), paths 4 KiB (``PATH_MAX``), a path
-component 255 bytes (``NAME_MAX``). Control characters are U+0000-U+001F and U+007F; free text
-may hold tab, line feed and carriage return (kubectl's last-applied-configuration annotation,
-``sh -c`` scripts in ``args``), nothing else may.
+kernel refuses an argument or environment string over 128 KiB), ``NAME`` 1 KiB (Kubernetes'
+longest names are 253 characters, label and annotation keys 317), paths 4 KiB (``PATH_MAX``).
+Control characters are U+0000-U+001F and U+007F; free text may hold tab, line feed and carriage
+return (kubectl's last-applied-configuration annotation, ``sh -c`` scripts in ``args``),
+nothing else may.
 
 Owns the limits and how a value breaks one. Must not: decode, or know who asks.
 """
@@ -27,13 +27,12 @@ from dataclasses import dataclass
 # C0 controls and DEL; TEXT allows \t \n \r.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-NAME_MAX = 255  # bytes of one path component
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
     """How long a string may be (characters), whether it may hold tab, line feed and carriage
-    return, and its path shape (``shape(value)``: the problem, or None)."""
+    return, and its path shape (``shape(value)``: what is wrong, None: nothing)."""
 
     kind: str
     max_length: int
@@ -41,40 +40,33 @@ class Limit:
     shape: Callable[[str], str | None] | None = None
 
 
-def _components(path: str, separators: str = "/") -> list[str]:
-    return re.split(f"[{re.escape(separators)}]", path)
-
-
-def _dots(parts: list[str]) -> str | None:
-    if ".." in parts:
-        return "has a `..` component"
-    if any(len(part.encode()) > NAME_MAX for part in parts):
-        return f"has a component longer than {NAME_MAX} bytes"
-    return None
+def _dots(value: str, separators: str = "/") -> str | None:
+    if ".." not in value:
+        return None  # the common case, without splitting
+    for sep in separators[1:]:
+        value = value.replace(sep, separators[0])
+    return "has a `..` component" if ".." in value.split(separators[0]) else None
 
 
 def absolute_path(value: str) -> str | None:
     """A file path: empty (unset), or absolute without ``..`` components."""
-    if not value:
-        return None
-    if not value.startswith("/"):
+    if value and value[0] != "/":
         return "is not an absolute path"
-    return _dots(_components(value))
+    return _dots(value)
 
 
 def cgroup_path(value: str) -> str | None:
     """A cgroup: empty, an absolute path (cgroupfs driver), or systemd's ``a-b.slice`` /
-    ``slice:prefix:id`` form without a ``/`` (bridge.contract.systemd_slice); no ``..``."""
-    if not value:
-        return None
-    if not value.startswith("/") and "/" in value:
+    ``slice:prefix:id`` form without a ``/`` (bridge.contract.systemd_slice); no ``..``
+    component between ``/`` or ``:``."""
+    if value and value[0] != "/" and "/" in value:
         return "is neither an absolute path nor a systemd slice name"
-    return _dots(_components(value, "/:"))
+    return _dots(value, "/:")
 
 
 def relative_ref(value: str) -> str | None:
     """A mount source (``tmpfs``, a host path) or a profile reference: no ``..`` component."""
-    return _dots(_components(value))
+    return _dots(value)
 
 
 TEXT = Limit("text", 256 << 10, newlines=True)
@@ -140,6 +132,8 @@ def problem(limit: Limit, value: str) -> str | None:
     """How ``value`` breaks ``limit`` (``contains a NUL byte``, ...), or None. The length bound
     is the decoder's and is checked here too."""
     bad = (_CONTROL_IN_TEXT if limit.newlines else _CONTROL).search(value)
+    if bad is None and len(value) <= limit.max_length:
+        return limit.shape(value) if limit.shape is not None else None
     if bad is not None:
         char = bad.group()
         return "contains a NUL byte" if char == "\0" else (

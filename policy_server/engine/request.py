@@ -42,7 +42,7 @@ from bridge.contract.field_limits import NAME
 from bridge.contract.request_structs import nri_struct
 from bridge.contract.webhook_models import Removals as RemovalsModel
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
-from policy_server.engine.request_fields import Refusal, may_hold_controls, refusal
+from policy_server.engine.request_fields import Refusal, refusal, walk_needed
 from policy_server.exceptions import PayloadError, RequestError
 from policy_server.sdk.model import Event
 
@@ -82,7 +82,8 @@ _REQUEST = msgspec.json.Decoder(WebhookRequest)
 _STATE = msgspec.json.Decoder(request_structs.State)
 _POD = msgspec.json.Decoder(request_structs.PodSandbox)
 _CONTAINER = msgspec.json.Decoder(request_structs.Container)
-# msgspec's words for a string over its length bound (the Structs' max_length).
+# msgspec's words for a string over its length bound (the Structs' max_length:
+# bridge.contract.field_limits).
 _TOO_LONG = re.compile(r"Expected `str` of length <= (\d+)")
 _KEY_AT = "key` in `"
 FIELD_REFUSED = "field_refused"  # the 400 entry's ``type``
@@ -103,7 +104,7 @@ def parse_request(raw: bytes, payload: bool = True) -> Event:
     problem = _sdk_problem(request)
     if problem is not None:
         raise _Refused("value_error", *problem).error(request.event)
-    found = refusal(request, may_hold_controls(raw))
+    found = refusal(request, walk_needed(raw))
     if found is not None:
         raise _field_refused(found).error(request.event)
     return event_of(request, raw, payload)
@@ -170,9 +171,9 @@ def node_synchronize(
         state = _decode(_STATE, raw)
     except (_Refused, TypeError):  # TypeError: a str orjson cannot encode (a lone surrogate)
         return _entry_by_entry(source, pods, containers)
-    controls = may_hold_controls(raw)
-    if any(refusal(p, controls) for p in state.pods) or any(
-        refusal(c, controls) or _state_is_a_number(c) for c in state.containers
+    walk = walk_needed(raw)
+    if any(refusal(p, walk) for p in state.pods) or any(
+        refusal(c, walk) or _state_is_a_number(c) for c in state.containers
     ):
         return _entry_by_entry(source, pods, containers)
     event = _synchronize(source, state.pods, state.containers, raw)
@@ -224,7 +225,7 @@ def _entry(
         decoded = _decode(decoder, raw)
     except _Refused as refused:
         return None, (_field(refused.loc[1:]), refused.message)
-    found = refusal(decoded, may_hold_controls(raw))
+    found = refusal(decoded, walk_needed(raw))
     if found is not None:
         return None, (found.field(), found.message)
     if container and _state_is_a_number(decoded):
@@ -265,19 +266,26 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
         return decoder.decode(raw)
     except msgspec.ValidationError as exc:
         message, at, path = str(exc).partition(_AT)
-        too_long = _TOO_LONG.fullmatch(message)
-        if too_long is None:
+        limit = _too_long(message, path.rstrip("`"))
+        if limit is None:
             raise _Refused("value_error", _loc(path.rstrip("`")) if at else _BODY,
                            message) from None
-        key = path.startswith(_KEY_AT)
-        loc = _loc(path.removeprefix(_KEY_AT).rstrip("`"))
-        found = Refusal(tuple(loc[1:]), ("a key " if key else "")
-                        + f"is longer than {too_long.group(1)} characters")
-        raise _field_refused(found) from None
+        raise _field_refused(limit) from None
     except (msgspec.DecodeError, ValueError) as exc:  # not JSON (ValueError: not UTF-8)
         raise _Refused("json_invalid", _BODY, str(exc)) from None
     except RecursionError:
         raise _Refused("json_invalid", _BODY, "JSON nested too deeply") from None
+
+
+def _too_long(message: str, path: str) -> Refusal | None:
+    """The 400 for msgspec's refusal of a string over its field's length, else None."""
+    too_long = _TOO_LONG.fullmatch(message)
+    if too_long is None:
+        return None
+    text = f"is longer than {too_long.group(1)} characters"
+    key = path.startswith(_KEY_AT)  # "key` in `$.pod.labels": a map's key
+    loc = _loc(path.removeprefix(_KEY_AT))[1:]
+    return Refusal(tuple(loc), f"a key {text}" if key else text)
 
 
 def _loc(path: str) -> list[str | int]:
