@@ -5,15 +5,16 @@ is read from the Structs the decoder decodes into (``msgspec.inspect``: every fi
 map key and map value, per message) and compiled once into a check per Struct, so no field is
 checked by hand. The length bound is in the Structs' types (msgspec refuses a longer string
 while decoding); this walk checks the rest. Checking every string of every request would cost
-about as much as decoding it, and control characters are rare: JSON carries one only as an
-escape (``\\u0000``, ``\\n``; a raw one is not JSON), so ``walk_needed`` reads the body's
-bytes for a backslash first (one ``memchr``) and picks the walk:
+about as much as decoding it, and control characters are rare: JSON carries U+0000-U+001F only
+as an escape (``\\u0000``, ``\\n``; a raw one is not JSON) and DEL as it is, so
+``walk_needed`` reads the body's bytes for a backslash and a DEL first (two ``memchr``) and
+picks the walk:
 
 - ``SHAPES`` (no escape for a control character: nearly every body): the path-shaped fields
   only (cgroup, mount, hook, device and namespace paths), the branches that hold none skipped;
 - ``STRICT`` (``\\n``, ``\\r``, ``\\t`` escapes, which free text may hold): the strings that
   may not (names, paths, map keys);
-- ``FULL`` (an escape for another control character): every string.
+- ``FULL`` (an escape for another control character, or a DEL): every string.
 
 Owns the walk and the refusal's place (a path into the request). Must not: decide a limit (the
 table does), raise HTTP errors, or do I/O.
@@ -202,6 +203,8 @@ def plan(cls: type[msgspec.Struct], walk: str) -> Check | None:
 def walk_needed(raw: bytes) -> str:
     """Which walk the JSON text ``raw`` needs: ``SHAPES`` (it holds no control character),
     ``STRICT`` or ``FULL`` (module docstring)."""
+    if b"\x7f" in raw:  # DEL: JSON need not escape it
+        return FULL
     if b"\\" not in raw:  # no escape at all (one memchr)
         return SHAPES
     if _HARD_CONTROL.search(raw) is not None:

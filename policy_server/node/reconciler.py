@@ -324,8 +324,8 @@ class NodeReconciler:
             try:
                 pids = self.files.pids(path)
             except (OSError, ValueError) as exc:  # this container only: the others go on
-                report_error = f"container {c.get('id')!r}: cgroup.procs unreadable: {exc}"
-                log.warning("reconcile: %s", report_error)
+                log.warning("reconcile: container %r: cgroup.procs unreadable, skipped: %s",
+                            c.get("id"), exc)
                 self.metrics.container_failures.labels("reconcile", "unreadable").inc()
                 continue
             out.append((pod_id, str(c.get("name", "")), pids))
