@@ -222,6 +222,7 @@ def test_hostile_strings_in_every_field_get_a_400_naming_it_or_a_clean_answer(
 
 
 URL = "/v1/policies/koordinator-qos"
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -264,19 +265,19 @@ async def test_a_nul_cgroup_parent_is_a_400_naming_it_and_the_next_event_succeed
             run = {k: v for k, v in good.items() if k != "container"} | {"event": "RunPodSandbox"}
             bad = copy.deepcopy(run)
             bad["pod"]["linux"]["cgroup_parent"] = "/kubepods/besteffort/pod\x00u2"
-            answer = await client.post(URL, content=encoded(bad))
+            answer = await client.post(URL, content=encoded(bad), headers=JSON)
             assert answer.status_code == 400, answer.text
             assert answer.json()["detail"] == [{
                 "type": "field_refused", "loc": ["body", "pod", "linux", "cgroup_parent"],
                 "msg": "pod.linux.cgroup_parent: contains a NUL byte"}]
             ctr = copy.deepcopy(good)
             ctr["container"]["linux"]["cgroups_path"] = "/kubepods/podu1/../../../etc"
-            answer = await client.post(URL, content=encoded(ctr))
+            answer = await client.post(URL, content=encoded(ctr), headers=JSON)
             assert answer.status_code == 400
             assert answer.json()["detail"][0]["msg"] == (
                 "container.linux.cgroups_path: has a `..` component")
             for body in (run, good):  # the next events are served as before
-                answer = await client.post(URL, content=encoded(body))
+                answer = await client.post(URL, content=encoded(body), headers=JSON)
                 assert answer.status_code == 200, answer.text
         assert process.running
     finally:
