@@ -89,7 +89,7 @@ def _check_writers(path: str, st: os.stat_result, fd: int, *, directory: bool) -
         return  # sticky: others may add names, never rename or remove ours
     if _read_only(fd):
         return  # a read-only mount: the mode says more than anyone can do
-    who = "others" if mode & stat.S_IWOTH else f"its group (gid {st.st_gid})"
+    who = "others" if mode & stat.S_IWOTH else f"group {st.st_gid}"
     kind = "directory" if directory else "file"
     raise UntrustedPath(path, f"{kind} writable by {who} (mode {stat.S_IMODE(mode):04o})")
 

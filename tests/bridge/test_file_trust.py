@@ -45,8 +45,8 @@ def _file(d: Path, name: str = "f", mode: int = 0o644, text: str = "x") -> Path:
 
 @pytest.mark.parametrize(("mode", "problem"), [
     (0o644, None), (0o600, None), (0o444, None), (0o640, None),
-    (0o664, "file writable by its group"), (0o666, "file writable by others"),
-    (0o646, "file writable by others"), (0o620, "file writable by its group"),
+    (0o664, "file writable by group"), (0o666, "file writable by others"),
+    (0o646, "file writable by others"), (0o620, "file writable by group"),
 ])
 def test_a_file_writable_by_group_or_others_is_refused(safe: Path, mode: int,
                                                        problem: str | None) -> None:
