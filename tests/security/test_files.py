@@ -476,3 +476,19 @@ def test_a_read_only_mount_of_an_open_directory_passes(workdir: Path) -> None:
         assert file_trust.read_trusted(str(volume / "config.yaml")) == b"webhooks: []\n"
     finally:
         subprocess.run(["umount", str(volume)], check=True)
+
+
+async def test_a_policy_uid_listed_in_peer_uids_is_served(
+        evil: Attacker, workdir: Path, shared: Path, squatters: list[Squatter]) -> None:
+    """The check's mutation: the same socket, its uid now trusted (`peer_uids`), gets the
+    requests, and its reply is applied: what every squatter got before the check."""
+    sock = shared / "policy.sock"
+    squatter = _squat(evil, workdir, squatters, f"unix:{sock}")
+    async with stack(_stack_dir(workdir), json_reply({}),
+                     hooks=lambda _: specs(f"unix://{sock}/v1/policy",
+                                           peer_uids=[evil.uid])) as s:
+        results = await both(s)
+    assert len(squatter.received()) == 2
+    for result in results.values():
+        assert result.ok and result.container is not None, result.error
+        assert "HTTPS_PROXY=http://attacker:3128" in result.container.env
