@@ -26,6 +26,8 @@ def config_problems(files: Iterable[tuple[str, Path]]) -> list[str]:
     files are checked too. One line per problem: ``--rules /etc/x.yaml: owned by uid 1001``."""
     problems = []
     for flag, path in files:
+        if not path.exists():
+            continue  # not a trust problem: the loader says it cannot read it
         try:
             if path.is_dir():
                 file_trust.check_directory(str(path))
