@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import uvloop
 
 from bridge import __version__, logs
-from bridge.config_file import BridgeConfig, load_file, load_text, parse
+from bridge.config_file import BridgeConfig, file_problems, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
@@ -213,6 +213,7 @@ def _run(args: argparse.Namespace) -> int:
 
     logs.setup(args.log_level, args.log_format, path=args.log_file)
     try:
+        # The file is read only if it passes the file rule (and so must the files it names).
         config: BridgeConfig = load_file(args.config) if args.config else parse({})
         config = _apply_flags(config, args)
         name, index = _identity_defaults(args)
@@ -220,6 +221,13 @@ def _run(args: argparse.Namespace) -> int:
         fd = connect.inherited_fd()
     except ConfigError as exc:
         print(f"nri-webhook-bridge: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # Files and socket paths another user could change are refused, each named
+    # (docs/security.md#files).
+    problems = file_problems(config, None, take_directories=True)
+    for problem in problems:
+        print(f"nri-webhook-bridge: configuration error: {problem}", file=sys.stderr)
+    if problems:
         return EXIT_USAGE
     record = None
     if getattr(args, "output", None):
@@ -239,10 +247,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    """The config's keys and values, then every file and socket path it names (and the file
+    itself) against the file rule: one line per problem, each naming its path."""
     try:
-        load_file(args.file)
+        config = load_file(args.file, check_files=False)
     except ConfigError as exc:
         print(f"{args.file}: invalid: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    problems = file_problems(config, args.file)
+    for problem in problems:
+        print(f"{args.file}: invalid: {problem}", file=sys.stderr)
+    if problems:
         return EXIT_USAGE
     print(f"{args.file}: ok")
     return EXIT_OK

@@ -56,6 +56,7 @@ from bridge.listening.listener_config import (
 from bridge.listening.peer_creds import default_rule
 from bridge.process.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
+from policy_server import file_checks
 from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
@@ -413,6 +414,9 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None, 
         return sock, f"{scheme}://{args.host}:{args.port}", None, Listener(guard, tls)
     path = Path(args.uds or DEFAULT_UDS)
     access = _access(args)
+    problem = file_checks.socket_problem(path)
+    if problem is not None:
+        raise StartupError(problem)
     sock = bind_unix_socket(path, SOCKET_MODES[args.socket_mode])
     guard = GuardSettings(
         bounds=bounds,
@@ -551,6 +555,8 @@ def _main(args: argparse.Namespace) -> int:
             return 0
         if args.check_policies:
             return _check_policies(args.policy)
+        if _refused_files(_config_files(args)):
+            return 2
         if args.reconcile_interval < 0:
             raise StartupError("--reconcile-interval must be >= 0")
         if args.bridge_start_wait < 0:
@@ -591,9 +597,30 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_files(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Every file (or CEL directory) the server's policies are configured or loaded from."""
+    files = [("--rules", args.rules)] if args.rules is not None else []
+    for value in args.policy:
+        _, config = parse_policy_arg(value)
+        if config is not None:
+            files.append(("--policy", config))
+    return files + file_checks.module_files(args.policy_module)
+
+
+def _refused_files(files: list[tuple[str, Path]]) -> bool:
+    """Prints each file that fails the file rule (docs/security.md#files); True if any did."""
+    problems = file_checks.config_problems(files)
+    for problem in problems:
+        print(f"nri-policy-server: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
 def _check_policies(values: Sequence[str]) -> int:
     if not values:
         raise StartupError("--check-policies needs at least one --policy NAME[=CONFIG]")
+    configs = [("--policy", c) for _, c in map(parse_policy_arg, values) if c is not None]
+    if _refused_files(configs):
+        return 2
     for value in values:
         name, config = parse_policy_arg(value)
         build_builtin(name, config)  # raises PolicyConfigError naming the file and key
@@ -605,6 +632,8 @@ def _check_rules(path: Path | None) -> int:
     """``--check-rules``: build the policy ``--rules`` configures and print its rules."""
     if path is None:
         raise StartupError("--check-rules needs --rules FILE")
+    if _refused_files([("--rules", path)]):
+        return 2
     policy = build_builtin(DEFAULT_POLICY, path)  # raises RulesError naming the file and key
     describe = policy.extensions.describe
     assert describe is not None  # the rules policy describes its rules
