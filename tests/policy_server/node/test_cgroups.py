@@ -266,7 +266,8 @@ def test_container_values_v1_and_v2(tmp_path: Path) -> None:
         (v1 / controller / "kubepods/pod1/c1").mkdir(parents=True, exist_ok=True)
         (v1 / controller / "kubepods/pod1/c1" / name).write_text(value + "\n")
     files = ContainerFiles(v1, CgroupVersion.V1)
-    assert files.values("/kubepods/pod1/c1") == {"shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
+    assert files.values("/kubepods/pod1/c1") == {
+        "shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
     assert files.pids("/kubepods/pod1/c1") == [7, 8] and files.pids("/gone") == []
     v2 = tmp_path / "v2" / "kubepods" / "pod1" / "c1"
     v2.mkdir(parents=True)
@@ -274,4 +275,5 @@ def test_container_values_v1_and_v2(tmp_path: Path) -> None:
                         ("memory.max", "max"), ("cpuset.cpus", "1")):
         (v2 / name).write_text(value + "\n")
     files = ContainerFiles(tmp_path / "v2", CgroupVersion.V2)
-    assert files.values("/kubepods/pod1/c1") == {"weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}
+    assert files.values("/kubepods/pod1/c1") == {
+        "weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}
