@@ -190,7 +190,7 @@ async def wait_first_resync(sock: Path) -> None:
 # -- the demo -------------------------------------------------------------------------------
 
 # The policy server's node effects go to these directories under the work dir, never to the
-# machine's /sys/fs/cgroup, /proc, resctrl or system D-Bus (issue 43.6).
+# machine's /sys/fs/cgroup, /proc, resctrl or system D-Bus.
 FAKE_ROOTS = {"--cgroup-root": "node/cgroup", "--proc-root": "node/proc",
               "--resctrl-root": "node/resctrl"}
 
