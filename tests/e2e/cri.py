@@ -122,9 +122,11 @@ class CriClient:
         name: str = "app",
         resources: dict[str, Any] | None = None,
         command: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:
         """``resources`` overrides LinuxContainerResources fields (e.g. ``cpu_quota``);
-        ``command`` replaces CONTAINER_COMMAND."""
+        ``command`` replaces CONTAINER_COMMAND; ``env`` adds variables (as a device plugin's
+        Allocate answer does through kubelet)."""
         pb = self.pb
         own = {
             "cpu_shares": BASE_CPU_SHARES,
@@ -137,7 +139,8 @@ class CriClient:
             metadata=pb.ContainerMetadata(name=name, attempt=0),
             image=pb.ImageSpec(image=BUSYBOX_IMAGE),
             command=command or CONTAINER_COMMAND,
-            envs=[pb.KeyValue(key="PATH", value="/bin"), pb.KeyValue(key="E2E_BASE", value="1")],
+            envs=[pb.KeyValue(key="PATH", value="/bin"), pb.KeyValue(key="E2E_BASE", value="1"),
+                  *(pb.KeyValue(key=k, value=v) for k, v in (env or {}).items())],
             labels={"app": "nri-e2e"},
             linux=pb.LinuxContainerConfig(
                 resources=pb.LinuxContainerResources(**own),
@@ -164,8 +167,9 @@ class CriClient:
         name: str = "app",
         resources: dict[str, Any] | None = None,
         command: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> str:
-        container_id = self.create_container(pod, name, resources, command)
+        container_id = self.create_container(pod, name, resources, command, env)
         self.start_container(container_id)
         return container_id
 

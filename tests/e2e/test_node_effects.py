@@ -57,8 +57,10 @@ NODE_WEBHOOK = {
 PODS = f"{CGROUP_PREFIX}/kubepods"
 
 
-def pod_file(controller: str, uid: str, name: str) -> Path:
-    return CGROUP_V1_ROOT / controller / PODS / f"pod{uid}" / name
+def pod_file(controller: str, uid: str, name: str, level: str = "") -> Path:
+    """A pod cgroup's file; ``level``: the kube-QoS level the pod sits in (``besteffort``)."""
+    prefix = f"{PODS}/{level}" if level else PODS
+    return CGROUP_V1_ROOT / controller / prefix / f"pod{uid}" / name
 
 
 def read_int(path: Path) -> int:
@@ -108,7 +110,7 @@ def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
         annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid,
         cgroup_prefix=PODS)  # fmt: skip
     container_id = clean_pods.run_container(
-        pod, resources={"cpu_quota": 50000, "cpu_period": 100000})  # fmt: skip
+        pod, resources={"cpu_quota": 100000, "cpu_period": 100000})  # fmt: skip
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     pod_quota = pod_file("cpu", uid, "cpu.cfs_quota_us")
     assert read_int(pod_quota) == -1  # written at RunPodSandbox, before the reply
@@ -145,17 +147,19 @@ def test_be_pod_cgroup_gets_the_batch_values(
         "sidecar": {"requests": {BATCH_CPU: "200", BATCH_MEMORY: "64Mi"},
                     "limits": {BATCH_CPU: "400", BATCH_MEMORY: "64Mi"}},
     }}  # fmt: skip
+    # A koordinator BE pod is kube-BestEffort (its cpu/memory moved to batch resources).
     pod = clean_pods.run_pod(
         "be-node", labels={QOS_LABEL: "BE"}, annotations={EXTENDED_RESOURCE_SPEC: json.dumps(spec)},
-        cgroup_prefix=PODS)
+        cgroup_prefix=f"{PODS}/besteffort")
     container_id = clean_pods.run_container(pod, name="app")
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     # Pod formulas: sums over the annotation's containers.
-    assert read_int(pod_file("cpu", pod.uid, "cpu.shares")) == milli_cpu_to_shares(500) == 512
-    assert read_int(pod_file("cpu", pod.uid, "cpu.cfs_quota_us")) == milli_cpu_to_quota(
-        1000) == 100000
-    assert read_int(pod_file("memory", pod.uid, "memory.limit_in_bytes")) == memory_limit(
-        192 * MIB) == 201326592
+    def be(controller: str, name: str) -> int:
+        return read_int(pod_file(controller, pod.uid, name, "besteffort"))
+
+    assert be("cpu", "cpu.shares") == milli_cpu_to_shares(500) == 512
+    assert be("cpu", "cpu.cfs_quota_us") == milli_cpu_to_quota(1000) == 100000
+    assert be("memory", "memory.limit_in_bytes") == memory_limit(192 * MIB) == 201326592
     values = cgroup_values(clean_pods.container_pid(container_id))
     assert values.cpu_shares == milli_cpu_to_shares(300) == 307
 

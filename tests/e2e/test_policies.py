@@ -169,7 +169,7 @@ def test_koordinator_lsr_pinned_cpuset_and_unlimited_quota(
     )
     # The container asks for a CFS quota itself, so quota -1 can only come from the policy.
     container_id = clean_pods.run_container(
-        pod, resources={"cpu_quota": 50000, "cpu_period": 100000}
+        pod, resources={"cpu_quota": 100000, "cpu_period": 100000}
     )
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     pid = clean_pods.container_pid(container_id)
@@ -181,7 +181,7 @@ def test_koordinator_lsr_pinned_cpuset_and_unlimited_quota(
     clean_pods.update_resources(
         container_id,
         cpu_shares=BASE_CPU_SHARES,
-        cpu_quota=50000,
+        cpu_quota=100000,
         cpu_period=100000,
         cpuset_cpus=BASE_CPUSET,
         memory_limit_in_bytes=BASE_MEMORY_BYTES,
@@ -232,7 +232,9 @@ def test_koordinator_gpu_env_inject(clean_pods: CriClient, start_stack: StackFac
     )
     # The allocation is pod-level: every container of the pod gets the env.
     for name in ("app", "sidecar"):
-        container_id = clean_pods.run_container(pod, name=name)
+        # The device plugin passed GPUs 0 and 1 (kubelet's allocation backs the annotation).
+        container_id = clean_pods.run_container(pod, name=name,
+                                                env={"NVIDIA_VISIBLE_DEVICES": "0,1"})
         assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod, name) == "ok"
         env = environ_after_exec(clean_pods.container_pid(container_id))
         assert env.get("NVIDIA_VISIBLE_DEVICES") == "0,1", f"{name}: {sorted(env)}"

@@ -154,7 +154,7 @@ def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
         labels={QOS_LABEL: "LSR"},
         annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})},
     )
-    cid = cri.run_container(pod.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+    cid = cri.run_container(pod.pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
     guest_node.wait_value(pod.directory, "cpu.max", "max 100000")
     scope = cgroup_dir(cri.container_pid(cid))
     assert read(scope, "cpuset.cpus") == "1", ds.logs()

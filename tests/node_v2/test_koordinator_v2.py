@@ -78,7 +78,7 @@ def test_lsr_pod_is_pinned_unthrottled_and_drift_is_repaired(
         clean_pods, "lsr", "guaranteed", cpu_quota_per_sec_us=500_000,
         labels={QOS_LABEL: "LSR"}, annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
     container_id = clean_pods.run_container(
-        pod.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})  # fmt: skip
+        pod.pod, resources={"cpu_quota": 100000, "cpu_period": 100000})  # fmt: skip
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod.pod) == "ok"
     assert read(pod.directory, "cpu.max").split()[0] == "max"
     pid = clean_pods.container_pid(container_id)

@@ -115,7 +115,7 @@ def test_systemd_keeps_the_policys_pod_slice_values(
         clean_pods, "lsr", "guaranteed", cpu_quota_per_sec_us=KUBELET_LSR_QUOTA_PER_SEC_US,
         labels={QOS_LABEL: "LSR"}, annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
     lsr_container = clean_pods.run_container(
-        lsr.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})  # fmt: skip
+        lsr.pod, resources={"cpu_quota": 100000, "cpu_period": 100000})  # fmt: skip
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", lsr.pod) == "ok"
     be = guest_node.run_pod(clean_pods, "be", "besteffort", cpu_weight=KUBELET_BE_WEIGHT,
                             labels={QOS_LABEL: "BE"},

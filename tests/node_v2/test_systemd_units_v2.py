@@ -192,7 +192,7 @@ def test_node_effects_from_inside_the_unit_sandbox(node: None, cri: SystemdKubel
     lsr = guest_node.run_pod(cri, "lsr", "guaranteed", cpu_quota_per_sec_us=500_000,
                              labels={QOS_LABEL: "LSR"},
                              annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
-    cid = cri.run_container(lsr.pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+    cid = cri.run_container(lsr.pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
     guest_node.wait_value(lsr.directory, "cpu.max", "max 100000", timeout_s=60)
     # Issue 24 finding 2: the unit sandbox reaches the system bus, and systemd took the value
     # as the slice's property (set before the file), so it keeps it.

@@ -120,6 +120,15 @@ def rules(**doc: Any) -> Rules:
     return rules_from_doc(doc)
 
 
+# The rules' trust for every key koordinator-qos reads: the tests that model an annotation
+# koord-scheduler/koord-manager wrote on a pod kubelet did not back (koordinator's own semantics).
+TRUST_ALL = {"annotations": ["scheduling.koordinator.sh/resource-status",
+                             "node.koordinator.sh/extended-resource-spec",
+                             "scheduling.koordinator.sh/device-allocated",
+                             "koordinator.sh/cpuQOS", "koordinator.sh/oom-score-adj",
+                             "koordinator.sh/oom-score-adj-spec"]}
+
+
 def topology(**extra: Any) -> dict[str, Any]:
     return {"node.koordinator.sh/cpu-shared-pools": POOLS_2_NUMA, **extra}
 

@@ -110,7 +110,7 @@ def test_bridge_registered_and_a_pod_gets_its_policy(
         (pod_cpu / "cpu.cfs_quota_us").write_text("50000\n")
         pod = cri.run_pod("lsr", labels={QOS_LABEL: "LSR"}, uid=uid, cgroup_prefix=prefix,
                           annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})})
-        cid = cri.run_container(pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+        cid = cri.run_container(pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
         assert int((pod_cpu / "cpu.cfs_quota_us").read_text()) == -1, project.logs(
             "policy-server")[-3000:]
         cpuset = CGROUP_V1_ROOT / "cpuset" / prefix / f"pod{uid}" / cid / "cpuset.cpus"

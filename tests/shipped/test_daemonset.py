@@ -111,8 +111,10 @@ def kubelet_pod_cgroup() -> str:
     return uid
 
 
-def pod_int(controller: str, uid: str, name: str) -> int:
-    return int((CGROUP_V1_ROOT / controller / CGROUP_PREFIX / f"pod{uid}" / name).read_text())
+def pod_int(controller: str, uid: str, name: str, level: str = "") -> int:
+    """A pod cgroup's value; ``level``: the kube-QoS level the pod sits in (``besteffort``)."""
+    prefix = f"{CGROUP_PREFIX}/{level}" if level else CGROUP_PREFIX
+    return int((CGROUP_V1_ROOT / controller / prefix / f"pod{uid}" / name).read_text())
 
 
 def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
@@ -123,7 +125,7 @@ def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
         annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})},
         uid=uid,
     )
-    cid = ds.cri.run_container(pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+    cid = ds.cri.run_container(pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
     assert pod_int("cpu", uid, "cpu.cfs_quota_us") == -1, ds.logs()
     values = cgroup_values(ds.cri.container_pid(cid))
     assert values.cpuset_cpus == "1", (values, ds.logs())
@@ -144,13 +146,14 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
         "be",
         labels={QOS_LABEL: "BE"},
         annotations={EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"app": batch}})},
+        cgroup_prefix=f"{CGROUP_PREFIX}/besteffort",  # a koordinator BE pod is kube-BestEffort
     )
     cid = daemonset.cri.run_container(pod, name="app")
     # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits
     # (no BE quota where the rules suppress BE CPU by cfsQuota: the production overlay's).
     quota = -1 if daemonset.rules().cfs_quota_disabled else 60000
-    assert pod_int("cpu", pod.uid, "cpu.shares") == 307, daemonset.logs()
-    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us") == quota, daemonset.logs()
+    assert pod_int("cpu", pod.uid, "cpu.shares", "besteffort") == 307, daemonset.logs()
+    assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us", "besteffort") == quota, daemonset.logs()
     assert pod_int("memory", pod.uid, "memory.limit_in_bytes") == 128 * MIB
     assert cgroup_values(daemonset.cri.container_pid(cid)).cpu_shares == 307
     daemonset.cri.stop_pod(pod.id)

@@ -21,7 +21,7 @@ import pytest
 from tests.e2e.cri import CriClient
 from tests.e2e.private_containerd import serving_cri
 
-from .systemd_node import UNITS, SystemdNode, build
+from .systemd_node import CGROUP_V1_ROOT, UNITS, SystemdNode, build
 
 # Fixture set-up (image build, containerd, pods) counts towards the timeout: generous.
 pytestmark = [pytest.mark.shipped, pytest.mark.timeout(600)]
@@ -94,19 +94,22 @@ def test_node_effects_under_the_unit_sandbox(node: SystemdNode, cri: CriClient) 
     pod = cri.run_pod("lsr", labels={QOS_LABEL: "LSR"},
                       annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid,
                       cgroup_prefix=node.pod_prefix)
-    cid = cri.run_container(pod, resources={"cpu_quota": 50000, "cpu_period": 100000})
+    cid = cri.run_container(pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
     assert pod_int(node, "cpu", uid, "cpu.cfs_quota_us") == -1, logs()
     # The container's own cgroup (cgroupfs driver: <pod cgroup>/<container id>), set via NRI.
     assert (node.pod_cgroup("cpuset", uid) / cid / "cpuset.cpus").read_text().strip() == "1"
 
     batch = {"requests": {"kubernetes.io/batch-cpu": "300", "kubernetes.io/batch-memory": "128Mi"},
              "limits": {"kubernetes.io/batch-cpu": "600", "kubernetes.io/batch-memory": "128Mi"}}
+    # A koordinator BE pod is kube-BestEffort: its pod cgroup sits in the besteffort level.
     be = cri.run_pod("be", labels={QOS_LABEL: "BE"}, annotations={
         EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"app": batch}})},
-        cgroup_prefix=node.pod_prefix)
+        cgroup_prefix=f"{node.pod_prefix}/besteffort")
     cri.run_container(be, name="app")
-    assert pod_int(node, "cpu", be.uid, "cpu.shares") == 307, logs()
-    assert pod_int(node, "memory", be.uid, "memory.limit_in_bytes") == 128 * MIB
+    level = f"{node.pod_prefix}/besteffort/pod{be.uid}"
+    assert int((CGROUP_V1_ROOT / "cpu" / level / "cpu.shares").read_text()) == 307, logs()
+    memory = CGROUP_V1_ROOT / "memory" / level / "memory.limit_in_bytes"
+    assert int(memory.read_text()) == 128 * MIB
     cri.remove_all()
 
 

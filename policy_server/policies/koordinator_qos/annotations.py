@@ -420,14 +420,22 @@ def _oom_value(value: object, key: str) -> int:
 
 def oom_score_adj(annotations: Mapping[str, str], container_name: str) -> int | None:
     """The per-container spec wins over the pod default; absent everywhere -> ``None``."""
+    found = oom_score_adj_from(annotations, container_name)
+    return None if found is None else found[0]
+
+
+def oom_score_adj_from(
+    annotations: Mapping[str, str], container_name: str
+) -> tuple[int, str] | None:
+    """``oom_score_adj`` with the annotation it came from; absent everywhere -> ``None``."""
     spec_key = keys.ANNOTATION_OOM_SCORE_ADJ_SPEC
     spec = _load(annotations, spec_key)
     if spec is not None:
         if not isinstance(spec, dict):
             raise AnnotationError(spec_key, "expected a JSON object of container name -> int")
         if container_name in spec:
-            return _oom_value(spec[container_name], spec_key)
+            return _oom_value(spec[container_name], spec_key), spec_key
     raw = annotations.get(keys.ANNOTATION_OOM_SCORE_ADJ)
     if raw is None:
         return None
-    return _oom_value(raw, keys.ANNOTATION_OOM_SCORE_ADJ)
+    return _oom_value(raw, keys.ANNOTATION_OOM_SCORE_ADJ), keys.ANNOTATION_OOM_SCORE_ADJ

@@ -3,7 +3,9 @@
 Owns the hook table (name, feature gate, stages) and the adapters from hook results to
 decisions per event. Hooks of one event run sorted by koordlet hook name in byte order
 (upper-case first), so a later hook wins a conflict exactly as in koordlet, and the conflict is
-reported. Pure apart from the quota baselines its observer keeps in memory.
+reported. What a hook refused because pod metadata asked for more than kubelet gave
+(``authority``) is a reply warning and is counted (``Refusals``, the policy's counters; dry runs
+are not counted). Pure apart from the quota baselines its observer keeps in memory and the counts.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from policy_server.policies.koordinator_qos.authority import Refusal, Refusals
 from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
 from policy_server.policies.koordinator_qos.hooks import (
     batch,
@@ -25,7 +28,9 @@ from policy_server.policies.koordinator_qos.reconcile import reconcile
 from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.policies.koordinator_qos.target import (
     ContainerTarget,
+    HookResult,
     HookSpec,
+    Kubelet,
     PodTarget,
     Stage,
 )
@@ -110,6 +115,13 @@ class KoordContext:
     rules: Rules
     baselines: Mapping[str, int]
     node: NodeFacts = UNKNOWN_NODE
+    refusals: Refusals | None = None
+
+    def refused(self, event: Event, refusals: tuple[Refusal, ...]) -> tuple[str, ...]:
+        """Count ``refusals`` (not for a dry run); their warnings."""
+        if self.refusals is not None and not event.dry_run:
+            self.refusals.record(refusals)
+        return tuple(r.message() for r in refusals)
 
 
 Handler = Callable[[Event, KoordContext], Decision | None]
@@ -149,8 +161,15 @@ class _Targets:
             resources = event.linux_resources or container.resources
             quota = resources.cpu.quota if resources is not None else None
             pod = cls.pod_of(event, event.pod)
-            cls.container = ContainerTarget(pod, container.id, container.name, quota, node)
+            kubelet = Kubelet.of(container, resources)
+            cls.container = ContainerTarget(
+                pod, container.id, container.name, quota, node, kubelet
+            )
         return cls.container
+
+
+def _warnings(r: HookResult, event: Event, ctx: KoordContext) -> tuple[str, ...]:
+    return r.warnings + ctx.refused(event, r.refusals)
 
 
 def _pod_handler(spec: HookSpec, remove: bool = False) -> Handler:
@@ -163,7 +182,7 @@ def _pod_handler(spec: HookSpec, remove: bool = False) -> Handler:
         r = hook(_Targets.pod_of(event, event.pod), ctx.rules)
         if r is None:
             return None
-        return Decision(warnings=r.warnings, errors=r.errors, effects=r.effects)
+        return Decision(warnings=_warnings(r, event, ctx), errors=r.errors, effects=r.effects)
 
     return handle
 
@@ -184,7 +203,8 @@ def _create_handler(spec: HookSpec) -> Handler:
             adjust = Adjustment(
                 env=r.env, mounts=r.mounts, resources=r.resources, oom_score_adj=r.oom_score_adj
             )
-        return Decision(adjust=adjust, warnings=r.warnings, errors=r.errors, effects=r.effects)
+        warnings = _warnings(r, event, ctx)
+        return Decision(adjust=adjust, warnings=warnings, errors=r.errors, effects=r.effects)
 
     return handle
 
@@ -201,8 +221,8 @@ def _update_handler(spec: HookSpec) -> Handler:
         if r is None:
             return None
         # The update names the container (koordlet leaves the ContainerUpdate's id empty).
-        update = (ContainerUpdate(container.id, r.resources),)
-        return Decision(update=update, warnings=r.warnings, errors=r.errors)
+        update = (ContainerUpdate(container.id, r.resources),) if not r.resources.is_empty() else ()
+        return Decision(update=update, warnings=_warnings(r, event, ctx), errors=r.errors)
 
     return handle
 
@@ -211,13 +231,16 @@ def build_policy(
     rules: Callable[[], Rules],
     baselines: QuotaBaselines | None = None,
     node: NodeFacts = UNKNOWN_NODE,
+    refusals: Refusals | None = None,
 ) -> Policy[KoordContext]:
     """The policy, reading the current rules through ``rules`` at every evaluation; ``node``
-    holds what the server found out about the host at start-up."""
+    holds what the server found out about the host at start-up; ``refusals`` counts what pod
+    metadata was refused (exported as the policy's counters)."""
     store = baselines if baselines is not None else QuotaBaselines()
+    tally = refusals if refusals is not None else Refusals(POLICY_NAME)
 
     def context() -> KoordContext:
-        return KoordContext(rules(), store.view(), node)
+        return KoordContext(rules(), store.view(), node, tally)
 
     def failure_policy(ctx: KoordContext) -> FailurePolicy:
         return ctx.rules.failure_policy
@@ -241,7 +264,12 @@ def build_policy(
 
     @policy.on(EventName.SYNCHRONIZE, name="Reconcile")
     def synchronize(event: Event, ctx: KoordContext) -> Decision:
-        return reconcile(event, ctx.rules, ctx.baselines, HOOKS, ctx.node)
+        refusals: list[Refusal] = []
+        decision = reconcile(event, ctx.rules, ctx.baselines, HOOKS, ctx.node, refusals)
+        ctx.refused(event, tuple(refusals))
+        return decision
+
+    policy.counters(tally.samples)
 
     policy.state(store)  # dry runs learn into a copy, never into the real baselines
     policy.observe(

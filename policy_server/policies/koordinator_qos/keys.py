@@ -29,6 +29,32 @@ ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-rati
 
 KUBELET_POLICY_STATIC = "static"
 
+# Core scheduling labels (apis/slo/v1alpha1/pod.go); read by the reconciler.
+LABEL_CORE_SCHED_GROUP_ID = "koordinator.sh/core-sched-group-id"
+LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"
+
+# Every pod label and annotation the koordinator-qos policy reads: in koordinator they are
+# written by koord-scheduler and koord-manager, never by a pod's author. The policy treats them
+# as input, not authority (docs/security.md#pod-metadata-is-input-not-authority): what they grant
+# beyond kubelet's decision needs the rules' ``trust``. This is the one declaration of the keys
+# an admission policy must guard (deploy/kubernetes/admission/).
+POD_LABEL_KEYS: tuple[str, ...] = (
+    LABEL_QOS_CLASS,
+    LABEL_GPU_ISOLATION_PROVIDER,
+    LABEL_CORE_SCHED_GROUP_ID,
+    LABEL_CORE_SCHED_POLICY,
+)
+POD_ANNOTATION_KEYS: tuple[str, ...] = (
+    ANNOTATION_RESOURCE_STATUS,
+    ANNOTATION_EXTENDED_RESOURCE_SPEC,
+    ANNOTATION_DEVICE_ALLOCATED,
+    ANNOTATION_CPU_QOS,
+    ANNOTATION_RESCTRL,
+    ANNOTATION_OOM_SCORE_ADJ,
+    ANNOTATION_OOM_SCORE_ADJ_SPEC,
+)
+TRUSTED_KEYS: tuple[str, ...] = POD_LABEL_KEYS + POD_ANNOTATION_KEYS
+
 # Extended resources.
 RESOURCE_CPU = "cpu"
 RESOURCE_BATCH_CPU = "kubernetes.io/batch-cpu"  # an integer quantity in milli-cores
@@ -67,6 +93,12 @@ BVT_MIN = -1
 BVT_MAX = 2
 OOM_SCORE_ADJ_MIN = -1000
 OOM_SCORE_ADJ_MAX = 1000
+# kubelet's oom_score_adj per pod QoS class (pkg/kubelet/qos/policy.go): Guaranteed -997,
+# BestEffort 1000, Burstable 1000 - 1000*memoryRequest/memoryCapacity kept in
+# [1000 + (-997), 999] = [3, 999]. The lowest value each class can get from kubelet.
+KUBELET_OOM_GUARANTEED = -997
+KUBELET_OOM_BURSTABLE_MIN = 3
+KUBELET_OOM_BEST_EFFORT = 1000
 
 # Feature gates: name -> koordlet default (docs/koordinator.md#what-runs-where,
 # docs/koordinator.md#rules).
@@ -86,9 +118,6 @@ FEATURE_DEFAULTS: dict[str, bool] = {
 # accepted only as false.
 UNSUPPORTED_FEATURES = ("RDMADeviceInject", "TCNetworkQoS", "TerwayQoS")
 
-# Core scheduling labels (apis/slo/v1alpha1/pod.go).
-LABEL_CORE_SCHED_GROUP_ID = "koordinator.sh/core-sched-group-id"
-LABEL_CORE_SCHED_POLICY = "koordinator.sh/core-sched-policy"
 CORE_SCHED_POLICY_EXCLUSIVE = "exclusive"
 CORE_SCHED_POLICY_NONE = "none"
 CORE_SCHED_EXPELLER_SUFFIX = "-expeller"

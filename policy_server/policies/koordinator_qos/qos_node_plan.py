@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from policy_server.policies.koordinator_qos import keys
-from policy_server.policies.koordinator_qos.annotations import AnnotationError, oom_score_adj
+from policy_server.policies.koordinator_qos.annotations import AnnotationError
+from policy_server.policies.koordinator_qos.authority import Refusal
+from policy_server.policies.koordinator_qos.hooks import oom as oom_hook
 from policy_server.policies.koordinator_qos.hooks.group_identity import class_values
 from policy_server.policies.koordinator_qos.nodeslo import CPUQOS
 from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos
@@ -117,12 +119,17 @@ def manages_core_sched(target: PodTarget) -> bool:
     return target.qos is not QOSClass.SYSTEM
 
 
-def oom_score(target: PodTarget, container_name: str) -> tuple[int | None, str | None]:
-    """(desired ``oom_score_adj`` or None, warning) for one container of the pod."""
+def oom_score(
+    target: PodTarget, container_name: str, rules: Rules, kubelet: int | None = None
+) -> tuple[int | None, str | None, Refusal | None]:
+    """(desired ``oom_score_adj`` or None, warning, refusal) for one container of the pod;
+    ``kubelet`` is the value the container has (a value below it or below its kube QoS
+    class's lowest is refused unless trusted, as at CreateContainer)."""
     try:
-        return oom_score_adj(target.pod.annotations, container_name), None
+        value, refusal = oom_hook.decide(target, container_name, kubelet, rules)
     except AnnotationError as exc:
-        return None, f"OOMScoreAdj: {exc}; skipped for {target.label}/{container_name}"
+        return None, f"OOMScoreAdj: {exc}; skipped for {target.label}/{container_name}", None
+    return value, None, refusal
 
 
 def kernel_switches(rules: Rules) -> dict[str, int]:
@@ -193,9 +200,10 @@ def kube_qos_writes(cgroup_parents: Iterable[str], rules: Rules) -> tuple[Cgroup
     return tuple(writes)
 
 
-def plan(event: Event, rules: Rules) -> NodePlan:
+def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None) -> NodePlan:
     """The whole plan for the node reconciler's pass over ``event`` (a Synchronize of every
-    known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches."""
+    known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches.
+    OOM scores pod metadata may not set are left out and appended to ``refusals``."""
     pods = {pod.id: PodTarget.of(pod) for pod in event.pods}
     parents = [t.pod.cgroup_parent for t in pods.values() if t.pod.cgroup_parent]
     oom: list[OomScore] = []
@@ -204,7 +212,11 @@ def plan(event: Event, rules: Rules) -> NodePlan:
             target = pods.get(container.pod_sandbox_id)
             if target is None:
                 continue
-            value, _warning = oom_score(target, container.name)
+            value, _warning, refusal = oom_score(
+                target, container.name, rules, container.oom_score_adj
+            )
+            if refusal is not None and refusals is not None:
+                refusals.append(refusal)
             if value is not None:
                 oom.append(OomScore(container.pod_sandbox_id, container.name, value))
     core: tuple[CoreSchedGroup, ...] | None = None

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
+from policy_server.policies.koordinator_qos.authority import Refusal
 from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.policies.koordinator_qos.target import (
     ContainerTarget,
     HookSpec,
+    Kubelet,
     PodTarget,
     Stage,
 )
@@ -85,7 +88,11 @@ def diff(current: Resources | None, desired: ResourcePatch) -> ResourcePatch:
 
 
 def _desired(
-    target: ContainerTarget, hooks: tuple[HookSpec, ...], rules: Rules, warnings: list[str]
+    target: ContainerTarget,
+    hooks: tuple[HookSpec, ...],
+    rules: Rules,
+    warnings: list[str],
+    refusals: list[Refusal],
 ) -> ResourcePatch:
     outputs: list[tuple[str, Decision]] = []
     for spec in hooks:
@@ -99,6 +106,8 @@ def _desired(
             continue
         warnings.extend(result.warnings)
         warnings.extend(f"{spec.name}: {e}" for e in result.errors)
+        refusals.extend(result.refusals)
+        warnings.extend(r.message() for r in result.refusals)
         upd = ContainerUpdate(target.container_id, result.resources)
         outputs.append((spec.name, Decision(update=(upd,))))
     merged = merge(outputs)
@@ -107,7 +116,11 @@ def _desired(
 
 
 def _pod_effects(
-    target: PodTarget, hooks: tuple[HookSpec, ...], rules: Rules, warnings: list[str]
+    target: PodTarget,
+    hooks: tuple[HookSpec, ...],
+    rules: Rules,
+    warnings: list[str],
+    refusals: list[Refusal],
 ) -> list[Effect]:
     effects: list[Effect] = []
     for spec in hooks:
@@ -119,6 +132,8 @@ def _pod_effects(
             continue
         if result is not None:
             effects.extend(result.effects)
+            refusals.extend(result.refusals)
+            warnings.extend(r.message() for r in result.refusals)
     return effects
 
 
@@ -128,8 +143,11 @@ def reconcile(
     baselines: Mapping[str, int],
     hooks: tuple[HookSpec, ...],
     node: NodeFacts,
+    refusals: list[Refusal] | None = None,
 ) -> Decision:
     """Updates for every listed container whose resources the rules change, plus pod effects.
+    What pod metadata asked for beyond kubelet's decision is a warning, appended to
+    ``refusals``; a container's floor is what it has now (or its remembered quota).
 
     ``node`` goes into every container target: no hook asks for a ``unified`` key the node
     cannot take (cgroup v1, or a file its containers' cgroups lack), so no update carries one
@@ -142,13 +160,14 @@ def reconcile(
     pod_hooks = tuple(h for h in enabled if h.pod is not None)
     pods = {p.id: PodTarget.of(p) for p in event.pods}
     warnings: list[str] = []
+    refused: list[Refusal] = refusals if refusals is not None else []
     effects: list[Effect] = []
     for pod_target in pods.values():
-        effects.extend(_pod_effects(pod_target, pod_hooks, rules, warnings))
+        effects.extend(_pod_effects(pod_target, pod_hooks, rules, warnings, refused))
     updates: list[ContainerUpdate] = []
     for container in event.containers:
         update = _reconcile_container(
-            container, pods, rules, baselines, container_hooks, warnings, node
+            container, pods, rules, baselines, container_hooks, (warnings, refused), node
         )
         if update is not None:
             updates.append(update)
@@ -161,9 +180,10 @@ def _reconcile_container(
     rules: Rules,
     baselines: Mapping[str, int],
     hooks: tuple[HookSpec, ...],
-    warnings: list[str],
+    out: tuple[list[str], list[Refusal]],
     node: NodeFacts,
 ) -> ContainerUpdate | None:
+    warnings, refusals = out
     if container.state in _SKIPPED_STATES:
         return None
     pod_target = pods.get(container.pod_sandbox_id)
@@ -175,8 +195,15 @@ def _reconcile_container(
         current = container.resources.cpu.quota if container.resources else None
         if current is None or current <= 0:
             quota = 0  # no CFS limit now, so none was ever scaled: nothing to recompute
-    target = ContainerTarget(pod_target, container.id, container.name, quota=quota, node=node)
-    patch = diff(container.resources, _desired(target, hooks, rules, warnings))
+    # The floor: what the container has now, with the quota kubelet asked for when remembered.
+    floor = container.resources
+    if floor is not None and baselines.get(container.id) is not None:
+        floor = replace(floor, cpu=replace(floor.cpu, quota=baselines[container.id]))
+    kubelet = Kubelet.of(container, floor, reconcile=True)
+    target = ContainerTarget(
+        pod_target, container.id, container.name, quota=quota, node=node, kubelet=kubelet
+    )
+    patch = diff(container.resources, _desired(target, hooks, rules, warnings, refusals))
     return None if patch.is_empty() else ContainerUpdate(container.id, patch)
 
 

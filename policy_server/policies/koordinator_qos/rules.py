@@ -21,6 +21,9 @@ File layout (all keys optional)::
     group_identity_kernel_support: false
     hami_core_library_path: /usr/local/vgpu/libvgpu.so
     failure_policy: Ignore
+    trust:                        # off by default: pod metadata is input, not authority
+      annotations: [scheduling.koordinator.sh/resource-status]  # keys trusted everywhere
+      namespaces: [koordinator-system]                          # pods trusted for every key
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from policy_server.policies.koordinator_qos.nodeslo import (
 )
 from policy_server.sdk import FailurePolicy, RulesError, check_cpu_list
 
-__all__ = ["CPUQOS", "NodeSLO", "Rules", "rules_from_doc", "rules_from_yaml", "stabilize"]
+__all__ = ["CPUQOS", "NodeSLO", "Rules", "Trust", "rules_from_doc", "rules_from_yaml", "stabilize"]
 
 # --- the typed value -------------------------------------------------------------------------
 
@@ -94,6 +97,22 @@ class Features:
     CoreSched: bool = keys.FEATURE_DEFAULTS["CoreSched"]
 
 
+@dataclass(frozen=True, slots=True)
+class Trust:
+    """Who may grant a container more than kubelet gave it (docs/koordinator.md#trust).
+
+    A pod label or annotation named in ``annotations`` is trusted on every pod (the operator's
+    admission policy keeps pod authors from setting it); every key of a pod in one of
+    ``namespaces`` is trusted. Empty (the default): none is.
+    """
+
+    annotations: frozenset[str] = frozenset()
+    namespaces: frozenset[str] = frozenset()
+
+    def trusts(self, key: str, namespace: str) -> bool:
+        return key in self.annotations or namespace in self.namespaces
+
+
 def _default_node_slo() -> NodeSLO:
     return node_slo_from_doc({})
 
@@ -113,6 +132,7 @@ class Rules:
     # A malformed normalization ratio is ignored on its own (koordlet keeps the previous one)
     # instead of making the whole file invalid; this says why.
     cpu_normalization_ratio_error: str | None = None
+    trust: Trust = Trust()
 
     @property
     def cfs_quota_disabled(self) -> bool:
@@ -275,6 +295,40 @@ else:
     _Features = create_model("_Features", __base__=_FeatureBase, **_FEATURES, **_UNSUPPORTED)
 
 
+def _trusted_key(value: str) -> str:
+    if value not in keys.TRUSTED_KEYS:
+        raise ValueError(
+            f"{value!r} is not a key this policy reads (known: {', '.join(keys.TRUSTED_KEYS)})"
+        )
+    return value
+
+
+def _strings(value: object) -> object:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of strings, got {type_name(value)}")
+    return tuple(value)
+
+
+class _Trust(_Section):
+    annotations: Annotated[
+        tuple[Annotated[Str, AfterValidator(_trusted_key)], ...], BeforeValidator(_strings)
+    ] = ()
+    namespaces: Annotated[
+        tuple[Annotated[Str, AfterValidator(_non_empty)], ...], BeforeValidator(_strings)
+    ] = ()
+
+    def value(self) -> Trust:
+        return Trust(frozenset(self.annotations), frozenset(self.namespaces))
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
 def _failure_policy(value: str) -> str:
     if value not in (FailurePolicy.IGNORE.value, FailurePolicy.FAIL.value):
         raise ValueError(f"must be Ignore or Fail (got {value!r})")
@@ -301,6 +355,7 @@ class _Document(_Section):
         keys.DEFAULT_HAMI_CORE_LIBRARY_PATH
     )
     failure_policy: Annotated[Str, AfterValidator(_failure_policy)] = FailurePolicy.IGNORE.value
+    trust: _Trust | None = None
 
 
 def _section_at(loc: tuple[int | str, ...]) -> Any:
@@ -388,11 +443,12 @@ def rules_from_doc(doc: object) -> Rules:
         group_identity_kernel_support=d.group_identity_kernel_support,
         hami_core_library_path=d.hami_core_library_path,
         failure_policy=FailurePolicy(d.failure_policy),
+        trust=d.trust.value() if d.trust is not None else Trust(),
     )
 
 
 # A null section is an absent one (the rest are checked: null is not a boolean or a string).
-_NULL_IS_ABSENT = frozenset({"topology", "features"})
+_NULL_IS_ABSENT = frozenset({"topology", "features", "trust"})
 
 
 def rules_from_yaml(text: str) -> Rules:
@@ -458,4 +514,8 @@ def rules_summary(rules: Rules) -> dict[str, Any]:
         "group_identity_kernel_support": rules.group_identity_kernel_support,
         "hami_core_library_path": rules.hami_core_library_path,
         "failure_policy": rules.failure_policy.value,
+        "trust": {
+            "annotations": sorted(rules.trust.annotations),
+            "namespaces": sorted(rules.trust.namespaces),
+        },
     }

@@ -11,16 +11,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from policy_server.policies.koordinator_qos.authority import Refusal
 from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos, qos_class
 from policy_server.policies.koordinator_qos.rules import Features, Rules
 from policy_server.sdk import (
     NO_RESOURCES,
     UNKNOWN_NODE,
+    Container,
     Effect,
     Mount,
     NodeFacts,
     Pod,
     ResourcePatch,
+    Resources,
     no_strings,
 )
 
@@ -50,6 +53,38 @@ class PodTarget:
     def label(self) -> str:
         return f"{self.pod.namespace}/{self.pod.name}"
 
+    def trusted(self, key: str, rules: Rules) -> bool:
+        """Whether the rules' ``trust`` lets ``key`` grant more than kubelet did on this pod."""
+        return rules.trust.trusts(key, self.pod.namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class Kubelet:
+    """What kubelet gave the container, as the request says: the floor of authority.
+
+    ``resources``: CreateContainer: the container's; UpdateContainer: the requested ones;
+    reconcile: what it has now. ``current`` is what it has now (reconcile only). ``env`` and
+    ``cdi_devices``: the devices the device plugin / DRA passed.
+    """
+
+    resources: Resources | None = None
+    oom_score_adj: int | None = None
+    env: Mapping[str, str] = field(default_factory=no_strings)
+    cdi_devices: tuple[str, ...] = ()
+    current: Resources | None = None
+
+    @classmethod
+    def of(
+        cls, container: Container, resources: Resources | None, reconcile: bool = False
+    ) -> Kubelet:
+        return cls(
+            resources,
+            container.oom_score_adj,
+            container.env_map(),
+            container.cdi_devices,
+            container.resources if reconcile else None,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ContainerTarget:
@@ -59,7 +94,7 @@ class ContainerTarget:
     CreateContainer: the container's quota from the runtime; UpdateContainer: the requested
     quota; reconcile: the unscaled quota remembered from those events (``None`` if unknown).
     ``node`` says what the container's runtime accepts (no ``unified`` keys on cgroup v1, nor
-    keys whose file the containers' cgroups lack).
+    keys whose file the containers' cgroups lack); ``kubelet`` what kubelet gave it.
     """
 
     pod: PodTarget
@@ -67,6 +102,7 @@ class ContainerTarget:
     name: str
     quota: int | None = None
     node: NodeFacts = UNKNOWN_NODE
+    kubelet: Kubelet = Kubelet()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +116,7 @@ class HookResult:
     effects: tuple[Effect, ...] = ()
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
 
 PodHook = Callable[[PodTarget, Rules], HookResult | None]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from policy_server.policies.koordinator_qos import qos_node_plan
+from policy_server.policies.koordinator_qos.authority import Refusal, Refusals
 from policy_server.policies.koordinator_qos.bundle import KoordContext, build_policy
 from policy_server.policies.koordinator_qos.rules import (
     Rules,
@@ -42,6 +43,7 @@ from policy_server.sdk import (
 )
 
 log = logging.getLogger(__name__)
+_LOGGED_MAX = 4096
 
 # The catalogue hands ``build`` the file's path unread: the rules have their own parser and the
 # watcher reads the file again on every change.
@@ -59,7 +61,11 @@ class KoordinatorQoS:
         self.rules: RulesSource[Rules] = RulesSource(
             rules_path, rules_from_yaml, Rules(), stabilize
         )
-        self.policy: Policy[KoordContext] = build_policy(lambda: self.rules.current, node=node)
+        self.refusals = Refusals("koordinator-qos")
+        self._logged: set[tuple[str, str, str]] = set()
+        self.policy: Policy[KoordContext] = build_policy(
+            lambda: self.rules.current, node=node, refusals=self.refusals
+        )
         self.policy.background(self.watch)
         self.policy.describe(self.describe)
         self.policy.config_status(self.status)
@@ -108,7 +114,16 @@ class KoordinatorQoS:
         return {**self.status().to_json(), "rules": rules_summary(self.rules.current)}
 
     def plan(self, event: Event) -> NodePlan:
-        return qos_node_plan.plan(event, self.rules.current)
+        refused: list[Refusal] = []
+        plan = qos_node_plan.plan(event, self.rules.current, refused)
+        self.refusals.record(refused)
+        for r in refused:
+            # Every reconcile pass sees the same pods: say it once per pod, key and rule.
+            seen = (r.pod, r.key, r.rule)
+            if seen not in self._logged and len(self._logged) < _LOGGED_MAX:
+                self._logged.add(seen)
+                log.warning("node reconciler: %s", r.message())
+        return plan
 
     def needs(self) -> NodeNeeds:
         return qos_node_plan.needs(self.rules.current)

@@ -21,9 +21,13 @@ from tests.policy_server.node.test_resctrl import fake_resctrl
 
 LSR_PARENT, BE_PARENT = "/kubepods/podu1", "/kubepods/besteffort/podu2"
 V1_UNLIMITED = "9223372036854771712"
+# The pinned pod's cgroups have drifted from what kubelet set, so its cpuset cannot be checked
+# against kubelet's CPU limit: the scheduler's resource-status is trusted
+# (docs/koordinator.md#trust).
 RULES = """
 features: {OOMScoreAdj: true, Resctrl: true}
 node_slo: {resourceQOSStrategy: {beClass: {cpuQOS: {enable: true}}}}
+trust: {annotations: [scheduling.koordinator.sh/resource-status]}
 """
 
 

@@ -70,8 +70,9 @@ async def test_list_policies(client: httpx.AsyncClient) -> None:
 
 
 async def test_evaluate_and_metrics(client: httpx.AsyncClient) -> None:
+    # Guaranteed with one whole CPU: kubelet's decision backs the one-CPU cpuset.
     body = envelope("CreateContainer", pod=pod(qos="LSR", annotations={RS: {"cpuset": "1"}}),
-                    container=container())
+                    container=container(cpu={"shares": 1024, "quota": 100000, "period": 100000}))
     response = await client.post("/v1/policies/koordinator-qos", json=body)
     assert response.status_code == 200
     assert response.json() == {"adjust": {"linux": {"resources": {"cpu": {"quota": -1,

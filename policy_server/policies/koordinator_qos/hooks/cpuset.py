@@ -2,15 +2,24 @@
 share pools; quota -1.
 
 Pinned pods (resource-status ``cpuset``) also get CFS quota -1 unless ``disable_unset_cpu_quota``;
-at RunPodSandbox that is a pod-cgroup write (an effect), at Create/Update an NRI field.
+at RunPodSandbox that is a pod-cgroup write (an effect), at Create/Update an NRI field. The
+annotation is input, not authority (``authority``): unless the rules trust it, the cpuset and the
+quota -1 go only to a Guaranteed container with whole CPUs as many as the cpuset holds, and the
+pod-cgroup quota only to a Guaranteed pod; a refused cpuset is as if the annotation had none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.annotations import ResourceStatus, resource_status
+from policy_server.policies.koordinator_qos.authority import (
+    RULE_EXCLUSIVE_CPUSET,
+    Refusal,
+    exclusive_cpuset_refused,
+)
 from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
 from policy_server.policies.koordinator_qos.rules import CPUSharedPool, Rules
 from policy_server.policies.koordinator_qos.target import (
@@ -68,21 +77,49 @@ def _unset_quota(status: ResourceStatus | None, rules: Rules) -> bool:
     return status is not None and bool(status.cpuset) and not rules.disable_unset_cpu_quota
 
 
+HOOK = "CPUSetAllocator"
+
+
+def _refusal(target: PodTarget, detail: str) -> Refusal:
+    return Refusal(HOOK, target.label, keys.ANNOTATION_RESOURCE_STATUS, RULE_EXCLUSIVE_CPUSET,
+                   detail)  # fmt: skip
+
+
 def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult | None:
     status = resource_status(target.pod.pod.annotations)
+    refusals: tuple[Refusal, ...] = ()
+    if (
+        status is not None
+        and status.cpuset
+        and not target.pod.trusted(keys.ANNOTATION_RESOURCE_STATUS, rules)
+    ):
+        kubelet = target.kubelet
+        why = exclusive_cpuset_refused(
+            target.pod.kube_qos, kubelet.resources, kubelet.current, status.cpuset
+        )
+        if why is not None:
+            refusals = (_refusal(target.pod, f"cpuset {status.cpuset}: {why}"),)
+            status = dataclasses.replace(status, cpuset="")
     cpus = decide_cpuset(target.pod, status, rules)
     patch = ResourcePatch(
         # An empty cpuset means "unset" in NRI, so koordlet's clearing of BE pods is skipped.
         cpu_cpus=cpus or None,
         cpu_quota=keys.UNLIMITED if _unset_quota(status, rules) else None,
     )
-    return None if patch.is_empty() else HookResult(resources=patch)
+    if patch.is_empty() and not refusals:
+        return None
+    return HookResult(resources=patch, refusals=refusals)
 
 
 def pod(target: PodTarget, rules: Rules) -> HookResult | None:
     status = resource_status(target.pod.annotations)
     if not _unset_quota(status, rules):
         return None
+    if target.kube_qos is not KubeQOS.GUARANTEED and not target.trusted(
+        keys.ANNOTATION_RESOURCE_STATUS, rules
+    ):
+        why = f"pod cgroup CFS quota -1 needs a Guaranteed pod (kubelet made it {target.kube_qos})"
+        return HookResult(refusals=(_refusal(target, why),))
     if not target.pod.cgroup_parent:
         return HookResult(
             warnings=(

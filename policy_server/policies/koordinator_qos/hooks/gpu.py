@@ -3,6 +3,11 @@ allocation, plus HAMi-core.
 
 A HAMi-core error after NVIDIA_VISIBLE_DEVICES was decided keeps that env and reports the error
 (koordlet's partial output under the ``Ignore`` failure policy).
+
+The annotation is input, not authority (``authority``): unless the rules trust it, it names only
+GPUs kubelet passed the container (``NVIDIA_VISIBLE_DEVICES`` minors already in its env, CDI
+devices naming a GPU by number); one it names beyond those refuses the whole allocation (no
+env, no HAMi-core).
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from policy_server.policies.koordinator_qos.annotations import (
     Device,
     device_allocations,
     device_quantity,
+)
+from policy_server.policies.koordinator_qos.authority import (
+    RULE_DEVICE_NOT_ALLOCATED,
+    Refusal,
+    allocated_gpu_minors,
 )
 from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.policies.koordinator_qos.target import ContainerTarget, HookResult, Stage
@@ -60,6 +70,18 @@ def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult
     gpus = (allocations or {}).get(keys.DEVICE_TYPE_GPU, ())
     if not gpus:
         return None
+    key = keys.ANNOTATION_DEVICE_ALLOCATED
+    if not target.pod.trusted(key, rules):
+        given = allocated_gpu_minors(target.kubelet.env, target.kubelet.cdi_devices)
+        beyond = sorted({g.minor for g in gpus} - given)
+        if beyond:
+            detail = (
+                f"container {target.name}: GPU minors {beyond} were not allocated to it "
+                f"(kubelet passed {sorted(given) or 'none'})"
+            )
+            refusal = Refusal("gpu env inject", target.pod.label, key, RULE_DEVICE_NOT_ALLOCATED,
+                              detail)  # fmt: skip
+            return HookResult(refusals=(refusal,))
     env = {keys.ENV_NVIDIA_VISIBLE_DEVICES: ",".join(str(g.minor) for g in gpus)}
     provider = target.pod.pod.labels.get(keys.LABEL_GPU_ISOLATION_PROVIDER)
     if provider != keys.GPU_ISOLATION_HAMI_CORE:

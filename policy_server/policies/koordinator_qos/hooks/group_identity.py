@@ -11,11 +11,18 @@ is missing (``openat2 .../cpu.bvt_warp_ns: no such file or directory`` on a stoc
 either way the container would not start. When the files are not known the key is not sent
 either. Otherwise the pod-level write carries the value alone, whatever the rules say; the
 server says why once at start-up and in /v1/state, so the hook itself says nothing per event.
+An LS pod's ``koordinator.sh/cpuQOS`` is input, not authority (``authority``): unless the rules
+trust it, it may lower the class value, never raise it.
 """
 
 from __future__ import annotations
 
+from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.annotations import cpu_qos_override
+from policy_server.policies.koordinator_qos.authority import (
+    RULE_GROUP_IDENTITY_ABOVE_CLASS,
+    Refusal,
+)
 from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
 from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.policies.koordinator_qos.target import (
@@ -44,14 +51,30 @@ def class_values(rules: Rules) -> tuple[int, int, int]:
 
 def bvt_value(target: PodTarget, rules: Rules) -> int:
     """The pod's bvt value; raises ``AnnotationError`` for a bad ``koordinator.sh/cpuQOS``."""
+    return bvt_decision(target, rules)[0]
+
+
+def bvt_decision(target: PodTarget, rules: Rules) -> tuple[int, Refusal | None]:
+    """The pod's bvt value and, if the pod's override asked for more than its class, why it
+    was not honoured; raises ``AnnotationError`` for a bad ``koordinator.sh/cpuQOS``."""
     lsr, ls, be = class_values(rules)
-    qos = target.qos
-    if qos is QOSClass.LS:
+    if target.qos is QOSClass.LS:
         override = cpu_qos_override(target.pod.annotations)
-        if override is not None:
-            value = override.group_identity if override.group_identity is not None else ls
-            return value if override.enable else 0
-        return ls
+        if override is None:
+            return ls, None
+        value = override.group_identity if override.group_identity is not None else ls
+        value = value if override.enable else 0
+        key = keys.ANNOTATION_CPU_QOS
+        if value <= ls or target.trusted(key, rules):
+            return value, None
+        detail = f"groupIdentity {value} above the LS class's {ls}"
+        return ls, Refusal("GroupIdentity", target.label, key, RULE_GROUP_IDENTITY_ABOVE_CLASS,
+                           detail)  # fmt: skip
+    return _class_value(target, rules, lsr, ls, be), None
+
+
+def _class_value(target: PodTarget, rules: Rules, lsr: int, ls: int, be: int) -> int:
+    qos = target.qos
     if qos in (QOSClass.LSE, QOSClass.LSR):
         return lsr
     if qos is QOSClass.BE:
@@ -73,13 +96,15 @@ def _wanted(value: int, rules: Rules) -> bool:
 
 
 def pod(target: PodTarget, rules: Rules) -> HookResult | None:
-    value = bvt_value(target, rules)
+    value, refusal = bvt_decision(target, rules)
+    refusals = () if refusal is None else (refusal,)
     if not _wanted(value, rules):
-        return None
+        return HookResult(refusals=refusals) if refusals else None
     if not target.pod.cgroup_parent:
         return HookResult(warnings=(f"GroupIdentity: pod {target.label} has no cgroup parent",))
     return HookResult(
-        effects=(CgroupWrite(target.pod.cgroup_parent, BVT_FILE, value, target.label),)
+        effects=(CgroupWrite(target.pod.cgroup_parent, BVT_FILE, value, target.label),),
+        refusals=refusals,
     )
 
 

@@ -12,7 +12,15 @@ from policy_server.policies.koordinator_qos.bundle import HOOKS
 from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk.effects import CgroupWrite, of_type
 from policy_server.sdk.registry import Registry
-from tests.policy_server.factory import batch_spec, container, envelope, pod, rules, topology
+from tests.policy_server.factory import (
+    TRUST_ALL,
+    batch_spec,
+    container,
+    envelope,
+    pod,
+    rules,
+    topology,
+)
 
 RS = "scheduling.koordinator.sh/resource-status"
 BE_PARENT = "/kubepods/besteffort/pod1"
@@ -49,8 +57,10 @@ def test_hook_order_is_koordlet_byte_order() -> None:
 
 
 def test_create_container_for_a_pinned_lsr_pod() -> None:
+    # Guaranteed, two whole CPUs: kubelet's decision backs a two-CPU exclusive cpuset.
     p = pod(qos="LSR", annotations={RS: {"cpuset": "2-3"}})
-    out = reply(rules(), "CreateContainer", pod=p, container=container())
+    c = container(cpu={"shares": 2048, "quota": 200000, "period": 100000})
+    out = reply(rules(), "CreateContainer", pod=p, container=c)
     assert out == {"adjust": {"linux": {"resources": {"cpu": {"quota": -1, "cpus": "2-3"}}}}}
 
 
@@ -67,7 +77,8 @@ def test_be_pod_with_cpuset_ends_with_quota_minus_one_and_a_conflict() -> None:
     # so its quota -1 wins; we report it.
     p = pod(qos="BE", cgroup_parent=BE_PARENT,
             annotations={**batch_spec({"app": BATCH}), RS: {"cpuset": "5"}})
-    out = reply(rules(), "CreateContainer", pod=p, container=container())
+    # koordlet's quirk needs a cpuset on a BestEffort pod, which kubelet never backs: trusted.
+    out = reply(rules(trust=TRUST_ALL), "CreateContainer", pod=p, container=container())
     cpu = out["adjust"]["linux"]["resources"]["cpu"]
     assert cpu == {"shares": 512, "quota": -1, "cpus": "5"}
     assert out["warnings"] == [
@@ -95,7 +106,7 @@ def test_feature_gates_default_off_hooks_do_nothing() -> None:
     p = pod(qos="LS", annotations=annotations)
     c = container(cpu={"quota": 100000})
     assert reply(rules(cpu_normalization_ratio=2), "CreateContainer", pod=p, container=c) == {}
-    on = rules(cpu_normalization_ratio=2, features={
+    on = rules(cpu_normalization_ratio=2, trust=TRUST_ALL, features={
         "GPUEnvInject": True, "OOMScoreAdj": True, "Resctrl": True, "CPUNormalization": True})
     adjust = reply(on, "CreateContainer", pod=p, container=c)["adjust"]
     assert adjust == {
@@ -124,7 +135,7 @@ def test_hami_partial_output_survives_under_ignore() -> None:
     p = pod(qos="LS", labels={"koordinator.sh/gpu-isolation-provider": "HAMi-core"},
             annotations={"scheduling.koordinator.sh/device-allocated": {"gpu": [{"minor": 1}]}})
     out = reply(rules(features={"GPUEnvInject": True}), "CreateContainer", pod=p,
-                container=container())
+                container=container(env=["NVIDIA_VISIBLE_DEVICES=1"]))
     assert out["adjust"] == {"env": [{"key": "NVIDIA_VISIBLE_DEVICES", "value": "1"}]}
     assert "gpu-memory-ratio" in out["warnings"][0]
 

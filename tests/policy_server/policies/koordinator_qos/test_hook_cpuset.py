@@ -13,6 +13,7 @@ from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.effects import CgroupWrite
 from tests.policy_server.factory import (
     BE_POOLS_2_NUMA,
+    TRUST_ALL,
     container_target,
     pod_target,
     rules,
@@ -91,14 +92,15 @@ def test_decide_cpuset(
 
 def test_pinned_container_gets_cpus_and_unlimited_quota() -> None:
     target = container_target(qos="LSR", annotations={RS: {"cpuset": "2-3"}})
-    result = cpuset.container(target, Stage.CREATE_CONTAINER, rules())
+    result = cpuset.container(target, Stage.CREATE_CONTAINER, rules(trust=TRUST_ALL))
     assert result is not None
     assert (result.resources.cpu_cpus, result.resources.cpu_quota) == ("2-3", -1)
 
 
 def test_disable_unset_cpu_quota_keeps_quota() -> None:
     target = container_target(qos="LSR", annotations={RS: {"cpuset": "2-3"}})
-    result = cpuset.container(target, Stage.UPDATE_CONTAINER, rules(disable_unset_cpu_quota=True))
+    result = cpuset.container(target, Stage.UPDATE_CONTAINER, rules(disable_unset_cpu_quota=True,
+                                                                         trust=TRUST_ALL))
     assert result is not None
     assert (result.resources.cpu_cpus, result.resources.cpu_quota) == ("2-3", None)
 

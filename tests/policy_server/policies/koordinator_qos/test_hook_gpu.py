@@ -11,7 +11,7 @@ from policy_server.policies.koordinator_qos.hooks import gpu
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.effects import HostDirectory
 from policy_server.sdk.oci import Mount
-from tests.policy_server.factory import container_target, rules
+from tests.policy_server.factory import TRUST_ALL, container_target, rules
 
 DA = "scheduling.koordinator.sh/device-allocated"
 HAMI = {"koordinator.sh/gpu-isolation-provider": "HAMi-core"}
@@ -21,7 +21,8 @@ LIB = "/usr/local/vgpu/libvgpu.so"
 def run(devices: Any, labels: dict[str, str] | None = None, **doc: Any) -> Any:
     target = container_target(qos="LS", labels=labels, annotations={DA: devices},
                               uid="pod-uid", name="main")
-    return gpu.container(target, Stage.CREATE_CONTAINER, rules(**doc))
+    # koord-scheduler's allocation, trusted (koordinator's semantics; docs/koordinator.md#trust)
+    return gpu.container(target, Stage.CREATE_CONTAINER, rules(**{"trust": TRUST_ALL, **doc}))
 
 
 def test_visible_devices_from_minors() -> None:

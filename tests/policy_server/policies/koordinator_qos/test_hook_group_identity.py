@@ -15,6 +15,7 @@ from policy_server.sdk.node_facts import NodeFacts
 from tests.policy_server.factory import (
     ANOLIS_V2,
     STOCK_V2,
+    TRUST_ALL,
     container_target,
     pod_target,
     rules,
@@ -73,8 +74,9 @@ CASES: list[tuple[str, str | None, str, dict[str, Any], dict[str, Any], int]] = 
 def test_bvt_value(
     qos: str | None, parent: str, annotations: dict[str, Any], doc: dict[str, Any], expected: int
 ) -> None:
+    # koordinator's semantics: the cpuQOS override trusted (docs/koordinator.md#trust).
     target = pod_target(qos=qos, cgroup_parent=parent, annotations=annotations)
-    assert group_identity.bvt_value(target, rules(**doc)) == expected
+    assert group_identity.bvt_value(target, rules(trust=TRUST_ALL, **doc)) == expected
 
 
 @pytest.mark.parametrize("raw", ['{"groupIdentity": 3, "enable": true}', '{"enable": "yes"}',

@@ -10,7 +10,7 @@ from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.hooks import oom, resctrl
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk.effects import ResctrlGroup, ResctrlGroupRemoval
-from tests.policy_server.factory import container_target, pod_target, rules
+from tests.policy_server.factory import TRUST_ALL, container_target, pod_target, rules
 
 POD_DEFAULT = "koordinator.sh/oom-score-adj"
 PER_CONTAINER = "koordinator.sh/oom-score-adj-spec"
@@ -28,8 +28,9 @@ PER_CONTAINER = "koordinator.sh/oom-score-adj-spec"
     ],
 )
 def test_oom_score_adj(annotations: dict[str, Any], expected: int | None) -> None:
+    # koordinator's semantics (the full range): the annotation is trusted here.
     result = oom.container(container_target(annotations=annotations), Stage.CREATE_CONTAINER,
-                           rules())
+                           rules(trust=TRUST_ALL))
     assert (None if result is None else result.oom_score_adj) == expected
 
 
