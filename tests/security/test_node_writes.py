@@ -31,6 +31,7 @@ from tests.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 KUBELET = "system.slice/kubelet.service"
+KUBELET_CHILD = f"{KUBELET}/besteffort"
 KUBELET_PID = 4242
 POD_PID = 4343
 POD_UID = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
@@ -51,8 +52,8 @@ class FakeNode:
     resctrl: Path
     rules: Path
 
-    def kubelet_files(self) -> dict[str, str]:
-        return {n: (self.root / KUBELET / n).read_text().strip() for n in ORIGINAL}
+    def kubelet_files(self, rel: str = KUBELET) -> dict[str, str]:
+        return {n: (self.root / rel / n).read_text().strip() for n in ORIGINAL}
 
     def oom(self, pid: int) -> str:
         return (self.proc / str(pid) / "oom_score_adj").read_text().strip()
@@ -71,6 +72,10 @@ def fake_node(base: Path) -> FakeNode:
     for name, value in ORIGINAL.items():
         (root / KUBELET / name).write_text(value + "\n")
     (root / KUBELET / "cgroup.procs").write_text(f"{KUBELET_PID}\n")
+    # A child cgroup of kubelet's whose name koordinator-qos reads as kube-BestEffort.
+    (root / KUBELET_CHILD).mkdir()
+    for name, value in ORIGINAL.items():
+        (root / KUBELET_CHILD / name).write_text(value + "\n")
     pod_dir = root / BE_DIR
     (pod_dir / SCOPE).mkdir(parents=True)
     for name, value in ORIGINAL.items():
@@ -129,7 +134,7 @@ def forged_state(cgroup_parent: str, cgroups_path: str) -> dict[str, Any]:
     """A state naming kubelet's cgroup for a BE pod, its container in kubelet's processes."""
     the_pod = pod(uid=POD_UID, qos="BE", cgroup_parent=cgroup_parent,
                   annotations={**batch_spec({"app": FULL}),
-                               "koordinator.sh/oom-score-adj": "999"})
+                               "koordinator.sh/oom-score-adj": "1000"})
     container = {"id": "c1", "pod_sandbox_id": the_pod["id"], "name": "app",
                  "state": "CONTAINER_RUNNING",
                  "linux": {"cgroups_path": cgroups_path, "resources": {}}}
@@ -241,16 +246,21 @@ def test_a_besteffort_sandbox_naming_kubelets_cgroup_writes_nothing_there(
 ) -> None:
     node = fake_node(workdir)
     with policy_server(workdir, *node.args(), "--reconcile-interval", "0") as (sock, _, log):
-        refused = post(sock, "POST", "/v1/policies/koordinator-qos", be_sandbox(f"/{KUBELET}"))
+        issue = post(sock, "POST", "/v1/policies/koordinator-qos", be_sandbox(f"/{KUBELET}"))
+        assert issue.status_code == 200, issue.text
+        # Below kubelet's cgroup, named so that the policy takes it for kube-BestEffort: only
+        # the confinement stands between it and the write.
+        refused = post(sock, "POST", "/v1/policies/koordinator-qos",
+                       be_sandbox(f"/{KUBELET_CHILD}"))
         assert refused.status_code == 200, refused.text
         # The same pod under kubepods is written: the positive control.
         allowed = post(sock, "POST", "/v1/policies/koordinator-qos", be_sandbox(BE_SLICE))
         assert allowed.status_code == 200, allowed.text
         text = log.read_text()
-    assert node.kubelet_files() == ORIGINAL
+    assert node.kubelet_files() == ORIGINAL and node.kubelet_files(KUBELET_CHILD) == ORIGINAL
     assert (node.root / BE_DIR / "memory.max").read_text().strip() == str(2 * 1024**3)
     refusal = [line for line in text.splitlines() if "pod cgroup write refused" in line]
-    assert refusal and all(f"/{KUBELET}" in line and "outside the pod hierarchy" in line
+    assert refusal and all(f"/{KUBELET_CHILD}" in line and "outside the pod hierarchy" in line
                            and "pod=default/pod-1" in line for line in refusal), refusal
     warnings = " ".join(refused.json().get("warnings", []))
     assert "refused" in warnings or "outside" in warnings, refused.json()
@@ -329,7 +339,7 @@ def test_oom_score_only_for_pids_in_the_containers_own_cgroup(workdir: Path) -> 
     with root_bridge(control, state) as asked, \
             policy_server(workdir, *node.args(), "--reconcile-interval", "0.2",
                           "--bridge-control", f"unix://{control}") as (_, _, log):
-        wait_until(lambda: node.oom(POD_PID) == "999", what="the pod's process scored",
+        wait_until(lambda: node.oom(POD_PID) == "1000", what="the pod's process scored",
                    timeout_s=PASSES_TIMEOUT_S, interval_s=0.2, details=log.read_text)
         wait_until(lambda: asked.count("/v1/state") >= 3, what="three reconciler passes",
                    timeout_s=PASSES_TIMEOUT_S, interval_s=0.2, details=log.read_text)
