@@ -57,10 +57,12 @@ from bridge.listening.peer_creds import default_rule
 from bridge.process.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server import file_checks
+from policy_server.bridge_link.control_client import BridgeTrust
 from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.execution import ExecutorMode
+from policy_server.node.pod_confinement import DEFAULT_KUBELET_CGROUP_ROOT
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
@@ -188,8 +190,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--bridge-control",
         metavar="URL",
-        help="the bridge's control API (unix:///path.sock or http://host:port); "
-        "rule changes are pushed to running containers through it",
+        help="the bridge's control API: unix:///path.sock (the server's uid checked: root, "
+        "this process's, or --bridge-control-uid) or https://host:port (with "
+        "--bridge-control-ca); rule changes are pushed to running containers through it and "
+        "the reconciler reads its state; plain http:// only with --bridge-control-insecure",
+    )
+    p.add_argument(
+        "--bridge-control-uid",
+        metavar="UID",
+        type=int,
+        action="append",
+        default=[],
+        help="also trust a control socket served by this uid (repeatable; root and this "
+        "process's uid always are)",
+    )
+    p.add_argument(
+        "--bridge-control-ca",
+        metavar="FILE",
+        type=Path,
+        help="CA certificate(s) the bridge's https certificate must chain to",
+    )
+    p.add_argument(
+        "--bridge-control-cert",
+        metavar="FILE",
+        type=Path,
+        help="client certificate for https (mutual TLS), with --bridge-control-key",
+    )
+    p.add_argument(
+        "--bridge-control-key", metavar="FILE", type=Path, help="the client certificate's key"
+    )
+    p.add_argument(
+        "--bridge-control-token-file",
+        metavar="FILE",
+        type=Path,
+        help="send the token in this file as Authorization: Bearer to the control API",
+    )
+    p.add_argument(
+        "--bridge-control-insecure",
+        action="store_true",
+        help="allow a plain http:// --bridge-control (no peer check, no TLS: any local user "
+        "who binds the address feeds the reconciler); logged as a warning",
     )
     p.add_argument(
         "--bridge-start-wait",
@@ -270,6 +310,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"cgroup filesystem root (default {DEFAULT_CGROUP_ROOT})",
     )
     effects.add_argument(
+        "--kubelet-cgroup-root",
+        metavar="CGROUP",
+        default=DEFAULT_KUBELET_CGROUP_ROOT,
+        help="kubelet's --cgroup-root: every cgroup written or read lies beneath its kubepods "
+        "(cgroupfs driver) or kubepods.slice (systemd driver) "
+        f"(default {DEFAULT_KUBELET_CGROUP_ROOT})",
+    )
+    effects.add_argument(
         "--cgroup-version",
         choices=[v.value for v in CgroupVersion],
         default=CgroupVersion.AUTO.value,
@@ -318,6 +366,15 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
     return ServerOptions(
         rules_path=args.rules,
         bridge_control=args.bridge_control,
+        bridge_trust=BridgeTrust(
+            uids=frozenset(args.bridge_control_uid),
+            ca=args.bridge_control_ca,
+            cert=args.bridge_control_cert,
+            key=args.bridge_control_key,
+            token_file=args.bridge_control_token_file,
+            insecure=args.bridge_control_insecure,
+        ),
+        kubelet_cgroup_root=args.kubelet_cgroup_root,
         policy_modules=tuple(args.policy_module),
         builtin_policies=tuple(parse_policy_arg(value) for value in args.policy),
         default_policies=not args.no_koordinator,

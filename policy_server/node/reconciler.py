@@ -80,18 +80,30 @@ def skip(report: PassReport, metrics: Metrics, source: str, skipped: Skipped) ->
     report.skipped.append(skipped.json())
 
 
+def _pod_uids(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Pod sandbox id -> pod UID: a container's cgroup must be below its own pod's."""
+    return {str(p.get("id")): str(p.get("uid")) for p in pods if p.get("id") and p.get("uid")}
+
+
+def _cgroups_path(raw: Mapping[str, Any]) -> str | None:
+    linux = raw.get("linux")
+    path = linux.get("cgroups_path") if isinstance(linux, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
 def _file_values(
-    containers: Sequence[Mapping[str, Any]], files: ContainerFiles
+    containers: Sequence[Mapping[str, Any]], files: ContainerFiles, uids: Mapping[str, str]
 ) -> tuple[list[Mapping[str, int | str] | None], list[tuple[int, str]]]:
-    """Each container's CPU/memory values as its cgroup files hold them now (None: unread),
+    """Each container's CPU/memory values as its cgroup files hold them now (None: unread,
+    or its cgroups_path is not a container's below its pod's cgroup: ``pod_confinement``),
     and (index, error) of those whose files could not be read."""
     out: list[Mapping[str, int | str] | None] = []
     failed: list[tuple[int, str]] = []
     for i, raw in enumerate(containers):
-        linux = raw.get("linux")
-        path = linux.get("cgroups_path") if isinstance(linux, dict) else None
+        path = _cgroups_path(raw)
+        uid = uids.get(str(raw.get("pod_sandbox_id", "")))
         try:
-            out.append(files.values(path) if isinstance(path, str) and path else None)
+            out.append(files.values(path, uid) if path else None)
         except (OSError, ValueError) as exc:  # this container's files only: the others go on
             out.append(None)
             failed.append((i, f"{type(exc).__name__}: {exc}"))
@@ -171,7 +183,7 @@ class NodeReconciler:
         self.plans = dict(plans)  # policy name -> its reconcile hook, in registry order
         self.observe = observe
         self.procfs = procfs or Procfs()
-        self.files = ContainerFiles(executor.root, executor.version)
+        self.files = ContainerFiles(executor.root, executor.version, executor.pods)
         self.prctl = prctl
         self.core_sched = (False, "not probed")
         self.last: PassReport | None = None
@@ -217,7 +229,9 @@ class NodeReconciler:
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
             # what NRI last reported).
-            values, unread = await asyncio.to_thread(_file_values, snapshot.containers, self.files)
+            uids = _pod_uids(snapshot.pods)
+            values, unread = await asyncio.to_thread(
+                _file_values, snapshot.containers, self.files, uids)
             for i, error in unread:
                 self._unreadable(report, snapshot.containers[i], error)
             weights = None
@@ -301,28 +315,27 @@ class NodeReconciler:
                 self._core_sched(running, plan.core_sched, report)
         self._kernel_switches(plan.kernel_switches, report)
 
-    def _keep(
-        self, effects: Sequence[Effect], report: PassReport, level: str = "pod"
-    ) -> None:
+    def _keep(self, effects: Sequence[Effect], report: PassReport, level: str = "pod") -> None:
         for effect in effects:
             _count(self.executor.keep(effect, level), report)
 
     def _containers(
         self, snapshot: BridgeState, pods: frozenset[str]
     ) -> list[tuple[str, str, list[int]]]:
-        """(pod id, container name, PIDs in its cgroup) of every running container of a known
-        pod."""
+        """(pod id, container name, PIDs in its own cgroup) of every running container of a
+        known pod: its cgroup.procs read through the confined path, so an OOM score is only
+        ever written for a process of that container's cgroup below its pod's."""
         out = []
+        uids = _pod_uids(snapshot.pods)
         for c in snapshot.containers:
             if c.get("state") == "CONTAINER_STOPPED":
                 continue
             pod_id = str(c.get("pod_sandbox_id", ""))
-            linux = c.get("linux") if isinstance(c.get("linux"), dict) else {}
-            path = linux.get("cgroups_path") if linux else None
-            if pod_id not in pods or not isinstance(path, str) or not path:
+            path = _cgroups_path(c)
+            if pod_id not in pods or path is None:
                 continue
             try:
-                pids = self.files.pids(path)
+                pids = self.files.pids(path, uids.get(pod_id))
             except (OSError, ValueError) as exc:  # this container only: the others go on
                 log.warning("reconcile: container %r: cgroup.procs unreadable, skipped: %s",
                             c.get("id"), exc)

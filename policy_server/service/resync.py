@@ -134,8 +134,11 @@ class Resync:
         url = self.bridge.url if self.bridge is not None else "?"
         if not self._unsynchronized:
             self._unsynchronized = True
-            log.info("the bridge at %s has not synchronized with the runtime yet; the resync "
-                     "and the reconciler wait for it", url)
+            log.info(
+                "the bridge at %s has not synchronized with the runtime yet; the resync "
+                "and the reconciler wait for it",
+                url,
+            )
         else:
             log.debug("the bridge at %s has not synchronized with the runtime yet", url)
 
@@ -149,16 +152,25 @@ class Resync:
             self.steps.metrics.resyncs.labels("waiting").inc()
             if not self._waiting:
                 self._waiting = True
-                log.info("waiting for the bridge's control socket at %s (not up yet); retrying "
-                         "every %.0fs, an error after %.0fs", url, RESYNC_RETRY_INITIAL_S, wait_s)
+                log.info(
+                    "waiting for the bridge's control socket at %s (not up yet); retrying "
+                    "every %.0fs, an error after %.0fs",
+                    url,
+                    RESYNC_RETRY_INITIAL_S,
+                    wait_s,
+                )
             else:
                 log.debug("still waiting for the bridge's control socket at %s: %s", url, exc)
             return
         if not isinstance(exc, BridgeControlError | PayloadError):
             log.exception("reconcile pass failed unexpectedly")
         self.steps.metrics.resyncs.labels("failed").inc()
-        log.error("resync failed, retrying in %.0fs: %s%s", before.backoff_s, exc,
-                  self._unreachable_why(exc))
+        log.error(
+            "resync failed, retrying in %.0fs: %s%s",
+            before.backoff_s,
+            exc,
+            self._unreachable_why(exc),
+        )
 
     def _failed_before_reconcile(self, exc: Exception, started: float) -> None:
         """A pass that failed before the reconciler's part ran is the reconciler's last pass
@@ -176,8 +188,10 @@ class Resync:
             return ""
         if self.schedule.bridge_answered:
             return " (the bridge's control socket worked before: is the bridge still running?)"
-        return (f" (no bridge control socket {self.options.bridge_start_wait_s:.0f}s after "
-                "start-up: is the bridge running, with this control socket?)")
+        return (
+            f" (no bridge control socket {self.options.bridge_start_wait_s:.0f}s after "
+            "start-up: is the bridge running, with this control socket?)"
+        )
 
     async def _snapshot(self, bridge: BridgeControl) -> BridgeState:
         """The bridge's state, fetched while no event reached us (else the policies' state
@@ -230,4 +244,3 @@ class Resync:
         report = await self.reconciler.run(snapshot)
         for error in report.errors[:20]:
             log.warning("reconcile: %s", error)
-
