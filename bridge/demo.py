@@ -5,7 +5,9 @@ processes in a private temporary directory, plays a koordinator-style node throu
 the runtime simulator over the real NRI protocol, prints one table row per event
 (event -> webhook -> decision -> adjustment), then edits the rules file to show a
 rule change reaching running containers (through CRI UpdateContainerResources, as the
-simulated containerd 2.1.9 can deadlock on NRI UpdateContainers). Everything it started is
+simulated containerd 2.1.9 can deadlock on NRI UpdateContainers). The policy server's node
+effects go to empty fake cgroup, proc and resctrl roots in the work directory, without the
+system bus: the demo never touches the machine's node. Everything it started is
 stopped before it exits; exit code 0 means every step behaved.
 """
 
@@ -187,6 +189,27 @@ async def wait_first_resync(sock: Path) -> None:
 
 # -- the demo -------------------------------------------------------------------------------
 
+# The policy server's node effects go to these directories under the work dir, never to the
+# machine's /sys/fs/cgroup, /proc, resctrl or system D-Bus.
+FAKE_ROOTS = {"--cgroup-root": "node/cgroup", "--proc-root": "node/proc",
+              "--resctrl-root": "node/resctrl"}
+
+
+def fake_node_roots(work: Path) -> None:
+    """Empty cgroup, proc and resctrl roots: the policy server's probe finds nothing to write."""
+    for rel in FAKE_ROOTS.values():
+        (work / rel).mkdir(parents=True, exist_ok=True)
+
+
+def demo_policy_argv(work: Path, control_sock: Path) -> list[str]:
+    """``nri-policy-server``'s command line in the demo: its socket and rules in ``work``,
+    node effects on fake roots below it, no systemd bus."""
+    roots = [arg for flag, rel in FAKE_ROOTS.items() for arg in (flag, str(work / rel))]
+    return [str(BIN / "nri-policy-server"), "--uds", str(work / "policy.sock"),
+            "--rules", str(work / "rules.yaml"), "--rules-poll-interval", "0.2",
+            "--bridge-control", f"unix://{control_sock}", *roots,
+            "--systemd-properties", "off"]
+
 
 async def demo(work: Path) -> int:
     policy_sock, control_sock = work / "policy.sock", work / "control.sock"
@@ -205,8 +228,8 @@ async def demo(work: Path) -> int:
     print(f"{BOLD}nri-webhook-bridge demo{RESET}  (work dir {work})")
     print(f"runtime simulator: {runtime.profile.runtime_name} {runtime.profile.runtime_version} "
           f"(NRI v{'.'.join(map(str, runtime.profile.nri))}) on {nri_sock}")
-    policy_argv = [str(BIN / "nri-policy-server"), "--uds", str(policy_sock), "--rules", str(rules),
-                   "--rules-poll-interval", "0.2", "--bridge-control", f"unix://{control_sock}"]
+    fake_node_roots(work)
+    policy_argv = demo_policy_argv(work, control_sock)
     bridge_argv = [str(BIN / "nri-webhook-bridge"), "run", "--nri-socket", str(nri_sock),
                    "--cri-socket", str(cri_sock), "--config", str(config),
                    "--control-socket", str(control_sock),

@@ -1,8 +1,10 @@
 """What a process of either program sets up around its work, shared by both programs.
 
 Owns nothing itself: `stop_signals` (the SIGTERM/SIGINT latch both entry points install first),
-`logformat` (the text and JSON log line formats both write) and `gc_pause` (the cyclic garbage
-collector held off while a document the size of the node is handled). Standard library only, so
-`nri-policy-server` may import it as it imports the contract. Must not: import anything here
-(stop_signals is loaded before the programs' own imports), or know NRI or webhooks.
+`logformat` (the text and JSON log line formats both write), `gc_pause` (the cyclic garbage
+collector held off while a document the size of the node is handled) and `file_trust` (the rule
+both hold files and socket paths to: owner, mode, symlinks; reading a file only if it passes).
+Standard library only, so `nri-policy-server` may import it as it imports the contract. Must
+not: import anything here (stop_signals is loaded before the programs' own imports), or know NRI
+or webhooks.
 """

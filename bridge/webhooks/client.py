@@ -7,6 +7,13 @@ about three times the CPU of this pool with httptools, httpx's default transport
 (benchmarks/bench_http_client.py, docs/performance.md#numbers-behind-the-code);
 the webhook path pays it once per NRI event while the runtime waits.
 
+What the bridge sends is guarded by whom it reaches (docs/security.md#files): on a Unix socket
+the server's uid (SO_PEERCRED) must be root, ours or one of the webhook's `peer_uids` before a
+byte is written, so a socket another user put at the policy's path gets no request; the token
+and the TLS files are read through bridge.process.file_trust (every entry on the way owned by
+root or us and writable by nobody else, the file opened O_NOFOLLOW and checked on the
+descriptor read), so a token file swapped for a symlink to a root-only file is not sent.
+
 Every connection and OS error is mapped here, once, into `WebhookFailure` with a kind and a
 one-line reason (the reply's own faults are mapped in http1); nothing above this module sees
 a socket error.
@@ -29,12 +36,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import ssl
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from bridge.process import file_trust
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.http1 import Http1Connection, Unanswered
 from bridge.webhooks.specs import TlsSpec, WebhookSpec
@@ -53,11 +62,43 @@ _FIXED_HEADERS = (b"Content-Type: application/json\r\nAccept: application/json\r
                   b"User-Agent: nri-webhook-bridge\r\n")
 
 
+def _trusted_bytes(path: str, what: str) -> bytes:
+    try:
+        return file_trust.read_trusted(path)
+    except file_trust.UntrustedPath as exc:
+        raise WebhookFailure(FailureKind.CONNECT, f"{what} not used: {exc}") from None
+
+
+def _ca_data(raw: bytes) -> str | bytes:
+    """PEM text as `cadata` takes it (a str), DER as bytes."""
+    return raw.decode("ascii") if raw.lstrip().startswith(b"-----") else raw
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """load_cert_chain takes paths only: the checked bytes go through anonymous memory files
+    (memfd), so OpenSSL never opens the configured paths itself."""
+    fds = []
+    try:
+        for name, data in (("cert", cert), ("key", key)):
+            fd = os.memfd_create(f"nri-webhook-bridge-{name}", os.MFD_CLOEXEC)
+            fds.append(fd)
+            os.write(fd, data)
+        ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _ssl_context(tls: TlsSpec | None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=tls.ca_file if tls else None)
+    if tls is not None and tls.ca_file:
+        ctx = ssl.create_default_context(
+            cadata=_ca_data(_trusted_bytes(tls.ca_file, "tls.ca_file")))
+    else:
+        ctx = ssl.create_default_context()
     if tls is not None:
         if tls.cert_file and tls.key_file:
-            ctx.load_cert_chain(tls.cert_file, tls.key_file)
+            _load_cert_chain(ctx, _trusted_bytes(tls.cert_file, "tls.cert_file"),
+                             _trusted_bytes(tls.key_file, "tls.key_file"))
         if tls.insecure_skip_verify:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -76,10 +117,12 @@ class _Token:
         now = time.monotonic()
         if now - self._read_at >= TOKEN_REFRESH_S:
             try:
-                value = Path(self.path).read_text().strip()
-            except OSError as exc:
+                value = file_trust.read_trusted(self.path).decode("utf-8").strip()
+            except file_trust.UntrustedPath as exc:
                 raise WebhookFailure(FailureKind.CONNECT,
-                                     f"cannot read bearer_token_file: {exc.strerror}") from None
+                                     f"bearer_token_file not sent: {exc}") from None
+            except UnicodeDecodeError:
+                value = "\x00"  # not UTF-8: not sendable either
             self._read_at = now
             # Checked and encoded once per read, not per event.
             sendable = value.isascii() and not any(c < " " or c == "\x7f" for c in value)
@@ -101,6 +144,7 @@ class PolicyClient:
     def __init__(self, spec: WebhookSpec) -> None:
         self.endpoint = spec.endpoint
         self._tls = spec.tls
+        self._peer_owners = spec.peer_owners
         self._token = _Token(spec.bearer_token_file) if spec.bearer_token_file else None
         url = urlsplit(spec.endpoint.base_url)
         self._host, self._port = url.hostname or "localhost", url.port
@@ -182,7 +226,8 @@ class PolicyClient:
         try:
             if self.endpoint.socket_path is not None:
                 _, conn = await loop.create_unix_connection(
-                    lambda: Http1Connection(MAX_REPLY_BYTES), self.endpoint.socket_path)
+                    lambda: Http1Connection(MAX_REPLY_BYTES),
+                    sock=await self._unix_socket(self.endpoint.socket_path))
             else:
                 if self._https and self._ssl is None:
                     self._ssl = _ssl_context(self._tls)
@@ -196,6 +241,25 @@ class PolicyClient:
                                  f"cannot connect to {self.endpoint.url}: {_short(exc)}") from None
         self._all.add(conn)
         return conn
+
+    async def _unix_socket(self, path: str) -> socket.socket:
+        """A socket connected to `path` whose server runs as a uid we trust; else
+        WebhookFailure(CONNECT), nothing having been written to it."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, path)
+            uid = file_trust.peer_uid(sock)
+        except BaseException:
+            sock.close()
+            raise
+        if uid not in self._peer_owners:
+            sock.close()
+            allowed = ", ".join(file_trust.user_name(u) for u in sorted(self._peer_owners))
+            raise WebhookFailure(FailureKind.CONNECT,
+                                 f"{path} is served by {file_trust.user_name(uid)}, not by "
+                                 f"{allowed} (peer_uids); no request sent")
+        return sock
 
 
 def decode_reply(raw: bytes) -> Any:

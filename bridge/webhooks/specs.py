@@ -12,12 +12,17 @@ URL forms:
   socket and the HTTP path is `/`.
 - `https://host:port/path` or `http://host:port/path`. Plain http is refused
   for anything but a loopback host unless `allow_insecure_http: true`.
+
+The files a webhook reads (`bearer_token_file`, `tls.*`) must pass the node's file rule
+(bridge.process.file_trust, docs/security.md#files); `webhook_file_problems` lists every one
+that does not, parsing refuses the first (unless told not to look, for `validate-config`,
+which lists them all). A `unix://` policy must be served by root, the bridge's own uid or one
+of `peer_uids` (checked on every connection: bridge.webhooks.client).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -28,6 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from bridge.contract.catalogue import EVENT_NAMES
 from bridge.errors import ConfigError
+from bridge.process import file_trust
 from bridge.webhooks.kinds import DEFAULT_ALLOW, check_allow
 from bridge.webhooks.selector import Operator, Requirement, Selector
 
@@ -96,6 +102,13 @@ class WebhookSpec:
     tls: TlsSpec | None = None
     bearer_token_file: str | None = None
     breaker: BreakerSpec = field(default_factory=BreakerSpec)
+    # uids besides root and our own that may serve a unix:// policy (SO_PEERCRED)
+    peer_uids: frozenset[int] = frozenset()
+
+    @property
+    def peer_owners(self) -> frozenset[int]:
+        """Who may own the policy's socket (and its directories) and serve it."""
+        return file_trust.default_owners(self.peer_uids)
 
 
 # -- parsing ----------------------------------------------------------------------------
@@ -173,13 +186,16 @@ class _Webhook(_Strict):
     bearer_token_file: str | None = None
     allow_insecure_http: bool = False
     circuit_breaker: _Breaker = Field(default_factory=_Breaker)
+    peer_uids: list[Annotated[int, Field(ge=0, lt=2**32 - 1)]] = []
 
 
 _WEBHOOKS = TypeAdapter(list[_Webhook])
 
 
-def parse_webhooks(raw: Any, key: str = "webhooks") -> tuple[WebhookSpec, ...]:
-    """Validate the `webhooks:` list; raises ConfigError naming the first bad key."""
+def parse_webhooks(raw: Any, key: str = "webhooks", *,
+                   check_files: bool = True) -> tuple[WebhookSpec, ...]:
+    """Validate the `webhooks:` list; raises ConfigError naming the first bad key (with
+    `check_files`, the first file that fails the file rule too)."""
     if raw is None:
         return ()
     try:
@@ -191,6 +207,8 @@ def parse_webhooks(raw: Any, key: str = "webhooks") -> tuple[WebhookSpec, ...]:
     for i, model in enumerate(models):
         where = f"{key}[{i}]"
         spec = _to_spec(model, where)
+        if check_files and (problems := webhook_file_problems(spec, where)):
+            raise problems[0]
         if spec.name in seen:
             raise ConfigError(f"{where}.name", f"duplicate webhook name {spec.name!r}")
         seen.add(spec.name)
@@ -222,10 +240,10 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
                 raise ConfigError(
                     f"{where}.pod_label_selector.matchExpressions[{i}].values",
                     f"{expr.operator} {'needs' if needs_values else 'takes no'} values")
+    if m.peer_uids and not m.url.startswith("unix:"):
+        raise ConfigError(f"{where}.peer_uids", "applies only to unix:// URLs")
     endpoint = _endpoint(m, where)
     tls = _tls(m, endpoint, where)
-    if m.bearer_token_file is not None:
-        _readable(m.bearer_token_file, f"{where}.bearer_token_file")
     return WebhookSpec(
         name=m.name,
         endpoint=endpoint,
@@ -239,7 +257,33 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
         tls=tls,
         bearer_token_file=m.bearer_token_file,
         breaker=BreakerSpec(m.circuit_breaker.failure_threshold, m.circuit_breaker.cool_down),
+        peer_uids=frozenset(m.peer_uids),
     )
+
+
+def webhook_files(spec: WebhookSpec, where: str) -> list[tuple[str, str]]:
+    """(key, path) of every file `spec` reads: the token and the TLS files."""
+    files = []
+    if spec.bearer_token_file is not None:
+        files.append((f"{where}.bearer_token_file", spec.bearer_token_file))
+    if spec.tls is not None:
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(spec.tls, name)
+            if path is not None:
+                files.append((f"{where}.tls.{name}", path))
+    return files
+
+
+def webhook_file_problems(spec: WebhookSpec, where: str) -> list[ConfigError]:
+    """Every file of `spec` that fails the file rule, as ConfigError(key, "PATH: problem")."""
+    problems = []
+    for key, path in webhook_files(spec, where):
+        try:
+            file_trust.check_file(path)
+        except file_trust.UntrustedPath as exc:
+            named = exc.problem if exc.path == path else f"{exc.path}: {exc.problem}"
+            problems.append(ConfigError(key, f"{path}: {named}"))
+    return problems
 
 
 def _endpoint(m: _Webhook, where: str) -> Endpoint:
@@ -291,16 +335,7 @@ def _tls(m: _Webhook, endpoint: Endpoint, where: str) -> TlsSpec | None:
         raise ConfigError(key, "applies only to https:// URLs")
     if (m.tls.cert_file is None) != (m.tls.key_file is None):
         raise ConfigError(key, "cert_file and key_file go together")
-    for name in ("ca_file", "cert_file", "key_file"):
-        path = getattr(m.tls, name)
-        if path is not None:
-            _readable(path, f"{key}.{name}")
     return TlsSpec(m.tls.ca_file, m.tls.cert_file, m.tls.key_file, m.tls.insecure_skip_verify)
-
-
-def _readable(path: str, key: str) -> None:
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ConfigError(key, f"{path}: not a readable file")
 
 
 def _selector(m: _Webhook) -> Selector:

@@ -2,18 +2,31 @@
 
 Owns the only HTTP client code in the server; httpx errors are mapped to
 ``BridgeControlError`` here and nowhere else (``BridgeUnreachableError`` when nothing accepts
-the connection, so a caller can tell "not started yet" from a broken reply). The control URL
-is ``unix:///path.sock`` (HTTP over a Unix socket) or ``http://host:port``. Every call has a
+the connection, so a caller can tell "not started yet" from a broken reply). Every call has a
 timeout.
+
+Whom it trusts (``BridgeTrust``): the reconciler running as root re-applies what ``GET
+/v1/state`` says, so the peer must be the bridge. ``unix:///path.sock``: each new connection's
+server is checked with ``SO_PEERCRED`` (root, this process's uid, or the uids given), and a
+socket served by anyone else is refused with ``BridgePeerError`` naming its uid.
+``https://host:port``: the bridge's certificate checked against the CA given (optionally a
+client certificate and a bearer token file). Plain ``http://`` is refused when the client is
+made unless ``insecure`` (``--bridge-control-insecure``, logged as a warning).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+import os
+import socket
+import ssl
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError
@@ -33,19 +46,158 @@ class BridgeState:
     containers: list[dict[str, Any]]
 
 
+class BridgePeerError(BridgeControlError):
+    """The control socket is served by a process this server does not trust."""
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeTrust:
+    """Who may answer as the bridge: see the module docstring. ``uids``: besides root and this
+    process's own uid, for a Unix socket. ``ca``/``cert``/``key``/``token_file``: for https
+    (the token is sent as ``Authorization: Bearer`` on any scheme)."""
+
+    uids: frozenset[int] = field(default_factory=frozenset)
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    token_file: Path | None = None
+    insecure: bool = False
+
+    def allowed_uids(self) -> frozenset[int]:
+        return frozenset({0, os.geteuid(), *self.uids})
+
+
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_uid(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process serving a connected Unix socket (``SO_PEERCRED``)."""
+    pid, uid, _gid = _PEERCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    )
+    return pid, uid
+
+
+class _PeerCheckingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend with each Unix connection's server checked first."""
+
+    def __init__(self, allowed: frozenset[int]) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._allowed = allowed
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        raise BridgeControlError("a Unix socket transport was asked for a TCP connection")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_unix_socket(path, timeout, socket_options)
+        sock = stream.get_extra_info("socket")
+        try:
+            if not isinstance(sock, socket.socket):
+                raise BridgePeerError(f"bridge control socket {path}: cannot check its peer")
+            pid, uid = peer_uid(sock)
+            if uid not in self._allowed:
+                raise BridgePeerError(
+                    f"bridge control socket {path} is served by uid {uid} (pid {pid}), not by "
+                    f"an allowed uid ({', '.join(map(str, sorted(self._allowed)))}; "
+                    "--bridge-control-uid): refusing its state and not sending it updates"
+                )
+        except BaseException:
+            await stream.aclose()
+            raise
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _peer_checked_uds(path: str, allowed: frozenset[int]) -> httpx.AsyncHTTPTransport:
+    transport = httpx.AsyncHTTPTransport(uds=path)
+    # httpx builds its httpcore pool without a way to pass a network backend; the pool is
+    # replaced by one that has it (same options: HTTP/1.1, no retries).
+    transport._pool = httpcore.AsyncConnectionPool(
+        uds=path, network_backend=_PeerCheckingBackend(allowed)
+    )
+    return transport
+
+
+def _read_token(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BridgeControlError(f"--bridge-control-token-file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        token = f.read(65536).decode(errors="replace").strip()
+    if not token:
+        raise BridgeControlError(f"--bridge-control-token-file {path}: empty")
+    return token
+
+
+def _tls_context(url: str, trust: BridgeTrust) -> ssl.SSLContext:
+    if trust.ca is None:
+        raise BridgeControlError(
+            f"bridge control URL {url!r}: https needs the bridge's CA (--bridge-control-ca)"
+        )
+    try:
+        context = ssl.create_default_context(cafile=str(trust.ca))
+        if trust.cert is not None:
+            context.load_cert_chain(str(trust.cert), str(trust.key) if trust.key else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise BridgeControlError(f"bridge control TLS files: {exc}") from None
+    return context
+
+
 def _client(
-    url: str, timeout_s: float, transport: httpx.AsyncBaseTransport | None
+    url: str,
+    timeout_s: float,
+    transport: httpx.AsyncBaseTransport | None,
+    trust: BridgeTrust,
 ) -> httpx.AsyncClient:
+    headers = {}
+    if trust.token_file is not None:
+        headers["authorization"] = f"Bearer {_read_token(trust.token_file)}"
     if url.startswith("unix://"):
         path = url.removeprefix("unix://")
         if not path.startswith("/"):
             raise BridgeControlError(f"bridge control URL {url!r}: expected unix:///absolute/path")
-        uds = transport or httpx.AsyncHTTPTransport(uds=path)
-        return httpx.AsyncClient(transport=uds, base_url="http://bridge", timeout=timeout_s)
-    if url.startswith(("http://", "https://")):
-        return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport)
+        uds = transport or _peer_checked_uds(path, trust.allowed_uids())
+        return httpx.AsyncClient(
+            transport=uds, base_url="http://bridge", timeout=timeout_s, headers=headers
+        )
+    if url.startswith("https://"):
+        return httpx.AsyncClient(
+            base_url=url.rstrip("/"),
+            timeout=timeout_s,
+            transport=transport,
+            verify=_tls_context(url, trust),
+            headers=headers,
+        )
+    if url.startswith("http://"):
+        # A transport given by the caller (an in-process test's mock) is the caller's choice of
+        # peer; the refusal is for the connections this client makes itself.
+        if not trust.insecure and transport is None:
+            raise BridgeControlError(
+                f"bridge control URL {url!r}: plain http is refused (any local user can serve "
+                "a forged state on a TCP port, and the reconciler would apply it as root); use "
+                "unix:///path.sock or https:// with --bridge-control-ca, or accept the risk "
+                "with --bridge-control-insecure"
+            )
+        if transport is None:
+            log.warning(
+                "INSECURE: --bridge-control-insecure: the reconciler trusts whatever answers on %s "
+                "over plain http (no peer check, no TLS); any local user who binds that address "
+                "can make it write forged values",
+                url,
+            )
+        return httpx.AsyncClient(
+            base_url=url.rstrip("/"), timeout=timeout_s, transport=transport, headers=headers
+        )
     raise BridgeControlError(
-        f"bridge control URL {url!r}: expected unix:///path.sock or http://host:port"
+        f"bridge control URL {url!r}: expected unix:///path.sock or https://host:port"
     )
 
 
@@ -64,9 +216,10 @@ class BridgeControl:
         url: str,
         timeout_s: float = BRIDGE_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        trust: BridgeTrust | None = None,
     ) -> None:
         self.url = url
-        self._client = _client(url, timeout_s, transport)
+        self._client = _client(url, timeout_s, transport, trust or BridgeTrust())
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -124,6 +277,8 @@ class BridgeControl:
         if dropped:
             # Fields the route to the runtime cannot carry (CRI UpdateContainerResources has no
             # pids, memory reservation, ...): applied nowhere, so say so once per push.
-            log.warning("the bridge dropped update fields the runtime cannot apply: %s",
-                        json.dumps(dropped)[:500])
+            log.warning(
+                "the bridge dropped update fields the runtime cannot apply: %s",
+                json.dumps(dropped)[:500],
+            )
         return failed

@@ -9,48 +9,82 @@ converted: ``cgroup_layout``), with the systemd unit properties of the pod slice
 whether they can be written at all (``cgroup_probe``); when they cannot, writes are skipped
 without a word per event (the server says so once at start-up and in /v1/state).
 
-Must not: create cgroups (a missing pod directory is skipped), write outside the root, or
-raise: every failure is logged and reported.
+Every path is confined (``pod_confinement``): the directory a write names must lie beneath the
+pod hierarchy (kubepods below kubelet's cgroup root), and it is opened one component at a time
+without following a symlink; a write that names anything else is refused with a warning naming
+the pod and the path, and never reaches the disk.
+
+Must not: create cgroups (a missing pod directory is skipped), write outside the pod hierarchy,
+follow a symlink below the root, or raise: every failure is logged and reported.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
-import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from policy_server.node.cgroup_layout import (
     FILES,
     V1_UNLIMITED_MEMORY,
     CgroupVersion,
-    cgroup_dir,
     cgroup_dir_text,
-    read_text,
     v2_value,
 )
 from policy_server.node.cgroup_probe import PROBE_FILES_V1, PROBE_FILES_V2, unwritable
 from policy_server.node.cpu_weight import CpuWeights
 from policy_server.node.execution import ApplyRun, Drift, ExecutorMode, ProbeResult
+from policy_server.node.pod_confinement import (
+    ConfinementError,
+    PodHierarchy,
+    is_dir_beneath,
+    read_beneath,
+    write_beneath,
+)
 from policy_server.node.unit_properties import SystemdUnits, UnitProperty, properties_for, unit_name
 from policy_server.sdk.effects import CgroupWrite
 
 log = logging.getLogger(__name__)
 
 
-def _cpu_period_us(directory: Path) -> int | None:
-    """The period of ``directory``'s ``cpu.max`` (``$MAX $PERIOD``), None if unreadable."""
-    fields = (read_text(directory / "cpu.max") or "").split()
+def _cpu_period_us(base: str, names: tuple[str, ...]) -> int | None:
+    """The period of the directory's ``cpu.max`` (``$MAX $PERIOD``), None if unreadable."""
+    fields = (read_beneath(base, names, "cpu.max") or "").split()
     return int(fields[1]) if len(fields) == 2 and fields[1].isdigit() else None
+
+
+class Target:
+    """One confined cgroup file: the trusted base (the root, or a v1 controller's hierarchy),
+    the checked components below it, the file, and the text to write."""
+
+    __slots__ = ("base", "file", "names", "text")
+
+    def __init__(self, base: str, names: tuple[str, ...], file: str, text: str) -> None:
+        self.base, self.names, self.file, self.text = base, names, file, text
+
+    @property
+    def path(self) -> str:
+        return "/".join((self.base, *self.names, self.file))
+
+    @property
+    def directory(self) -> str:
+        return "/".join((self.base, *self.names))
 
 
 class CgroupWriter:
     """The cgroup tree under ``root``: see the module docstring."""
 
     def __init__(
-        self, root: Path, version: CgroupVersion, weights: CpuWeights, units: SystemdUnits
+        self,
+        root: Path,
+        version: CgroupVersion,
+        weights: CpuWeights,
+        units: SystemdUnits,
+        pods: PodHierarchy | None = None,
     ) -> None:
         self.root = root
+        self.pods = pods if pods is not None else PodHierarchy()
         self._version = version
         self.weights = weights
         self.units = units
@@ -103,9 +137,11 @@ class CgroupWriter:
     def read(self, write: CgroupWrite) -> str | None:
         """The file's current value in the form ``target`` writes, or None if unreadable."""
         try:
-            path, _ = self.target(write)
-            text = path.read_text().strip()
-        except (OSError, ValueError):
+            target = self._target(write, self.version)
+        except ValueError:
+            return None
+        text = read_beneath(target.base, target.names, target.file)
+        if text is None:
             return None
         if self.version is CgroupVersion.V2:
             return text.split()[0] if write.file == "cpu.cfs_quota_us" and text else text
@@ -125,7 +161,7 @@ class CgroupWriter:
         if current is None:
             return None
         try:
-            _, wanted = self.target(write)
+            wanted = self._target(write, self.version).text
         except ValueError:
             return None
         return current != wanted
@@ -143,23 +179,23 @@ class CgroupWriter:
     # --- writing ---------------------------------------------------------------------------
 
     def target(self, write: CgroupWrite) -> tuple[Path, str]:
-        """The file to write and the text to write into it (``ValueError`` if impossible)."""
-        path, text = self._target(write, self.version)
-        return Path(path), text
+        """The file to write and the text to write into it (``ValueError`` if impossible,
+        ``ConfinementError`` if the directory is outside the pod hierarchy)."""
+        target = self._target(write, self.version)
+        return Path(target.path), target.text
 
-    def _target(self, write: CgroupWrite, version: CgroupVersion) -> tuple[str, str]:
+    def _target(self, write: CgroupWrite, version: CgroupVersion) -> Target:
         # Strings, not Paths: a Synchronize writes several files of every pod, and building
         # Path objects was most of that time (docs/performance.md#numbers-behind-the-code).
         if write.file not in FILES:
             raise ValueError(f"unsupported cgroup file {write.file!r}")
         controller, v2_file = FILES[write.file]
-        rel = cgroup_dir_text(write.cgroup_parent)
-        root = str(self.root).rstrip("/")
+        names = self.pods.confined(cgroup_dir_text(write.cgroup_parent), "cgroup parent")
+        root = str(self.root).rstrip("/") or "/"
         if version is CgroupVersion.V2:
-            return f"{root}/{rel}/{v2_file}", v2_value(
-                write.file, write.value, self.weights.for_writes
-            )
-        return f"{root}/{controller}/{rel}/{write.file}", str(write.value)
+            text = v2_value(write.file, write.value, self.weights.for_writes)
+            return Target(root, names, v2_file, text)
+        return Target(f"{root}/{controller}", names, write.file, str(write.value))
 
     def prepare(self, writes: Sequence[CgroupWrite], run: ApplyRun) -> None:
         """Once per call, before the files: the version, and the systemd unit properties."""
@@ -177,15 +213,14 @@ class CgroupWriter:
             if write.file not in FILES:
                 continue
             try:
-                rel = cgroup_dir(write.cgroup_parent)
+                target = self._target(write, CgroupVersion.V2)
             except ValueError:
                 continue  # refused with its reason by apply
-            unit = unit_name(rel)
-            if unit is None or not (self.root / rel).is_dir():
+            unit = unit_name(PurePosixPath(*target.names))
+            if unit is None or not is_dir_beneath(target.base, target.names):
                 continue
-            v2_file = FILES[write.file][1]
-            text = v2_value(write.file, write.value, self.weights.for_writes)
-            period = _cpu_period_us(self.root / rel) if v2_file == "cpu.max" else None
+            v2_file, text = target.file, target.text
+            period = _cpu_period_us(target.base, target.names) if v2_file == "cpu.max" else None
             by_unit.setdefault(unit, []).extend(properties_for(v2_file, text, period))
         for unit, properties in by_unit.items():
             if properties and self.units.set(unit, properties, run.context):
@@ -199,11 +234,16 @@ class CgroupWriter:
             report.skipped.append(f"{write.file} for {write.pod}: cgroups not writable")
             return
         try:
-            path, text = self._target(write, run.cgroup_version)
+            target = self._target(write, run.cgroup_version)
+        except ConfinementError as exc:
+            report.failed.append(f"{write.file} for {write.pod}: refused: {exc}")
+            log.warning("pod cgroup write refused: %s pod=%s %s", exc, write.pod, context)
+            return
         except ValueError as exc:
             report.failed.append(f"{write.file} for {write.pod}: {exc}")
             log.error("pod cgroup write refused: %s pod=%s %s", exc, write.pod, context)
             return
+        path, text = target.path, target.text
         line = f"{path} <- {text}"
         if run.mode is ExecutorMode.DRY_RUN:
             report.logged.append(line)
@@ -214,17 +254,24 @@ class CgroupWriter:
             return
         try:
             # O_WRONLY without O_CREAT: cgroup files exist or the controller is not there. A
-            # missing file is told apart only then (one open per file on the common path).
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
+            # missing file is told apart only then (one walk per file on the common path).
+            write_beneath(target.base, target.names, target.file, text)
         except FileNotFoundError as exc:
-            if self._missing(write, path, line, exc, run):
+            if self._missing(write, target, line, exc, run):
                 run.lacking.add(write.file)
             return
         except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                # A symlink (or a file) where a cgroup directory or file should be: not followed.
+                report.failed.append(f"{line}: refused: a symlink or non-directory on the path")
+                log.warning(
+                    "pod cgroup write refused: %s is reached through a symlink or a "
+                    "non-directory (not followed) pod=%s %s",
+                    path,
+                    write.pod,
+                    context,
+                )
+                return
             report.failed.append(f"{line}: {exc.strerror}")
             log.error(
                 "pod cgroup write failed: %s: %s pod=%s %s", line, exc.strerror, write.pod, context
@@ -234,12 +281,12 @@ class CgroupWriter:
         log.info("wrote %s pod=%s %s", line, write.pod, context)
 
     def _missing(
-        self, write: CgroupWrite, path: str, line: str, exc: OSError, run: ApplyRun
+        self, write: CgroupWrite, target: Target, line: str, exc: OSError, run: ApplyRun
     ) -> bool:
         """A file that could not be opened: its pod cgroup is gone, the kernel lacks it (True),
         or it is a failure."""
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
+        directory = target.directory
+        if not is_dir_beneath(target.base, target.names):
             run.report.skipped.append(line)
             log.warning(
                 "pod cgroup %s does not exist; skipped %s pod=%s %s",

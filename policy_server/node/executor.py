@@ -32,6 +32,7 @@ from policy_server.node.execution import (
     ProbeResult,
 )
 from policy_server.node.host_directories import make_directory
+from policy_server.node.pod_confinement import PodHierarchy
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.node.resctrl_groups import ResctrlGroups
 from policy_server.node.unit_properties import SystemdUnits
@@ -56,6 +57,7 @@ class NodeExecutor:
         resctrl: ResctrlFS | None = None,
         weights: CpuWeights | None = None,
         units: SystemdUnits | None = None,
+        pods: PodHierarchy | None = None,
     ) -> None:
         self.mode = mode
         self.writer = CgroupWriter(
@@ -63,6 +65,7 @@ class NodeExecutor:
             version,
             weights if weights is not None else CpuWeights(),
             units if units is not None else SystemdUnits(),
+            pods,
         )
         self.resctrl_groups = ResctrlGroups(resctrl if resctrl is not None else ResctrlFS())
         self.kinds: dict[type, KindExecutor[Any]] = {
@@ -84,6 +87,11 @@ class NodeExecutor:
     @property
     def version(self) -> CgroupVersion:
         return self.writer.version
+
+    @property
+    def pods(self) -> PodHierarchy:
+        """Where node writes may go (``pod_confinement``)."""
+        return self.writer.pods
 
     def known_version(self) -> CgroupVersion | None:
         return self.writer.known_version()

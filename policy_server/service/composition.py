@@ -27,6 +27,7 @@ from policy_server.exceptions import RequestError
 from policy_server.node import probe
 from policy_server.node.cpu_weight import CpuWeights
 from policy_server.node.executor import NodeExecutor
+from policy_server.node.pod_confinement import PodHierarchy
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.node.resctrl_fs import ResctrlFS
@@ -68,6 +69,7 @@ class PolicyServer:
                 SystemdBus(options.system_bus),
                 observe=lambda result: self.metrics.unit_properties.labels(result).inc(),
             ),
+            PodHierarchy.of(options.kubelet_cgroup_root),
         )
         # Found out once: every policy sees them (node.facts; built-ins also at build time).
         self.facts = probe.node_facts(self.executor)
@@ -80,11 +82,16 @@ class PolicyServer:
         for policy in [*load_policies(options.policy_modules), *extra_policies]:
             self.registry.add(policy)
         self.engine = Engine(self.registry, self.facts)
-        self.metrics.export_policy_counters(lambda: (
-            (p.name, sample) for p in self.registry if p.extensions.counters is not None
-            for sample in p.extensions.counters()))
+        self.metrics.export_policy_counters(
+            lambda: (
+                (p.name, sample)
+                for p in self.registry
+                if p.extensions.counters is not None
+                for sample in p.extensions.counters()
+            )
+        )
         if bridge is None and options.bridge_control:
-            bridge = BridgeControl(options.bridge_control)
+            bridge = BridgeControl(options.bridge_control, trust=options.bridge_trust)
         self.bridge = bridge
         self.pusher = Pusher(bridge, self.metrics) if bridge is not None else None
         self.procfs = Procfs(options.proc_root)
@@ -101,17 +108,24 @@ class PolicyServer:
                 procfs=self.procfs,
             )
         self.node_status = NodeStatus(
-            self.executor, self.reconciler, self.procfs, options.reconcile_interval_s,
-            policy_host.node_needs(self.registry), self.facts,
+            self.executor,
+            self.reconciler,
+            self.procfs,
+            options.reconcile_interval_s,
+            policy_host.node_needs(self.registry),
+            self.facts,
         )
-        self.steps = RequestSteps(
-            self.executor, self.metrics, self.pusher, self.node_status.reason
-        )
+        self.steps = RequestSteps(self.executor, self.metrics, self.pusher, self.node_status.reason)
         self.resync_policies = tuple(
             p.name for p in self.registry if EventName.SYNCHRONIZE in p.events
         )
         self.resync = Resync(
-            options, bridge, self.engine, self.steps, self.reconciler, self.resync_policies,
+            options,
+            bridge,
+            self.engine,
+            self.steps,
+            self.reconciler,
+            self.resync_policies,
             # Evaluated by the reconciler's pass (with the cgroup files read back).
             frozenset(plans) if self.reconciler is not None else frozenset(),
         )
@@ -163,8 +177,9 @@ class PolicyServer:
                 task = policy.extensions.background
                 if task is not None:
                     host = policy_host.Host(self, policy.name)
-                    tasks.create_task(policy_host.guarded(policy.name, task(host)),
-                                      name=policy.name)
+                    tasks.create_task(
+                        policy_host.guarded(policy.name, task(host)), name=policy.name
+                    )
             if self.bridge is not None:
                 tasks.create_task(self._ticks(), name="resync-ticks")
 

@@ -41,7 +41,11 @@ class NodeStatus:
     def probe(self) -> dict[str, Any]:
         """Find out once what can take effect on this node; log what cannot, once."""
         self._state = probe.probe_node(
-            self._executor, self._reconciler, self._procfs, self._interval_s, self._needs,
+            self._executor,
+            self._reconciler,
+            self._procfs,
+            self._interval_s,
+            self._needs,
             self._facts,
         )
         return self._state

@@ -6,12 +6,14 @@ Owns ``ServerOptions``, the value ``policy_server.main`` builds from the command
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from policy_server.bridge_link.control_client import BridgeTrust
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.execution import ExecutorMode
+from policy_server.node.pod_confinement import DEFAULT_KUBELET_CGROUP_ROOT
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
@@ -34,6 +36,10 @@ class ServerOptions:
     # The default built-in's configuration (--rules, an alias: policies.enabled_builtins).
     rules_path: Path | None = None
     bridge_control: str | None = None
+    # Who may answer on bridge_control (policy_server.bridge_link.control_client).
+    bridge_trust: BridgeTrust = field(default_factory=BridgeTrust)
+    # kubelet's --cgroup-root: node writes stay beneath its kubepods (node.pod_confinement).
+    kubelet_cgroup_root: str = DEFAULT_KUBELET_CGROUP_ROOT
     policy_modules: tuple[str, ...] = ()
     # Serve the catalogue's DEFAULT_POLICY even if --policy does not name it (--no-koordinator).
     default_policies: bool = True

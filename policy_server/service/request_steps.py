@@ -74,8 +74,10 @@ class RequestSteps:
             notes.extend(self.push(evaluation))
         if notes:
             decision = with_warnings(decision, notes)
-        return evaluation if decision is evaluation.decision else replace(
-            evaluation, decision=decision
+        return (
+            evaluation
+            if decision is evaluation.decision
+            else replace(evaluation, decision=decision)
         )
 
     def observe(self, evaluation: Evaluation) -> None:

@@ -85,9 +85,7 @@ def bridge_not_up_yet(s: Schedule, now: float, unreachable: bool, start_wait_s: 
     return unreachable and not s.bridge_answered and now - s.started < start_wait_s
 
 
-def failed(
-    s: Schedule, now: float, full: bool, unreachable: bool, start_wait_s: float
-) -> Schedule:
+def failed(s: Schedule, now: float, full: bool, unreachable: bool, start_wait_s: float) -> Schedule:
     """A pass failed; ``unreachable``: the control socket could not be reached."""
     s = replace(s, pending=s.pending or full)
     if bridge_not_up_yet(s, now, unreachable, start_wait_s):

@@ -52,9 +52,14 @@ NODE_WEBHOOK = {
 }  # fmt: skip
 
 
+# The policy server writes only beneath kubelet's kubepods hierarchy (docs/security.md): here
+# kubelet's --cgroup-root is this run's prefix, so pods go to /<prefix>/kubepods/pod<uid>.
+PODS = f"{CGROUP_PREFIX}/kubepods"
+
+
 def pod_file(controller: str, uid: str, name: str, level: str = "") -> Path:
     """A pod cgroup's file; ``level``: the kube-QoS level the pod sits in (``besteffort``)."""
-    prefix = f"{CGROUP_PREFIX}/{level}" if level else CGROUP_PREFIX
+    prefix = f"{PODS}/{level}" if level else PODS
     return CGROUP_V1_ROOT / controller / prefix / f"pod{uid}" / name
 
 
@@ -89,7 +94,8 @@ def node_stack(start_stack: StackFactory, tmp: Path, **rules: object) -> Stack:
         webhooks=[NODE_WEBHOOK],
         rules={**koordinator_rules(), **rules},
         policy_args=("--reconcile-interval", str(RECONCILE_INTERVAL_S),
-                     "--resctrl-root", str(resctrl)),
+                     "--resctrl-root", str(resctrl),
+                     "--kubelet-cgroup-root", f"/{CGROUP_PREFIX}"),
     )
 
 
@@ -101,7 +107,8 @@ def test_lsr_pod_cgroup_is_unthrottled_and_drift_is_restored(
     assert read_int(pod_file("cpu", uid, "cpu.cfs_quota_us")) == 50000
     pod = clean_pods.run_pod(
         "lsr-node", labels={QOS_LABEL: "LSR"},
-        annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid)  # fmt: skip
+        annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})}, uid=uid,
+        cgroup_prefix=PODS)  # fmt: skip
     container_id = clean_pods.run_container(
         pod, resources={"cpu_quota": 100000, "cpu_period": 100000})  # fmt: skip
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
@@ -143,7 +150,7 @@ def test_be_pod_cgroup_gets_the_batch_values(
     # A koordinator BE pod is kube-BestEffort (its cpu/memory moved to batch resources).
     pod = clean_pods.run_pod(
         "be-node", labels={QOS_LABEL: "BE"}, annotations={EXTENDED_RESOURCE_SPEC: json.dumps(spec)},
-        cgroup_prefix=f"{CGROUP_PREFIX}/besteffort")
+        cgroup_prefix=f"{PODS}/besteffort")
     container_id = clean_pods.run_container(pod, name="app")
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     # Pod formulas: sums over the annotation's containers.
@@ -169,7 +176,7 @@ def test_removed_pod_leaves_no_resctrl_group(
     stale = resctrl / "koordlet-removed-while-down"
     stale.mkdir()
     annotation = json.dumps({"llc": {"schemata": {"range": [0, 30]}}})
-    pod = clean_pods.run_pod("resctrl", annotations={RESCTRL: annotation})
+    pod = clean_pods.run_pod("resctrl", annotations={RESCTRL: annotation}, cgroup_prefix=PODS)
     group = resctrl / f"koordlet-{pod.uid}"
     logs = policy_log(stack)
     wait_until(group.is_dir, what="the pod's resctrl group", timeout_s=RESTORE_TIMEOUT_S,
@@ -190,7 +197,8 @@ def test_oom_score_is_kept_current(
 ) -> None:
     """NRI sets the score at creation only; the reconciler keeps running processes at it."""
     stack = node_stack(start_stack, tmp_path, features={"GPUEnvInject": True, "OOMScoreAdj": True})
-    pod = clean_pods.run_pod("oom", annotations={"koordinator.sh/oom-score-adj": "500"})
+    pod = clean_pods.run_pod("oom", annotations={"koordinator.sh/oom-score-adj": "500"},
+                             cgroup_prefix=PODS)
     container_id = clean_pods.run_container(pod)
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod) == "ok"
     score = Path(f"/proc/{clean_pods.container_pid(container_id)}/oom_score_adj")

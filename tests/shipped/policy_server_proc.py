@@ -27,10 +27,11 @@ class ShippedPolicyServer(PolicyServer):
         pod = Pod(render(overlay))
         self.shipped = pod
         self.identity = as_identity or identity(pod.spec, pod.policy)
-        # Root-owned 0700 by default: the shipped UID reaches it as owner (or via the group).
+        # Owned by the server's UID and closed to others (the file rule, docs/security.md#files:
+        # a directory its group may write would be refused): it creates its socket there.
         workdir.mkdir(parents=True, exist_ok=True)
-        os.chown(workdir, 0, self.identity.gid)
-        workdir.chmod(0o770)
+        os.chown(workdir, self.identity.uid, self.identity.gid)
+        workdir.chmod(0o750)
         super().__init__(workdir)
         self.rules = workdir / "rules.yaml"
         self.rules.write_text(pod.file(pod.policy, str(pod.policy_args.rules)))

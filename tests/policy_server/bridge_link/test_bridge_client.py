@@ -6,17 +6,19 @@ import httpx
 import pytest
 import respx
 
-from policy_server.bridge_link.control_client import BridgeControl
+from policy_server.bridge_link.control_client import BridgeControl, BridgeTrust
 from policy_server.exceptions import BridgeControlError
 
 URL = "http://127.0.0.1:9999"
+# Plain http is refused without the opt-in (tests/policy_server/bridge_link/test_bridge_trust.py).
+INSECURE = BridgeTrust(insecure=True)
 
 
 @respx.mock
 async def test_state_and_push() -> None:
     respx.get(f"{URL}/v1/state").respond(json={"pods": [{"id": "p"}], "containers": []})
     push = respx.post(f"{URL}/v1/updates").respond(json={"failed": [{"container_id": "c"}]})
-    bridge = BridgeControl(URL + "/")
+    bridge = BridgeControl(URL + "/", trust=INSECURE)
     state = await bridge.state()
     assert state.pods == [{"id": "p"}] and state.containers == []
     failed = await bridge.push_updates([{"container_id": "c"}])
@@ -38,21 +40,21 @@ async def test_state_and_push() -> None:
 async def test_bad_state_replies(response: httpx.Response, fragment: str) -> None:
     respx.get(f"{URL}/v1/state").mock(return_value=response)
     with pytest.raises(BridgeControlError, match=fragment):
-        await BridgeControl(URL).state()
+        await BridgeControl(URL, trust=INSECURE).state()
 
 
 @respx.mock
 async def test_connection_errors_are_mapped() -> None:
     respx.get(f"{URL}/v1/state").mock(side_effect=httpx.ConnectError("refused"))
     with pytest.raises(BridgeControlError, match="ConnectError"):
-        await BridgeControl(URL).state()
+        await BridgeControl(URL, trust=INSECURE).state()
 
 
 @respx.mock
 async def test_bad_failed_list() -> None:
     respx.post(f"{URL}/v1/updates").respond(json={"failed": "c1"})
     with pytest.raises(BridgeControlError, match="'failed' is not a list"):
-        await BridgeControl(URL).push_updates([])
+        await BridgeControl(URL, trust=INSECURE).push_updates([])
 
 
 @pytest.mark.parametrize("url", ["unix://relative.sock", "ftp://x", "bridge:80"])

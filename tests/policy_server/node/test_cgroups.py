@@ -139,9 +139,9 @@ def test_a_file_the_kernel_lacks_is_looked_for_once_per_call(
     opened: list[str] = []
     real_open = os.open
 
-    def counting_open(path: str, flags: int, *args: int) -> int:
+    def counting_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
         opened.append(os.path.basename(path))
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", counting_open)
     effects = [
@@ -263,15 +263,17 @@ def test_container_values_v1_and_v2(tmp_path: Path) -> None:
                                     ("cpuset", "cpuset.cpus", "0-3"),
                                     ("memory", "memory.limit_in_bytes", "9223372036854771712"),
                                     ("cpu", "cgroup.procs", "7\n8")):
-        (v1 / controller / "pod1/c1").mkdir(parents=True, exist_ok=True)
-        (v1 / controller / "pod1/c1" / name).write_text(value + "\n")
+        (v1 / controller / "kubepods/pod1/c1").mkdir(parents=True, exist_ok=True)
+        (v1 / controller / "kubepods/pod1/c1" / name).write_text(value + "\n")
     files = ContainerFiles(v1, CgroupVersion.V1)
-    assert files.values("/pod1/c1") == {"shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
-    assert files.pids("/pod1/c1") == [7, 8] and files.pids("/gone") == []
-    v2 = tmp_path / "v2" / "pod1" / "c1"
+    assert files.values("/kubepods/pod1/c1") == {
+        "shares": 512, "quota": -1, "memory": -1, "cpus": "0-3"}
+    assert files.pids("/kubepods/pod1/c1") == [7, 8] and files.pids("/gone") == []
+    v2 = tmp_path / "v2" / "kubepods" / "pod1" / "c1"
     v2.mkdir(parents=True)
     for name, value in (("cpu.weight", "20"), ("cpu.max", "50000 100000"),
                         ("memory.max", "max"), ("cpuset.cpus", "1")):
         (v2 / name).write_text(value + "\n")
     files = ContainerFiles(tmp_path / "v2", CgroupVersion.V2)
-    assert files.values("/pod1/c1") == {"weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}
+    assert files.values("/kubepods/pod1/c1") == {
+        "weight": 20, "quota": 50000, "memory": -1, "cpus": "1"}

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bridge.contract.field_limits import KEY, TEXT, problem
 from policy_server.policies.koordinator_qos import keys
 from policy_server.sdk import CgroupWrite, parse_cpu_list
-from policy_server.testing import PolicyRunner
+from policy_server.testing import InvalidRequest, PolicyRunner
 from tests.policy_server.factory import container, envelope, pod
 
 REPO = Path(__file__).resolve().parents[3]
@@ -143,6 +144,12 @@ def test_pod_metadata_never_gives_more_than_kubelet(
     p["annotations"] = annotations
     c = container()
     c["linux"] = {"resources": resources, "oom_score_adj": oom}
+    if any(problem(TEXT, v) or problem(KEY, k) for k, v in [*labels.items(), *annotations.items()]):
+        # The request decoder refuses it (a control character: docs/webhooks.md, "Field
+        # limits"): it never reaches a policy, so nothing is granted.
+        with pytest.raises(InvalidRequest, match="contains a"):
+            runner.send(envelope("RunPodSandbox", pod=p))
+        return
 
     sandbox = runner.send(envelope("RunPodSandbox", pod=p))
     for effect in sandbox.evaluation.decision.effects:
