@@ -77,7 +77,7 @@ def _request(annotations: dict[str, str], namespace: str = "default",
                         pod={"id": "pod-1", "name": "pod", "namespace": namespace})  # fmt: skip
 
 
-RUNTIME_NOFILE = [{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096}]
+RUNTIME_NOFILE: list[dict[str, int | str]] = [{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096}]
 
 
 def test_without_a_cap_a_limit_is_only_lowered_below_the_runtimes(
