@@ -121,8 +121,14 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
     metrics_address = options.config.control.metrics_address
     if metrics_address is not None:
         # A second listener with its own app: only /metrics is reachable through it.
-        servers.append(ControlServer(create_metrics_app(metrics),
-                                     ControlSettings(socket_path=None, address=metrics_address)))
+        control_settings = options.config.control
+        servers.append(ControlServer(
+            create_metrics_app(metrics),
+            ControlSettings(socket_path=None, address=metrics_address,
+                            header_timeout_s=control_settings.header_timeout_s,
+                            idle_timeout_s=control_settings.idle_timeout_s,
+                            max_connections=control_settings.max_connections),
+            metrics_only=True))
     try:
         listening = control.open()
     except BridgeError as exc:

@@ -19,6 +19,7 @@ from bridge.config_file import BridgeConfig, load_file, load_text, parse
 from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
+from bridge.listening.listener_config import Access, TlsFiles
 from bridge.process import stop_signals
 from bridge.record.recorder import Redaction
 from bridge.transport import connect
@@ -48,7 +49,22 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"control API Unix socket (default: the config's control.socket, else "
                         f"{DEFAULT_CONTROL_SOCKET}); an empty string disables it")
     p.add_argument("--control-address", metavar="HOST:PORT",
-                   help="also serve the control API on this loopback TCP address")
+                   help="also serve the control API on this loopback TCP address; needs "
+                        "--control-bearer-token-file or mutual TLS (--control-tls-*), or "
+                        "--insecure")
+    p.add_argument("--control-bearer-token-file", metavar="FILE",
+                   help="TCP control clients must send Authorization: Bearer <file content> "
+                        "(control.bearer_token_file)")
+    p.add_argument("--control-tls-cert-file", metavar="FILE",
+                   help="serve the TCP control address over TLS with this certificate "
+                        "(control.tls.cert_file; with --control-tls-key-file)")
+    p.add_argument("--control-tls-key-file", metavar="FILE", help="its key (control.tls.key_file)")
+    p.add_argument("--control-tls-client-ca-file", metavar="FILE",
+                   help="TCP control clients must present a certificate this CA signed "
+                        "(control.tls.client_ca_file): mutual TLS")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow --control-address without authentication (control.insecure): "
+                        "every local user can then read and change containers; logged loudly")
     p.add_argument("--metrics-address", metavar="HOST:PORT",
                    help="also serve GET /metrics (and nothing else) on this TCP address, any "
                         "interface, e.g. 0.0.0.0:9464 for Prometheus in a pod")
@@ -159,7 +175,36 @@ def _apply_flags(config: BridgeConfig, args: argparse.Namespace) -> BridgeConfig
     if args.metrics_address:
         control = replace(control, metrics_address=parse_listen_address(args.metrics_address,
                                                                         "--metrics-address"))
-    return replace(config, control=control)
+    return replace(config, control=replace(control, access=_access_flags(control.access, args)))
+
+
+def _access_flags(access: Access, args: argparse.Namespace) -> Access:
+    """--control-bearer-token-file, --control-tls-*, --insecure over `control:`."""
+    from dataclasses import replace
+
+    def path(flag: str) -> str | None:
+        value: str | None = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if value is not None and not value.startswith("/"):
+            raise ConfigError(flag, "must be an absolute path")
+        return value
+
+    token = path("--control-bearer-token-file")
+    cert, key = path("--control-tls-cert-file"), path("--control-tls-key-file")
+    client_ca = path("--control-tls-client-ca-file")
+    if token is not None:
+        access = replace(access, bearer_token_file=token)
+    if cert is not None or key is not None or client_ca is not None:
+        tls = access.tls
+        cert = cert or (tls.cert_file if tls else None)
+        key = key or (tls.key_file if tls else None)
+        if cert is None or key is None:
+            raise ConfigError("--control-tls-cert-file",
+                              "needs --control-tls-key-file too (both or neither)")
+        access = replace(access, tls=TlsFiles(cert, key, client_ca or (
+            tls.client_ca_file if tls else None)))
+    if getattr(args, "insecure", False):
+        access = replace(access, insecure=True)
+    return access
 
 
 def _run(args: argparse.Namespace) -> int:

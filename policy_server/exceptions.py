@@ -36,14 +36,19 @@ class RequestError(PolicyServerError):
     message (policy_server.engine.request).
 
     ``event`` is the request's event when the body decoded but the SDK refused it (such
-    requests are counted as ``invalid`` in the metrics), else ``None``.
+    requests are counted as ``invalid`` in the metrics), else ``None``. ``status``: 422 for a
+    body not of the contract's shape, 400 for a string that breaks its field's limits (a NUL
+    byte, a control character, too long, a path of the wrong shape; docs/webhooks.md).
     """
 
-    def __init__(self, detail: list[dict[str, object]], event: str | None = None) -> None:
+    def __init__(
+        self, detail: list[dict[str, object]], event: str | None = None, status: int = 422
+    ) -> None:
         first = detail[0] if detail else {}
         super().__init__(f"{first.get('loc')}: {first.get('msg')}")
         self.detail = detail
         self.event = event
+        self.status = status
 
 
 class RulesError(PolicyServerError):

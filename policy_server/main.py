@@ -1,8 +1,11 @@
 """``nri-policy-server``: command line, listening socket, uvicorn.
 
 Listens on a Unix socket by default (created with mode 0600, or 0660 with ``--socket-mode``;
-uvicorn's own ``uds`` option would make it 0666) or on TCP with ``--host/--port``; with
-``--metrics-address`` also serves ``GET /metrics`` alone on a TCP address for Prometheus.
+uvicorn's own ``uds`` option would make it 0666; peers checked by their credentials,
+``--allow-uid``/``--allow-gid``) or on TCP with ``--host/--port``, which needs mutual TLS
+(``--tls-*``) or ``--bearer-token-file``, or ``--insecure``; with ``--metrics-address`` also
+serves ``GET /metrics`` alone on a TCP address for Prometheus. Every listener is bounded
+(bridge.listening: body size, header and idle timeouts, a connection cap).
 Logs in the bridge's line formats (``--log-format text|json``, bridge.process.logformat),
 uvicorn's own lines included. Startup errors (bad rules file, bad policy module, socket in
 use) print one line and exit 2.
@@ -25,14 +28,32 @@ import contextlib
 import gc
 import json
 import logging
+import math
 import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 import uvloop
 
+from bridge.listening.auth_files import load_token, uvicorn_tls
+from bridge.listening.bounded_protocol import protocol_class
+from bridge.listening.http_guard import GuardSettings, ListenerGuard, allowed_names
+from bridge.listening.listener_config import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    METRICS_BODY_BYTES,
+    METRICS_MAX_CONNECTIONS,
+    MIB,
+    Access,
+    Bounds,
+    ListenerConfigError,
+    TlsFiles,
+    check_tcp_access,
+)
+from bridge.listening.peer_creds import default_rule
 from bridge.process.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server.exceptions import PolicyServerError
@@ -62,6 +83,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_UDS = "/run/nri-policy-server/policy.sock"
 SOCKET_MODES = {"0600": 0o600, "0660": 0o660}
+# A Synchronize of a 5,000-pod node (one container each) measured 19.3 MiB
+# (docs/performance.md#listener-bounds): 32 MiB leaves room; every other request is a few KB.
+POLICY_BODY_BYTES = 32 * MIB
+OTHER_BODY_BYTES = 1 * MIB
 
 
 class StartupError(PolicyServerError):
@@ -83,6 +108,62 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(SOCKET_MODES),
         default="0600",
         help="permissions of the Unix socket (default 0600)",
+    )
+    listen.add_argument(
+        "--allow-uid",
+        metavar="UID",
+        type=int,
+        action="append",
+        help="a uid the Unix socket serves (repeatable; default root and our own uid)",
+    )
+    listen.add_argument(
+        "--allow-gid",
+        metavar="GID",
+        type=int,
+        action="append",
+        help="a gid whose members the Unix socket serves (repeatable; default the socket's "
+        "group)",
+    )
+    listen.add_argument(
+        "--tls-cert-file", metavar="FILE", help="TCP: serve TLS with this certificate"
+    )
+    listen.add_argument("--tls-key-file", metavar="FILE", help="TCP: its private key")
+    listen.add_argument(
+        "--tls-client-ca-file",
+        metavar="FILE",
+        help="TCP: clients must present a certificate this CA signed (mutual TLS)",
+    )
+    listen.add_argument(
+        "--bearer-token-file",
+        metavar="FILE",
+        help="TCP: clients must send Authorization: Bearer <file content>",
+    )
+    listen.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow TCP without authentication: every user who reaches the port can then "
+        "make the server write node state as root; logged loudly",
+    )
+    listen.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="TCP: a Host/Origin name clients may use besides loopback and --host (repeatable)",
+    )
+    listen.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        help=f"a request's headers must arrive within this (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    listen.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help=f"connections one listener holds at once (default {DEFAULT_MAX_CONNECTIONS})",
     )
     p.add_argument(
         "--rules",
@@ -277,15 +358,83 @@ def parse_metrics_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None]:
+def _bounds(args: argparse.Namespace) -> Bounds:
+    if args.header_timeout <= 0:
+        raise StartupError("--header-timeout must be > 0")
+    if args.max_connections < 1:
+        raise StartupError("--max-connections must be >= 1")
+    return Bounds(
+        max_body_bytes=OTHER_BODY_BYTES,
+        body_bytes_by_path=(("/v1/policies/", POLICY_BODY_BYTES),),
+        header_timeout_s=args.header_timeout,
+        max_connections=args.max_connections,
+    )
+
+
+def _access(args: argparse.Namespace) -> Access:
+    tls = None
+    if args.tls_cert_file or args.tls_key_file or args.tls_client_ca_file:
+        if not (args.tls_cert_file and args.tls_key_file):
+            raise StartupError("--tls-cert-file and --tls-key-file go together")
+        tls = TlsFiles(args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file)
+    return Access(
+        tls=tls,
+        bearer_token_file=args.bearer_token_file,
+        insecure=args.insecure,
+        allowed_uids=tuple(args.allow_uid) if args.allow_uid else None,
+        allowed_gids=tuple(args.allow_gid) if args.allow_gid else None,
+        allowed_hosts=tuple(args.allow_host),
+    )
+
+
+def _tcp_guard(args: argparse.Namespace, bounds: Bounds) -> tuple[GuardSettings, dict[str, Any]]:
+    """The TCP listener's guard and TLS options; refuses an unauthenticated one."""
+    access = _access(args)
+    try:
+        check_tcp_access(access, f"--host {args.host}")
+        token = load_token(access.bearer_token_file) if access.bearer_token_file else None
+        tls = uvicorn_tls(access.tls)
+    except ListenerConfigError as exc:
+        raise StartupError(str(exc)) from None
+    names = allowed_names(args.host, access.allowed_hosts)
+    return GuardSettings(bounds=bounds, token=token, check_host=True, allowed_hosts=names), tls
+
+
+def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None, Listener]:
+    bounds = _bounds(args)
     if args.host is not None or args.port is not None:
         if args.uds is not None:
             raise StartupError("--uds and --host/--port are mutually exclusive")
         if args.host is None or args.port is None:
             raise StartupError("TCP needs both --host and --port")
-        return bind_tcp_socket(args.host, args.port), f"http://{args.host}:{args.port}", None
+        guard, tls = _tcp_guard(args, bounds)
+        scheme = "https" if tls else "http"
+        sock = bind_tcp_socket(args.host, args.port)
+        return sock, f"{scheme}://{args.host}:{args.port}", None, Listener(guard, tls)
     path = Path(args.uds or DEFAULT_UDS)
-    return bind_unix_socket(path, SOCKET_MODES[args.socket_mode]), f"unix://{path}", path
+    access = _access(args)
+    sock = bind_unix_socket(path, SOCKET_MODES[args.socket_mode])
+    guard = GuardSettings(
+        bounds=bounds,
+        peer_rule=default_rule(str(path), access.allowed_uids, access.allowed_gids),
+        allowed_hosts=allowed_names(None, (*access.allowed_hosts, path.name)),
+    )
+    return sock, f"unix://{path}", path, Listener(guard, {})
+
+
+class Listener:
+    """What the main listener is served with: its guard and uvicorn's TLS options."""
+
+    def __init__(self, guard: GuardSettings, tls: dict[str, Any]) -> None:
+        self.guard = guard
+        self.tls = tls
+
+
+METRICS_GUARD = GuardSettings(
+    bounds=Bounds(max_body_bytes=METRICS_BODY_BYTES, max_connections=METRICS_MAX_CONNECTIONS),
+    check_origin=False,
+    json_only=False,
+)
 
 
 class _MainServer(uvicorn.Server):
@@ -326,21 +475,27 @@ async def serve(
     sock: socket.socket,
     log_level: str,
     metrics_sock: socket.socket | None = None,
+    listener: Listener | None = None,
 ) -> None:
     # log_config=None: uvicorn's loggers propagate to our root handler (same line format).
     # http: httptools with a response's header and body writes sent as one (http_protocol).
     # proxy_headers=False: no X-Forwarded-* rewriting, a middleware layer less per request
     # (the bridge connects directly); no Server and Date headers either, which nobody reads.
+    # Every request passes the listener's guard first (peer, token, Host/Origin, JSON, body
+    # size: bridge.listening.http_guard); the protocol bounds the connection (timeouts, cap).
+    listener = listener or Listener(GuardSettings(bounds=Bounds()), {})
     config = uvicorn.Config(
-        create_app(server),
+        ListenerGuard(create_app(server), listener.guard),
         log_level=log_level,
         access_log=False,
         lifespan="on",
         log_config=None,
-        http=CoalescingHttpToolsProtocol,
+        http=protocol_class(listener.guard.bounds, CoalescingHttpToolsProtocol),
+        timeout_keep_alive=max(1, math.ceil(listener.guard.bounds.idle_timeout_s)),
         proxy_headers=False,
         server_header=False,
         date_header=False,
+        **listener.tls,
     )
     config.load()  # imports and builds the app now, so that the freeze below covers it
     # The app, the policies and every module live as long as the process: out of the
@@ -354,7 +509,12 @@ async def serve(
         return
     metrics = _MetricsServer(
         uvicorn.Config(
-            create_metrics_app(server), log_config=None, access_log=False, lifespan="off"
+            ListenerGuard(create_metrics_app(server), METRICS_GUARD),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            http=protocol_class(METRICS_GUARD.bounds),
+            timeout_keep_alive=max(1, math.ceil(METRICS_GUARD.bounds.idle_timeout_s)),
         )
     )
     metrics_task = asyncio.create_task(metrics.serve(sockets=[metrics_sock]), name="metrics")
@@ -402,7 +562,7 @@ def _main(args: argparse.Namespace) -> int:
         )
         if stop_signals.requested() is not None:
             return 0  # stopped during start-up: nothing is bound yet
-        sock, where, uds_path = _listen(args)
+        sock, where, uds_path, listener = _listen(args)
     except PolicyServerError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)
         return 2
@@ -416,7 +576,7 @@ def _main(args: argparse.Namespace) -> int:
         if stop_signals.requested() is None:
             # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the
             # loop. A stop signal from here on is handed to uvicorn (_MainServer).
-            uvloop.run(serve(server, sock, args.log_level, metrics_sock))
+            uvloop.run(serve(server, sock, args.log_level, metrics_sock, listener))
         stop_signals.checkpoint("loop-closed")
     except StartupError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)

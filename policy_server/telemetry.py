@@ -140,6 +140,14 @@ class Metrics:
             ("level",),
             registry=r,
         )
+        self.container_failures = Counter(
+            "policy_reconcile_container_failures",
+            "Containers (and pods) a resync or reconciler pass skipped, by pass (resync, "
+            "reconcile) and reason (refused: a field the request decoder refuses; unreadable: "
+            "its cgroup files could not be read)",
+            ("pass", "reason"),
+            registry=r,
+        )
         self.reconcile_seconds = Histogram(
             "policy_reconcile_pass_seconds",
             "Wall time of one node reconciler pass (fetch, evaluate, push, node writes)",

@@ -85,6 +85,7 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/deploy/test_alert_rules.py",
     "tests/deploy/test_deployments_run.py",
     "tests/deploy/test_grafana.py",
+    "tests/deploy/test_admission_manifests.py",
     "tests/deploy/test_kubernetes.py",
     "tests/policy_server/node/test_systemd_bus.py",
     "tests/servers/",

@@ -11,8 +11,9 @@ at 5,000; msgspec decodes the same bodies in 12-20 ms and 71-90 ms; docs/perform
 one the contract takes too:
 
 - every NRI message is built from the same descriptors as nri_models, with the same types
-  (strings, booleans, enum names or integers, lists, string- and integer-keyed maps, Optional*
-  wrappers as plain values), every field optional, unknown keys refused;
+  (strings no longer than ``field_limits`` allows their field, booleans, enum names or
+  integers, lists, string- and integer-keyed maps, Optional* wrappers as plain values), every
+  field optional, unknown keys refused;
 - the integer bounds are the model's, except that unsigned 64-bit values stop at 2**63 - 1
   (msgspec takes integers of any size and cannot bound one at 2**64 - 1);
 - the envelope holds the keys of every event but ValidateContainerAdjustment (``adjust``,
@@ -36,6 +37,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 from bridge.contract.convert import INT_RANGES
 from bridge.contract.descriptor_types import field_type
+from bridge.contract.field_limits import KEY, NAME, Limit, limit_of
 from bridge.proto.nri import api_pb2
 
 FD = FieldDescriptor
@@ -49,9 +51,14 @@ ABSENT: Any = msgspec.UNSET
 _STRUCTS: dict[str, type[msgspec.Struct] | None] = {}
 
 
-def _scalar_type(fd: Any) -> Any:
+def _text(limit: Limit) -> Any:
+    """A string within ``limit``'s length (its other rules: policy_server.engine.request_fields)."""
+    return Annotated[str, msgspec.Meta(max_length=limit.max_length)]
+
+
+def _scalar_type(fd: Any, limit: Limit) -> Any:
     if fd.type in (FD.TYPE_STRING, FD.TYPE_BYTES):
-        return str
+        return _text(limit)
     if fd.type == FD.TYPE_BOOL:
         return bool
     if fd.type in _INT_BOUNDS:
@@ -66,14 +73,14 @@ def _scalar_type(fd: Any) -> Any:
 
 def _map_key(fd: Any) -> Any:
     if fd.type == FD.TYPE_STRING:
-        return str
+        return _text(KEY)
     if fd.type in _INT_BOUNDS:  # FieldOwners' field numbers: JSON object keys as text
         return int
     raise TypeError(f"{fd.full_name}: only string- and integer-keyed maps are mirrored")
 
 
-def _field_type(fd: Any) -> Any:
-    return field_type(fd, _scalar_type, nri_struct, _map_key)
+def _field_type(fd: Any, limit: Limit) -> Any:
+    return field_type(fd, lambda inner: _scalar_type(inner, limit), nri_struct, _map_key)
 
 
 def nri_struct(name: str) -> type[msgspec.Struct]:
@@ -85,7 +92,9 @@ def nri_struct(name: str) -> type[msgspec.Struct]:
         raise TypeError(f"NRI message {name} contains itself: not mirrored")
     _STRUCTS[name] = None
     desc = api_pb2.DESCRIPTOR.message_types_by_name[name]
-    fields = [(fd.name, _field_type(fd) | None, None) for fd in desc.fields]
+    fields = [
+        (fd.name, _field_type(fd, limit_of(name, fd.name)) | None, None) for fd in desc.fields
+    ]
     struct = msgspec.defstruct(name, fields, forbid_unknown_fields=True, module=__name__)
     _STRUCTS[name] = struct
     return struct
@@ -96,17 +105,20 @@ Container: Any = nri_struct("Container")
 LinuxResources: Any = nri_struct("LinuxResources")
 
 
+_Name: Any = _text(NAME)
+
+
 class RuntimeRef(msgspec.Struct, forbid_unknown_fields=True):
-    name: str
-    version: str
-    nri_version: str | None = None
-    capabilities: list[str] | None = None
+    name: _Name
+    version: _Name
+    nri_version: _Name | None = None
+    capabilities: list[_Name] | None = None
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True):
     """``WebhookRequest`` without the ValidateContainerAdjustment keys."""
 
-    uid: str
+    uid: _Name
     event: Literal[EVENT_NAMES]  # type: ignore[valid-type]
     runtime: RuntimeRef
     budget_ms: Annotated[int, msgspec.Meta(ge=0, le=_INT64_MAX)]

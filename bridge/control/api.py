@@ -7,7 +7,9 @@ Routes:
   runner's update queue, never from inside an event handler, by the route the runtime is safe
   with (NRI UpdateContainers, or CRI UpdateContainerResources where that deadlocks the runtime:
   bridge.nri.update_routes);
-- `GET /v1/state` → `{"pods": [...], "containers": [...]}` in webhook JSON form;
+- `GET /v1/state` → `{"pods": [...], "containers": [...]}` in webhook JSON form; environment
+  values are replaced by `<redacted>` (names kept) unless the listener's guard marked the
+  peer as a reader (bridge.listening.http_guard: root over the Unix socket by default);
 - `GET /healthz` (the loop answers), `GET /readyz` (registered and serving: 200, else 503;
   the body `{"ready": bool, "stuck_calls": [{"call", "detail", "seconds"}]}` also lists our
   calls to the runtime that have not returned for a few seconds, bridge.call_watch);
@@ -38,6 +40,7 @@ from starlette.routing import Route
 from bridge.call_watch import StuckCall
 from bridge.contract.convert import to_json
 from bridge.errors import BridgeError
+from bridge.listening.http_guard import ENV_READER_KEY
 from bridge.metrics import CONTENT_TYPE, Metrics
 from bridge.nri.updates import UpdateOutcome
 from bridge.proto.nri import api_pb2 as api
@@ -53,6 +56,7 @@ LOG_REASON_CHARS = 256
 # The dropped-fields metric's event and webhook labels for what the control API could not carry.
 CONTROL_EVENT = "UnsolicitedUpdate"
 CONTROL_SOURCE = "control-api"
+REDACTED = "<redacted>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,11 @@ class ControlDeps:
     metrics: Metrics
     # Our calls to the runtime that have not returned past the threshold (bridge.call_watch).
     stuck_calls: Callable[[], Sequence[StuckCall]]
+
+
+def redact_env(env: Sequence[str]) -> list[str]:
+    """`NAME=value` -> `NAME=<redacted>`: the names stay, no value leaves."""
+    return [item.partition("=")[0] + ("=" + REDACTED if "=" in item else "") for item in env]
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -147,8 +156,13 @@ def create_app(deps: ControlDeps) -> Starlette:
     async def get_state(request: Request) -> Response:
         # orjson: the reconciler fetches this every 10 s, a body of ~1 MiB at 1,000 pods;
         # json.dumps was a third of the bridge's CPU for it (docs/performance.md, node scale).
+        containers = [to_json(c) for c in deps.containers()]
+        if not request.scope.get(ENV_READER_KEY, False):
+            for container in containers:
+                if "env" in container:
+                    container["env"] = redact_env(container["env"])
         body = orjson.dumps({"pods": [to_json(p) for p in deps.pods()],
-                             "containers": [to_json(c) for c in deps.containers()]})
+                             "containers": containers})
         return Response(body, media_type="application/json")
 
     async def healthz(request: Request) -> Response:

@@ -1,22 +1,31 @@
 """Where the control API listens: the `control:` config section and its CLI flags.
 
-A Unix socket by default (`/run/nri-webhook-bridge/control.sock`, mode 0660);
-optionally also a loopback TCP address. Anything but loopback is refused:
-`POST /v1/updates` changes running containers and has no authentication of
-its own beyond the socket's file permissions. `metrics_address` is different:
-it serves `GET /metrics` alone, so any address is allowed (a pod's, for
-Prometheus to scrape).
+A Unix socket by default (`/run/nri-webhook-bridge/control.sock`, mode 0660), whose
+peers are checked by their kernel credentials (`allowed_uids`, `allowed_gids`); optionally
+also a loopback TCP address, which must authenticate its peers (`tls` with a
+`client_ca_file`, or `bearer_token_file`) unless `insecure` (bridge.listening). Anything
+but loopback is refused: `POST /v1/updates` changes running containers. `metrics_address`
+is different: it serves `GET /metrics` alone, so any address is allowed (a pod's, for
+Prometheus to scrape). Both are bounded (`header_timeout_s`, `idle_timeout_s`,
+`max_connections`).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from bridge.errors import ConfigError
+from bridge.listening.listener_config import (
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    Access,
+    TlsFiles,
+)
 
 DEFAULT_SOCKET = "/run/nri-webhook-bridge/control.sock"
 DEFAULT_SOCKET_MODE = 0o660
@@ -29,6 +38,10 @@ class ControlSettings:
     socket_mode: int = DEFAULT_SOCKET_MODE
     explicit_socket: bool = False  # configured on purpose: failing to bind is fatal
     metrics_address: tuple[str, int] | None = None  # GET /metrics only, any address
+    access: Access = field(default_factory=Access)
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     @property
     def enabled(self) -> bool:
@@ -103,6 +116,22 @@ def _mode(value: object) -> int:
     return value
 
 
+def _path(value: object) -> object:
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise ValueError("must be an absolute path")
+    return value
+
+
+_File = Annotated[str, BeforeValidator(_path)]
+
+
+class _Tls(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cert_file: _File
+    key_file: _File
+    client_ca_file: _File | None = None
+
+
 class _Control(BaseModel):
     """The `control:` section as written (unknown keys refused)."""
 
@@ -111,6 +140,17 @@ class _Control(BaseModel):
     address: Annotated[tuple[str, int] | None, _address(_loopback)] = None
     socket_mode: Annotated[int, BeforeValidator(_mode)] = DEFAULT_SOCKET_MODE
     metrics_address: Annotated[tuple[str, int] | None, _address(_host_port)] = None
+    tls: _Tls | None = None
+    bearer_token_file: _File | None = None
+    insecure: bool = False
+    allowed_uids: list[Annotated[int, Field(ge=0)]] | None = None
+    allowed_gids: list[Annotated[int, Field(ge=0)]] | None = None
+    allowed_hosts: list[Annotated[str, Field(min_length=1, max_length=253)]] = []
+    env_reader_uids: list[Annotated[int, Field(ge=0)]] = [0]
+    env_over_tcp: bool = False
+    header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = DEFAULT_HEADER_TIMEOUT_S
+    idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = DEFAULT_IDLE_TIMEOUT_S
+    max_connections: Annotated[int, Field(ge=1, le=65536)] = DEFAULT_MAX_CONNECTIONS
 
 
 def parse_control(section: Any, key: str = "control") -> ControlSettings:
@@ -129,4 +169,17 @@ def parse_control(section: Any, key: str = "control") -> ControlSettings:
         socket_mode=model.socket_mode,
         explicit_socket="socket" in model.model_fields_set and model.socket is not None,
         metrics_address=model.metrics_address,
+        access=Access(
+            tls=None if model.tls is None else TlsFiles(
+                model.tls.cert_file, model.tls.key_file, model.tls.client_ca_file),
+            bearer_token_file=model.bearer_token_file,
+            insecure=model.insecure,
+            allowed_uids=None if model.allowed_uids is None else tuple(model.allowed_uids),
+            allowed_gids=None if model.allowed_gids is None else tuple(model.allowed_gids),
+            allowed_hosts=tuple(model.allowed_hosts),
+            env_reader_uids=tuple(model.env_reader_uids),
+            env_over_tcp=model.env_over_tcp),
+        header_timeout_s=model.header_timeout_s,
+        idle_timeout_s=model.idle_timeout_s,
+        max_connections=model.max_connections,
     )

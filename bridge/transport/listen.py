@@ -59,6 +59,9 @@ def unix_listener(path: str, mode: int, dir_mode: int = 0o750) -> socket.socket:
     except FileNotFoundError:
         pass
     else:
+        if stat.S_ISLNK(st.st_mode):
+            raise ListenError(f"{path} is a symlink (to {os.readlink(path)!r}), not a socket; "
+                              "refusing to replace it or to follow it")
         if not stat.S_ISSOCK(st.st_mode):
             raise ListenError(f"{path} exists and is not a socket; refusing to replace it")
         if _in_use(path):

@@ -10,11 +10,16 @@ refuses gets a 422 whose detail is msgspec's own: its message, and its path as `
 (``$.container.linux`` -> ``["body", "container", "linux"]``; ``"..."`` stands for a map's key,
 which msgspec does not name). Three rules the SDK adds are checked after decoding, worded the
 same way: ``api_version`` must be present, ``pod`` / ``container`` must be there for the events
-that carry them, and a container ``state`` is its enum name, not its number. docs/webhooks.md
-("Refused requests") is the contract.
+that carry them, and a container ``state`` is its enum name, not its number. A string that
+breaks its field's limits (``bridge.contract.field_limits``: a NUL byte, a control character,
+too long, a path of the wrong shape) is refused with a 400 instead, its ``msg`` naming the field
+(``container.linux.cgroups_path: contains a NUL byte``; the walk: ``engine.request_fields``).
+docs/webhooks.md ("Refused requests", "Field limits") is the contract.
 
-``synchronize_event`` builds the Synchronize the server sends itself (resync, the node
-reconciler) from the bridge's state, with the same Structs and the same conversion.
+``node_synchronize`` builds the Synchronize the server sends itself (resync, the node
+reconciler) from the bridge's state, with the same Structs, checks and conversion; an entry
+they refuse is left out and reported, so one bad container never stops a pass
+(``synchronize_event``: the same, refusing the first bad entry).
 
 Owns the request's shape for the policy server: which bodies are refused, with which error.
 Must not import web frameworks, do I/O, or evaluate anything.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import msgspec
@@ -32,9 +38,11 @@ import orjson
 
 from bridge.contract import request_structs
 from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
+from bridge.contract.field_limits import NAME
 from bridge.contract.request_structs import nri_struct
 from bridge.contract.webhook_models import Removals as RemovalsModel
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
+from policy_server.engine.request_fields import Refusal, refusal, walk_needed
 from policy_server.exceptions import PayloadError, RequestError
 from policy_server.sdk.model import Event
 
@@ -56,7 +64,7 @@ class Adjustment(nri_struct("ContainerAdjustment")):  # type: ignore[misc]
 
 
 class Update(msgspec.Struct, forbid_unknown_fields=True):
-    container_id: Annotated[str, msgspec.Meta(min_length=1)]
+    container_id: Annotated[str, msgspec.Meta(min_length=1, max_length=NAME.max_length)]
     linux: _LinuxContainerUpdate | None = None
     ignore_failure: bool | None = None
 
@@ -72,6 +80,13 @@ class WebhookRequest(request_structs.Request, forbid_unknown_fields=True):
 
 _REQUEST = msgspec.json.Decoder(WebhookRequest)
 _STATE = msgspec.json.Decoder(request_structs.State)
+_POD = msgspec.json.Decoder(request_structs.PodSandbox)
+_CONTAINER = msgspec.json.Decoder(request_structs.Container)
+# msgspec's words for a string over its length bound (the Structs' max_length:
+# bridge.contract.field_limits).
+_TOO_LONG = re.compile(r"Expected `str` of length <= (\d+)")
+_KEY_AT = "key` in `"
+FIELD_REFUSED = "field_refused"  # the 400 entry's ``type``
 # One step of msgspec's path: ``.key``, ``[3]``, or ``[...]`` (a map's value).
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 _AT = " - at `"
@@ -89,7 +104,47 @@ def parse_request(raw: bytes, payload: bool = True) -> Event:
     problem = _sdk_problem(request)
     if problem is not None:
         raise _Refused("value_error", *problem).error(request.event)
+    found = refusal(request, walk_needed(raw))
+    if found is not None:
+        raise _field_refused(found).error(request.event)
     return event_of(request, raw, payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """An entry of the bridge's state ``node_synchronize`` left out: which list (``pods``,
+    ``containers``) and index, its id, name and pod (as far as they are strings), the field
+    and what is wrong with it."""
+
+    kind: str
+    index: int
+    id: str
+    name: str
+    pod: str
+    field: str
+    message: str
+
+    def where(self) -> str:
+        """``containers[3].linux.cgroups_path`` (``containers[3]``: the entry itself)."""
+        return f"{self.kind}[{self.index}]" + (f".{self.field}" if self.field else "")
+
+    def text(self) -> str:
+        return f"{self.where()} (id {self.id!r}): {self.message}"
+
+    def json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "index": self.index, "id": self.id, "name": self.name,
+                "pod": self.pod, "field": self.field, "error": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSync:
+    """The Synchronize built from the bridge's state, the entries it holds (webhook JSON, in
+    order: ``event.containers[i]`` is ``containers[i]``) and those it left out."""
+
+    event: Event
+    pods: list[dict[str, Any]]
+    containers: list[dict[str, Any]]
+    skipped: tuple[Skipped, ...]
 
 
 def synchronize_event(
@@ -98,14 +153,34 @@ def synchronize_event(
     """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
     bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
     first entry refused."""
-    raw = orjson.dumps({"pods": pods, "containers": containers})
+    sync = node_synchronize(source, pods, containers)
+    if sync.skipped:
+        first = sync.skipped[0]
+        raise PayloadError(first.where(), first.message)
+    return sync.event
+
+
+def node_synchronize(
+    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
+) -> NodeSync:
+    """The Synchronize for the bridge's pods and containers (``synchronize_event``), without
+    the entries the decoder refuses (``NodeSync.skipped`` says which and why). The whole state
+    is decoded at once; only when that fails is each entry decoded alone."""
     try:
+        raw = orjson.dumps({"pods": pods, "containers": containers})
         state = _decode(_STATE, raw)
-    except _Refused as refused:
-        raise PayloadError(_field(refused.loc[1:]), refused.message) from None
-    for i, container in enumerate(state.containers):
-        if _state_is_a_number(container):
-            raise PayloadError(f"containers[{i}].state", "Expected `str`, got `int`")
+    except (_Refused, TypeError):  # TypeError: a str orjson cannot encode (a lone surrogate)
+        return _entry_by_entry(source, pods, containers)
+    walk = walk_needed(raw)
+    if any(refusal(p, walk) for p in state.pods) or any(
+        refusal(c, walk) or _state_is_a_number(c) for c in state.containers
+    ):
+        return _entry_by_entry(source, pods, containers)
+    event = _synchronize(source, state.pods, state.containers, raw)
+    return NodeSync(event, list(map(dict, pods)), list(map(dict, containers)), ())
+
+
+def _synchronize(source: str, pods: Sequence[Any], containers: Sequence[Any], raw: bytes) -> Event:
     # Not from a runtime: no NRI version, so no capabilities to claim.
     return Event(
         name=EventName.SYNCHRONIZE,
@@ -113,21 +188,77 @@ def synchronize_event(
         runtime_name="nri-policy-server",
         runtime_version=source,
         budget_ms=0,
-        pods=tuple(pod_of(p) for p in state.pods),
-        containers=tuple(container_of(c) for c in state.containers),
+        pods=tuple(pod_of(p) for p in pods),
+        containers=tuple(container_of(c) for c in containers),
         body=raw,
     )
 
 
-class _Refused(Exception):
-    """What the decoder said of a body: the 422 entry's ``type``, ``loc`` and ``msg``."""
+def _entry_by_entry(
+    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
+) -> NodeSync:
+    skipped: list[Skipped] = []
+    kept: dict[str, list[tuple[dict[str, Any], Any]]] = {"pods": [], "containers": []}
+    for kind, entries, decoder in (("pods", pods, _POD), ("containers", containers, _CONTAINER)):
+        for i, entry in enumerate(entries):
+            decoded, problem = _entry(decoder, entry, kind == "containers")
+            if problem is None:
+                kept[kind].append((dict(entry), decoded))
+            else:
+                skipped.append(_skipped(kind, i, entry, *problem))
+    raw = orjson.dumps({k: [e for e, _ in v] for k, v in kept.items()})
+    event = _synchronize(source, [d for _, d in kept["pods"]],
+                         [d for _, d in kept["containers"]], raw)
+    return NodeSync(event, [e for e, _ in kept["pods"]], [e for e, _ in kept["containers"]],
+                    tuple(skipped))
 
-    def __init__(self, kind: str, loc: list[str | int], message: str) -> None:
+
+def _entry(
+    decoder: msgspec.json.Decoder[Any], entry: Mapping[str, Any], container: bool
+) -> tuple[Any, tuple[str, str] | None]:
+    """One entry decoded and checked: (it, None), or (None, (field, problem))."""
+    try:
+        raw = orjson.dumps(entry)
+    except TypeError as exc:
+        return None, ("", f"cannot be encoded as JSON ({exc})")
+    try:
+        decoded = _decode(decoder, raw)
+    except _Refused as refused:
+        return None, (_field(refused.loc[1:]), refused.message)
+    found = refusal(decoded, walk_needed(raw))
+    if found is not None:
+        return None, (found.field(), found.message)
+    if container and _state_is_a_number(decoded):
+        return None, ("state", "Expected `str`, got `int`")
+    return decoded, None
+
+
+def _skipped(kind: str, index: int, entry: Any, field: str, message: str) -> Skipped:
+    def text(key: str) -> str:
+        value = entry.get(key) if isinstance(entry, Mapping) else None
+        return value[:200] if isinstance(value, str) else ""
+
+    pod = text("pod_sandbox_id") if kind == "containers" else text("id")
+    return Skipped(kind, index, text("id"), text("name"), pod, field, message)
+
+
+def _field_refused(found: Refusal) -> _Refused:
+    return _Refused(FIELD_REFUSED, ["body", *found.loc], found.text(), 400)
+
+
+class _Refused(Exception):
+    """What the decoder said of a body: the 422 (or 400) entry's ``type``, ``loc`` and
+    ``msg``."""
+
+    def __init__(
+        self, kind: str, loc: list[str | int], message: str, status: int = 422
+    ) -> None:
         super().__init__(message)
-        self.kind, self.loc, self.message = kind, loc, message
+        self.kind, self.loc, self.message, self.status = kind, loc, message, status
 
     def error(self, event: str | None = None) -> RequestError:
-        return RequestError([{"type": self.kind, "loc": self.loc, "msg": self.message}], event)
+        entry: dict[str, object] = {"type": self.kind, "loc": self.loc, "msg": self.message}
+        return RequestError([entry], event, self.status)
 
 
 def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
@@ -135,11 +266,26 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
         return decoder.decode(raw)
     except msgspec.ValidationError as exc:
         message, at, path = str(exc).partition(_AT)
-        raise _Refused("value_error", _loc(path.rstrip("`")) if at else _BODY, message) from None
+        limit = _too_long(message, path.rstrip("`"))
+        if limit is None:
+            raise _Refused("value_error", _loc(path.rstrip("`")) if at else _BODY,
+                           message) from None
+        raise _field_refused(limit) from None
     except (msgspec.DecodeError, ValueError) as exc:  # not JSON (ValueError: not UTF-8)
         raise _Refused("json_invalid", _BODY, str(exc)) from None
     except RecursionError:
         raise _Refused("json_invalid", _BODY, "JSON nested too deeply") from None
+
+
+def _too_long(message: str, path: str) -> Refusal | None:
+    """The 400 for msgspec's refusal of a string over its field's length, else None."""
+    too_long = _TOO_LONG.fullmatch(message)
+    if too_long is None:
+        return None
+    text = f"is longer than {too_long.group(1)} characters"
+    key = path.startswith(_KEY_AT)  # "key` in `$.pod.labels": a map's key
+    loc = _loc(path.removeprefix(_KEY_AT))[1:]
+    return Refusal(tuple(loc), f"a key {text}" if key else text)
 
 
 def _loc(path: str) -> list[str | int]:

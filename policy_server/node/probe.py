@@ -192,9 +192,14 @@ def describe(
         out["reconciler"] = {
             **out["reconciler"],
             "last_pass": {
+                "finished": last.finished,
+                "completed": last.error is None,
+                "error": last.error,
                 "drift_found": dict(last.found),
                 "drift_fixed": dict(last.fixed),
                 "errors": last.errors[:10],
+                "skipped": last.skipped[:20],
+                "skipped_count": len(last.skipped),
             },
         }
     return out

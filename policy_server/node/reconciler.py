@@ -15,6 +15,12 @@ configuration change):
    resctrl groups it owns by name prefix that no effect asks for removed (pods that are gone),
    processes' ``oom_score_adj``, core-scheduling cookies, kernel switches.
 
+One bad container never stops a pass: an entry of the bridge's state the request decoder
+refuses (``engine.request.node_synchronize``), or whose cgroup files cannot be read, is logged
+naming it, counted (``policy_reconcile_container_failures_total{pass,reason}``) and left out,
+and the pass goes on for the others; ``last`` (``GET /v1/state``) is the last pass's report,
+that pass's error included when it failed as a whole.
+
 Must not: decide anything itself (the decisions and plans are the policies'), name a policy, or
 let one failing part stop the others. Drift found/fixed are counted per level in the metrics.
 """
@@ -34,7 +40,7 @@ from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.reply import updates_to_json
-from policy_server.engine.request import synchronize_event
+from policy_server.engine.request import Skipped, node_synchronize
 from policy_server.node import coresched
 from policy_server.node.container_files import ContainerFiles
 from policy_server.node.cpu_weight import WeightFormula, to_weight
@@ -55,23 +61,41 @@ DEFAULT_RECONCILE_INTERVAL_S = 10.0
 
 @dataclass(slots=True)
 class PassReport:
-    """What one pass found and fixed, per level (container, pod, resctrl, oom, coresched, ...)."""
+    """What one pass found and fixed, per level (container, pod, resctrl, oom, coresched, ...),
+    the containers it skipped and why (``skipped``), and, if it failed as a whole, why
+    (``error``); ``finished``: when it ended (Unix time)."""
 
     found: Counter[str] = field(default_factory=Counter)
     fixed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    finished: float = 0.0
+
+
+def skip(report: PassReport, metrics: Metrics, source: str, skipped: Skipped) -> None:
+    """One entry of the bridge's state the decoder refused: logged, counted, reported."""
+    log.warning("%s: skipped %s", source, skipped.text())
+    metrics.container_failures.labels(source, "refused").inc()
+    report.skipped.append(skipped.json())
 
 
 def _file_values(
     containers: Sequence[Mapping[str, Any]], files: ContainerFiles
-) -> list[Mapping[str, int | str] | None]:
-    """Each container's CPU/memory values as its cgroup files hold them now (None: unread)."""
+) -> tuple[list[Mapping[str, int | str] | None], list[tuple[int, str]]]:
+    """Each container's CPU/memory values as its cgroup files hold them now (None: unread),
+    and (index, error) of those whose files could not be read."""
     out: list[Mapping[str, int | str] | None] = []
-    for raw in containers:
+    failed: list[tuple[int, str]] = []
+    for i, raw in enumerate(containers):
         linux = raw.get("linux")
         path = linux.get("cgroups_path") if isinstance(linux, dict) else None
-        out.append(files.values(path) if isinstance(path, str) and path else None)
-    return out
+        try:
+            out.append(files.values(path) if isinstance(path, str) and path else None)
+        except (OSError, ValueError) as exc:  # this container's files only: the others go on
+            out.append(None)
+            failed.append((i, f"{type(exc).__name__}: {exc}"))
+    return out, failed
 
 
 def _weight_observations(
@@ -170,17 +194,32 @@ class NodeReconciler:
 
     async def run(self, snapshot: BridgeState | None = None) -> PassReport:
         """One pass over ``snapshot`` (fetched if not given); raises ``BridgeControlError`` /
-        ``PayloadError`` if the bridge fails."""
+        ``PayloadError`` if the bridge fails (``last`` then says so)."""
         report = PassReport()
+        try:
+            return await self._run(snapshot, report)
+        except Exception as exc:
+            report.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            report.finished = time.time()
+            self.last = report
+
+    async def _run(self, snapshot: BridgeState | None, report: PassReport) -> PassReport:
         started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
         with paused_gc():  # the whole node (bridge.process.gc_pause)
-            event = synchronize_event("reconcile", snapshot.pods, snapshot.containers)
+            sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers)
+        for skipped in sync.skipped:
+            skip(report, self.metrics, "reconcile", skipped)
+        event, snapshot = sync.event, replace(snapshot, pods=sync.pods, containers=sync.containers)
         if self.writes:
             # Container files, so a value reset behind our back is seen (the bridge only knows
             # what NRI last reported).
-            values = await asyncio.to_thread(_file_values, snapshot.containers, self.files)
+            values, unread = await asyncio.to_thread(_file_values, snapshot.containers, self.files)
+            for i, error in unread:
+                self._unreadable(report, snapshot.containers[i], error)
             weights = None
             if self.files.v2:
                 weights = self.executor.weights.learn(_weight_observations(event, values))
@@ -202,8 +241,20 @@ class NodeReconciler:
         if report.found:
             log.info("reconcile: drift found %s, fixed %s", dict(report.found), dict(report.fixed))
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        self.last = report
         return report
+
+    def _unreadable(self, report: PassReport, container: Mapping[str, Any], error: str) -> None:
+        """A container whose cgroup files could not be read: logged, counted, reported."""
+        def text(key: str) -> str:
+            value = container.get(key)
+            return value[:200] if isinstance(value, str) else ""
+
+        log.warning("reconcile: container %r (pod %r): cgroup files unreadable, skipped: %s",
+                    text("id"), text("pod_sandbox_id"), error)
+        self.metrics.container_failures.labels("reconcile", "unreadable").inc()
+        report.skipped.append({"kind": "containers", "id": text("id"), "name": text("name"),
+                               "pod": text("pod_sandbox_id"), "field": "linux.cgroups_path",
+                               "error": error})
 
     async def _push(self, updates: list[dict[str, Any]], report: PassReport) -> None:
         if not updates:
@@ -270,7 +321,14 @@ class NodeReconciler:
             path = linux.get("cgroups_path") if linux else None
             if pod_id not in pods or not isinstance(path, str) or not path:
                 continue
-            out.append((pod_id, str(c.get("name", "")), self.files.pids(path)))
+            try:
+                pids = self.files.pids(path)
+            except (OSError, ValueError) as exc:  # this container only: the others go on
+                log.warning("reconcile: container %r: cgroup.procs unreadable, skipped: %s",
+                            c.get("id"), exc)
+                self.metrics.container_failures.labels("reconcile", "unreadable").inc()
+                continue
+            out.append((pod_id, str(c.get("name", "")), pids))
         return out
 
     def _oom(

@@ -3,7 +3,7 @@
 The bridge calls this once per NRI event while the runtime waits, so it is the one route
 written for latency, and the only one for this path (the FastAPI app declares it for the
 OpenAPI document only). The body becomes the SDK's ``Event`` by the one request decoder
-(``engine.request.parse_request``, or a 422 naming the field; without its typed payload when
+(``engine.request.parse_request``, or a 422 / 400 naming the field; without its typed payload when
 nothing will read it: ``Engine.needs_payload``), ``PolicyServer.handle`` decides
 and finishes the decision, and the reply is encoded once (``engine.reply.encode_reply``) and
 sent as it is: the server does not check its own output again (the bridge checks every reply).
@@ -51,11 +51,11 @@ def is_json(content_type: str | None) -> bool:
 
 async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[int, bytes]:
     """The whole route: the HTTP status and JSON body answering ``raw`` POSTed to ``name``."""
-    try:  # a bad body is a 422 before an unknown name is a 404
+    try:  # a bad body is a 422 (400) before an unknown name is a 404
         event = parse_request(raw, server.engine.needs_payload(name))
     except RequestError as exc:
         server.refused(name, exc)
-        return _detail(422, exc.detail)
+        return _detail(exc.status, exc.detail)
     try:
         evaluation = await server.handle(name, event)
     except UnknownPolicyError:

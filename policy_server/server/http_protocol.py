@@ -10,7 +10,8 @@ streaming app still gets each chunk out within the same loop iteration. uvicorn 
 wrapper as its transport in ``connection_made`` (the asyncio protocol contract) and picks the
 class through ``uvicorn.Config(http=...)``; nothing inside uvicorn is replaced. Owns nothing
 else: parsing, keep-alive and flow control are uvicorn's, through the wrapper to the real
-transport.
+transport; the timeouts and the connection cap are bridge.listening's, whose protocol this
+extends.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from bridge.listening.bounded_protocol import BoundedHttpToolsProtocol
 
 
 class _HeldWrites:
@@ -48,8 +49,10 @@ class _HeldWrites:
         return getattr(self._transport, name)
 
 
-class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-    """``uvicorn.Config(http=CoalescingHttpToolsProtocol)``."""
+class CoalescingHttpToolsProtocol(BoundedHttpToolsProtocol):
+    """``uvicorn.Config(http=protocol_class(bounds, CoalescingHttpToolsProtocol))``: the
+    listener's bounds (header timeout, connection cap: bridge.listening.bounded_protocol)
+    come with it."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         # The real transport still calls this protocol back (data, pause/resume writing).

@@ -7,8 +7,10 @@ expected start-up order said once at INFO). A full pass recomputes every known c
 policy that handles Synchronize gets a synthetic one built from the bridge's state (fetched while
 no event reached us), and what changed is pushed through the bridge; a policy with a reconcile
 hook is evaluated by the node reconciler's pass instead (cgroup files read back), which also runs
-on its own every ``--reconcile-interval`` seconds. Must not: decide when (the schedule does),
-evaluate a request, or name a policy.
+on its own every ``--reconcile-interval`` seconds. An entry of the bridge's state the request
+decoder refuses is left out of the pass, logged and counted
+(``policy_reconcile_container_failures_total{pass="resync"}``); the others are resynced. Must
+not: decide when (the schedule does), evaluate a request, or name a policy.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine
 from policy_server.engine.reply import updates_to_json
-from policy_server.engine.request import synchronize_event
+from policy_server.engine.request import node_synchronize
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError, PayloadError
-from policy_server.node.reconciler import NodeReconciler
+from policy_server.node.reconciler import NodeReconciler, PassReport
 from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.extension import ReloadResult
 from policy_server.service import resync_schedule as schedule
@@ -103,6 +105,7 @@ class Resync:
             self.schedule = schedule.nothing_to_do(self.schedule)
             return True
         requests = self.schedule.requests
+        started = time.time()
         async with self._lock:
             try:
                 if not await self.bridge.ready():
@@ -114,6 +117,7 @@ class Resync:
                     await self._reconcile_once()
             except Exception as exc:  # bridge down, bad state, a host surprise: retry later
                 self._failed(exc, full)
+                self._failed_before_reconcile(exc, started)
                 return False
         self.steps.metrics.resyncs.labels("ok").inc()
         if not self.schedule.bridge_answered:
@@ -156,6 +160,16 @@ class Resync:
         log.error("resync failed, retrying in %.0fs: %s%s", before.backoff_s, exc,
                   self._unreachable_why(exc))
 
+    def _failed_before_reconcile(self, exc: Exception, started: float) -> None:
+        """A pass that failed before the reconciler's part ran is the reconciler's last pass
+        too (``GET /v1/state`` shows its error, not an older pass that went well)."""
+        if self.reconciler is None:
+            return
+        last = self.reconciler.last
+        if last is None or last.finished < started:
+            self.reconciler.last = PassReport(error=f"{type(exc).__name__}: {exc}",
+                                              finished=time.time())
+
     def _unreachable_why(self, exc: Exception) -> str:
         """What an unreachable control socket means now, for the error line."""
         if not isinstance(exc, BridgeUnreachableError):
@@ -179,7 +193,11 @@ class Resync:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        event = synchronize_event("resync", snapshot.pods, snapshot.containers)
+        sync = node_synchronize("resync", snapshot.pods, snapshot.containers)
+        for skipped in sync.skipped:
+            log.warning("resync: skipped %s", skipped.text())
+            self.steps.metrics.container_failures.labels("resync", "refused").inc()
+        event = sync.event
         names = [n for n in self.policies if n not in self._reconciled]
         # Every policy first, with no await in between: their state is rebuilt from one view.
         evaluations = [self.engine.evaluate(name, event) for name in names]
@@ -199,7 +217,7 @@ class Resync:
                 "resync policy=%s: %d of %d containers need an update",
                 name,
                 len(updates),
-                len(snapshot.containers),
+                len(sync.containers),
             )
             if updates:
                 pusher.submit(PushJob(name, "resync", updates))

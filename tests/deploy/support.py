@@ -172,18 +172,19 @@ def major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def schema_errors(doc: dict[str, Any]) -> str | None:
-    """Why ``doc`` does not match the OpenAPI schema of the kubectl client's Kubernetes
-    version (strict: unknown fields are errors), or None when it does."""
+def schema_errors(doc: dict[str, Any], version: str | None = None) -> str | None:
+    """Why ``doc`` does not match the OpenAPI schema of Kubernetes ``version`` (MAJOR.MINOR;
+    default: the kubectl client's) (strict: unknown fields are errors), or None when it does."""
     from kubernetes_validate.utils import ValidationError, validate
 
+    version = version or kubectl_version()
     try:
-        used = validate(doc, kubectl_version(), strict=True)
+        used = validate(doc, version, strict=True)
     except ValidationError as exc:
         where = "/".join(str(p) for p in exc.path) or "(top)"
         return f"{doc['kind']} {doc['metadata'].get('name')}: {where}: {exc.message}"
     # It falls back to an older schema when it has none for the version asked for.
-    assert used == kubectl_version(), f"validated against {used}, not {kubectl_version()}"
+    assert used == version, f"validated against {used}, not {version}"
     return None
 
 

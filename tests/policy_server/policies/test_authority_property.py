@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bridge.contract.field_limits import KEY, TEXT, problem
 from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.authority import STRONGEST_CLASS
 from policy_server.policies.koordinator_qos.hooks.resctrl import class_bound
@@ -25,7 +26,7 @@ from policy_server.policies.koordinator_qos.qos import QOSClass
 from policy_server.policies.koordinator_qos.rules import Rules, Trust, rules_from_yaml
 from policy_server.policies.koordinator_qos.target import PodTarget
 from policy_server.sdk import BVT_FILE, CgroupWrite, ResctrlGroup, parse_cpu_list
-from policy_server.testing import PolicyRunner
+from policy_server.testing import InvalidRequest, PolicyRunner
 from tests.policy_server.factory import container, envelope, pod, request
 
 REPO = Path(__file__).resolve().parents[3]
@@ -184,6 +185,12 @@ def test_pod_metadata_never_gives_more_than_kubelet(
     p["annotations"] = annotations
     c = container()
     c["linux"] = {"resources": resources, "oom_score_adj": oom}
+    if any(problem(TEXT, v) or problem(KEY, k) for k, v in [*labels.items(), *annotations.items()]):
+        # The request decoder refuses it (a control character: docs/webhooks.md, "Field
+        # limits"): it never reaches a policy, so nothing is granted.
+        with pytest.raises(InvalidRequest, match="contains a"):
+            runner.send(envelope("RunPodSandbox", pod=p))
+        return
 
     sandbox = runner.send(envelope("RunPodSandbox", pod=p))
     event_pod = request(envelope("RunPodSandbox", pod=p)).pod

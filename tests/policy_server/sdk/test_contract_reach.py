@@ -123,8 +123,8 @@ class Schema:
             return min(max(7, node.get("minimum", 7)), node.get("maximum", 7))
         if kind == "boolean":
             return True
-        if kind == "string":
-            return "x7"
+        if kind == "string":  # absolute: path fields must be (bridge.contract.field_limits)
+            return "/x7"
         if kind == "array":
             return [self.value(node["items"])]
         if kind == "object":

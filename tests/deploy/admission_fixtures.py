@@ -1,0 +1,126 @@
+"""The admission policy's files and cases, shared by its tests.
+
+Owns: reading deploy/kubernetes/admission as written (``sources``: the kustomization's resources
+and its params ConfigMap built from the generator's literals, as kustomize builds it;
+tests/deploy/test_admission_manifests.py checks that the rendering agrees), the keys the code
+declares the policy must guard (``guarded_keys``), builders of pods and AdmissionReview requests,
+and ``allowed``/``refused``, which assert a verdict and name it when it is the other one.
+
+Must not: start processes or touch the network.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from policy_server.policies.koordinator_qos import keys
+from tests.deploy import admission_review as ar
+from tests.deploy import support as s
+
+ADMISSION = s.KUSTOMIZE / "admission"
+POLICY = "nri-webhook-bridge-trusted-pod-keys"
+PARAMS = "nri-webhook-bridge-admission"
+NAMESPACE = "nri-webhook-bridge"
+
+KOORD_SCHEDULER = "system:serviceaccount:koordinator-system:koord-scheduler"
+KOORD_MANAGER = "system:serviceaccount:koordinator-system:koord-manager"
+AUTHOR = "alice@example.com"
+REPLICASET = "system:serviceaccount:kube-system:replicaset-controller"
+KUBELET = "system:node:node-1"
+
+RESOURCE_STATUS = keys.ANNOTATION_RESOURCE_STATUS
+QOS_CLASS = keys.LABEL_QOS_CLASS
+
+
+def _values(doc: Any, key: str) -> list[Any]:
+    """Every value of ``key`` anywhere in a decoded TOML document."""
+    if not isinstance(doc, dict):
+        return []
+    return [v for k, v in doc.items() if k == key] + [
+        found for v in doc.values() for found in _values(v, key)]
+
+
+def _tolerate_key() -> str:
+    """The annotation the fail-closed runtime snippet honours (deploy/runtime)."""
+    path = s.RUNTIME / "containerd-2.2-fail-closed.toml"
+    with path.open("rb") as f:
+        found = _values(tomllib.load(f), "tolerate_missing_plugins_annotation")
+    assert len(found) == 1 and isinstance(found[0], str), f"{path.name}: {found}"
+    return found[0]
+
+
+TOLERATE = _tolerate_key()
+
+
+def guarded_keys() -> set[str]:
+    """The keys the admission policy must guard: the pod labels and annotations the policy
+    server's koordinator policy reads (``keys.TRUSTED_KEYS``, the one declaration of them), and
+    the tolerate annotation in all its forms (``<key>``, ``<key>/pod``, ``<key>/container.NAME``:
+    the ``<key>/`` entry). A key added to the declaration is a key the policy must guard."""
+    found = set(keys.TRUSTED_KEYS)
+    assert len(found) >= 10, "keys.TRUSTED_KEYS lost its keys"
+    return found | {TOLERATE, TOLERATE + "/"}
+
+
+def sources() -> list[dict[str, Any]]:
+    """The admission objects as the files write them (a fresh copy per call): the resources
+    of the kustomization, and its params ConfigMap built from the generator's literals as
+    kustomize builds it (test_admission_manifests.py checks that the rendering agrees)."""
+    k = s.kustomization(ADMISSION)
+    docs = [d for rel in k["resources"] for d in s.load_docs(ADMISSION / rel)]
+    for gen in k["configMapGenerator"]:
+        assert set(gen) == {"name", "namespace", "literals", "options"}, gen
+        data = dict(entry.split("=", 1) for entry in gen["literals"])
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+                     "metadata": {"name": gen["name"], "namespace": gen["namespace"]}})
+    return docs
+
+
+def policy_of(docs: list[dict[str, Any]], params: bool = True) -> ar.AdmissionPolicy:
+    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    configmaps = [d for d in docs if d["kind"] == "ConfigMap"] if params else []
+    return ar.AdmissionPolicy(s.one(docs, "ValidatingAdmissionPolicy"), bindings, configmaps)
+
+
+def pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+        namespace: str = "team-a", name: str = "web-0") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+            "status": {"phase": "Pending"}}
+
+
+def create(obj: dict[str, Any], user: str = AUTHOR, **kw: Any) -> dict[str, Any]:
+    return ar.request("CREATE", obj, None, user=user, namespace=obj["metadata"]["namespace"],
+                      **kw)
+
+
+def update(old: dict[str, Any], new: dict[str, Any], user: str = AUTHOR,
+           **kw: Any) -> dict[str, Any]:
+    return ar.request("UPDATE", new, old, user=user, namespace=new["metadata"]["namespace"],
+                      **kw)
+
+
+def refused(policy: ar.AdmissionPolicy, req: dict[str, Any], *mentions: str) -> str:
+    verdict = policy.review(req)
+    assert verdict.matched and not verdict.allowed, f"allowed: {verdict}"
+    for text in mentions:
+        assert text in verdict.message, f"{text!r} not in {verdict.message!r}"
+    return verdict.message
+
+
+def allowed(policy: ar.AdmissionPolicy, req: dict[str, Any]) -> ar.Verdict:
+    verdict = policy.review(req)
+    assert verdict.allowed, f"refused: {verdict.message}"
+    return verdict
+
+
+def params_of(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The data of the params ConfigMap among ``docs``."""
+    data: dict[str, str] = s.one(docs, "ConfigMap", PARAMS)["data"]
+    return data
