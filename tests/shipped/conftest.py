@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cgroup_scope import KUBEPODS
 from tests.e2e.containerd import Containerd
 from tests.e2e.private_containerd import private_containerd
 from tests.e2e.runtimes import RUNTIMES, Runtime
@@ -36,9 +37,11 @@ def _root() -> None:
 
 @pytest.fixture
 def v1_pod_parent() -> Iterator[str]:
-    """``/nri-shipped-<id>/pod<uid>`` made in the cpu and memory hierarchies as kubelet
-    makes pod cgroups, with a CFS quota and a memory limit the policy server must replace."""
-    top = f"nri-shipped-{uuid.uuid4().hex[:12]}"
+    """``/kubepods/nri-shipped-<id>/pod<uid>`` made in the cpu and memory hierarchies as
+    kubelet makes pod cgroups, with a CFS quota and a memory limit the policy server must
+    replace (beneath /kubepods: the shipped policy server writes nowhere else; kubepods itself
+    is left, tests/e2e/cgroup_scope.py says why)."""
+    top = f"{KUBEPODS}/nri-shipped-{uuid.uuid4().hex[:12]}"
     parent = f"/{top}/pod{uuid.uuid4()}"
     made: list[Path] = []
     for controller in V1_CONTROLLERS:
