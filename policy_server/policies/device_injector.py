@@ -14,7 +14,10 @@ keep an annotation from granting arbitrary host access:
 - ``cdi-devices.noderesource.dev/container.<name>``: a list of fully qualified CDI names
   (``vendor.com/class=name``) matching ``allowed_cdi_devices``.
 
-Everything is refused by default (empty allow lists). A bad or disallowed request rejects
+Everything is refused by default (empty allow lists), and only pods of the namespaces the
+configuration lists (``namespaces``; none by default, ``*`` for all) may ask at all: a device,
+host mount or CDI device is root-equivalent on the node, so the operator names who may have
+one (docs/security.md#pod-metadata-is-input-not-authority). A bad or disallowed request rejects
 CreateContainer with a reason naming the annotation. The one place this policy looks at the
 host is ``HostView`` (a stat of a device node, a realpath of a mount source), done per request
 because device nodes and directories come and go. The webhook needs ``allow: [devices]``,
@@ -59,6 +62,10 @@ DEVICES = "devices.noderesource.dev"
 MOUNTS = "mounts.noderesource.dev"
 CDI_DEVICES = "cdi-devices.noderesource.dev"
 
+_WHAT = {DEVICES: "devices", MOUNTS: "host mounts", CDI_DEVICES: "CDI devices"}
+# The pod annotation domains this policy reads (``<domain>/container.<name>``, ``<domain>/pod``):
+# policies.trusted_keys declares them for the admission policy.
+DOMAINS = (DEVICES, MOUNTS, CDI_DEVICES)
 _DEVICE_FIELDS = frozenset({"path", "type", "major", "minor", "file_mode", "uid", "gid"})
 _MOUNT_FIELDS = frozenset({"source", "destination", "type", "options"})
 # ContainerAdjustment.CDI_devices exists from NRI v0.7.0; an older runtime drops the field
@@ -112,6 +119,7 @@ class Rules:
     allowed_mount_types: frozenset[str]
     allowed_cdi_devices: tuple[str, ...]
     host: HostView
+    namespaces: notes.NamespaceScope
 
 
 def _abs_path(key: str, where: str, value: object) -> str:
@@ -233,6 +241,9 @@ def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ..
     request = notes.find(event, domain)
     if request is None:
         return ()
+    refused = rules.namespaces.refusal(event, request.key, _WHAT[domain])
+    if refused is not None:
+        raise refused
     items = [parse(rules, request.key, i, item) for i, item in enumerate(notes.as_list(request))]
     seen: set[str] = set()
     for item in items:
@@ -266,6 +277,7 @@ class _Config(PolicyConfig):
     allowed_mount_types: Strings = None
     allowed_cdi_devices: Strings = None
     host_root: NonEmptyString = "/"
+    namespaces: Strings = None
 
 
 def _rules_from(settings: PolicySettings) -> Rules:
@@ -287,6 +299,7 @@ def _rules_from(settings: PolicySettings) -> Rules:
         allowed_mount_types=frozenset(config.allowed_mount_types or ()),
         allowed_cdi_devices=config.allowed_cdi_devices or (),
         host=HostView(Path(config.host_root)),
+        namespaces=notes.NamespaceScope.of(config.namespaces),
     )
 
 

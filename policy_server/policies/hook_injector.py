@@ -11,7 +11,12 @@ annotations: in Kubernetes users write pod annotations, which CRI-O copies into 
 OCI annotations but containerd does not. ``hasBindMounts`` counts the container's bind mounts
 other than the four every CRI container gets from the runtime (``/etc/hostname``,
 ``/etc/hosts``, ``/etc/resolv.conf``, ``/dev/shm``), i.e. the volumes the pod asked for.
-Must not run the hooks (the runtime does). The webhook needs ``allow: [hooks]``.
+A hook file whose ``when`` names annotations is chosen by the pod's author (an OCI hook runs
+as root on the node), so it is injected only into pods of the namespaces the configuration
+lists (``namespaces``; none by default, ``*`` for all); elsewhere it is left out with a warning
+(docs/security.md#pod-metadata-is-input-not-authority). Hooks chosen without annotations
+(``always``, ``commands``, ``hasBindMounts``) apply as the files say. Must not run the hooks
+(the runtime does). The webhook needs ``allow: [hooks]``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policy_server.policies.oci_hooks import HookFile, HookFileError, parse_hook_file
-from policy_server.policies.policy_config import Paths, PolicyConfig, PolicySettings
+from policy_server.policies.pod_annotations import NamespaceScope
+from policy_server.policies.policy_config import Paths, PolicyConfig, PolicySettings, Strings
 from policy_server.sdk import (
     Adjustment,
     Container,
@@ -121,31 +127,41 @@ def has_bind_mounts(container: Container) -> bool:
     )
 
 
-def hooks_for(hooks: HookSet, event: Event) -> tuple[StagedHook, ...]:
-    """The hooks whose ``when`` matches the event's container, in file order."""
+def hooks_for(
+    hooks: HookSet, event: Event, scope: NamespaceScope
+) -> tuple[tuple[StagedHook, ...], tuple[str, ...]]:
+    """The hooks whose ``when`` matches the event's container, in file order, and the names of
+    the files left out because annotations chose them outside ``scope``."""
     if event.container is None:
-        return ()
+        return (), ()
     container = event.container
     pod_annotations = event.pod.annotations if event.pod is not None else {}
     annotations = {**pod_annotations, **container.annotations}
     command = container.args[0] if container.args else None
     bind_mounts = has_bind_mounts(container)
-    return tuple(
-        StagedHook(stage, f.hook)
-        for f in hooks.files
-        if f.when.matches(annotations, command, bind_mounts)
-        for stage in f.stages
-    )
+    in_scope = scope.allows(event.pod.namespace if event.pod is not None else "")
+    found: list[StagedHook] = []
+    left_out: list[str] = []
+    for f in hooks.files:
+        if not f.when.matches(annotations, command, bind_mounts):
+            continue
+        if f.when.annotations and not in_scope:
+            left_out.append(f.name)
+            continue
+        found.extend(StagedHook(stage, f.hook) for stage in f.stages)
+    return tuple(found), tuple(left_out)
 
 
 class _Config(PolicyConfig):
     hooks_dirs: Paths = None
+    namespaces: Strings = None
 
 
 def build(settings: PolicySettings) -> Policy[HookSet]:
     config = settings.parse(_Config)
     dirs = config.hooks_dirs  # [] is no directory; absent or null, the defaults
     library = HookLibrary(dirs if dirs is not None else tuple(Path(d) for d in DEFAULT_DIRS))
+    scope = NamespaceScope.of(config.namespaces)
     library.current()  # load now: problems show in the log at startup
     # A bug in here must not start the container without what it asked for.
     policy = Policy(
@@ -154,7 +170,17 @@ def build(settings: PolicySettings) -> Policy[HookSet]:
 
     @policy.on(EventName.CREATE_CONTAINER)
     def inject_hooks(event: Event, hooks: HookSet) -> Decision | None:
-        found = hooks_for(hooks, event)
-        return Decision(adjust=Adjustment(hooks=found)) if found else None
+        found, left_out = hooks_for(hooks, event, scope)
+        warnings: tuple[str, ...] = ()
+        if left_out and event.pod is not None:
+            pod = f"{event.pod.namespace}/{event.pod.name}"
+            warnings = (
+                f"hook-injector: pod {pod}: hook files {', '.join(left_out)} are chosen by "
+                f"annotations and namespace {event.pod.namespace!r} is not in this node's "
+                "hook-injector namespaces; not injected",
+            )
+        if not (found or warnings):
+            return None
+        return Decision(adjust=Adjustment(hooks=found) if found else None, warnings=warnings)
 
     return policy

@@ -4,7 +4,9 @@ Owns the key scheme and the parsing shared by the annotation-driven policies: a 
 container ``app`` is the pod annotation ``<domain>/container.app``; ``<domain>/pod`` applies to
 every container of the pod that has no container-specific one. Values are YAML (so JSON too).
 Every problem is an ``AnnotationError`` naming the annotation key, which the policies turn into
-a rejection. Must not do I/O.
+a rejection. Also owns ``NamespaceScope``, the ``namespaces`` key of those policies'
+configurations: the namespaces whose pods' annotations the operator lets the policy act on
+(docs/security.md#pod-metadata-is-input-not-authority). Must not do I/O.
 """
 
 from __future__ import annotations
@@ -37,6 +39,33 @@ class Request:
 
     key: str
     value: Any
+
+
+ALL_NAMESPACES = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceScope:
+    """The namespaces a policy's configuration lists (``*``: every namespace)."""
+
+    namespaces: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, names: tuple[str, ...] | None, default: tuple[str, ...] = ()) -> NamespaceScope:
+        return cls(frozenset(default if names is None else names))
+
+    def allows(self, namespace: str) -> bool:
+        return ALL_NAMESPACES in self.namespaces or namespace in self.namespaces
+
+    def refusal(self, event: Event, key: str, what: str) -> AnnotationError | None:
+        """Why the event's pod may not ask for ``what`` through ``key``, else ``None``."""
+        namespace = event.pod.namespace if event.pod is not None else ""
+        if self.allows(namespace):
+            return None
+        return AnnotationError(
+            key, f"{what} from annotations are not granted to pods of namespace {namespace!r} "
+            "on this node (the policy's namespaces)",
+        )  # fmt: skip
 
 
 def container_key(domain: str, container: str) -> str:

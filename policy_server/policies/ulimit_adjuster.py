@@ -3,9 +3,13 @@
 Owns the annotation format and the checks: ``ulimits.noderesource.dev/container.<name>`` (or
 ``.../pod`` for every container) holds a YAML list of ``{type, soft, hard}``; ``type`` is an
 rlimit name in any spelling (``RLIMIT_NOFILE``, ``nofile``); ``soft``/``hard`` are integers or
-``unlimited``; soft must not exceed hard. The optional ``max`` table in the configuration caps
-the hard limit per type. A malformed or over-the-cap annotation rejects CreateContainer with a
-reason naming the annotation. Must not do I/O. The webhook needs ``allow: [rlimits]``.
+``unlimited``; soft must not exceed hard. An annotation may lower a limit the runtime gave the
+container (the request's rlimits, the floor of authority); it may raise a hard limit above that,
+or set one the runtime did not, only up to the ``max`` the configuration names for the type
+(docs/security.md#pod-metadata-is-input-not-authority). ``namespaces`` (default every
+namespace) limits which pods' annotations are read at all. A malformed, over-the-cap or
+out-of-scope annotation rejects CreateContainer with a reason naming the annotation. Must not
+do I/O. The webhook needs ``allow: [rlimits]``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
-from policy_server.policies.pod_annotations import AnnotationError
-from policy_server.policies.policy_config import AnyMapping, PolicyConfig, PolicySettings
+from policy_server.policies.pod_annotations import AnnotationError, NamespaceScope
+from policy_server.policies.policy_config import AnyMapping, PolicyConfig, PolicySettings, Strings
 from policy_server.sdk import Adjustment, Decision, Event, EventName, FailurePolicy, Policy, Rlimit
 
 NAME = "ulimit-adjuster"
@@ -37,9 +41,11 @@ _FIELDS = frozenset({"type", "soft", "hard"})
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The configuration: the highest hard limit an annotation may ask for, per type."""
+    """The configuration: the highest hard limit an annotation may ask for, per type, and the
+    namespaces whose pods may ask."""
 
     max_hard: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    namespaces: NamespaceScope = field(default_factory=lambda: NamespaceScope(frozenset("*")))
 
 
 def rlimit_type(name: object) -> str | None:
@@ -62,7 +68,34 @@ def _value(key: str, where: str, value: object) -> int:
     return number
 
 
-def parse_rlimits(request: notes.Request, limits: Limits) -> tuple[Rlimit, ...]:
+def _shown(value: int) -> str:
+    return "unlimited" if value == UNLIMITED else str(value)
+
+
+def _check_raise(key: str, kind: str, hard: int, runtime: Rlimit | None, limits: Limits) -> None:
+    """A hard limit above the runtime's (or one the runtime did not set) needs a cap."""
+    cap = limits.max_hard.get(kind)
+    if cap is not None:
+        if hard > cap:
+            raise AnnotationError(
+                key, f"{kind}: hard limit {_shown(hard)} exceeds this node's maximum {cap}"
+            )
+        return
+    if runtime is not None and hard <= runtime.hard:
+        return
+    floor = f"the runtime's {_shown(runtime.hard)}" if runtime is not None else "the runtime's"
+    name = kind.removeprefix("RLIMIT_").lower()
+    raise AnnotationError(
+        key, f"{kind}: hard limit {_shown(hard)} raises {floor} default and this node sets no "
+        f"maximum for it (max.{name})",
+    )  # fmt: skip
+
+
+def parse_rlimits(
+    request: notes.Request, limits: Limits, runtime: tuple[Rlimit, ...] = ()
+) -> tuple[Rlimit, ...]:
+    """The rlimits asked for; ``runtime`` the container's own (what an annotation may lower)."""
+    given = {r.type: r for r in runtime}
     out: dict[str, Rlimit] = {}
     for i, item in enumerate(notes.as_list(request)):
         where = f"item {i}"
@@ -81,32 +114,33 @@ def parse_rlimits(request: notes.Request, limits: Limits) -> tuple[Rlimit, ...]:
         soft = _value(request.key, f"{where} ({kind}).soft", item.get("soft", item["hard"]))
         if soft > hard:
             raise AnnotationError(request.key, f"{kind}: soft limit {soft} exceeds hard {hard}")
-        cap = limits.max_hard.get(kind)
-        if cap is not None and hard > cap:
-            shown = "unlimited" if hard == UNLIMITED else str(hard)
-            raise AnnotationError(
-                request.key, f"{kind}: hard limit {shown} exceeds this node's maximum {cap}"
-            )
         if kind in out:
             raise AnnotationError(request.key, f"{kind} is given twice")
+        _check_raise(request.key, kind, hard, given.get(kind), limits)
         out[kind] = Rlimit(kind, soft, hard)
     return tuple(out.values())
 
 
 class _Config(PolicyConfig):
     max: AnyMapping = {}
+    namespaces: Strings = None
 
 
 def _limits_from(settings: PolicySettings) -> Limits:
     caps: dict[str, int] = {}
-    for name, value in settings.parse(_Config).max.items():
+    config = settings.parse(_Config)
+    for name, value in config.max.items():
         kind = rlimit_type(name)
         if kind is None:
             raise settings.error(f"max.{name}", "unknown rlimit type")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise settings.error(f"max.{name}", f"expected a non-negative integer, got {value!r}")
+        if isinstance(value, str) and value.strip().lower() == "unlimited":
+            value = UNLIMITED
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UNLIMITED:
+            raise settings.error(
+                f"max.{name}", f"expected a non-negative integer or unlimited, got {value!r}"
+            )
         caps[kind] = value
-    return Limits(MappingProxyType(caps))
+    return Limits(MappingProxyType(caps), NamespaceScope.of(config.namespaces, ("*",)))
 
 
 def build(settings: PolicySettings) -> Policy[Limits]:
@@ -122,7 +156,11 @@ def build(settings: PolicySettings) -> Policy[Limits]:
             request = notes.find(event, DOMAIN)
             if request is None:
                 return None
-            found = parse_rlimits(request, limits)
+            refused = limits.namespaces.refusal(event, request.key, "rlimits")
+            if refused is not None:
+                raise refused
+            runtime = event.container.rlimits if event.container is not None else ()
+            found = parse_rlimits(request, limits, runtime)
         except AnnotationError as exc:
             return Decision(reject=str(exc))
         return Decision(adjust=Adjustment(rlimits=found))

@@ -88,7 +88,8 @@ def test_hook_from_the_hooks_dir_runs_at_container_start(
         "stages": ["prestart"],
     }))  # fmt: skip
     config = work / "hook-injector.yaml"
-    config.write_text(f"hooks_dirs: [{hooks_dir}]\n")
+    # The CRI pods of these tests are in namespace default: it may choose hooks by annotation.
+    config.write_text(f"hooks_dirs: [{hooks_dir}]\nnamespaces: [default]\n")
     stack = _start(start_stack, "hook-injector", config, ["hooks"])
 
     pod = clean_pods.run_pod("hooked", annotations={"e2e.example.com/audit": "yes"})
@@ -120,6 +121,7 @@ def test_device_and_mount_from_annotations_and_a_refused_device(
     config.write_text(
         "allowed_devices: [/dev/fuse]\n"
         f"allowed_mount_sources: [{work / 'shared'}]\n"
+        "namespaces: [default]\n"
     )
     stack = _start(start_stack, "device-injector", config, ["devices", "mounts"])
 
@@ -172,7 +174,7 @@ def test_cdi_device_from_an_annotation(
             "devices": [{"name": "one", "containerEdits": {"env": ["CDI_MARKER=from-cdi"]}}]}
     (containerd.dirs.subdir("cdi") / "e2e-marker.json").write_text(json.dumps(spec))
     config = _workdir(containerd, "cdi-") / "device-injector.yaml"
-    config.write_text("allowed_cdi_devices: [e2e.example.com/marker=*]\n")
+    config.write_text("allowed_cdi_devices: [e2e.example.com/marker=*]\nnamespaces: [default]\n")
     stack = _start(start_stack, "device-injector", config, ["cdi_devices"])
 
     pod = clean_pods.run_pod("cdi", annotations={
@@ -208,7 +210,7 @@ def test_rlimits_from_annotations_in_proc_limits(
     # Limits below this machine's own (nofile 20000 here): raising a hard limit needs
     # CAP_SYS_RESOURCE, which a normal node's runtime has and this test VM does not.
     config = _workdir(containerd, "ulimits-") / "ulimit-adjuster.yaml"
-    config.write_text("max: {nofile: 1048576}\n")
+    config.write_text("max: {nofile: 1048576, nproc: 65536}\n")
     stack = _start(start_stack, "ulimit-adjuster", config, ["rlimits"])
 
     pod = clean_pods.run_pod("ulimits", annotations={

@@ -9,7 +9,7 @@ from typing import Any
 
 from policy_server.engine.request import parse_request, synchronize_event
 from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
-from policy_server.policies.koordinator_qos.rules import Rules, rules_from_doc
+from policy_server.policies.koordinator_qos.rules import Rules, Trust, rules_from_doc
 from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
 from policy_server.sdk import EventName, NodeView, Policy, ReloadResult
 from policy_server.sdk.model import Event
@@ -129,12 +129,18 @@ TRUST_ALL = {"annotations": ["scheduling.koordinator.sh/resource-status",
                              "koordinator.sh/oom-score-adj-spec"]}
 
 
+# Trust of the qosClass label alone: koordinator's semantics for a label koord-manager set.
+TRUST_LABEL = Trust(annotations=frozenset({"koordinator.sh/qosClass"}))
+
+
 def topology(**extra: Any) -> dict[str, Any]:
     return {"node.koordinator.sh/cpu-shared-pools": POOLS_2_NUMA, **extra}
 
 
-def pod_target(**kwargs: Any) -> PodTarget:
-    return PodTarget.of(synchronize_event("test", [pod(**kwargs)], []).pods[0])
+def pod_target(trust: Trust | None = None, **kwargs: Any) -> PodTarget:
+    """A pod's target; ``trust`` the rules' (none by default, as a rules file without it)."""
+    event = synchronize_event("test", [pod(**kwargs)], [])
+    return PodTarget.of(event.pods[0], trust if trust is not None else Trust())
 
 
 def container_target(

@@ -229,6 +229,30 @@ async def test_policy_server_mutual_tls_refuses_a_client_without_a_certificate(
     assert good.status_code == 200
 
 
+async def test_a_tls_key_or_token_the_attacker_owns_is_refused_at_start(
+        evil: Attacker, workdir: Path) -> None:
+    port = free_port()
+    with temporary_pki() as pki:
+        os.chown(pki.server_key, evil.uid, evil.gid)  # the attacker's key: it knows it
+        process = await start_policy_server(
+            workdir, "--host", "127.0.0.1", "--port", str(port),
+            "--tls-cert-file", str(pki.server_cert), "--tls-key-file", str(pki.server_key),
+            "--tls-client-ca-file", str(pki.ca))
+        code = await until_exited(process.proc, what="the policy server refuses its key",
+                                  timeout_s=60, details=process.log_text)
+        assert code == 2
+        assert f"TLS key_file {pki.server_key}: owned by uid {evil.uid}" in process.log_text()
+    token = workdir / "token"
+    token.write_text("t0ken\n")
+    token.chmod(0o666)  # any local user may write the token the listener accepts
+    process = await start_policy_server(workdir, "--host", "127.0.0.1", "--port", str(port),
+                                        "--bearer-token-file", str(token))
+    code = await until_exited(process.proc, what="the policy server refuses its token",
+                              timeout_s=60, details=process.log_text)
+    assert code == 2
+    assert f"bearer token file {token}: file writable by others" in process.log_text()
+
+
 async def test_policy_socket_peer_check(evil: Attacker, workdir: Path) -> None:
     sock = workdir / "policy.sock"
     async with running_policy_server(workdir, "--uds", str(sock), "--socket-mode", "0660",

@@ -2,7 +2,10 @@
 
 Owns the checks the hooks make before a label or annotation gives a container more than kubelet
 gave it (docs/security.md#pod-metadata-is-input-not-authority, docs/koordinator.md#trust): an
-exclusive cpuset only for a Guaranteed container with whole CPUs as many as the cpuset holds;
+``koordinator.sh/qosClass`` no stronger than the pod's kubelet QoS class allows (LSE/LSR only
+Guaranteed, LS Guaranteed or Burstable, BE any, SYSTEM never); an exclusive cpuset only for a
+Guaranteed container with whole CPUs as many as the cpuset holds; a per-pod resctrl group only
+within its class's ``resctrlQOS``;
 limits (CFS quota, memory) only lowered, never raised or removed; ``oom_score_adj`` never below
 kubelet's; GPUs only those kubelet passed (env or CDI devices). A check that fails is a
 ``Refusal`` (the warning names the pod, the key and the rule) and is counted by ``Refusals``
@@ -18,8 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from policy_server.policies.koordinator_qos import keys
-from policy_server.policies.koordinator_qos.qos import KubeQOS
-from policy_server.sdk import CounterSample, Resources, parse_cpu_list
+from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass
+from policy_server.sdk import CounterSample, ResctrlGroup, Resources, parse_cpu_list
 
 # The rules a refusal names (a bounded set: they are metric label values).
 RULE_EXCLUSIVE_CPUSET = "exclusive-cpuset"
@@ -28,6 +31,9 @@ RULE_BATCH_POD_LEVEL = "batch-pod-level"
 RULE_OOM_BELOW_KUBELET = "oom-below-kubelet"
 RULE_DEVICE_NOT_ALLOCATED = "device-not-allocated"
 RULE_GROUP_IDENTITY_ABOVE_CLASS = "group-identity-above-class"
+RULE_QOS_CLASS_ABOVE_KUBELET = "qos-class-above-kubelet"
+RULE_QOS_CLASS_SYSTEM = "qos-class-system"
+RULE_RESCTRL_ABOVE_CLASS = "resctrl-above-class"
 RULES = (
     RULE_EXCLUSIVE_CPUSET,
     RULE_LIMIT_ABOVE_KUBELET,
@@ -35,6 +41,9 @@ RULES = (
     RULE_OOM_BELOW_KUBELET,
     RULE_DEVICE_NOT_ALLOCATED,
     RULE_GROUP_IDENTITY_ABOVE_CLASS,
+    RULE_QOS_CLASS_ABOVE_KUBELET,
+    RULE_QOS_CLASS_SYSTEM,
+    RULE_RESCTRL_ABOVE_CLASS,
 )
 
 
@@ -160,3 +169,58 @@ def allocated_gpu_minors(env: Mapping[str, str], cdi_devices: Iterable[str]) -> 
         if match:
             minors.add(int(match.group(1)))
     return frozenset(minors)
+
+
+# Koordinator classes from weakest to strongest, and the strongest a kube QoS class backs. LSE
+# and LSR also need whole CPUs: what that backs (the exclusive cpuset) is checked per container
+# by ``exclusive_cpuset_refused``; at the pod level (no resources in a PodSandbox) they give a
+# Guaranteed pod nothing an unlabeled one lacks (docs/security.md, pod metadata section).
+_STRENGTH = {QOSClass.BE: 0, QOSClass.LS: 1, QOSClass.LSR: 2, QOSClass.LSE: 3, QOSClass.SYSTEM: 4}
+STRONGEST_CLASS = {
+    KubeQOS.BEST_EFFORT: QOSClass.BE,
+    KubeQOS.BURSTABLE: QOSClass.LS,
+    KubeQOS.GUARANTEED: QOSClass.LSE,
+}
+
+
+def qos_class_refused(label: QOSClass, kube_qos: KubeQOS) -> tuple[str, str] | None:
+    """(rule, why) if the pod's ``koordinator.sh/qosClass`` is stronger than kubelet's class
+    backs, else ``None`` (no label, or one no stronger)."""
+    if label is QOSClass.NONE:
+        return None
+    if label is QOSClass.SYSTEM:
+        return RULE_QOS_CLASS_SYSTEM, "SYSTEM is granted only by the rules' trust"
+    strongest = STRONGEST_CLASS[kube_qos]
+    if _STRENGTH[label] <= _STRENGTH[strongest]:
+        return None
+    return RULE_QOS_CLASS_ABOVE_KUBELET, (
+        f"{label.value} is stronger than a {kube_qos.value} pod may claim (at most "
+        f"{strongest.value}); classified by its kube QoS class"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResctrlBound:
+    """A class's ``resctrlQOS`` as configured: the LLC range [start, end) percent and the MB
+    percent its class group gets."""
+
+    cat_start: int = 0
+    cat_end: int = 100
+    mba: int = 100
+
+
+def resctrl_refused(group: ResctrlGroup, bound: ResctrlBound, class_key: str) -> str | None:
+    """Why a per-pod resctrl group asks for more than its class's group gets, else ``None``:
+    every LLC range inside [cat_start, cat_end], every MB percent at most ``mba``."""
+    for cache, start, end in group.l3:
+        if start < bound.cat_start or end > bound.cat_end:
+            where = "llc.schemata" if cache is None else f"llc cache {cache}"
+            return (
+                f"{where} range [{start}, {end}] is outside {class_key}'s "
+                f"[{bound.cat_start}, {bound.cat_end}]"
+            )
+    for cache, percent in group.mb:
+        if percent > bound.mba:
+            where = "mb.schemata" if cache is None else f"mb cache {cache}"
+            return f"{where} percent {percent} is above {class_key}'s mbaPercent {bound.mba}"
+    return None

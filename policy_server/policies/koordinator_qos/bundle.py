@@ -136,21 +136,31 @@ class _Targets:
     event: Event | None = None
     pod: PodTarget | None = None
     container: ContainerTarget | None = None
+    reported: bool = False
 
     @classmethod
     def _switch(cls, event: Event) -> None:
         if cls.event is not event:
-            cls.event, cls.pod, cls.container = event, None, None
+            cls.event, cls.pod, cls.container, cls.reported = event, None, None, False
 
     @classmethod
-    def pod_of(cls, event: Event, pod: Pod) -> PodTarget:
+    def pod_of(cls, event: Event, pod: Pod, rules: Rules) -> PodTarget:
         cls._switch(event)
         if cls.pod is None:
-            cls.pod = PodTarget.of(pod)
+            cls.pod = PodTarget.of(pod, rules.trust)
         return cls.pod
 
     @classmethod
-    def container_of(cls, event: Event, node: NodeFacts) -> ContainerTarget:
+    def class_refusals(cls, event: Event) -> tuple[Refusal, ...]:
+        """The pod's classification refusals, once per event (the first handler says them)."""
+        cls._switch(event)
+        if cls.reported or cls.pod is None:
+            return ()
+        cls.reported = True
+        return cls.pod.refusals
+
+    @classmethod
+    def container_of(cls, event: Event, node: NodeFacts, rules: Rules) -> ContainerTarget:
         """The event's container; its quota is the requested one for UpdateContainer."""
         cls._switch(event)
         if cls.container is None:
@@ -160,7 +170,7 @@ class _Targets:
             # the current ones and so works on stale values).
             resources = event.linux_resources or container.resources
             quota = resources.cpu.quota if resources is not None else None
-            pod = cls.pod_of(event, event.pod)
+            pod = cls.pod_of(event, event.pod, rules)
             kubelet = Kubelet.of(container, resources)
             cls.container = ContainerTarget(
                 pod, container.id, container.name, quota, node, kubelet
@@ -168,8 +178,16 @@ class _Targets:
         return cls.container
 
 
-def _warnings(r: HookResult, event: Event, ctx: KoordContext) -> tuple[str, ...]:
-    return r.warnings + ctx.refused(event, r.refusals)
+def _warnings(r: HookResult | None, event: Event, ctx: KoordContext) -> tuple[str, ...]:
+    """The hook's warnings and refusals, with the pod's class refusal on the event's first."""
+    refusals = _Targets.class_refusals(event) + (r.refusals if r is not None else ())
+    return (r.warnings if r is not None else ()) + ctx.refused(event, refusals)
+
+
+def _only_warnings(event: Event, ctx: KoordContext) -> Decision | None:
+    """A hook with nothing to say: the class refusal still reaches the reply once."""
+    warnings = _warnings(None, event, ctx)
+    return Decision(warnings=warnings) if warnings else None
 
 
 def _pod_handler(spec: HookSpec, remove: bool = False) -> Handler:
@@ -179,9 +197,9 @@ def _pod_handler(spec: HookSpec, remove: bool = False) -> Handler:
     def handle(event: Event, ctx: KoordContext) -> Decision | None:
         if event.pod is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_Targets.pod_of(event, event.pod), ctx.rules)
+        r = hook(_Targets.pod_of(event, event.pod, ctx.rules), ctx.rules)
         if r is None:
-            return None
+            return _only_warnings(event, ctx)
         return Decision(warnings=_warnings(r, event, ctx), errors=r.errors, effects=r.effects)
 
     return handle
@@ -195,9 +213,10 @@ def _create_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_Targets.container_of(event, ctx.node), Stage.CREATE_CONTAINER, ctx.rules)
+        target = _Targets.container_of(event, ctx.node, ctx.rules)
+        r = hook(target, Stage.CREATE_CONTAINER, ctx.rules)
         if r is None:
-            return None
+            return _only_warnings(event, ctx)
         adjust = None
         if r.env or r.mounts or r.oom_score_adj is not None or not r.resources.is_empty():
             adjust = Adjustment(
@@ -217,9 +236,10 @@ def _update_handler(spec: HookSpec) -> Handler:
         container = event.container
         if container is None or not spec.gate(ctx.rules.features):
             return None
-        r = hook(_Targets.container_of(event, ctx.node), Stage.UPDATE_CONTAINER, ctx.rules)
+        target = _Targets.container_of(event, ctx.node, ctx.rules)
+        r = hook(target, Stage.UPDATE_CONTAINER, ctx.rules)
         if r is None:
-            return None
+            return _only_warnings(event, ctx)
         # The update names the container (koordlet leaves the ContainerUpdate's id empty).
         update = (ContainerUpdate(container.id, r.resources),) if not r.resources.is_empty() else ()
         return Decision(update=update, warnings=_warnings(r, event, ctx), errors=r.errors)

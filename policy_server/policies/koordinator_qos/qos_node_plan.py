@@ -204,7 +204,7 @@ def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None) -> N
     """The whole plan for the node reconciler's pass over ``event`` (a Synchronize of every
     known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches.
     OOM scores pod metadata may not set are left out and appended to ``refusals``."""
-    pods = {pod.id: PodTarget.of(pod) for pod in event.pods}
+    pods = {pod.id: PodTarget.of(pod, rules.trust) for pod in event.pods}
     parents = [t.pod.cgroup_parent for t in pods.values() if t.pod.cgroup_parent]
     oom: list[OomScore] = []
     if rules.features.OOMScoreAdj:
@@ -221,6 +221,10 @@ def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None) -> N
                 oom.append(OomScore(container.pod_sandbox_id, container.name, value))
     core: tuple[CoreSchedGroup, ...] | None = None
     if rules.features.CoreSched:
+        # The classification decides the cookie groups: a refused class label is said here
+        # (Synchronize's reconcile says it too, for the hooks it runs).
+        if refusals is not None:
+            refusals.extend(r for t in pods.values() for r in t.refusals)
         rule = core_sched_rule(rules)
         core = tuple(
             CoreSchedGroup(pod_id, core_sched_group(target, rule))

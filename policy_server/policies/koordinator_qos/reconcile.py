@@ -158,11 +158,13 @@ def reconcile(
         h for h in enabled if h.container is not None and Stage.RECONCILE in h.container_stages
     )
     pod_hooks = tuple(h for h in enabled if h.pod is not None)
-    pods = {p.id: PodTarget.of(p) for p in event.pods}
+    pods = {p.id: PodTarget.of(p, rules.trust) for p in event.pods}
     warnings: list[str] = []
     refused: list[Refusal] = refusals if refusals is not None else []
     effects: list[Effect] = []
     for pod_target in pods.values():
+        refused.extend(pod_target.refusals)
+        warnings.extend(r.message() for r in pod_target.refusals)
         effects.extend(_pod_effects(pod_target, pod_hooks, rules, warnings, refused))
     updates: list[ContainerUpdate] = []
     for container in event.containers:

@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from policy_server.policies.koordinator_qos.authority import Refusal
+from policy_server.policies.koordinator_qos import keys
+from policy_server.policies.koordinator_qos.authority import Refusal, qos_class_refused
 from policy_server.policies.koordinator_qos.qos import KubeQOS, QOSClass, kube_qos, qos_class
-from policy_server.policies.koordinator_qos.rules import Features, Rules
+from policy_server.policies.koordinator_qos.rules import Features, Rules, Trust
 from policy_server.sdk import (
     NO_RESOURCES,
     UNKNOWN_NODE,
@@ -39,15 +40,28 @@ class Stage(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PodTarget:
-    """A pod with its classification done once."""
+    """A pod with its classification done once.
+
+    ``qos`` is the ``koordinator.sh/qosClass`` label when kubelet's QoS class backs it (or the
+    rules' ``trust`` names the label or the pod's namespace), else ``NONE``: the pod is
+    classified by its kube QoS class, as an unlabeled one, and ``refusals`` says why.
+    """
 
     pod: Pod
     qos: QOSClass
     kube_qos: KubeQOS
+    refusals: tuple[Refusal, ...] = ()
 
     @classmethod
-    def of(cls, pod: Pod) -> PodTarget:
-        return cls(pod, qos_class(pod.labels), kube_qos(pod.cgroup_parent))
+    def of(cls, pod: Pod, trust: Trust) -> PodTarget:
+        label, kube = qos_class(pod.labels), kube_qos(pod.cgroup_parent)
+        refused = qos_class_refused(label, kube)
+        if refused is None or trust.trusts(keys.LABEL_QOS_CLASS, pod.namespace):
+            return cls(pod, label, kube)
+        rule, why = refused
+        who = f"{pod.namespace}/{pod.name}"
+        refusal = Refusal("qosClass", who, keys.LABEL_QOS_CLASS, rule, f"{label.value}: {why}")
+        return cls(pod, QOSClass.NONE, kube, (refusal,))
 
     @property
     def label(self) -> str:

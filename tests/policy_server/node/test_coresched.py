@@ -22,7 +22,7 @@ from policy_server.policies.koordinator_qos.qos_node_plan import (
     kube_qos_writes,
     manages_core_sched,
 )
-from tests.policy_server.factory import pod_target, rules
+from tests.policy_server.factory import TRUST_LABEL, pod_target, rules
 
 
 class FakeKernel:
@@ -152,7 +152,7 @@ def test_core_sched_needs_the_core_sched_policy_and_spares_system_pods() -> None
         "enable": True}}}}}  # fmt: skip
     rule = core_sched_rule(rules(**enabled_classes))  # cpuPolicy groupIdentity
     assert not rule.enabled and core_sched_group(pod_target(qos="LS"), rule) is None
-    assert not manages_core_sched(pod_target(qos="SYSTEM"))
+    assert not manages_core_sched(pod_target(TRUST_LABEL, qos="SYSTEM"))
 
 
 def test_kernel_switches() -> None:

@@ -20,9 +20,14 @@ from hypothesis import strategies as st
 
 from bridge.contract.field_limits import KEY, TEXT, problem
 from policy_server.policies.koordinator_qos import keys
-from policy_server.sdk import CgroupWrite, parse_cpu_list
+from policy_server.policies.koordinator_qos.authority import STRONGEST_CLASS
+from policy_server.policies.koordinator_qos.hooks.resctrl import class_bound
+from policy_server.policies.koordinator_qos.qos import QOSClass
+from policy_server.policies.koordinator_qos.rules import Rules, Trust, rules_from_yaml
+from policy_server.policies.koordinator_qos.target import PodTarget
+from policy_server.sdk import BVT_FILE, CgroupWrite, ResctrlGroup, parse_cpu_list
 from policy_server.testing import InvalidRequest, PolicyRunner
-from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import container, envelope, pod, request
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = {
@@ -30,6 +35,7 @@ SHIPPED = {
     "example": REPO / "examples/koordinator-rules.yaml",
 }
 RUNNERS = {name: PolicyRunner.builtin("koordinator-qos", path) for name, path in SHIPPED.items()}
+RULES = {name: rules_from_yaml(path.read_text()) for name, path in SHIPPED.items()}
 # The example's topology: the only CPUs a cpuset may come from (the operator's pools).
 POOL_CPUS = parse_cpu_list("0-15")
 
@@ -68,8 +74,14 @@ ANNOTATION_VALUES: dict[str, st.SearchStrategy[Any]] = {
     keys.ANNOTATION_CPU_QOS: st.fixed_dictionaries({}, optional={
         "enable": st.booleans(), "groupIdentity": st.integers(-1, 2)}),
     keys.ANNOTATION_RESCTRL: st.fixed_dictionaries({}, optional={
-        "llc": st.just({"schemata": {"range": [0, 100]}}),
-        "mb": st.just({"schemata": {"percent": 100}})}),
+        "llc": st.fixed_dictionaries({}, optional={
+            "schemata": st.fixed_dictionaries({"range": st.lists(st.integers(-5, 120),
+                                                                 min_size=2, max_size=2)}),
+            "schemataPerCache": st.lists(st.fixed_dictionaries({
+                "cacheID": st.integers(0, 2),
+                "range": st.lists(st.integers(-5, 120), min_size=2, max_size=2)}), max_size=2)}),
+        "mb": st.fixed_dictionaries({"schemata": st.fixed_dictionaries(
+            {"percent": st.integers(0, 150)})})}),
     keys.ANNOTATION_OOM_SCORE_ADJ: numbers.map(str),
     keys.ANNOTATION_OOM_SCORE_ADJ_SPEC: st.fixed_dictionaries({"app": numbers}),
 }
@@ -116,6 +128,35 @@ def _bounded(kubelet_value: int | None, value: int | None) -> bool:
     return 0 < value <= kubelet_value
 
 
+# Koordinator classes, weakest first: a pod's class may be no stronger than its kube QoS
+# class's strongest (BestEffort: BE, Burstable: LS, Guaranteed: LSE), SYSTEM never.
+STRENGTH = [QOSClass.BE, QOSClass.LS, QOSClass.LSR, QOSClass.LSE, QOSClass.SYSTEM]
+
+
+def check_class(target: PodTarget) -> None:
+    """The class the policy gives the pod is no stronger than kubelet's decision backs."""
+    if target.qos is QOSClass.NONE:
+        return  # classified by its kube QoS class, as koordinator does an unlabeled pod
+    strongest = STRONGEST_CLASS[target.kube_qos]
+    assert STRENGTH.index(target.qos) <= STRENGTH.index(strongest), (target.qos, strongest)
+
+
+def check_resctrl(effects: Any, target: PodTarget, rules: Rules) -> None:
+    """Every per-pod resctrl group is inside its class's configured group."""
+    class_key, bound = class_bound(target, rules)
+    for effect in effects:
+        if isinstance(effect, ResctrlGroup):
+            for _cache, start, end in effect.l3:
+                assert bound.cat_start <= start and end <= bound.cat_end, (effect, class_key)
+            for _cache, percent in effect.mb:
+                assert percent <= bound.mba, (effect, class_key)
+
+
+def _bvt(effects: Any) -> int | None:
+    values = [e.value for e in effects if isinstance(e, CgroupWrite) and e.file == BVT_FILE]
+    return values[-1] if values else None
+
+
 def check_resources(res: dict[str, Any], kube: dict[str, Any], best_effort: bool) -> None:
     cpu, kcpu = res.get("cpu", {}), kube.get("cpu", {})
     assert _bounded(kcpu.get("quota"), cpu.get("quota")), (cpu, kcpu)
@@ -152,6 +193,20 @@ def test_pod_metadata_never_gives_more_than_kubelet(
         return
 
     sandbox = runner.send(envelope("RunPodSandbox", pod=p))
+    event_pod = request(envelope("RunPodSandbox", pod=p)).pod
+    assert event_pod is not None
+    target = PodTarget.of(event_pod, RULES[shipped].trust)
+    check_class(target)
+    effects = sandbox.evaluation.decision.effects
+    check_resctrl(effects, target, RULES[shipped])
+    # Group identity no higher than the same pod without the label and the LS override.
+    plain = {**p, "labels": {k: v for k, v in labels.items() if k != keys.LABEL_QOS_CLASS},
+             "annotations": {k: v for k, v in annotations.items()
+                             if k != keys.ANNOTATION_CPU_QOS}}  # fmt: skip
+    unlabeled = _bvt(runner.send(envelope("RunPodSandbox", pod=plain)).evaluation.decision.effects)
+    value = _bvt(effects)
+    if value is not None and unlabeled is not None:
+        assert value <= unlabeled, (labels, value, unlabeled)
     for effect in sandbox.evaluation.decision.effects:
         if isinstance(effect, CgroupWrite) and not best_effort:
             # kubelet's pod cgroup limits stay: no quota or memory write on a Burstable pod.
@@ -174,3 +229,27 @@ def test_pod_metadata_never_gives_more_than_kubelet(
     synced = runner.send(envelope("Synchronize", pods=[p], containers=[c]))
     for update in synced.update:
         check_resources(update.get("linux", {}).get("resources", {}), resources, best_effort)
+
+
+def test_the_checks_fail_on_a_stronger_class() -> None:
+    """The property's checkers catch what they look for: a trusted LSR label on a Burstable pod
+    (koordinator's semantics) is a stronger class than kubelet's, and its whole-cache resctrl
+    group is outside a Burstable pod's LS class group once LS is bounded."""
+    p = pod(cgroup_parent="/kubepods/burstable/pod1", qos="LSR")
+    event = request(envelope("RunPodSandbox", pod=p)).pod
+    assert event is not None
+    check_class(PodTarget.of(event, Trust()))  # untrusted: classified by its kube QoS
+    trusted = PodTarget.of(event, Trust(annotations=frozenset({keys.LABEL_QOS_CLASS})))
+    with pytest.raises(AssertionError):
+        check_class(trusted)
+    bounded = rules_from_yaml("node_slo: {resourceQOSStrategy: {lsClass: {resctrlQOS: "
+                              "{enable: true, catRangeEndPercent: 50, mbaPercent: 40}}}}")
+    target = PodTarget.of(event, Trust())
+    check_resctrl((ResctrlGroup("koordlet-u", l3=((None, 0, 50),), mb=((0, 40),)),), target,
+                  bounded)  # fmt: skip
+    for group in (ResctrlGroup("koordlet-u", l3=((None, 0, 100),)),
+                  ResctrlGroup("koordlet-u", l3=((1, 0, 51),)),
+                  ResctrlGroup("koordlet-u", mb=((None, 41),))):  # fmt: skip
+        with pytest.raises(AssertionError):
+            check_resctrl((group,), target, bounded)
+    assert _bvt((CgroupWrite("/p", BVT_FILE, 2, "p"),)) == 2

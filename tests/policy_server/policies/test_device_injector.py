@@ -32,6 +32,7 @@ def runner(policy_runner: RunnerFactory, tmp_path: Path) -> PolicyRunner:
         "allowed_mount_sources": [str(tmp_path / "shared")],
         "allowed_mount_types": ["tmpfs"],
         "allowed_cdi_devices": ["vendor.example.com/gpu=*"],
+        "namespaces": ["default"],
     })  # fmt: skip
 
 
@@ -130,7 +131,8 @@ def test_symlinks_out_of_an_allowed_directory_are_refused(
     shared.mkdir()
     (shared / "etc").symlink_to("/etc")
     runner = policy_runner(builtin="device-injector",
-                           config={"allowed_mount_sources": [str(shared)]})  # fmt: skip
+                           config={"allowed_mount_sources": [str(shared)],
+                                   "namespaces": ["default"]})  # fmt: skip
     reply = send(runner, {MOUNTS: f"[{{source: {shared}/etc, destination: /e}}]"})
     assert reply.reject is not None
     assert f"mount source {shared}/etc (resolves to /etc) is not allowed" in reply.reject
@@ -157,7 +159,48 @@ def test_an_internal_error_rejects_instead_of_starting_without_the_device(
 def test_nothing_is_allowed_by_default(policy_runner: RunnerFactory) -> None:
     runner = policy_runner(builtin="device-injector")
     assert send(runner, {}).json == {}
-    assert "not allowed" in str(send(runner, {DEVICES: "[/dev/null]"}).reject)
+    # No namespace is listed: no pod may ask at all.
+    assert "not granted to pods of namespace 'default'" in str(
+        send(runner, {DEVICES: "[/dev/null]"}).reject
+    )
+    # A listed namespace still gets only what the allow lists name (none).
+    scoped = policy_runner(builtin="device-injector", config={"namespaces": ["default"]})
+    assert "not allowed on this node (allowed_devices)" in str(
+        send(scoped, {DEVICES: "[/dev/null]"}).reject
+    )
+
+
+def _in(namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return make_request("CreateContainer", pod_annotations=annotations,
+                        pod={"id": "pod-1", "name": "pod", "namespace": namespace})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{DEVICES: "[/dev/null]"}, {MOUNTS: "[{source: /srv, destination: /s}]"},
+     {CDI: "[vendor.example.com/gpu=0]"}],
+    ids=["devices", "mounts", "cdi-devices"],
+)  # fmt: skip
+def test_annotations_are_honoured_only_in_the_configured_namespaces(
+    runner: PolicyRunner, policy_runner: RunnerFactory, annotations: dict[str, str]
+) -> None:
+    # The operator's allow lists name the device; a pod of another namespace still gets none.
+    outside = runner.send(_in("team-a", annotations))
+    assert outside.reject is not None and "adjust" not in outside.json
+    assert "not granted to pods of namespace 'team-a'" in outside.reject
+    key = next(iter(annotations))
+    assert f"annotation {key}:" in outside.reject
+    # "*" lists every namespace.
+    everywhere = policy_runner(builtin="device-injector", config={
+        "allowed_devices": ["/dev/null"], "allowed_mount_types": ["tmpfs"],
+        "allowed_cdi_devices": ["vendor.example.com/gpu=*"], "namespaces": ["*"]})  # fmt: skip
+    assert everywhere.send(_in("team-a", {DEVICES: "[/dev/null]"})).adjust["linux"]["devices"]
+
+
+def test_the_namespace_scope_is_the_pods_not_a_prefix(runner: PolicyRunner) -> None:
+    assert runner.send(_in("default", {DEVICES: "[/dev/null]"})).reject is None
+    for namespace in ("default2", "defaul", "", "Default"):
+        assert runner.send(_in(namespace, {DEVICES: "[/dev/null]"})).reject is not None
 
 
 def test_shipped_fixtures(policy_runner: RunnerFactory) -> None:

@@ -67,7 +67,8 @@ def test_when_conditions(
     annotations: dict[str, str], args: list[str], mounts: list[str], expected: bool,
 ) -> None:
     (tmp_path / "h.json").write_text(hook_file(when))
-    runner = policy_runner(builtin="hook-injector", config={"hooks_dirs": [str(tmp_path)]})
+    runner = policy_runner(builtin="hook-injector",
+                           config={"hooks_dirs": [str(tmp_path)], "namespaces": ["default"]})
     container = {"id": "c1", "name": "app", "args": args, "mounts": [
         {"destination": d, "type": "bind", "source": "/x", "options": ["rbind"]} for d in mounts]}
     reply = runner.send(make_request("CreateContainer", container=container,
@@ -79,11 +80,43 @@ def test_container_annotations_override_pod_ones(
     tmp_path: Path, policy_runner: RunnerFactory
 ) -> None:
     (tmp_path / "h.json").write_text(hook_file({"annotations": {"^mode$": "^debug$"}}))
-    runner = policy_runner(builtin="hook-injector", config={"hooks_dirs": [str(tmp_path)]})
+    runner = policy_runner(builtin="hook-injector",
+                           config={"hooks_dirs": [str(tmp_path)], "namespaces": ["*"]})
     container = {"id": "c1", "name": "app", "annotations": {"mode": "quiet"}}
     assert runner.send(make_request("CreateContainer", container=container,
                                     pod_annotations={"mode": "debug"})).json == {}  # fmt: skip
     assert runner.send(make_request("CreateContainer", pod_annotations={"mode": "debug"})).adjust
+
+
+def _in(namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return make_request("CreateContainer", pod_annotations=annotations,
+                        pod={"id": "pod-1", "name": "pod", "namespace": namespace})  # fmt: skip
+
+
+def test_hooks_chosen_by_annotations_only_in_the_configured_namespaces(
+    tmp_path: Path, policy_runner: RunnerFactory
+) -> None:
+    (tmp_path / "a.json").write_text(hook_file({"annotations": {"^debug$": "^on$"}}, path="/a"))
+    (tmp_path / "b.json").write_text(hook_file({"always": True}, path="/b"))
+    dirs = [str(tmp_path)]
+    only_ops = policy_runner(builtin="hook-injector",
+                             config={"hooks_dirs": dirs, "namespaces": ["ops"]})  # fmt: skip
+    # A pod of another namespace cannot pull the root hook in by writing the annotation; the
+    # operator's 'always' hook still applies, and the reply says what was left out.
+    outside = only_ops.send(_in("team-a", {"debug": "on"}))
+    assert outside.adjust == {"hooks": {"prestart": [{"path": "/b"}]}}
+    assert outside.warnings == [
+        "hook-injector: pod team-a/pod: hook files a.json are chosen by annotations and "
+        "namespace 'team-a' is not in this node's hook-injector namespaces; not injected"]
+    inside = only_ops.send(_in("ops", {"debug": "on"}))
+    assert inside.adjust == {"hooks": {"prestart": [{"path": "/a"}, {"path": "/b"}]}}
+    assert not inside.warnings
+    # Without namespaces (the default) no pod chooses a hook by annotation.
+    default = policy_runner(builtin="hook-injector", config={"hooks_dirs": dirs})
+    assert default.send(_in("ops", {"debug": "on"})).adjust == {
+        "hooks": {"prestart": [{"path": "/b"}]}}
+    # A pod that does not ask is not warned about.
+    assert only_ops.send(_in("team-a", {})).warnings == []
 
 
 def test_directories_are_reread_and_later_ones_override(

@@ -14,6 +14,7 @@ from policy_server.sdk.effects import CgroupWrite
 from tests.policy_server.factory import (
     BE_POOLS_2_NUMA,
     TRUST_ALL,
+    TRUST_LABEL,
     container_target,
     pod_target,
     rules,
@@ -85,7 +86,8 @@ def test_decide_cpuset(
     expected: str | None,
 ) -> None:
     annotations = {RS: status} if status is not None else {}
-    target = pod_target(qos=qos, cgroup_parent=parent, annotations=annotations)
+    # The label as koord-manager set it (trusted): koordinator's classification.
+    target = pod_target(TRUST_LABEL, qos=qos, cgroup_parent=parent, annotations=annotations)
     r = rules(topology=topo, features=features)
     assert cpuset.decide_cpuset(target, resource_status(target.pod.annotations), r) == expected
 

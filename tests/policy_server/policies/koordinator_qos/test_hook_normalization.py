@@ -6,7 +6,7 @@ import pytest
 
 from policy_server.policies.koordinator_qos.hooks import normalization
 from policy_server.policies.koordinator_qos.target import Stage
-from tests.policy_server.factory import container_target, rules
+from tests.policy_server.factory import TRUST_LABEL, container_target, rules
 
 RS = "scheduling.koordinator.sh/resource-status"
 CREATE, UPDATE, RECONCILE = Stage.CREATE_CONTAINER, Stage.UPDATE_CONTAINER, Stage.RECONCILE
@@ -41,7 +41,7 @@ def test_normalization(
     expected: int | None,
 ) -> None:
     annotations = {RS: {"cpuset": "1"}} if pinned else {}
-    target = container_target(quota=base, qos=qos, annotations=annotations)
+    target = container_target(quota=base, qos=qos, annotations=annotations, trust=TRUST_LABEL)
     doc = {} if ratio is None else {"cpu_normalization_ratio": ratio}
     result = normalization.container(target, stage, rules(**doc))
     got = None if result is None else result.resources.cpu_quota
