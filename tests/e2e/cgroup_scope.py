@@ -2,8 +2,16 @@
 
 Owns: the run id (``NRI_E2E_RUN_ID``, inherited by every process the run starts), the cgroup
 prefix derived from it (``nri-e2e-<run id>``, one top-level directory per cgroup v1
-hierarchy), killing processes left in this run's cgroups and removing those directories, and
-removing the empty directories of runs that died without their clean-up (``sweep_dead_runs``).
+hierarchy, and the same name below ``kubepods``: ``SHIPPED_PODS``), killing processes left in
+this run's cgroups and removing those directories, and removing the empty directories of runs
+that died without their clean-up (``sweep_dead_runs``).
+
+Why two places: a policy server writes only beneath kubelet's pod hierarchy
+(policy_server/node/pod_confinement.py). The e2e tests start theirs with
+``--kubelet-cgroup-root=/<prefix>`` and put pods in ``/<prefix>/kubepods``; the as-shipped tests
+run the shipped configuration unchanged (kubelet's default cgroup root ``/``), so their pods go
+to ``/kubepods/<prefix>``. The ``kubepods`` directory itself is left in place: it is every run's
+(and a real kubelet's), and removing it could race another run creating its pods there.
 
 Must not: signal anything under another prefix, or remove another run's directories unless
 that run's process is gone and its cgroups hold no process. ``make e2e`` and
@@ -24,6 +32,8 @@ from pathlib import Path
 
 RUN_ID_ENV = "NRI_E2E_RUN_ID"
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+# kubelet's pod hierarchy below its default cgroup root (the cgroupfs driver).
+KUBEPODS = "kubepods"
 RMDIR_ATTEMPTS = 20
 RMDIR_RETRY_S = 0.05
 # A run id made by run_id(): "<pid of the run's pytest>-<6 hex digits>".
@@ -43,8 +53,14 @@ def cgroup_prefix(run: str) -> str:
 
 
 def cgroup_trees(prefix: str, root: Path = CGROUP_V1_ROOT) -> list[Path]:
-    """``prefix``'s directory in every hierarchy under ``root`` that has one."""
-    return [h / prefix for h in sorted(root.iterdir()) if (h / prefix).is_dir()]
+    """``prefix``'s directories in every hierarchy under ``root`` that has them: at the
+    hierarchy's top and below its ``kubepods``."""
+    return [
+        d
+        for h in sorted(root.iterdir())
+        for d in (h / prefix, h / KUBEPODS / prefix)
+        if d.is_dir()
+    ]
 
 
 def cgroup_pids(prefix: str, root: Path = CGROUP_V1_ROOT) -> set[int]:
@@ -99,9 +115,10 @@ def sweep_dead_runs(root: Path = CGROUP_V1_ROOT) -> list[str]:
     Returns the prefixes removed."""
     found: set[str] = set()
     for hierarchy in root.iterdir():
-        with contextlib.suppress(OSError):
-            names = [d.name for d in hierarchy.iterdir()]
-            found.update(name for name in names if _DEFAULT_RUN_PREFIX.fullmatch(name))
+        for top in (hierarchy, hierarchy / KUBEPODS):
+            with contextlib.suppress(OSError):
+                names = [d.name for d in top.iterdir()]
+                found.update(name for name in names if _DEFAULT_RUN_PREFIX.fullmatch(name))
     removed = []
     for prefix in sorted(found):
         match = _DEFAULT_RUN_PREFIX.fullmatch(prefix)
@@ -115,3 +132,6 @@ def sweep_dead_runs(root: Path = CGROUP_V1_ROOT) -> list[str]:
 
 
 CGROUP_PREFIX = cgroup_prefix(run_id())
+# This run's pods where a policy server with kubelet's default cgroup root may write (relative
+# to a hierarchy's root, like CGROUP_PREFIX): the as-shipped tests'.
+SHIPPED_PODS = f"{KUBEPODS}/{CGROUP_PREFIX}"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .cgroup_scope import (
+    KUBEPODS,
     RUN_ID_ENV,
     cgroup_prefix,
     kill_cgroup_processes,
@@ -61,6 +62,14 @@ def make_pod_tree(root: Path, prefix: str, pid: int) -> None:
         (container / "cgroup.procs").write_text(f"{pid}\n")
 
 
+def make_shipped_pod_tree(root: Path, prefix: str, pid: int) -> None:
+    """A pod where the as-shipped tests put theirs: below ``kubepods``."""
+    for hierarchy in HIERARCHIES:
+        container = root / hierarchy / KUBEPODS / prefix / "podu1" / "c1"
+        container.mkdir(parents=True)
+        (container / "cgroup.procs").write_text(f"{pid}\n")
+
+
 def test_clean_up_kills_and_removes_only_its_own_prefix(
     tmp_path: Path, sleepers: dict[str, subprocess.Popen[bytes]]
 ) -> None:
@@ -83,6 +92,28 @@ def test_clean_up_kills_and_removes_only_its_own_prefix(
     assert (tmp_path / "memory" / "unrelated").is_dir()
 
 
+def test_clean_up_covers_its_prefix_below_kubepods_and_leaves_kubepods(
+    tmp_path: Path, sleepers: dict[str, subprocess.Popen[bytes]]
+) -> None:
+    mine, theirs = cgroup_prefix("mine"), cgroup_prefix("theirs")
+    make_pod_tree(tmp_path, mine, sleepers["mine"].pid)
+    make_shipped_pod_tree(tmp_path, mine, sleepers["mine"].pid)
+    make_shipped_pod_tree(tmp_path, theirs, sleepers["theirs"].pid)
+
+    assert kill_cgroup_processes(mine, tmp_path) == {sleepers["mine"].pid}
+    assert sleepers["mine"].wait(WAIT_S) == -9
+    assert sleepers["theirs"].poll() is None
+
+    for procs in tmp_path.glob(f"**/{mine}/**/cgroup.procs"):
+        procs.unlink()
+    remove_cgroups(mine, tmp_path)
+    for hierarchy in HIERARCHIES:
+        assert not (tmp_path / hierarchy / mine).exists()
+        assert not (tmp_path / hierarchy / KUBEPODS / mine).exists()
+        pods = tmp_path / hierarchy / KUBEPODS
+        assert (pods / theirs / "podu1" / "c1" / "cgroup.procs").is_file()
+
+
 def never_a_pid() -> int:
     """A PID no process can have (above the kernel's pid_max)."""
     return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
@@ -97,16 +128,19 @@ def test_sweep_removes_only_dead_runs_with_empty_cgroups(
     by_hand = cgroup_prefix("r1")  # NRI_E2E_RUN_ID given by hand: never swept
     for hierarchy in HIERARCHIES:
         (tmp_path / hierarchy / dead / "podu1" / "c1").mkdir(parents=True)
+        (tmp_path / hierarchy / KUBEPODS / dead / "podu1" / "c1").mkdir(parents=True)
         for prefix in (live, by_hand):
             (tmp_path / hierarchy / prefix / "podu1").mkdir(parents=True)
-    make_pod_tree(tmp_path, busy, sleepers["theirs"].pid)
+    make_shipped_pod_tree(tmp_path, busy, sleepers["theirs"].pid)
     (tmp_path / "memory" / "unrelated").mkdir()
 
     assert sweep_dead_runs(tmp_path) == [dead]
     for hierarchy in HIERARCHIES:
         assert not (tmp_path / hierarchy / dead).exists()
-        for prefix in (live, busy, by_hand):
+        assert not (tmp_path / hierarchy / KUBEPODS / dead).exists()
+        for prefix in (live, by_hand):
             assert (tmp_path / hierarchy / prefix / "podu1").is_dir()
+        assert (tmp_path / hierarchy / KUBEPODS / busy / "podu1").is_dir()
     assert (tmp_path / "memory" / "unrelated").is_dir()
     assert sleepers["theirs"].poll() is None  # a sweep signals nothing
     assert sweep_dead_runs(tmp_path) == []

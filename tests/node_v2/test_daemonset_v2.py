@@ -215,7 +215,9 @@ def test_oom_score_of_running_processes_is_kept(daemonset: DaemonSetPod) -> None
     of a running container process (OOMScoreAdj is on in the production rules)."""
     cri = daemonset.cri
     assert isinstance(cri, SystemdKubeletCri)
-    pod = guest_node.run_pod(cri, "oom", annotations={OOM_SCORE_ADJ: "500"})
+    # Burstable: 500 is above kubelet's floor there (3); a BestEffort pod's is 1000 and a lower
+    # score would be refused (a policy never makes a container stronger than kubelet made it).
+    pod = guest_node.run_pod(cri, "oom", "burstable", annotations={OOM_SCORE_ADJ: "500"})
     cid = cri.run_container(pod.pod)
     score = Path(f"/proc/{cri.container_pid(cid)}/oom_score_adj")
     assert score.read_text().strip() == "500", daemonset.logs()

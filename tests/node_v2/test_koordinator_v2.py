@@ -141,7 +141,10 @@ def test_oom_score_of_running_processes_is_kept(
 ) -> None:
     rules = {**koordinator_rules(), "features": {"GPUEnvInject": True, "OOMScoreAdj": True}}
     stack = start_node_stack(start_stack, tmp_path, rules)
-    pod = guest_node.run_pod(clean_pods, "oom", annotations={
+    # Burstable: kubelet's floor there is 3 (its own value when the request carries one); in a
+    # BestEffort pod 500 would be below kubelet's 1000 and refused (a policy never makes a
+    # container stronger than kubelet made it).
+    pod = guest_node.run_pod(clean_pods, "oom", "burstable", annotations={
         "koordinator.sh/oom-score-adj": "500"})  # fmt: skip
     container_id = clean_pods.run_container(pod.pod)
     assert outcome_of(stack, "koordinator-qos", "CreateContainer", pod.pod) == "ok"

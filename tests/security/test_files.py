@@ -2,8 +2,9 @@
 
 Played as the attacker (a second, unprivileged uid) against the real programs:
 - a policy socket the attacker put at the policy's path in a world-writable (sticky, as /tmp)
-  directory gets no request, so no container's secret env, and its reply (HTTPS_PROXY) is
-  never applied: the bridge checks the server's uid (SO_PEERCRED) before writing a byte, and
+  directory gets no request, so no container's secret env, and its reply (an env var it sets;
+  an ordinary one, which the default allow list would let through) is never applied: the
+  bridge checks the server's uid (SO_PEERCRED) before writing a byte, and
   refuses to start while the squatter's socket is there;
 - a `bearer_token_file` swapped for the attacker's symlink to a root-only 0600 file is not
   read, so not sent to the attacker's loopback listener;
@@ -22,7 +23,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from tests.hardening.policy_stack import LENIENT, STRICT, both, check_failure, s
 from tests.hardening.processes import POLICY_SERVER
 from tests.integration.harness import pod_and_container
 from tests.security.attacker import PYTHON, Attacker
+from tests.waiting import WaitTimeout, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,8 +63,8 @@ else:
     srv.bind(("127.0.0.1", 0))
     where = str(srv.getsockname()[1])
 srv.listen(64)
-REPLY = json.dumps({"adjust": {"env": [{"key": "HTTPS_PROXY",
-                                          "value": "http://attacker:3128"}]}}).encode()
+REPLY = json.dumps({"adjust": {"env": [{"key": "SQUATTER_SET",
+                                          "value": "by-the-attacker"}]}}).encode()
 count = 0
 def serve(conn, n):
     data = b""
@@ -115,12 +116,12 @@ class Squatter:
             [PYTHON, "-I", "-c", SQUATTER, address, str(record_dir)], user=evil.uid,
             group=evil.gid, extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not (record_dir / "ready").exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"the squatter did not start: {self.stderr()}")
-            time.sleep(0.05)
+        try:
+            wait_until((record_dir / "ready").exists, what="the squatter starts",
+                       timeout_s=START_TIMEOUT_S, proc=self.proc, details=self.stderr)
+        except WaitTimeout:
+            self.stop()
+            raise
         self.where = (record_dir / "ready").read_text()
 
     def received(self) -> list[bytes]:
@@ -225,7 +226,7 @@ async def test_a_squatted_policy_socket_gets_no_request_and_no_secret(
                   f"{sock} is served by uid {evil.uid} (nwb-attacker), not by uid 0 (root)")
     lenient = results[LENIENT]
     assert lenient.container is None or not any(
-        "HTTPS_PROXY" in e for e in lenient.container.env), lenient
+        "SQUATTER_SET" in e for e in lenient.container.env), lenient
     assert "no request sent" in (results[STRICT].error or "")
 
 
@@ -491,4 +492,4 @@ async def test_a_policy_uid_listed_in_peer_uids_is_served(
     assert len(squatter.received()) == 2
     for result in results.values():
         assert result.ok and result.container is not None, result.error
-        assert "HTTPS_PROXY=http://attacker:3128" in result.container.env
+        assert "SQUATTER_SET=by-the-attacker" in result.container.env

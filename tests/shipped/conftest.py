@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cgroup_scope import KUBEPODS
 from tests.e2e.containerd import Containerd
 from tests.e2e.private_containerd import private_containerd
 from tests.e2e.runtimes import RUNTIMES, Runtime
@@ -34,22 +35,43 @@ def _root() -> None:
         pytest.fail("the as-shipped tests need root (make shipped)", pytrace=False)
 
 
-@pytest.fixture
-def v1_pod_parent() -> Iterator[str]:
-    """``/nri-shipped-<id>/pod<uid>`` made in the cpu and memory hierarchies as kubelet
-    makes pod cgroups, with a CFS quota and a memory limit the policy server must replace."""
-    top = f"nri-shipped-{uuid.uuid4().hex[:12]}"
-    parent = f"/{top}/pod{uuid.uuid4()}"
+@contextlib.contextmanager
+def _v1_pod_cgroup(level: str) -> Iterator[str]:
+    """``/kubepods/nri-shipped-<id>[/<level>]/pod<uid>`` made in the cpu and memory hierarchies
+    as kubelet makes pod cgroups, with a CFS quota the policy server must replace (beneath
+    /kubepods: the shipped policy server writes nowhere else; kubepods itself is left,
+    tests/e2e/cgroup_scope.py says why). Removed afterwards, up to the nri-shipped level."""
+    top = Path(KUBEPODS) / f"nri-shipped-{uuid.uuid4().hex[:12]}"
+    rel = top / level / f"pod{uuid.uuid4()}"
     made: list[Path] = []
     for controller in V1_CONTROLLERS:
-        d = CGROUP_V1_ROOT / controller / parent.lstrip("/")
+        d = CGROUP_V1_ROOT / controller / rel
         d.mkdir(parents=True)
-        made += [d, d.parent]
-    (CGROUP_V1_ROOT / "cpu" / parent.lstrip("/") / "cpu.cfs_quota_us").write_text("50000\n")
-    yield parent
-    for d in made:
-        with contextlib.suppress(OSError):
-            d.rmdir()
+        ours = [p for p in (rel, *rel.parents) if p not in (Path("."), Path(KUBEPODS))]
+        made += [CGROUP_V1_ROOT / controller / p for p in ours]  # deepest first
+    (CGROUP_V1_ROOT / "cpu" / rel / "cpu.cfs_quota_us").write_text("50000\n")
+    try:
+        yield f"/{rel}"
+    finally:
+        for d in made:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+@pytest.fixture
+def v1_pod_parent() -> Iterator[str]:
+    """A Guaranteed-shaped pod cgroup (``/kubepods/<prefix>/pod<uid>``): see _v1_pod_cgroup."""
+    with _v1_pod_cgroup("") as parent:
+        yield parent
+
+
+@pytest.fixture
+def v1_besteffort_pod_parent() -> Iterator[str]:
+    """A kube-BestEffort pod cgroup (``/kubepods/<prefix>/besteffort/pod<uid>``): koordinator
+    gives batch values only to a pod kubelet made BestEffort (a policy never makes a pod
+    stronger than kubelet made it)."""
+    with _v1_pod_cgroup("besteffort") as parent:
+        yield parent
 
 
 @pytest.fixture

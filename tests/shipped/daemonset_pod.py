@@ -178,7 +178,7 @@ def check_update_reaches_a_running_container(ds: DaemonSetPod, name: str) -> Non
     the node: containerd 1.7.24 and 2.1.9 can deadlock on NRI UpdateContainers
     (containerd/containerd#13733), so not one of those reaches containerd."""
     cri = ds.cri
-    pod = cri.run_pod(name)
+    pod = cri.run_pod(name, cgroup_prefix=ds.kubelet.cgroup_prefix)  # where the node's pods go
     cid = cri.run_container(pod)
     offset = ds.containerd.log_size()
     answer = post_update(ds, {"container_id": cid,

@@ -20,6 +20,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from tests.e2e.cgroup_scope import KUBEPODS
 from tests.e2e.runtimes import IMAGE_TARBALLS, PAUSE_IMAGE, RUNC
 from tests.waiting import wait_until
 
@@ -83,8 +84,9 @@ class SystemdNode:
         self.dir = Path(tempfile.mkdtemp(prefix="nri-sdnode-", dir="/tmp"))
         self.env = dict(os.environ, CONTAINERS_CONF=str(containers_conf))
         self.cgroup: str | None = None  # the container's cgroup path (cpu hierarchy)
-        # Pod cgroups of this node's containerd: private, at the host's cgroup root.
-        self.pod_prefix = self.name
+        # Pod cgroups of this node's containerd: private, beneath the host's /kubepods (the
+        # shipped policy server, kubelet's default cgroup root, writes nowhere else).
+        self.pod_prefix = f"{KUBEPODS}/{self.name}"
 
     @property
     def cri_socket(self) -> Path:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.support import Compose
+from tests.e2e.cgroup_scope import KUBEPODS
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
@@ -101,7 +102,9 @@ def test_bridge_registered_and_a_pod_gets_its_policy(
                what="the bridge registers", timeout_s=HEALTH_TIMEOUT_S, interval_s=0.2,
                details=lambda: project.logs("bridge"))
     cri = CriClient(containerd.dirs.address)
-    prefix = f"nri-shp-compose-{uuid.uuid4().hex[:8]}"
+    # Beneath /kubepods: the shipped policy server (kubelet's default cgroup root) writes
+    # nowhere else.
+    prefix = f"{KUBEPODS}/nri-shp-compose-{uuid.uuid4().hex[:8]}"
     uid = str(uuid.uuid4())
     pod_cpu = CGROUP_V1_ROOT / "cpu" / prefix / f"pod{uid}"
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.support import BASE, OVERLAYS, render
-from tests.e2e.cgroup_scope import CGROUP_PREFIX
+from tests.e2e.cgroup_scope import SHIPPED_PODS
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
 from tests.e2e.inspect_proc import cgroup_values
@@ -60,7 +60,7 @@ def daemonset(
     kubelet = Kubelet(
         cri,
         workdir,
-        CGROUP_PREFIX,
+        SHIPPED_PODS,  # the shipped policy server writes beneath /kubepods only
         host_paths={
             "/var/run/nri": node.dirs.nri_socket.parent,
             "/run/containerd": node.dirs.address.parent,
@@ -105,7 +105,7 @@ def kubelet_pod_cgroup() -> str:
     """A pod uid whose cpu cgroup exists with a CFS quota before the sandbox runs, as kubelet
     creates pod cgroups (so -1 afterwards can only be the policy server's write)."""
     uid = str(uuid.uuid4())
-    d = CGROUP_V1_ROOT / "cpu" / CGROUP_PREFIX / f"pod{uid}"
+    d = CGROUP_V1_ROOT / "cpu" / SHIPPED_PODS / f"pod{uid}"
     d.mkdir(parents=True)
     (d / "cpu.cfs_quota_us").write_text("50000\n")
     return uid
@@ -113,7 +113,7 @@ def kubelet_pod_cgroup() -> str:
 
 def pod_int(controller: str, uid: str, name: str, level: str = "") -> int:
     """A pod cgroup's value; ``level``: the kube-QoS level the pod sits in (``besteffort``)."""
-    prefix = f"{CGROUP_PREFIX}/{level}" if level else CGROUP_PREFIX
+    prefix = f"{SHIPPED_PODS}/{level}" if level else SHIPPED_PODS
     return int((CGROUP_V1_ROOT / controller / prefix / f"pod{uid}" / name).read_text())
 
 
@@ -124,6 +124,7 @@ def lsr_pod_is_pinned(ds: DaemonSetPod, name: str) -> None:
         labels={QOS_LABEL: "LSR"},
         annotations={RESOURCE_STATUS: json.dumps({"cpuset": "1"})},
         uid=uid,
+        cgroup_prefix=SHIPPED_PODS,
     )
     cid = ds.cri.run_container(pod, resources={"cpu_quota": 100000, "cpu_period": 100000})
     assert pod_int("cpu", uid, "cpu.cfs_quota_us") == -1, ds.logs()
@@ -146,7 +147,7 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
         "be",
         labels={QOS_LABEL: "BE"},
         annotations={EXTENDED_RESOURCE_SPEC: json.dumps({"containers": {"app": batch}})},
-        cgroup_prefix=f"{CGROUP_PREFIX}/besteffort",  # a koordinator BE pod is kube-BestEffort
+        cgroup_prefix=f"{SHIPPED_PODS}/besteffort",  # a koordinator BE pod is kube-BestEffort
     )
     cid = daemonset.cri.run_container(pod, name="app")
     # koordlet's batch formulas on the pod cgroup: shares from requests, quota/memory from limits
@@ -154,7 +155,7 @@ def test_be_pod_cgroup_gets_batch_values(daemonset: DaemonSetPod) -> None:
     quota = -1 if daemonset.rules().cfs_quota_disabled else 60000
     assert pod_int("cpu", pod.uid, "cpu.shares", "besteffort") == 307, daemonset.logs()
     assert pod_int("cpu", pod.uid, "cpu.cfs_quota_us", "besteffort") == quota, daemonset.logs()
-    assert pod_int("memory", pod.uid, "memory.limit_in_bytes") == 128 * MIB
+    assert pod_int("memory", pod.uid, "memory.limit_in_bytes", "besteffort") == 128 * MIB
     assert cgroup_values(daemonset.cri.container_pid(cid)).cpu_shares == 307
     daemonset.cri.stop_pod(pod.id)
     daemonset.cri.remove_pod(pod.id)

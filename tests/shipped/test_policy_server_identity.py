@@ -76,7 +76,9 @@ def test_shipped_identity_writes_pod_cgroups_v1(overlay: Path, tmp_path: Path,
         assert v1_file(v1_pod_parent, "cpu", "cpu.cfs_quota_us") == -1, server.tail()
 
 
-def test_shipped_identity_writes_be_batch_values_v1(tmp_path: Path, v1_pod_parent: str) -> None:
+def test_shipped_identity_writes_be_batch_values_v1(tmp_path: Path,
+                                                    v1_besteffort_pod_parent: str) -> None:
+    v1_pod_parent = v1_besteffort_pod_parent
     spec = {"containers": {"app": {
         "requests": {"kubernetes.io/batch-cpu": "300", "kubernetes.io/batch-memory": "128Mi"},
         "limits": {"kubernetes.io/batch-cpu": "600", "kubernetes.io/batch-memory": "128Mi"}}}}
@@ -90,38 +92,45 @@ def test_shipped_identity_writes_be_batch_values_v1(tmp_path: Path, v1_pod_paren
         assert v1_file(v1_pod_parent, "memory", "memory.limit_in_bytes") == 128 * MIB
 
 
-def test_a_non_root_identity_is_told_which_file_it_cannot_write(open_dir: Path) -> None:
+def test_a_non_root_identity_is_told_which_file_it_cannot_write(open_dir: Path,
+                                                                v1_pod_parent: str) -> None:
     # Same dropped capabilities, another UID: the probe names the pod cgroup file, not the
-    # hierarchy's directory.
+    # hierarchy's directory: kubepods' (v1_pod_parent makes sure it exists, as kubelet does).
     nobody = Identity(uid=65532, gid=65532, groups=(65532,), added=(), no_new_privs=True)
     with running(ShippedPolicyServer(open_dir / "ps", CGROUP_V1_ROOT,
                                      as_identity=nobody)) as server:
         cgroups = server.state()["cgroups"]
     assert cgroups["writable"] is False
     assert cgroups["reason"] == (
-        f"{CGROUP_V1_ROOT}/cpu/cpu.cfs_quota_us is not writable by uid 65532 (pod cgroup files "
-        "are root-owned: run as UID 0)")
+        f"{CGROUP_V1_ROOT}/cpu/kubepods/cpu.cfs_quota_us is not writable by uid 65532 (pod "
+        "cgroup files are root-owned: run as UID 0)")
     assert "pod cgroup writes cannot take effect" in server.raw_log()
 
 
 @pytest.fixture
 def cgroup2(tmp_path: Path) -> Iterator[Path]:
-    """A private mount of the unified hierarchy (its root is 0555, as on a v2 node)."""
+    """A private mount of the unified hierarchy (its root is 0555, as on a v2 node), with a
+    kubepods cgroup. The hierarchy is the machine's (on this cgroup v1 host runc also makes its
+    cgroups there, and another test or run may have made kubepods already): only a kubepods
+    this fixture made is removed, nothing else in it."""
     mnt = tmp_path / "cgroup2"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "cgroup2", "none", str(mnt)], check=True)
+    pods = mnt / "kubepods"
+    made = not pods.is_dir()
     try:
+        pods.mkdir(exist_ok=True)
         yield mnt
     finally:
-        for d in sorted((p for p in mnt.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if made:
             with contextlib.suppress(OSError):
-                d.rmdir()
+                pods.rmdir()
         subprocess.run(["umount", str(mnt)], check=True)
 
 
 def test_shipped_identity_on_cgroup_v2(tmp_path: Path, cgroup2: Path) -> None:
     assert cgroup2.stat().st_mode & 0o777 == 0o555
-    (cgroup2 / "kubepods").mkdir()
+    assert (cgroup2 / "kubepods").is_dir()
     with running(ShippedPolicyServer(tmp_path / "ps", cgroup2)) as server:
         cgroups = server.state()["cgroups"]
     # The keys this test is about (the state also says how cpu.weight is converted).
