@@ -53,7 +53,9 @@ def cgroup_root(workdir: Path) -> Path:
     return root
 
 
-def _server(workdir: Path, cgroup_root: Path, rules: dict[str, Any]) -> Iterator[PolicyServer]:
+def serve(workdir: Path, cgroup_root: Path, rules: dict[str, Any]) -> Iterator[PolicyServer]:
+    """A policy server with `rules` on fake node roots below `workdir` (cgroup v2 at
+    `cgroup_root`, proc and resctrl beside it), stopped when the fixture ends."""
     server = PolicyServer(workdir / "ps", rules=rules, extra_args=(
         "--cgroup-root", str(cgroup_root), "--cgroup-version", "2",
         "--proc-root", str(workdir / "proc"), "--resctrl-root", str(workdir / "resctrl")))
@@ -67,7 +69,7 @@ def _server(workdir: Path, cgroup_root: Path, rules: dict[str, Any]) -> Iterator
 
 @pytest.fixture
 def production(workdir: Path, cgroup_root: Path) -> Iterator[PolicyServer]:
-    yield from _server(workdir, cgroup_root, _rules(PRODUCTION))
+    yield from serve(workdir, cgroup_root, _rules(PRODUCTION))
 
 
 def post(server: PolicyServer, event: str, **payload: Any) -> dict[str, Any]:
@@ -164,7 +166,7 @@ EIGHT_GPUS = {"gpu": [{"minor": m} for m in range(8)]}
 def test_a_device_allocation_without_the_device_plugin_gets_no_gpus(
     workdir: Path, cgroup_root: Path
 ) -> None:
-    for server in _server(workdir, cgroup_root, _rules(EXAMPLE)):
+    for server in serve(workdir, cgroup_root, _rules(EXAMPLE)):
         p = burstable_pod(annotations={DA: EIGHT_GPUS})
         reply = post(server, "CreateContainer", pod=p, container=app())
         env = {e["key"]: e["value"] for e in reply.get("adjust", {}).get("env", [])}
@@ -179,7 +181,7 @@ def test_a_device_allocation_without_the_device_plugin_gets_no_gpus(
 
 def test_trust_brings_koordinator_semantics_back(workdir: Path, cgroup_root: Path) -> None:
     trust = {"trust": {"annotations": [RS, DA], "namespaces": []}}
-    for server in _server(workdir, cgroup_root, _rules(EXAMPLE, **trust)):
+    for server in serve(workdir, cgroup_root, _rules(EXAMPLE, **trust)):
         p = burstable_pod(annotations={RS: json.dumps({"cpuset": "0-7"}), DA: EIGHT_GPUS})
         reply = post(server, "CreateContainer", pod=p, container=app())
         assert resources_of(reply)["cpu"]["quota"] == -1

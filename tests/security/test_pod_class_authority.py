@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.policy_proc import PolicyServer
 from tests.policy_server.factory import cgroup_v2_root, container, pod
-from tests.security.test_pod_authority import PRODUCTION, _rules, post, refusals
+from tests.security.test_pod_authority import PRODUCTION, _rules, post, refusals, serve
 
 UID = "0f0e0d0c-0000-4000-8000-0000000000be"
 BEST_EFFORT = f"kubepods-besteffort-pod{UID.replace('-', '_')}.slice"
@@ -47,21 +47,9 @@ def node(workdir: Path) -> Path:
     return workdir
 
 
-def _server(node: Path, rules: dict[str, Any]) -> Iterator[PolicyServer]:
-    server = PolicyServer(node / "ps", rules=rules, extra_args=(
-        "--cgroup-root", str(node / "cgroup"), "--cgroup-version", "2",
-        "--proc-root", str(node / "proc"), "--resctrl-root", str(node / "resctrl")))  # fmt: skip
-    server.start()
-    try:
-        server.wait_healthy()
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def production(node: Path) -> Iterator[PolicyServer]:
-    yield from _server(node, _rules(PRODUCTION))
+    yield from serve(node, node / "cgroup", _rules(PRODUCTION))
 
 
 def best_effort_pod(**kwargs: Any) -> dict[str, Any]:
@@ -100,21 +88,22 @@ def test_system_only_through_trust(node: Path) -> None:
     burstable = pod(uid=BURSTABLE_UID, name="web", cgroup_parent=BURSTABLE, qos="SYSTEM")
     burstable["namespace"] = "team-a"
     ctr = container(cpu={"shares": 102, "quota": 10000, "period": 100000})
-    for server in _server(node, rules):
+    for server in serve(node, node / "cgroup", rules):
         reply = post(server, "CreateContainer", pod=burstable, container=ctr)
         cpus = reply.get("adjust", {}).get("linux", {}).get("resources", {}).get("cpu", {})
         assert cpus.get("cpus") == "2-7", reply  # the shared pool, not the system cpuset 0-1
         assert _warned(reply, "team-a/web", LABEL, "qos-class-system")
         assert refusals(server) == {(LABEL, "qos-class-system"): 1}
     trusted = {**rules, "trust": {"annotations": [LABEL]}}
-    for server in _server(node, trusted):
+    for server in serve(node, node / "cgroup", trusted):
         reply = post(server, "CreateContainer", pod=burstable, container=ctr)
         assert reply["adjust"]["linux"]["resources"]["cpu"]["cpus"] == "0-1"
         assert not _warned(reply, LABEL) and refusals(server) == {}
 
 
 def test_trusting_the_namespace_gives_the_label_its_class(node: Path) -> None:
-    for server in _server(node, _rules(PRODUCTION, trust={"namespaces": ["team-a"]})):
+    rules = _rules(PRODUCTION, trust={"namespaces": ["team-a"]})
+    for server in serve(node, node / "cgroup", rules):
         post(server, "RunPodSandbox", pod=best_effort_pod(qos="LSR"))
         assert bvt(node) == "2"  # koordinator's semantics: the label decides
         assert refusals(server) == {}
