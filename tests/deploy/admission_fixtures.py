@@ -3,8 +3,9 @@
 Owns: reading deploy/kubernetes/admission as written (``sources``: the kustomization's resources
 and its params ConfigMap built from the generator's literals, as kustomize builds it;
 tests/deploy/test_admission_manifests.py checks that the rendering agrees), the keys the code
-declares the policy must guard (``guarded_keys``), builders of pods and AdmissionReview requests,
-and ``allowed``/``refused``, which assert a verdict and name it when it is the other one.
+declares the policy must guard (``guarded_keys``, from policy_server/policies/trusted_keys.py),
+builders of pods and AdmissionReview requests, and ``allowed``/``refused``, which assert a
+verdict and name it when it is the other one.
 
 Must not: start processes or touch the network.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from policy_server.policies import trusted_keys
 from policy_server.policies.koordinator_qos import keys
 from tests.deploy import admission_review as ar
 from tests.deploy import support as s
@@ -54,13 +56,16 @@ TOLERATE = _tolerate_key()
 
 
 def guarded_keys() -> set[str]:
-    """The keys the admission policy must guard: the pod labels and annotations the policy
-    server's koordinator policy reads (``keys.TRUSTED_KEYS``, the one declaration of them), and
-    the tolerate annotation in all its forms (``<key>``, ``<key>/pod``, ``<key>/container.NAME``:
-    the ``<key>/`` entry). A key added to the declaration is a key the policy must guard."""
-    found = set(keys.TRUSTED_KEYS)
-    assert len(found) >= 10, "keys.TRUSTED_KEYS lost its keys"
-    return found | {TOLERATE, TOLERATE + "/"}
+    """The keys the admission policy must guard, as the policy's lists write them: the exact
+    keys of ``trusted_keys.EXACT_KEYS`` (the one declaration: koordinator's keys and the tolerate
+    annotation) and ``<domain>/`` for each of ``trusted_keys.ANNOTATION_DOMAINS``. Read when
+    called, so a key or domain added to the declaration is one the policy must guard."""
+    exact = set(trusted_keys.EXACT_KEYS)
+    domains = set(trusted_keys.ANNOTATION_DOMAINS)
+    assert len(exact) >= 12 and len(domains) >= 5, "trusted_keys lost its keys"
+    # The runtime snippet's annotation is declared, by name and as a domain.
+    assert TOLERATE in exact and TOLERATE in domains, TOLERATE
+    return exact | {f"{d}/" for d in domains}
 
 
 def sources() -> list[dict[str, Any]]:

@@ -7,8 +7,10 @@ ValidatingAdmissionPolicy does; its CEL runs here on AdmissionReview-shaped requ
 library) for the cases of the issue: a pod author's forged keys refused, koordinator's service
 accounts allowed, unrelated updates and kubelet's status writes passing. Each allowed case is
 also shown refused once one thing about it is wrong (a key renamed, another service account),
-and the other way round. The policy's key list is held equal to the keys the code declares
-(koordinator_qos/keys.py and the runtime's tolerate annotation).
+and the other way round. The policy's key lists are held equal to the one declaration of the
+guarded keys (policy_server/policies/trusted_keys.py: koordinator's keys, the tolerate
+annotation, and the annotation domains of device-injector and ulimit-adjuster), and its decision
+equal to ``trusted_keys.guarded`` on generated keys, look-alikes among them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from policy_server.policies import trusted_keys
 from policy_server.policies.koordinator_qos import keys
 from tests.deploy import admission_review as ar
 from tests.deploy import support as s
@@ -45,6 +50,10 @@ from tests.deploy.admission_fixtures import (
     update,
 )
 
+DEVICES = "devices.noderesource.dev"  # device-injector's devices
+ULIMITS = "ulimits.noderesource.dev"  # ulimit-adjuster's rlimits
+assert {DEVICES, ULIMITS} <= set(trusted_keys.ANNOTATION_DOMAINS)
+
 
 @pytest.fixture(scope="module")
 def policy() -> ar.AdmissionPolicy:
@@ -54,9 +63,15 @@ def policy() -> ar.AdmissionPolicy:
 # --- the keys ---------------------------------------------------------------------------
 
 
-def _built_in(vap: dict[str, Any]) -> set[str]:
-    (var,) = [v for v in vap["spec"]["variables"] if v["name"] == "builtInKeys"]
+def _listed(vap: dict[str, Any], name: str) -> set[str]:
+    (var,) = [v for v in vap["spec"]["variables"] if v["name"] == name]
     return set(re.findall(r"'([^']*)'", var["expression"]))
+
+
+def _built_in(vap: dict[str, Any]) -> set[str]:
+    """The policy's own keys as ``guarded_keys`` writes them (a domain as ``<domain>/``)."""
+    domains = _listed(vap, "builtInDomains")
+    return _listed(vap, "builtInKeys") | {f"{d}/" for d in domains}
 
 
 def uncovered(policy: ar.AdmissionPolicy, wanted: set[str]) -> set[str]:
@@ -72,15 +87,95 @@ def uncovered(policy: ar.AdmissionPolicy, wanted: set[str]) -> set[str]:
     return out
 
 
+def disagreements(policy: ar.AdmissionPolicy, candidates: set[str]) -> set[str]:
+    """The keys on which the policy, for a pod author's pod carrying the key as a label or
+    as an annotation, decides otherwise than ``trusted_keys.guarded`` (guarded: refused)."""
+    out = set()
+    for key in candidates:
+        want = trusted_keys.guarded(key)
+        for where, carried in (("labels", pod(labels={key: "x"})),
+                               ("annotations", pod(annotations={key: "x"}))):
+            verdict = policy.review(create(carried))
+            if verdict.allowed == want:
+                out.add(f"{where} {key!r}: guarded() says {want}, allowed: {verdict.allowed}")
+    return out
+
+
+def lookalikes() -> set[str]:
+    """Keys around every declared key and domain: each one, and its near misses (another
+    domain merely starting or ending the same way, another case, a missing separator)."""
+    out = {"", "app", "/", "noderesource.dev/pod", "example.com/grant", "koordinator.sh/"}
+    for key in trusted_keys.EXACT_KEYS:
+        out |= {key, key + "x", "x" + key, key.upper(), key.lower(), key + "/", key[:-1],
+                key + "/pod", " " + key}
+    for d in trusted_keys.ANNOTATION_DOMAINS:
+        out |= {d, d + "/", d + "/pod", d + "/container.app", d + ".evil/x", "x" + d + "/x",
+                d + "x/pod", d[:-1] + "/pod", d.upper() + "/pod", d + "//x", "/" + d + "/x",
+                d + "\\x", d + ":x", d.replace(".", "-") + "/pod", d + " /pod",
+                d.split(".", 1)[1] + "/pod"}
+    return out
+
+
 def test_every_key_the_policy_server_reads_is_guarded(policy: ar.AdmissionPolicy) -> None:
     wanted = guarded_keys()
-    assert {QOS_CLASS, RESOURCE_STATUS, TOLERATE} <= wanted
+    assert {QOS_CLASS, RESOURCE_STATUS, TOLERATE, TOLERATE + "/", DEVICES + "/",
+            ULIMITS + "/"} <= wanted
     assert uncovered(policy, wanted) == set()
 
 
-def test_the_built_in_list_equals_the_guarded_keys() -> None:
+def test_the_built_in_lists_equal_the_declaration() -> None:
     vap = s.one(sources(), "ValidatingAdmissionPolicy")
+    assert _listed(vap, "builtInKeys") == set(trusted_keys.EXACT_KEYS)
+    assert _listed(vap, "builtInDomains") == set(trusted_keys.ANNOTATION_DOMAINS)
     assert _built_in(vap) == guarded_keys()
+
+
+def test_the_policy_decides_as_guarded_on_lookalikes(policy: ar.AdmissionPolicy) -> None:
+    candidates = lookalikes()
+    # Both answers occur: the list is not all guarded, nor all not.
+    assert {trusted_keys.guarded(k) for k in candidates} == {True, False}
+    assert len(candidates) > 150
+    assert disagreements(policy, candidates) == set()
+
+
+_PIECES = sorted({*trusted_keys.EXACT_KEYS, *trusted_keys.ANNOTATION_DOMAINS,
+                  "noderesource.dev", "koordinator.sh", "evil"})
+
+
+_KEYS = st.one_of(
+    # A declared key or domain between near-miss prefixes and separators.
+    st.builds(lambda *parts: "".join(parts), st.sampled_from(["", "x", "/", " "]),
+              st.sampled_from(_PIECES), st.sampled_from(["/", "", ".evil/", "x/", "//", "."]),
+              st.sampled_from(["pod", "container.app", "", "x"])),
+    # Pieces and separators in any order, or any text.
+    st.lists(st.sampled_from([*_PIECES, "/", ".", "x", "pod"]), min_size=1, max_size=4)
+    .map("".join),
+    st.text(max_size=20))
+
+
+@settings(max_examples=150)
+@given(key=_KEYS)
+@example(key=f"{DEVICES}/container.app")
+@example(key=f"{DEVICES}.evil/x")
+def test_the_policy_decides_as_guarded_on_generated_keys(policy: ar.AdmissionPolicy,
+                                                         key: str) -> None:
+    assert disagreements(policy, {key}) == set()
+
+
+def test_a_key_or_domain_added_to_the_declaration_is_found_uncovered(
+        policy: ar.AdmissionPolicy, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trusted_keys, "EXACT_KEYS",
+                        (*trusted_keys.EXACT_KEYS, "koordinator.sh/new-grant"))
+    monkeypatch.setattr(trusted_keys, "ANNOTATION_DOMAINS",
+                        (*trusted_keys.ANNOTATION_DOMAINS, "hooks.noderesource.dev"))
+    vap = s.one(sources(), "ValidatingAdmissionPolicy")
+    assert _built_in(vap) != guarded_keys()
+    assert uncovered(policy, guarded_keys()) == {
+        "label koordinator.sh/new-grant", "annotation koordinator.sh/new-grant",
+        "label hooks.noderesource.dev/", "annotation hooks.noderesource.dev/"}
+    found = disagreements(policy, lookalikes())
+    assert any("'koordinator.sh/new-grant'" in f for f in found)
+    assert any("'hooks.noderesource.dev/pod'" in f for f in found)
 
 
 def test_a_key_dropped_from_the_policy_is_found_uncovered() -> None:
@@ -93,6 +188,48 @@ def test_a_key_dropped_from_the_policy_is_found_uncovered() -> None:
     assert uncovered(mutated, guarded_keys()) == {
         f"label {RESOURCE_STATUS}", f"annotation {RESOURCE_STATUS}"}
     assert _built_in(vap) != guarded_keys()
+    assert disagreements(mutated, lookalikes()) == {
+        f"{where} {RESOURCE_STATUS!r}: guarded() says True, allowed: True"
+        for where in ("labels", "annotations")}
+
+
+def test_a_domain_dropped_from_the_policy_is_found_uncovered() -> None:
+    docs = sources()
+    vap = s.one(docs, "ValidatingAdmissionPolicy")
+    (var,) = [v for v in vap["spec"]["variables"] if v["name"] == "builtInDomains"]
+    assert f"'{ULIMITS}'," in var["expression"]
+    var["expression"] = var["expression"].replace(f"'{ULIMITS}',", "")
+    dropped = policy_of(docs)
+    assert uncovered(dropped, guarded_keys()) == {
+        f"label {ULIMITS}/", f"annotation {ULIMITS}/"}
+    assert _built_in(vap) != guarded_keys()
+    assert any(f"'{ULIMITS}/pod'" in f for f in disagreements(dropped, lookalikes()))
+
+
+def _variable(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    vap = s.one(docs, "ValidatingAdmissionPolicy")
+    (var,) = [v for v in vap["spec"]["variables"] if v["name"] == name]
+    return var  # type: ignore[no-any-return]
+
+
+def test_a_domain_matched_otherwise_than_as_domain_slash_is_found() -> None:
+    # By name only (the domains listed without their "/"): their keys pass.
+    docs = sources()
+    var = _variable(docs, "trustedKeys")
+    assert "map(d, d + '/')" in var["expression"]
+    var["expression"] = var["expression"].replace("map(d, d + '/')", "map(d, d)")
+    found = disagreements(policy_of(docs), lookalikes())
+    assert f"annotations '{DEVICES}/container.app': guarded() says True, allowed: True" in found
+    # As a bare prefix (without the "/"): the look-alike domains are refused too.
+    docs = sources()
+    var = _variable(docs, "newAnnotationKeys")
+    match = "(t.endsWith('/') && k.startsWith(t))"
+    assert match in var["expression"]
+    var["expression"] = var["expression"].replace(
+        match, "(t.endsWith('/') && k.startsWith(t.substring(0, size(t) - 1)))")
+    found = disagreements(policy_of(docs), lookalikes())
+    assert f"annotations '{DEVICES}.evil/x': guarded() says False, allowed: False" in found
+    assert not any(f.startswith("labels") for f in found)
 
 
 def _trusted_in_rules() -> dict[Path, list[str]]:
@@ -146,6 +283,33 @@ def test_a_pod_author_cannot_opt_out_of_fail_closed(policy: ar.AdmissionPolicy,
             f"annotation {TOLERATE + suffix}")
     # Mutated: another domain that merely starts the same way.
     allowed(policy, create(pod(annotations={TOLERATE + "x" + suffix: "true"})))
+
+
+@pytest.mark.parametrize("key", [f"{DEVICES}/container.app", f"{DEVICES}/pod",
+                                 f"{ULIMITS}/pod", f"{ULIMITS}/container.app",
+                                 "mounts.noderesource.dev/container.app",
+                                 "cdi-devices.noderesource.dev/pod"])
+def test_a_pod_author_cannot_ask_for_devices_mounts_or_rlimits(policy: ar.AdmissionPolicy,
+                                                               key: str) -> None:
+    value = '[{"path": "/dev/mem", "type": "c", "major": 1, "minor": 1}]'
+    forged = pod(annotations={key: value})
+    refused(policy, create(forged), AUTHOR, f"annotation {key}")
+    refused(policy, create(forged, user=REPLICASET), REPLICASET)
+    old = pod(annotations={"note": "a"})
+    refused(policy, update(old, pod(annotations={"note": "a", key: value})), f"annotation {key}")
+    # Mutated: koord-manager's service account, or a pod of an exempt namespace, may.
+    allowed(policy, create(forged, user=KOORD_MANAGER))
+    exempt = pod(annotations={key: value}, namespace="kube-system")
+    assert not allowed(policy, create(exempt)).matched
+
+
+@pytest.mark.parametrize("key", [f"{DEVICES}.evil/x", f"x{DEVICES}/x", f"{ULIMITS}x/pod",
+                                 f"{ULIMITS}", f"{DEVICES}", "noderesource.dev/pod"])
+def test_a_lookalike_of_a_guarded_domain_is_not_guarded(policy: ar.AdmissionPolicy,
+                                                        key: str) -> None:
+    assert not trusted_keys.guarded(key)
+    verdict = allowed(policy, create(pod(annotations={key: "x"}, labels={key: "x"})))
+    assert verdict.matched, "checked, and found to carry no guarded key"
 
 
 def test_a_plain_pod_is_allowed_and_an_empty_metadata_too(policy: ar.AdmissionPolicy) -> None:
@@ -295,14 +459,18 @@ def test_kube_system_is_exempt_and_a_lookalike_is_not(policy: ar.AdmissionPolicy
 
 def test_params_add_keys_and_prefixes() -> None:
     docs = sources()
-    params_of(docs)["trustedKeys"] = " devices.noderesource.dev/ , example.com/grant,"
+    params_of(docs)["trustedKeys"] = " grants.example.com/ , example.com/grant,"
     extended = policy_of(docs)
-    refused(extended, create(pod(annotations={"devices.noderesource.dev/container.app": "x"})))
+    refused(extended, create(pod(annotations={"grants.example.com/container.app": "x"})))
     refused(extended, create(pod(labels={"example.com/grant": "x"})))
     allowed(extended, create(pod(annotations={"example.com/grants": "x"})))
+    allowed(extended, create(pod(annotations={"grants.example.com.evil/x": "x"})))
+    # The built-in keys and domains stay guarded.
+    refused(extended, create(pod(annotations={f"{DEVICES}/container.app": "x"})))
     # Mutated: the shipped params guard neither.
     shipped = policy_of(sources())
-    allowed(shipped, create(pod(annotations={"devices.noderesource.dev/container.app": "x"})))
+    allowed(shipped, create(pod(annotations={"grants.example.com/container.app": "x"})))
+    allowed(shipped, create(pod(labels={"example.com/grant": "x"})))
 
 
 def test_params_without_entries_trust_nobody() -> None:
