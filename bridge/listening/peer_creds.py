@@ -12,7 +12,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
-_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+from bridge.process import file_trust
+
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
 _MAX_GROUPS = 256
 
@@ -29,8 +30,7 @@ def peer_creds(sock: socket.socket) -> PeerCreds | None:
     """The peer of a connected Unix socket; None for any other socket."""
     if sock.family != socket.AF_UNIX:
         return None
-    pid, uid, gid = _UCRED.unpack(
-        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    pid, uid, gid = file_trust.peer_ucred(sock)
     groups: frozenset[int] = frozenset()
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 4 * _MAX_GROUPS)

@@ -287,7 +287,14 @@ def take_socket_directory(directory: str, owners: frozenset[int]) -> bool:
     return False
 
 
+def peer_ucred(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a connected Unix socket, as the
+    kernel recorded them when it connected (SO_PEERCRED); the one reader of both programs."""
+    pid, uid, gid = _PEERCRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid, uid, gid
+
+
 def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    return int(_PEERCRED.unpack(raw)[1])
+    return peer_ucred(sock)[1]

@@ -21,7 +21,6 @@ import logging
 import os
 import socket
 import ssl
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from bridge.process import file_trust
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError
 
 log = logging.getLogger(__name__)
@@ -67,17 +67,6 @@ class BridgeTrust:
         return frozenset({0, os.geteuid(), *self.uids})
 
 
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-
-
-def peer_uid(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process serving a connected Unix socket (``SO_PEERCRED``)."""
-    pid, uid, _gid = _PEERCRED.unpack(
-        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    )
-    return pid, uid
-
-
 class _PeerCheckingBackend(httpcore.AsyncNetworkBackend):
     """httpcore's network backend with each Unix connection's server checked first."""
 
@@ -99,7 +88,7 @@ class _PeerCheckingBackend(httpcore.AsyncNetworkBackend):
         try:
             if not isinstance(sock, socket.socket):
                 raise BridgePeerError(f"bridge control socket {path}: cannot check its peer")
-            pid, uid = peer_uid(sock)
+            pid, uid, _gid = file_trust.peer_ucred(sock)
             if uid not in self._allowed:
                 raise BridgePeerError(
                     f"bridge control socket {path} is served by uid {uid} (pid {pid}), not by "
