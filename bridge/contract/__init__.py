@@ -2,16 +2,18 @@
 
 `bridge.contract` is the base of the bridge and does no I/O. It depends on the generated
 messages (bridge.proto: NRI, and CRI for cri_service.py), bridge.errors, protobuf, pydantic
-(the models), msgspec (request_structs.py) and orjson, and on nothing else of the bridge. What
+(the reply models), msgspec (the request, request_structs.py) and orjson, and on nothing else
+of the bridge. What
 it holds: the event catalogue (catalogue.py, every event defined once, with the NRI version that
 added it); the NRI version of a runtime (nri_version.py); the field tables (adjustment_fields.py,
 field_table.py, owner_fields.py) and what a runtime does with each field (runtime_effects.py,
 runtime_hazards.py, capabilities.py, applied_view.py, resource_overlay.py); the conversions
 (convert.py between NRI messages and JSON, adjustment.py for removals, codec.py for replies and
-log subjects, cri_service.py for CRI updates); the request envelope's one encoder
-(request_body.py) and decoders (request_structs.py; the pydantic models, nri_models.py and
-webhook_models.py, derived from schemas/nri/api.proto so the proto file is the one source of
-truth for their shape); the JSON Schemas generated from them (`python -m bridge.contract.schema`);
+log subjects, cri_service.py for CRI updates); the request, declared once as msgspec Structs
+(request_structs.py: the policy server's decoder and the published request schemas), and its
+one encoder (request_body.py); the reply's pydantic models (nri_models.py, webhook_models.py);
+all derived from schemas/nri/api.proto, the one source of truth for the messages' shape; the
+JSON Schemas generated from them (`python -m bridge.contract.schema`);
 the plugin connection's lifecycle table (plugin_lifecycle.py); and the value grammars both
 products check (cpu_list_grammar.py, quantity.py, systemd_slice.py).
 
@@ -34,11 +36,13 @@ from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 
 if TYPE_CHECKING:
     from bridge.contract.nri_models import NRI_MODELS, nri_model
-    from bridge.contract.webhook_models import Reject, RuntimeRef, WebhookReply, WebhookRequest
+    from bridge.contract.request_structs import WebhookRequest
+    from bridge.contract.webhook_models import Reject, WebhookReply
 
 _MODELS = "bridge.contract.webhook_models"
 _LAZY = {
-    "Reject": _MODELS, "RuntimeRef": _MODELS, "WebhookReply": _MODELS, "WebhookRequest": _MODELS,
+    "Reject": _MODELS, "WebhookReply": _MODELS,
+    "WebhookRequest": "bridge.contract.request_structs",
     "NRI_MODELS": "bridge.contract.nri_models", "nri_model": "bridge.contract.nri_models",
 }
 
@@ -56,7 +60,6 @@ __all__ = [
     "EVENT_NAMES",
     "NRI_MODELS",
     "Reject",
-    "RuntimeRef",
     "WebhookReply",
     "WebhookRequest",
     "adjustment_from_json",

@@ -77,9 +77,9 @@ REF = Limit("path reference", 4 << 10, shape=relative_ref)
 KEY = NAME  # every map key (labels, annotations, sysctls, unified, ...)
 
 # (message, field) -> its limit where it is not TEXT. Messages are NRI's (api_pb2) and the
-# envelope's Structs (``Request``, ``RuntimeRef``, ``Update``).
+# envelope's Structs (``WebhookRequest``, ``RuntimeRef``, ``Update``).
 FIELDS: dict[tuple[str, str], Limit] = {
-    ("Request", "uid"): NAME,
+    ("WebhookRequest", "uid"): NAME,
     ("RuntimeRef", "name"): NAME,
     ("RuntimeRef", "version"): NAME,
     ("RuntimeRef", "nri_version"): NAME,

@@ -51,6 +51,9 @@ def encode(value: Any) -> bytes:
 # A node runs at most ~110 pods by default (kubelet maxPods); a little headroom, and
 # removed pods age out instead of holding ~2.8 KB each.
 POD_CACHE_SIZE = 160
+# The envelope's keys in the order `envelope` writes them, then the payload's. The request's one
+# declaration (request_structs, which types each key) is built in this order.
+ENVELOPE = ("api_version", "uid", "event", "runtime", "budget_ms", "dry_run")
 _PREFIX = b'{"api_version":' + encode(API_VERSION) + b',"uid":'
 
 
@@ -126,6 +129,10 @@ def envelope(event: str, uid: str, runtime: bytes, budget_ms: int, dry_run: bool
         parts += (b',"', key.encode(), b'":', value)
     parts.append(b"}")
     return b"".join(parts)
+
+
+if tuple(orjson.loads(envelope("Synchronize", "", b"{}", 0, False, {}))) != ENVELOPE:
+    raise TypeError("envelope() must write the keys of ENVELOPE, in its order")
 
 
 def envelope_document(event: str, uid: str, runtime: Mapping[str, Any], budget_ms: int,

@@ -1,4 +1,5 @@
-"""Generate the JSON Schemas in schemas/webhook/ from the contract models.
+"""Generate the JSON Schemas in schemas/webhook/ from the contract: the request's from its
+msgspec Structs (bridge.contract.request_structs), the reply's from the pydantic models.
 
 `python -m bridge.contract.schema` rewrites the files; the staleness test
 compares them with a fresh generation. Files:
@@ -18,8 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.catalogue import REPLY_KEYS, REQUEST_PAYLOAD, REQUIRED_PAYLOAD
-from bridge.contract.webhook_models import EVENT_NAMES, WebhookReply, WebhookRequest
+from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.request_structs import request_schemas
+from bridge.contract.webhook_models import EVENT_NAMES, WebhookReply
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas" / "webhook"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -29,18 +31,6 @@ def _base(model: Any, title: str) -> dict[str, Any]:
     schema: dict[str, Any] = model.model_json_schema()
     return {"$schema": DIALECT, "$id": f"{title}.schema.json", **schema,
             "title": title}
-
-
-def _narrow_request(base: dict[str, Any], event: str) -> dict[str, Any]:
-    schema = copy.deepcopy(base)
-    envelope_keys = ("api_version", "uid", "event", "runtime", "budget_ms", "dry_run")
-    keep = set(envelope_keys) | set(REQUEST_PAYLOAD[event])
-    schema["properties"] = {k: v for k, v in schema["properties"].items() if k in keep}
-    schema["properties"]["event"] = {"const": event, "title": "Event"}
-    schema["required"] = sorted(set(schema.get("required", [])) | set(REQUIRED_PAYLOAD[event]))
-    schema["title"] = f"{event}.request"
-    schema["$id"] = f"{event}.request.schema.json"
-    return schema
 
 
 def _narrow_reply(base: dict[str, Any], event: str) -> dict[str, Any]:
@@ -54,11 +44,10 @@ def _narrow_reply(base: dict[str, Any], event: str) -> dict[str, Any]:
 
 def build() -> dict[str, dict[str, Any]]:
     """Relative path -> schema document."""
-    request = _base(WebhookRequest, "request")
     reply = _base(WebhookReply, "reply")
-    docs = {"request.schema.json": request, "reply.schema.json": reply}
+    docs = request_schemas(DIALECT)  # the request's: from its one declaration (msgspec)
+    docs["reply.schema.json"] = reply
     for event in EVENT_NAMES:
-        docs[f"events/{event}.request.schema.json"] = _narrow_request(request, event)
         docs[f"events/{event}.reply.schema.json"] = _narrow_reply(reply, event)
     return docs
 

@@ -1,4 +1,5 @@
-"""The request envelope the bridge POSTs and the reply a policy returns (pydantic models).
+"""The reply a policy returns (pydantic models). The request is declared once, as msgspec
+Structs (bridge.contract.request_structs), not here.
 
 Imported lazily: the bridge's serving path does not need pydantic models (about
 7 MB of memory); the policy server and the schema generator do.
@@ -6,46 +7,19 @@ Imported lazily: the bridge's serving path does not need pydantic models (about
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 from bridge.contract.nri_models import nri_model
 
-# The event key's type: a Literal of the catalogue's names (an enum would make the JSON Schema
-# a $ref instead of an inline list). The type checker sees a plain str.
-if TYPE_CHECKING:
-    EventLiteral = str
-    ApiVersionLiteral = str
-else:
-    EventLiteral = Literal[EVENT_NAMES]
-    ApiVersionLiteral = Literal[API_VERSION]
-
-PodSandbox: Any = nri_model("PodSandbox")
-Container: Any = nri_model("Container")
-LinuxResources: Any = nri_model("LinuxResources")
 ContainerAdjustmentBody: Any = nri_model("ContainerAdjustment")
 LinuxContainerUpdate: Any = nri_model("LinuxContainerUpdate")
-OwningPlugins: Any = nri_model("OwningPlugins")
-PluginInstance: Any = nri_model("PluginInstance")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class RuntimeRef(_Strict):
-    name: str = Field(description="runtime name as sent in Configure, e.g. containerd")
-    version: str = Field(description="runtime version, e.g. 1.7.24~ds1")
-    nri_version: str | None = Field(
-        None, description="the runtime's NRI version, e.g. v0.11.0: as the runtime reported "
-        "it (NRI v0.12+), else inferred from name and version; null if unknown")
-    capabilities: list[str] | None = Field(
-        None, description="adjustment fields this runtime's NRI version applies, by path "
-        "(e.g. linux.resources.pids, args, linux.sysctl); a field not listed is dropped: "
-        "silently by the runtime, or, if it would crash the runtime (linux.sysctl on NRI "
-        "v0.11), by the bridge; null if the NRI version is unknown")
 
 
 class Removals(_Strict):
@@ -82,31 +56,6 @@ class Reject(_Strict):
     reason: str = Field(min_length=1, max_length=4096)
 
 
-class WebhookRequest(_Strict):
-    """What the bridge POSTs to a policy for one NRI event."""
-
-    api_version: ApiVersionLiteral = API_VERSION
-    uid: str = Field(description="unique id of this request, for logs and idempotency")
-    event: EventLiteral
-    runtime: RuntimeRef
-    budget_ms: int = Field(ge=0, description="time left to answer before the bridge gives up")
-    dry_run: bool = Field(False, description="true when the reply will not be applied "
-                          "(shadow mode, replay)")
-    pod: PodSandbox | None = None
-    container: Container | None = None
-    linux_resources: LinuxResources | None = Field(
-        None, description="UpdateContainer / UpdatePodSandbox: the requested resources")
-    overhead_linux_resources: LinuxResources | None = None
-    pods: list[PodSandbox] | None = Field(None, description="Synchronize: every pod")
-    containers: list[Container] | None = Field(None, description="Synchronize: every container")
-    adjust: Adjustment | None = Field(
-        None, description="ValidateContainerAdjustment: the merged adjustment")
-    update: list[Update] | None = Field(
-        None, description="ValidateContainerAdjustment: the merged updates")
-    owners: OwningPlugins | None = None
-    plugins: list[PluginInstance] | None = None
-
-
 class WebhookReply(_Strict):
     """A policy's answer. Every key is optional; {} means no change."""
 
@@ -121,4 +70,4 @@ class WebhookReply(_Strict):
 
 
 __all__ = ["API_VERSION", "EVENT_NAMES", "Adjustment", "Eviction", "Reject", "Removals",
-           "RuntimeRef", "Update", "WebhookReply", "WebhookRequest"]
+           "Update", "WebhookReply"]

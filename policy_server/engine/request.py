@@ -1,18 +1,20 @@
 """The one request decoder: webhook request bytes -> the SDK's ``Event``, or the 422 that says why.
 
-The request is declared once for decoding: the contract's msgspec Structs
-(``bridge.contract.request_structs``, every NRI message built from the proto descriptors), with
-ValidateContainerAdjustment's keys added here (``WebhookRequest``). ``parse_request`` decodes a
-body with it, once, in strict JSON types (no ``"5"`` for an integer, no ``1`` for a boolean,
-unknown keys refused), and the ``Event`` is built from the Structs by attribute reads
-(``engine.request_event``; for a policy that reads only the body, its envelope alone). A body it
-refuses gets a 422 whose detail is msgspec's own: its message, and its path as ``loc``
-(``$.container.linux`` -> ``["body", "container", "linux"]``; ``"..."`` stands for a map's key,
-which msgspec does not name). Three rules the SDK adds are checked after decoding, worded the
-same way: ``api_version`` must be present, ``pod`` / ``container`` must be there for the events
-that carry them, and a container ``state`` is its enum name, not its number. A string that
-breaks its field's limits (``bridge.contract.field_limits``: a NUL byte, a control character,
-too long, a path of the wrong shape) is refused with a 400 instead, its ``msg`` naming the field
+The request is declared once, in the contract: its msgspec Structs
+(``bridge.contract.request_structs.WebhookRequest``, every NRI message built from the proto
+descriptors; the published JSON Schemas are generated from the same Structs, so what this
+refuses is what the schema refuses). ``parse_request`` decodes a body with it, once, in strict
+JSON types (no ``"5"`` for an integer, no ``1`` for a boolean, unknown keys refused), and the
+``Event`` is built from the Structs by attribute reads (``engine.request_event``; for a policy
+that reads only the body, its envelope alone). A body it refuses gets a 422 whose detail is
+msgspec's own: its message, and its path as ``loc`` (``$.container.linux`` -> ``["body",
+"container", "linux"]``; ``"..."`` stands for a map's key, which msgspec does not name; a
+missing ``api_version`` is msgspec's missing field). One rule is checked after decoding, worded
+the same way: the payload keys the catalogue requires for the event (``REQUIRED_PAYLOAD``, which
+the per-event schemas mark required) must be there (a container ``state`` must be its enum name:
+the declaration's type, ``ENUM_NAMES_ONLY``). A string that breaks its field's limits
+(``bridge.contract.field_limits``: a NUL byte, a control character, too long, a path of the
+wrong shape) is refused with a 400 instead, its ``msg`` naming the field
 (``container.linux.cgroups_path: contains a NUL byte``; the walk: ``engine.request_fields``).
 docs/webhooks.md ("Refused requests", "Field limits") is the contract.
 
@@ -31,52 +33,18 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import orjson
 
 from bridge.contract import request_structs
-from bridge.contract.catalogue import API_VERSION, CONTAINER_EVENTS, EventName
-from bridge.contract.field_limits import NAME
-from bridge.contract.request_structs import nri_struct
-from bridge.contract.webhook_models import Removals as RemovalsModel
+from bridge.contract.catalogue import REQUIRED_PAYLOAD, EventName
+from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
 from policy_server.engine.request_fields import Refusal, refusal, walk_needed
 from policy_server.exceptions import PayloadError, RequestError
 from policy_server.sdk.model import Event
-
-Removals: Any = msgspec.defstruct(
-    "Removals",
-    [(name, list[str] | None, None) for name in RemovalsModel.model_fields],
-    forbid_unknown_fields=True,
-    module=__name__,
-)
-_LinuxContainerUpdate: Any = nri_struct("LinuxContainerUpdate")
-_OwningPlugins: Any = nri_struct("OwningPlugins")
-_PluginInstance: Any = nri_struct("PluginInstance")
-
-
-class Adjustment(nri_struct("ContainerAdjustment")):  # type: ignore[misc]
-    """ValidateContainerAdjustment's merged ``adjust``: a ContainerAdjustment plus removals."""
-
-    remove: Removals | None = None
-
-
-class Update(msgspec.Struct, forbid_unknown_fields=True):
-    container_id: Annotated[str, msgspec.Meta(min_length=1, max_length=NAME.max_length)]
-    linux: _LinuxContainerUpdate | None = None
-    ignore_failure: bool | None = None
-
-
-class WebhookRequest(request_structs.Request, forbid_unknown_fields=True):
-    """What the bridge POSTs for one NRI event, ValidateContainerAdjustment's keys included."""
-
-    adjust: Adjustment | None = None
-    update: list[Update] | None = None
-    owners: _OwningPlugins | None = None
-    plugins: list[_PluginInstance] | None = None
-
 
 _REQUEST = msgspec.json.Decoder(WebhookRequest)
 _STATE = msgspec.json.Decoder(request_structs.State)
@@ -173,7 +141,7 @@ def node_synchronize(
         return _entry_by_entry(source, pods, containers)
     walk = walk_needed(raw)
     if any(refusal(p, walk) for p in state.pods) or any(
-        refusal(c, walk) or _state_is_a_number(c) for c in state.containers
+        refusal(c, walk) for c in state.containers
     ):
         return _entry_by_entry(source, pods, containers)
     event = _synchronize(source, state.pods, state.containers, raw)
@@ -201,7 +169,7 @@ def _entry_by_entry(
     kept: dict[str, list[tuple[dict[str, Any], Any]]] = {"pods": [], "containers": []}
     for kind, entries, decoder in (("pods", pods, _POD), ("containers", containers, _CONTAINER)):
         for i, entry in enumerate(entries):
-            decoded, problem = _entry(decoder, entry, kind == "containers")
+            decoded, problem = _entry(decoder, entry)
             if problem is None:
                 kept[kind].append((dict(entry), decoded))
             else:
@@ -214,7 +182,7 @@ def _entry_by_entry(
 
 
 def _entry(
-    decoder: msgspec.json.Decoder[Any], entry: Mapping[str, Any], container: bool
+    decoder: msgspec.json.Decoder[Any], entry: Mapping[str, Any]
 ) -> tuple[Any, tuple[str, str] | None]:
     """One entry decoded and checked: (it, None), or (None, (field, problem))."""
     try:
@@ -228,8 +196,6 @@ def _entry(
     found = refusal(decoded, walk_needed(raw))
     if found is not None:
         return None, (found.field(), found.message)
-    if container and _state_is_a_number(decoded):
-        return None, ("state", "Expected `str`, got `int`")
     return decoded, None
 
 
@@ -298,24 +264,12 @@ def _loc(path: str) -> list[str | int]:
 
 
 def _sdk_problem(request: WebhookRequest) -> tuple[list[str | int], str] | None:
-    """The first of the SDK's own rules (module docstring) the decoded request breaks."""
-    if request.api_version is request_structs.ABSENT:
-        return _BODY, f"Object missing required field `api_version` ({API_VERSION!r})"
+    """The first of the per-event rules (module docstring) the decoded request breaks."""
     name = EVENTS[request.event]
-    if request.pod is None and name is not EventName.SYNCHRONIZE:
-        return _BODY, f"Object missing required field `pod` (required for {name})"
-    if request.container is None and name in CONTAINER_EVENTS:
-        return _BODY, f"Object missing required field `container` (required for {name})"
-    if request.container is not None and _state_is_a_number(request.container):
-        return ["body", "container", "state"], "Expected `str`, got `int`"
-    for i, container in enumerate(request.containers or ()):
-        if _state_is_a_number(container):
-            return ["body", "containers", i, "state"], "Expected `str`, got `int`"
+    for key in REQUIRED_PAYLOAD[name]:
+        if getattr(request, key) is None:
+            return _BODY, f"Object missing required field `{key}` (required for {name})"
     return None
-
-
-def _state_is_a_number(container: Any) -> bool:
-    return container.state is not None and type(container.state) is not str
 
 
 def _field(loc: Iterable[str | int]) -> str:

@@ -77,7 +77,7 @@ _PLANS: dict[tuple[type, str], Check | None] = {}
 
 
 def _limit(cls: type, field: str) -> Limit:
-    for klass in cls.__mro__:  # WebhookRequest is a Request; Adjustment a ContainerAdjustment
+    for klass in cls.__mro__:  # Adjustment is a ContainerAdjustment
         found = FIELDS.get((klass.__name__, field))
         if found is not None:
             return found

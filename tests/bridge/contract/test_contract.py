@@ -8,15 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.contract import WebhookReply, WebhookRequest, adjustment_from_json, adjustment_to_json
+from bridge.contract import WebhookReply, adjustment_from_json, adjustment_to_json
 from bridge.contract import schema as schema_gen
 from bridge.contract.convert import ConversionError, from_json, is_wrapper, to_json
+from bridge.contract.request_structs import WebhookRequest
 from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.proto.nri import api_pb2 as api
 from tests.json_schemas import validate
@@ -42,7 +44,7 @@ def test_every_event_has_a_valid_example_request(event: str) -> None:
     doc = _load(EXAMPLES / f"{event}.request.json")
     validate(doc, SCHEMAS / "events" / f"{event}.request.schema.json")
     validate(doc, SCHEMAS / "request.schema.json")
-    WebhookRequest.model_validate(doc)
+    msgspec.json.decode(json.dumps(doc), type=WebhookRequest)  # the declaration takes it
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.reply.json")), ids=lambda p: p.name)

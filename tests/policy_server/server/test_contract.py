@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
-from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract import WebhookReply
 from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
+from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine import evaluate as engine
 from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
@@ -37,7 +39,7 @@ def test_our_reply_table_is_the_contract() -> None:
 @pytest.mark.parametrize("path", REQUESTS, ids=lambda p: p.name)
 def test_example_requests_validate(path: Path) -> None:
     body = json.loads(path.read_text())
-    WebhookRequest.model_validate(body)
+    msgspec.json.decode(json.dumps(body), type=WebhookRequest)  # the declaration takes it
     validate(body, SCHEMAS / f"{body['event']}.request.schema.json")
 
 
