@@ -9,10 +9,11 @@ JSON types (no ``"5"`` for an integer, no ``1`` for a boolean, unknown keys refu
 that reads only the body, its envelope alone). A body it refuses gets a 422 whose detail is
 msgspec's own: its message, and its path as ``loc`` (``$.container.linux`` -> ``["body",
 "container", "linux"]``; ``"..."`` stands for a map's key, which msgspec does not name; a
-missing ``api_version`` is msgspec's missing field). One rule is checked after decoding, worded
-the same way: the payload keys the catalogue requires for the event (``REQUIRED_PAYLOAD``, which
-the per-event schemas mark required) must be there (a container ``state`` must be its enum name:
-the declaration's type, ``ENUM_NAMES_ONLY``). A string that breaks its field's limits
+missing ``api_version`` is msgspec's missing field; a container ``state`` must be its enum
+name, the declaration's ``ENUM_NAMES_ONLY``). One rule is checked after decoding, worded the
+same way: the payload keys the catalogue requires for the event (``REQUIRED_PAYLOAD``, which the
+per-event schemas mark required) must be there, and those it does not carry (``REQUEST_PAYLOAD``,
+the per-event schemas' properties) must not. A string that breaks its field's limits
 (``bridge.contract.field_limits``: a NUL byte, a control character, too long, a path of the
 wrong shape) is refused with a 400 instead, its ``msg`` naming the field
 (``container.linux.cgroups_path: contains a NUL byte``; the walk: ``engine.request_fields``).
@@ -39,7 +40,7 @@ import msgspec
 import orjson
 
 from bridge.contract import request_structs
-from bridge.contract.catalogue import REQUIRED_PAYLOAD, EventName
+from bridge.contract.catalogue import REQUEST_PAYLOAD, REQUIRED_PAYLOAD, EventName
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
 from policy_server.engine.request_fields import Refusal, refusal, walk_needed
@@ -269,7 +270,17 @@ def _sdk_problem(request: WebhookRequest) -> tuple[list[str | int], str] | None:
     for key in REQUIRED_PAYLOAD[name]:
         if getattr(request, key) is None:
             return _BODY, f"Object missing required field `{key}` (required for {name})"
+    for key in _FOREIGN[name]:
+        if getattr(request, key) is not None:
+            return _BODY, f"Object contains unknown field `{key}` (not carried by {name})"
     return None
+
+
+# Per event, the payload keys it does not carry (the event's schema has no such property).
+_FOREIGN: Mapping[str, tuple[str, ...]] = {
+    event: tuple(k for k in request_structs.PAYLOAD_KEYS if k not in REQUEST_PAYLOAD[event])
+    for event in REQUEST_PAYLOAD
+}
 
 
 def _field(loc: Iterable[str | int]) -> str:

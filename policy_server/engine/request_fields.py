@@ -121,6 +121,7 @@ def _map(keyed: bool, inner: Check | None) -> Check:
 
 
 def _node(t: Any, limit: Limit, walk: str) -> Check | None:
+    t = _bare(t)
     if isinstance(t, mi.UnionType):  # X | None, an enum's Literal | int
         nodes = [n for n in (_node(x, limit, walk) for x in t.types) if n is not None]
         return nodes[0] if nodes else None
@@ -175,8 +176,16 @@ def _struct(t: Any, walk: str) -> Check | None:
     return check
 
 
+def _bare(t: Any) -> Any:
+    """``t`` without the declaration's schema text (``Annotated[..., Meta(description=...)]``)."""
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    return t
+
+
 def _is_string(t: Any) -> bool:
-    types = t.types if isinstance(t, mi.UnionType) else (t,)
+    t = _bare(t)
+    types = tuple(map(_bare, t.types)) if isinstance(t, mi.UnionType) else (t,)
     return any(isinstance(x, mi.StrType) for x in types) and all(
         isinstance(x, mi.StrType | mi.NoneType) for x in types
     )

@@ -20,13 +20,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from bridge.contract import WebhookReply, WebhookRequest
+from bridge.contract import WebhookReply
 from bridge.contract.catalogue import EventName
+from bridge.contract.request_structs import WebhookRequest
 from policy_server.exceptions import UnknownPolicyError
 from policy_server.sdk.extension import ConfigStatus
 from policy_server.server.hot_route import HotRoute
@@ -134,6 +136,8 @@ def create_app(server: PolicyServer) -> HotRoute:
                 description=app.description,
                 routes=[*app.routes, *documented.routes],
             )
+            schemas = app.openapi_schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(_request_components())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -142,6 +146,17 @@ def create_app(server: PolicyServer) -> HotRoute:
     # share of the server's CPU per webhook call (docs/performance.md#numbers-behind-the-code);
     # HotRoute answers for itself.
     return HotRoute(app, server)
+
+
+# The request's components, named apart from the reply's (its Adjustment and Update are not
+# the reply's): generated from the request's one declaration, as schemas/webhook/ is.
+_REQUEST = "request."
+
+
+def _request_components() -> dict[str, Any]:
+    _, components = msgspec.json.schema_components(
+        [WebhookRequest], ref_template=f"#/components/schemas/{_REQUEST}{{name}}")
+    return {_REQUEST + name: schema for name, schema in components.items()}
 
 
 def _documented() -> APIRouter:
@@ -153,6 +168,8 @@ def _documented() -> APIRouter:
         "/v1/policies/{name}",
         summary="Evaluate one NRI event",
         response_model=None,
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{_REQUEST}WebhookRequest"}}}}},
         responses={
             200: {"model": WebhookReply, "description": "The policy's decision ({} = no change)"},
             404: {"description": "No such policy"},
@@ -160,8 +177,8 @@ def _documented() -> APIRouter:
             422: {"description": "The body is not a valid webhook request; detail names the field"},
         },
     )
-    async def evaluate(name: str, body: WebhookRequest) -> Response:
-        raise NotImplementedError(f"served by HotRoute, not FastAPI ({name}, {body.uid})")
+    async def evaluate(name: str) -> Response:
+        raise NotImplementedError(f"served by HotRoute, not FastAPI ({name})")
 
     return router
 

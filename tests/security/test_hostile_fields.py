@@ -56,7 +56,7 @@ KEYS = (KEY, KEY_OF_OBJECTS)
 
 def table_limit(cls: type, field: str) -> Limit:
     """The contract's table, read here on its own: the limit of ``cls.field``."""
-    names = [k.__name__ for k in cls.__mro__]  # WebhookRequest is the table's Request
+    names = [k.__name__ for k in cls.__mro__]  # Adjustment is a ContainerAdjustment
     return next((FIELDS[(n, field)] for n in names if (n, field) in FIELDS), TEXT)
 
 
@@ -65,7 +65,9 @@ def string_paths(
 ) -> Iterator[tuple[Path_, Limit]]:
     """Every place a string can be under type ``t``, with the limit the table gives it:
     fields, list items (index 0), map keys (``KEY``) and values (key ``k``)."""
-    if isinstance(t, mi.UnionType):
+    if isinstance(t, mi.Metadata):  # the declaration's schema text around a type
+        yield from string_paths(t.type, prefix, limit, depth)
+    elif isinstance(t, mi.UnionType):
         for x in t.types:
             yield from string_paths(x, prefix, limit, depth)
     elif isinstance(t, mi.StrType):
@@ -106,6 +108,18 @@ def base_body() -> dict[str, Any]:
     ctr["linux"]["cgroups_path"] = f"{LSR_PARENT}/{CID}"
     ctr["mounts"] = [{"destination": "/data", "source": "/var/lib/data", "type": "bind"}]
     return envelope("CreateContainer", pod=pod, container=ctr)
+
+
+def body_for(top: str | int) -> dict[str, Any]:
+    """``base_body``, as the event that carries payload key ``top`` (an event's request carries
+    only its own payload keys: Synchronize the lists, UpdatePodSandbox the pod's resources)."""
+    body = base_body()
+    pod, ctr = body.pop("pod"), body.pop("container")
+    if top in ("pods", "containers"):
+        return {**body, "event": "Synchronize", "pods": [pod], "containers": [ctr]}
+    if top in ("linux_resources", "overhead_linux_resources"):
+        return {**body, "event": "UpdatePodSandbox", "pod": pod}
+    return {**body, "pod": pod, "container": ctr}
 
 
 def placed(body: dict[str, Any], path: Path_, value: str) -> dict[str, Any]:
@@ -206,7 +220,7 @@ def test_hostile_strings_in_every_field_get_a_400_naming_it_or_a_clean_answer(
     hostile_app: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient],
 ) -> None:
     loop, client = hostile_app
-    raw = encoded(placed(base_body(), path, value), as_bridge)
+    raw = encoded(placed(body_for(path[0]), path, value), as_bridge)
     response = loop.run_until_complete(client.post(URL, content=raw))
     assert_clean_answer(response.status_code, response.content, path, value)
     # The walk the body's bytes picked finds what the walk over every string finds.

@@ -1,7 +1,8 @@
-"""One webhook envelope: for every event, the bytes the webhook handler POSTs, the pydantic
-model's reading of them and the recording of the same event hold the same JSON, and the policy
-server reads them into the same Event it builds itself for resync and the reconciler
-(Synchronize, from the bridge's state in the same payload form).
+"""One webhook envelope: for every event, the bytes the webhook handler POSTs are taken by the
+event's published request schema and hold the keys of the request's one declaration in its
+order, the recording of the same event holds the same JSON, and the policy server reads them
+into the same Event it builds itself for resync and the reconciler (Synchronize, from the
+bridge's state in the same payload form).
 
 The hot path is the real one (WebhookHandler -> Webhook -> request_body.envelope) with the
 HTTP exchange replaced by a client that keeps the body; the recording is the real
@@ -16,8 +17,9 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from bridge.contract import WebhookRequest
-from bridge.contract.catalogue import EVENT_NAMES
+from bridge.contract.catalogue import EVENT_NAMES, REQUEST_PAYLOAD
+from bridge.contract.request_structs import WebhookRequest
+from bridge.contract.schema import SCHEMA_DIR as SCHEMAS
 from bridge.nri.event_call import EventCall
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder
@@ -27,6 +29,7 @@ from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.webhook import Webhook
 from policy_server.engine.request import parse_request, synchronize_event
 from tests.bridge.webhooks.helpers import context, request, spec
+from tests.json_schemas import validate
 
 # Per call; the envelope keys that are per call rather than per event.
 PER_CALL = ("uid", "budget_ms", "runtime")
@@ -91,10 +94,13 @@ async def test_every_encoding_of_the_envelope_is_the_same(event: str, case: str,
 
     [body] = client.bodies
     sent = orjson.loads(body)
-    assert list(sent)[:6] == ["api_version", "uid", "event", "runtime", "budget_ms", "dry_run"]
-    # The pydantic model reads the bytes back to the same document, key for key.
-    model = WebhookRequest.model_validate_json(body)
-    assert model.model_dump(mode="json", exclude_unset=True) == sent
+    # The declaration's keys, in its order: the envelope, then the event's payload keys.
+    order = WebhookRequest.__struct_fields__
+    assert set(sent) <= set(order)
+    assert list(sent)[:6] == list(order[:6]) == ["api_version", "uid", "event", "runtime",
+                                                  "budget_ms", "dry_run"]
+    assert list(sent)[6:] == [k for k in REQUEST_PAYLOAD[event] if k in sent]
+    validate(sent, SCHEMAS / "events" / f"{event}.request.schema.json")
     # The recording holds what was sent (the budget is the call's, the recording's the event's).
     [recorded] = recorder.documents
     assert _per_event(recorded) == _per_event(sent)

@@ -60,7 +60,8 @@ def test_parse_create_container() -> None:
          ["linux_resources", "cpu", "quota"], "got `bool`"),
         (lambda b: b.update(containers=[{"id": 5}]), ["containers", 0, "id"], "got `int`"),
         (lambda b: b["container"].update(state=2), ["container", "state"],
-         "Expected `str`, got `int`"),  # the SDK's rule: the state's name, not its number
+         "Expected `str | null`, got `int`"),  # the declaration: the state's name, no number
+        (lambda b: b.update(pods=[]), [], "unknown field `pods` (not carried by CreateContainer)"),
         (lambda b: b["pod"].update(surprise=1), ["pod"], "unknown field `surprise`"),
     ],
 )

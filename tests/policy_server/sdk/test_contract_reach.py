@@ -154,7 +154,10 @@ def _with_parents(base: dict[str, Any], at: KeyPath) -> dict[str, Any]:
         part = parts[i]
         nxt = parts[i + 1] if i + 1 < len(parts) else None
         if nxt == ITEM:  # an update's container_id is required
-            node = node.setdefault(part, [{"container_id": "c"} if part == "update" else {}])[0]
+            items = node.setdefault(part, [])
+            if not items:  # absent, or an empty list the base carries (pods, containers)
+                items.append({"container_id": "c"} if part == "update" else {})
+            node = items[0]
             i += 2
         elif nxt == KEY:
             node = node.setdefault(part, {"7": {}})["7"]
@@ -191,6 +194,8 @@ def _base(event: str, schema: Schema) -> dict[str, Any]:
     for key in schema.doc.get("required", ()):
         if key in ("pod", "container"):
             body[key] = {"id": key[0]}
+        elif key in ("pods", "containers"):
+            body[key] = []
     return body
 
 

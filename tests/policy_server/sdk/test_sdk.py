@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bridge.contract.catalogue import REQUEST_PAYLOAD
 from policy_server import (
     Adjustment,
     ContainerUpdate,
@@ -36,7 +37,9 @@ CREATE = EventName.CREATE_CONTAINER
 def run(policy: Policy[Any], event: str = "CreateContainer") -> dict[str, Any]:
     registry = Registry()
     registry.add(policy)
-    body = envelope(event, pod=pod(), container=container())
+    carried = {"pod": pod(), "container": container(), "pods": [pod()],
+               "containers": [container()]}
+    body = envelope(event, **{k: v for k, v in carried.items() if k in REQUEST_PAYLOAD[event]})
     return Engine(registry).evaluate_json(policy.name, body).reply
 
 

@@ -253,7 +253,12 @@ async def test_the_fastapi_app_only_documents_the_post_route() -> None:
     assert behind.status_code == 404  # no route: HotRoute in front is the only one
     post = docs["paths"]["/v1/policies/{name}"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/WebhookRequest"}
+        "$ref": "#/components/schemas/request.WebhookRequest"}
+    request = docs["components"]["schemas"]["request.WebhookRequest"]
+    assert "api_version" in request["required"]  # the request's one declaration
+    assert request["properties"]["pod"]["anyOf"][0] == {
+        "$ref": "#/components/schemas/request.PodSandbox"}
+    assert "request.PodSandbox" in docs["components"]["schemas"]
     assert {"200", "404", "415", "422"} <= set(post["responses"])
 
 
