@@ -89,7 +89,7 @@ def _scalar_type(fd: Any, limit: Limit, names_only: bool = False) -> Any:
         lo, hi = _INT_BOUNDS[fd.type]
         return Annotated[int, msgspec.Meta(ge=lo, le=hi)]
     if fd.type == FD.TYPE_ENUM:
-        names = Literal[tuple(fd.enum_type.values_by_name)]
+        names: Any = Literal[tuple(fd.enum_type.values_by_name)]
         return names if names_only else names | int
     # No float field in the messages a request carries; a new one must be declared with care
     # (JSON number forms), so it is refused here rather than guessed.

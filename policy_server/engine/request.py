@@ -34,6 +34,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -267,6 +268,10 @@ def _loc(path: str) -> list[str | int]:
 def _sdk_problem(request: WebhookRequest) -> tuple[list[str | int], str] | None:
     """The first of the per-event rules (module docstring) the decoded request breaks."""
     name = EVENTS[request.event]
+    read, required, foreign = _PAYLOAD_RULES[name]
+    values = read(request)  # one call: the required keys' values, then the foreign keys'
+    if values.count(None) == foreign and None not in values[:required]:
+        return None  # every required key there, so every None is a foreign key's: none sent
     for key in REQUIRED_PAYLOAD[name]:
         if getattr(request, key) is None:
             return _BODY, f"Object missing required field `{key}` (required for {name})"
@@ -281,7 +286,12 @@ _FOREIGN: Mapping[str, tuple[str, ...]] = {
     event: tuple(k for k in request_structs.PAYLOAD_KEYS if k not in REQUEST_PAYLOAD[event])
     for event in REQUEST_PAYLOAD
 }
-
+# Per event, a reader of its required keys and then its foreign ones, and how many of each.
+_PAYLOAD_RULES: Mapping[str, tuple[Any, int, int]] = {
+    event: (attrgetter(*REQUIRED_PAYLOAD[event], *_FOREIGN[event]),
+            len(REQUIRED_PAYLOAD[event]), len(_FOREIGN[event]))
+    for event in REQUEST_PAYLOAD
+}
 
 def _field(loc: Iterable[str | int]) -> str:
     """``("containers", 3, "linux")`` -> ``containers[3].linux``."""

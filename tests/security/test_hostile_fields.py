@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 
 from bridge.contract.field_limits import CGROUP, FIELDS, PATH, TEXT, Limit, problem
 from bridge.contract.field_limits import KEY as KEY_LIMIT
-from policy_server.engine.request import WebhookRequest
+from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_fields import FULL, refusal, walk_needed
 from policy_server.server.asgi import create_app
 from tests.hardening.processes import POLICY_SERVER, Process

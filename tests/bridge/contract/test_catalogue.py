@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import typing
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import msgspec.inspect
@@ -93,8 +94,11 @@ def test_consumers_use_the_catalogue_objects() -> None:
     assert vars(guard)["REPLY_KEYS"] is cat.REPLY_KEYS
     assert vars(request_body)["REQUEST_PAYLOAD"] is cat.REQUEST_PAYLOAD
     assert vars(request_body)["API_VERSION"] is cat.API_VERSION
-    fields = msgspec.inspect.type_info(request_structs.WebhookRequest).fields
-    types = {f.name: getattr(f.type, "type", f.type) for f in fields}  # Annotated: its type
+    info = msgspec.inspect.type_info(request_structs.WebhookRequest)
+    assert isinstance(info, msgspec.inspect.StructType)
+    fields = info.fields
+    types: dict[str, Any] = {f.name: getattr(f.type, "type", f.type)  # Annotated: its type
+                             for f in fields}
     assert set(types["event"].values) == set(cat.EVENT_NAMES)
     assert tuple(types["api_version"].values) == (cat.API_VERSION,)
     spec_events = webhook_config._Webhook.model_fields["events"].annotation
