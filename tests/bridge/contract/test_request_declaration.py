@@ -11,13 +11,16 @@ import copy
 import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from bridge.contract.catalogue import API_VERSION
+from bridge.contract import request_structs
+from bridge.contract import schema as contract_schema
+from bridge.contract.catalogue import API_VERSION, REQUEST_PAYLOAD
 from bridge.contract.convert import is_wrapper
 from bridge.proto.nri import api_pb2
 from policy_server.engine.request import parse_request
@@ -217,3 +220,26 @@ def test_every_field_at_its_edges(message: str) -> None:
             taken += agree(raw, f"{message}.{path}={value!r}")
             checked += 1
     assert checked > 200 and taken > 50
+
+
+EXAMPLES = sorted((Path(__file__).parents[3] / "schemas" / "webhook" / "examples").glob(
+    "*.request.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name.split(".")[0])
+def test_every_required_and_every_foreign_key_is_the_same_to_both(path: Path) -> None:
+    """Per event: each key its schema requires, taken out, and each payload key of another
+    event, put in, are refused by the server and by the schema alike; the example is taken."""
+    doc = json.loads(path.read_text())
+    event = doc["event"]
+    assert agree(orjson.dumps(doc), event)
+    schema = contract_schema.build()[f"events/{event}.request.schema.json"]
+    assert "api_version" in schema["required"]
+    for key in schema["required"]:
+        without = {k: v for k, v in doc.items() if k != key}
+        assert not agree(orjson.dumps(without), f"{event} without {key}")
+    foreign = [k for k in request_structs.PAYLOAD_KEYS if k not in REQUEST_PAYLOAD[event]]
+    assert foreign
+    for key in foreign:
+        value: Any = [] if key in ("pods", "containers", "update", "plugins") else {}
+        assert not agree(orjson.dumps({**doc, key: value}), f"{event} with {key}")
