@@ -1,0 +1,59 @@
+"""`try --policy cel=DIR` through a real bridge and policy server: a NodePolicy's mutation
+outside the contract is that policy's own failure, so another's Deny still rejects (issue 44:
+the set failed open when the bridge refused the merged reply)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, run_try
+
+LSR_POD = str(REPO / "examples" / "pods" / "lsr-pod.yaml")
+MUTATE = """\
+apiVersion: nri-webhook-bridge.io/v1alpha1
+kind: NodePolicy
+metadata: {{name: shares}}
+spec:
+  events: [CreateContainer]
+  failurePolicy: Ignore
+  mutations:   # computed: known only at run time
+    - expression: "{{'linux': {{'resources': {{'cpu': {{'shares': size(container.name) * 0 + {shares}}}}}}}}}"
+"""
+DENY = """\
+apiVersion: nri-webhook-bridge.io/v1alpha1
+kind: NodePolicy
+metadata: {name: deny-all}
+spec:
+  events: [CreateContainer]
+  failurePolicy: Fail
+  validations: [{expression: "false", message: "denied"}]
+"""
+
+
+@pytest.mark.parametrize("shares", [
+    # 1: inside the published schema today (>= 0), outside the bridge's range: the SDK refuses
+    # it once slice `contract` derives the SDK's checks from the bridge's ranges (issue 44.1).
+    pytest.param(1, marks=pytest.mark.xfail(strict=True, reason="SDK range from slice contract")),
+    -5,
+])
+def test_an_out_of_range_mutation_does_not_drop_another_policys_deny(
+        tmp_path: Path, shares: int) -> None:
+    (tmp_path / "a-shares.yaml").write_text(MUTATE.format(shares=shares))
+    (tmp_path / "b-deny.yaml").write_text(DENY)
+    done = run_try(LSR_POD, "--policy", f"cel={tmp_path}", "--output", "json")
+    assert done.returncode == 1, done.stderr  # 1: a container was rejected
+    [container] = json.loads(done.stdout)
+    assert container["reject"]["reason"] == "node-policies: deny-all: denied"
+    [warning] = container["warnings"]
+    assert warning["message"].startswith("shares: ignored (failurePolicy: Ignore): "
+                                         f"ResourcePatch.cpu_shares: {shares} is ")
+    assert "the bridge refused" not in done.stdout + done.stderr
+
+
+def test_a_missing_cel_directory_is_named(tmp_path: Path) -> None:
+    done = run_try(LSR_POD, "--policy", f"cel={tmp_path / 'nowhere'}")
+    assert done.returncode == 2
+    assert "no such file or directory" in done.stderr
