@@ -2,9 +2,10 @@
 
 Owns ``request_schema(event)`` and ``reply_schema(event)``: the same documents as
 ``schemas/webhook/events/<Event>.request.schema.json`` and ``.reply.schema.json`` (generated
-from the contract's models by ``bridge.contract.schema``, never read from disk, so an installed package has it too), built
-once per process and cached. The built-in ``cel`` policy type-checks its expressions against the
-request's, and checks its constant mutations against the reply's.
+from the contract's models by ``bridge.contract.schema``, never read from disk, so an installed
+package has it too), built once per process and cached. The built-in ``cel`` policy
+type-checks its expressions against the request's, and checks its constant mutations against
+the reply's.
 Must not do I/O or change the documents it hands out (callers get read-only views).
 """
 

@@ -20,7 +20,8 @@ spec:
   events: [CreateContainer]
   failurePolicy: Ignore
   mutations:   # computed: known only at run time
-    - expression: "{{'linux': {{'resources': {{'cpu': {{'shares': size(container.name) * 0 + {shares}}}}}}}}}"
+    - expression: >-
+        {{'linux': {{'resources': {{'cpu': {{'shares': size(container.name) * 0 + {shares}}}}}}}}}
 """
 DENY = """\
 apiVersion: nri-webhook-bridge.io/v1alpha1

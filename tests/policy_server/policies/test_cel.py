@@ -5,9 +5,9 @@ the server would answer them; the launcher is run for the exit status of a bad p
 
 from __future__ import annotations
 
-import re
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
