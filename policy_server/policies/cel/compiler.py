@@ -200,7 +200,7 @@ class _Compiler:
             return  # a tree we cannot read: the run-time check alone
         for event in sorted(self.spec.events):
             try:
-                mutation_check.check(event, kind, expr)
+                mutation_check.check(event, kind, expr, self.params)
             except ValueError as exc:
                 raise self.error(program.key, f"{program.source!r} ({event}): {exc}") from None
 

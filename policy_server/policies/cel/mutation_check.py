@@ -4,16 +4,19 @@ Owns ``change(event, container_id, doc)``: the policy's merged mutations (a JSON
 the ``Decision`` the reply carries, built by the SDK's readers of reply JSON
 (``adjustment_from_json``, ``ResourcePatch.from_json``), which check every field and value
 against the reply contract (a value outside it raises ``ValueError`` naming the field: at run
-time the policy's ``failurePolicy`` decides); and ``check(event, kind, tree)``, the same at
-load for what an expression's syntax tree fixes: every constant key of a map literal must be a
-field the event's reply can carry there (``image``, ``name`` or a JSON Patch on ``/image`` on
-CreateContainer, ``env`` on UpdateContainer are refused), and the constant values (a map's
-constant entries, a list's wholly constant items, a JSON Patch ``add``/``replace`` with a
-constant path and value) go through ``change`` as they would at run time, so ``shares: -5``
-fails to load rather than at every matching container. What each event may change comes from
-the event's reply JSON Schema (``reply_schema``): CreateContainer's ``adjust``, UpdateContainer's
-``update[].linux`` (the container being updated; its id is the request's). Several unknown keys
-are named sorted, so the message does not depend on a map's order. Must not evaluate.
+time the policy's ``failurePolicy`` decides for its own part); and ``check(event, kind, tree,
+params)``, the same at load for what an expression's syntax tree fixes (literals and paths into
+``params``): every constant key of a map literal must be a field the event's reply can carry
+there (``image``, ``name`` or a JSON Patch on ``/image`` on CreateContainer, ``env`` on
+UpdateContainer are refused), and the constant values (a map's constant entries, a list's
+wholly constant items, a JSON Patch ``add``/``replace`` with a constant path and value) go
+through ``change`` as they would at run time, so ``shares: -5`` fails to load rather than at
+every matching container. What each event may change comes from the event's reply JSON Schema
+(``reply_schema``, generated from the contract's models): CreateContainer's ``adjust``,
+UpdateContainer's ``update[].linux`` (the container being updated; its id is the request's).
+Several unknown keys are named sorted, so a message does not depend on a map's order.
+``refusal(event, pointer, value)``: that check for one field (for the contract's range walk).
+Must not evaluate.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from policy_server import (
     adjustment_from_json,
     reply_schema,
 )
+from policy_server.policies.cel import references
 from policy_server.policies.cel.node_policy_doc import PatchType
+
+_PARAMS = frozenset({"params"})
 
 
 class _Unknown:
@@ -123,9 +129,32 @@ def _check_keys(node: Mapping[str, Any], value: Any, path: str, event: EventName
             _check_keys(inner, item, f"{path}[{i}]", event)
 
 
-def constant(expr: Any) -> Any:
-    """What an expression tree is when it is made of literals only (maps, lists, constants);
-    ``UNKNOWN`` where a part is known only at run time (a map keeps its constant entries)."""
+def _data(value: Any) -> Any:
+    """A params value as JSON data (UNKNOWN for what is not: a YAML date, bytes)."""
+    if isinstance(value, Mapping):
+        return {k: _data(v) for k, v in value.items()} if all(
+            isinstance(k, str) for k in value) else UNKNOWN
+    if isinstance(value, list):
+        return [_data(v) for v in value]
+    return value if value is None or isinstance(value, (str, int, float)) else UNKNOWN
+
+
+def _param(steps: tuple[str, ...], params: Any) -> Any:
+    node = params
+    for step in steps[1:]:
+        if not isinstance(node, Mapping) or step not in node:
+            return UNKNOWN  # an error at run time: the policy's failurePolicy
+        node = node[step]
+    return _data(node)
+
+
+def constant(expr: Any, params: Any = UNKNOWN) -> Any:
+    """What an expression tree is when it is made of literals (maps, lists, constants) and
+    paths into ``params`` (the policy's, fixed per load); ``UNKNOWN`` where a part is known
+    only at run time (a map keeps its constant entries)."""
+    steps = references.chain(expr, _PARAMS)
+    if steps is not None:
+        return _param(steps, params) if params is not UNKNOWN else UNKNOWN
     kind = expr.WhichOneof("expr_kind")
     if kind == "const_expr":
         const = expr.const_expr
@@ -134,12 +163,12 @@ def constant(expr: Any) -> Any:
             return UNKNOWN
         return None if which == "null_value" else getattr(const, which)
     if kind == "list_expr":
-        return [constant(e) for e in expr.list_expr.elements]
+        return [constant(e, params) for e in expr.list_expr.elements]
     if kind == "struct_expr" and all(e.HasField("map_key") for e in expr.struct_expr.entries):
         out: dict[Any, Any] = {}
         for entry in expr.struct_expr.entries:
-            key = constant(entry.map_key)
-            out[key if isinstance(key, str) else UNKNOWN] = constant(entry.value)
+            key = constant(entry.map_key, params)
+            out[key if isinstance(key, str) else UNKNOWN] = constant(entry.value, params)
         return out
     return UNKNOWN
 
@@ -212,10 +241,11 @@ def _patched(event: EventName, operations: Any) -> Iterator[dict[str, Any]]:
             yield doc
 
 
-def check(event: EventName, kind: PatchType, expr: Any) -> None:
-    """The mutation ``expr`` (its syntax tree) on ``event``: ``ValueError`` naming the field
-    when what it fixes at load is no field of the event's reply, or outside the contract."""
-    value = constant(expr)
+def check(event: EventName, kind: PatchType, expr: Any, params: Any = UNKNOWN) -> None:
+    """The mutation ``expr`` (its syntax tree; ``params``: the policy's) on ``event``:
+    ``ValueError`` naming the field when what it fixes at load is no field of the event's
+    reply, or outside the contract."""
+    value = constant(expr, params)
     if kind is PatchType.JSON_PATCH:
         for doc in _patched(event, value):
             change(event, _SOME_ID, sorted_doc(doc))
@@ -226,3 +256,14 @@ def check(event: EventName, kind: PatchType, expr: Any) -> None:
     known = _known(value)
     if isinstance(known, dict):
         change(event, _SOME_ID, sorted_doc(known))
+
+
+def refusal(event: EventName, pointer: str, value: Any) -> str | None:
+    """Why a constant mutation setting ``value`` at the JSON Pointer ``pointer`` of ``event``'s
+    mutation document (``/linux/resources/cpu/shares``) fails to load, or None: the load check
+    for one field, for a test walking the contract's ranges."""
+    try:
+        change(event, _SOME_ID, sorted_doc(_pointer_doc(event, pointer, value)))
+    except ValueError as exc:
+        return str(exc)
+    return None
