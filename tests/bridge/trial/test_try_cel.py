@@ -5,6 +5,8 @@ the set failed open when the bridge refused the merged reply)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,40 @@ def test_a_missing_cel_directory_is_named(tmp_path: Path) -> None:
     done = run_try(LSR_POD, "--policy", f"cel={tmp_path / 'nowhere'}")
     assert done.returncode == 2
     assert "no such file or directory" in done.stderr
+
+
+def test_a_suite_names_a_cel_directory(tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "a-shares.yaml").write_text(MUTATE.format(shares=-5))
+    (policies / "b-deny.yaml").write_text(DENY)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("""\
+name: a cel directory
+webhooks:
+  policies:
+    cel: policies
+cases:
+  - name: the deny stands beside a mutation outside the contract
+    manifests:
+      - apiVersion: v1
+        kind: Pod
+        metadata: {name: web, namespace: shop}
+        spec:
+          containers: [{name: web, image: registry.example.com/web:3}]
+    expect:
+      - pod: shop/web
+        webhook: cel
+        reject: "deny-all: denied"
+""")
+    done = subprocess.run([sys.executable, "-m", "bridge", "test", str(suite)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 0 failed" in done.stdout
+    for file in policies.iterdir():
+        file.unlink()
+    policies.rmdir()
+    gone = subprocess.run([sys.executable, "-m", "bridge", "test", str(suite)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert gone.returncode == 2
+    assert "webhooks.policies.cel: policies: no such file or directory" in gone.stdout + gone.stderr
