@@ -66,7 +66,7 @@ def test_a_mutation_from_params_is_checked_at_load(tmp_path: Path) -> None:
     - expression: "{{'linux': {{'resources': {{'cpu': {{'shares': params.shares}}}}}}}}"
 """
     with pytest.raises(PolicyLoadError, match=r"\(CreateContainer\): ResourcePatch.cpu_shares: "
-                       "-5 is below the minimum 0"):
+                       "-5 is below the minimum"):
         runner(policy(tmp_path, "p", text.format(shares=-5)))
     reply = runner(policy(tmp_path, "p", text.format(shares=512))).send(
         request("CreateContainer")).json
@@ -75,10 +75,10 @@ def test_a_mutation_from_params_is_checked_at_load(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("event", "pointer", "value", "refused"), [
     (EventName.CREATE_CONTAINER, "/linux/resources/cpu/shares", -1,
-     "ResourcePatch.cpu_shares: -1 is below the minimum 0"),
+     "ResourcePatch.cpu_shares: -1 is below the minimum"),
     (EventName.CREATE_CONTAINER, "/linux/resources/cpu/shares", 2, None),
     (EventName.UPDATE_CONTAINER, "/linux/resources/cpu/shares", -1,
-     "ResourcePatch.cpu_shares: -1 is below the minimum 0"),
+     "ResourcePatch.cpu_shares: -1 is below the minimum"),
     (EventName.CREATE_CONTAINER, "/env/-", {"key": "A", "value": "b"}, None),
     (EventName.UPDATE_CONTAINER, "/env/-", {"key": "A", "value": "b"},
      "env is no field UpdateContainer may change here (known: linux)"),
