@@ -62,7 +62,7 @@ def sorted_doc(value: Any) -> Any:
 def change(event: EventName, container_id: str, doc: Mapping[str, Any]) -> Decision:
     """The merged mutations as a decision; ``ValueError`` naming the field for a document
     outside the reply contract or a field the event cannot carry."""
-    _check_keys(_root(event), doc, "", event)
+    _check_keys(event, doc)
     if event is EventName.CREATE_CONTAINER:
         return Decision(adjust=adjustment_from_json(doc))
     patch = ResourcePatch.from_json((doc.get("linux") or {}).get("resources"))
@@ -105,28 +105,70 @@ def _where(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _check_keys(node: Mapping[str, Any], value: Any, path: str, event: EventName) -> None:
+class _Fields:
+    """What the reply has at one place of a mutation document, resolved once per event: an
+    object's fields (``fields``, and their names as a message says them), a list's items, a
+    map's values; None where the place holds a scalar."""
+
+    __slots__ = ("fields", "items", "known", "values")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, _Fields] | None = None
+        self.known = ""
+        self.items: _Fields | None = None
+        self.values: _Fields | None = None
+
+
+def _fields_of(event: EventName, node: Mapping[str, Any], depth: int = 0) -> _Fields:
+    out = _Fields()
+    if depth > 32:  # a recursive schema: deeper than any mutation; the SDK checks the rest
+        return out
+    properties = node.get("properties")
+    if properties is not None:
+        out.fields = {k: _fields_of(event, _resolve(event, v), depth + 1)
+                      for k, v in properties.items()}
+        out.known = ", ".join(sorted(properties))
+    elif "items" in node:
+        out.items = _fields_of(event, _resolve(event, node["items"]), depth + 1)
+    elif isinstance(node.get("additionalProperties"), Mapping):
+        out.values = _fields_of(event, _resolve(event, node["additionalProperties"]), depth + 1)
+    return out
+
+
+@functools.cache
+def _root_fields(event: EventName) -> _Fields:
+    return _fields_of(event, _root(event))
+
+
+def _check_keys(event: EventName, value: Any, path: str = "",
+                where: _Fields | None = None) -> None:
     """Every constant key of ``value`` is a field the reply has there; raises ``ValueError``."""
+    node = _root_fields(event) if where is None else where
     if isinstance(value, dict):
-        properties = node.get("properties")
-        if properties is not None:
-            unknown = sorted(k for k in value if k is not UNKNOWN and k not in properties)
-            if unknown:
-                what = ", ".join(_where(path, str(k)) for k in unknown)
-                verb = "is no field" if len(unknown) == 1 else "are no fields"
-                raise ValueError(f"{what}: {verb} {event} may change here "
-                                 f"(known: {', '.join(sorted(properties))})")
+        if node.fields is not None:
+            fields = node.fields
             for key, item in value.items():
-                if key is not UNKNOWN:
-                    _check_keys(_resolve(event, properties[key]), item, _where(path, key), event)
-        elif isinstance(node.get("additionalProperties"), Mapping):
-            inner = _resolve(event, node["additionalProperties"])
+                inner = fields.get(key) if key is not UNKNOWN else None
+                if inner is None and key is not UNKNOWN:
+                    _unknown_keys(event, value, fields, node.known, path)
+                if inner is not None and isinstance(item, (dict, list)):
+                    _check_keys(event, item, _where(path, key), inner)
+        elif node.values is not None:
             for key, item in value.items():
-                _check_keys(inner, item, f"{path}[{key!r}]", event)
-    elif isinstance(value, list) and "items" in node:
-        inner = _resolve(event, node["items"])
+                if isinstance(item, (dict, list)):
+                    _check_keys(event, item, f"{path}[{key!r}]", node.values)
+    elif isinstance(value, list) and node.items is not None:
         for i, item in enumerate(value):
-            _check_keys(inner, item, f"{path}[{i}]", event)
+            if isinstance(item, (dict, list)):
+                _check_keys(event, item, f"{path}[{i}]", node.items)
+
+
+def _unknown_keys(event: EventName, value: Mapping[Any, Any], fields: Mapping[str, Any],
+                  known: str, path: str) -> None:
+    unknown = sorted(str(k) for k in value if k is not UNKNOWN and k not in fields)
+    what = ", ".join(_where(path, k) for k in unknown)
+    verb = "is no field" if len(unknown) == 1 else "are no fields"
+    raise ValueError(f"{what}: {verb} {event} may change here (known: {known})")
 
 
 def _data(value: Any) -> Any:
@@ -252,7 +294,7 @@ def check(event: EventName, kind: PatchType, expr: Any, params: Any = UNKNOWN) -
         return
     if not isinstance(value, dict):
         return
-    _check_keys(_root(event), value, "", event)
+    _check_keys(event, value)
     known = _known(value)
     if isinstance(known, dict):
         change(event, _SOME_ID, sorted_doc(known))
