@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from bridge import strict_yaml
 from bridge.config_file import parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError
@@ -198,8 +199,11 @@ def _config_document(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with open(args.config, encoding="utf-8") as f:
             document = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError("--config", f"cannot read {args.config}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("--config", f"{args.config}: not YAML: {strict_yaml.one_line(exc)}",
+                          ) from None
     if not isinstance(document, dict):
         raise ConfigError("--config", f"{args.config} is not a mapping")
     return document
