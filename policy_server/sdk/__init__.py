@@ -6,7 +6,7 @@ read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it ret
 validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
 with its decorators, failure policy and the part of a request its handlers read (``Payload``),
 the errors a handler may raise, the cpu-list and systemd slice grammars, a YAML syntax error
-said as its line and reason (``yaml_problem``, the bridge's: policy configurations and rules read
+said as its line and reason (yaml_problem, the bridge's: policy configurations and rules read
 like suites and manifests) and the merge of several handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
