@@ -94,7 +94,7 @@ def test_the_prediction_lays_resources_with_the_bridges_one_overlay_rule() -> No
     (issue 44.4: two `overlay_resources` with different device rules)."""
     from bridge.contract import resource_overlay
     from bridge.runtime_facts import apply
-    assert apply.overlay_resources is resource_overlay.overlay_resources
+    assert vars(apply)["overlay_resources"] is resource_overlay.overlay_resources
 
 
 def test_runtime_applies_what_the_field_table_says(

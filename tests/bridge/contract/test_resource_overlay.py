@@ -139,7 +139,7 @@ def test_one_overlay_rule_for_the_cache_the_simulator_and_the_test_kit() -> None
     adjust.linux.resources.CopyFrom(_change())
     created = apply.apply_adjustment(container, adjust)
     _assert_overlaid(created.linux.resources)
-    assert apply.overlay_resources is overlay_resources
+    assert vars(apply)["overlay_resources"] is overlay_resources
 
 
 def test_overlay_resources_is_defined_once() -> None:
