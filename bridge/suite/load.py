@@ -147,7 +147,10 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
         try:
             document = strict_yaml.load(Path(config_path).read_text(encoding="utf-8"),
                                         config_path)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        except yaml.YAMLError as exc:
+            raise SuiteError(path, where, f"{hooks.config}: not YAML: "
+                             f"{strict_yaml.one_line(exc)}") from None
+        except (OSError, UnicodeDecodeError) as exc:
             raise SuiteError(path, where, f"cannot read {hooks.config}: {exc}") from None
     try:
         config = parse(document, where)

@@ -5,8 +5,9 @@ read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it ret
 (``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), what a
 validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
 with its decorators, failure policy and the part of a request its handlers read (``Payload``),
-the errors a handler may raise, the cpu-list and systemd slice grammars and the merge of several
-handlers' decisions.
+the errors a handler may raise, the cpu-list and systemd slice grammars, a YAML syntax error
+said as its line and reason (yaml_problem, the bridge's: policy configurations and rules read
+like suites and manifests) and the merge of several handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
 reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node), and the
@@ -20,6 +21,7 @@ from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.quantity import value_of as quantity_value
 from bridge.contract.systemd_slice import parent_slice as systemd_parent_slice
+from bridge.strict_yaml import one_line as yaml_problem
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
 from policy_server.sdk.contract_schema import reply_schema, request_schema
 from policy_server.sdk.cpu_list import (
@@ -141,4 +143,5 @@ __all__ = [
     "reply_schema",
     "request_schema",
     "systemd_parent_slice",
+    "yaml_problem",
 ]
