@@ -223,7 +223,8 @@ class NodeReconciler:
         if snapshot is None:
             snapshot = await self.bridge.state()
         with paused_gc():  # the whole node (bridge.process.gc_pause)
-            sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers)
+            sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers,
+                                    snapshot.raw)
         for skipped in sync.skipped:
             skip(report, self.metrics, "reconcile", skipped)
         event, snapshot = sync.event, replace(snapshot, pods=sync.pods, containers=sync.containers)

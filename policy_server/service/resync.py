@@ -205,7 +205,7 @@ class Resync:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        sync = node_synchronize("resync", snapshot.pods, snapshot.containers)
+        sync = node_synchronize("resync", snapshot.pods, snapshot.containers, snapshot.raw)
         for skipped in sync.skipped:
             log.warning("resync: skipped %s", skipped.text())
             self.settle.metrics.container_failures.labels("resync", "refused").inc()
