@@ -185,7 +185,7 @@ def assembled(cls: type[_T], **parts: Any) -> _T:
         elif f.default is not MISSING:
             item = f.default
         else:
-            item = f.default_factory()  # type: ignore[misc]
+            item = f.default_factory()  # type: ignore[operator]
         object.__setattr__(value, f.name, item)
     return value
 
