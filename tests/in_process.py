@@ -60,6 +60,7 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/policy_server/test_examples.py::test_cli_startup_errors_exit_2",
     "tests/policy_server/test_policy_extensions.py::test_bad_policy_arguments_exit_2_with_the_reason",
     "tests/policy_server/test_policy_extensions.py::test_koordinator_is_listed_and_checked_like_any_builtin",
+    "tests/policy_server/testing/test_kit_is_the_server.py::test_a_cgroup_write_gets_the_servers_warning_from_the_kit",
     "tests/policy_server/testing/test_testing_kit.py::test_the_cli_replay_of_a_served_policy_agrees",
     "tests/test_waiting.py::test_a_process_that_exits_first_fails_the_wait_at_once",
     "tests/test_waiting.py::test_until_exited_returns_the_exit_code",

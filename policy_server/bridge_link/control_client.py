@@ -40,10 +40,13 @@ PUSH_TIMEOUT_S = 40.0
 
 @dataclass(frozen=True, slots=True)
 class BridgeState:
-    """The runtime's pods and containers as the bridge knows them (webhook JSON shape)."""
+    """The runtime's pods and containers as the bridge knows them (webhook JSON shape), and the
+    bytes the bridge sent them as (``raw``: ``{"pods": ..., "containers": ...}``, b"" when not
+    fetched), which the server's own Synchronize is decoded from, not encoded again."""
 
     pods: list[dict[str, Any]]
     containers: list[dict[str, Any]]
+    raw: bytes = b""
 
 
 class BridgePeerError(BridgeControlError):
@@ -228,7 +231,9 @@ class BridgeControl:
     async def _call(
         self, method: str, path: str, body: object | None = None, timeout_s: float | None = None
     ) -> dict[str, Any]:
-        response = await self._request(method, path, body, timeout_s)
+        return self._object(method, path, await self._request(method, path, body, timeout_s))
+
+    def _object(self, method: str, path: str, response: httpx.Response) -> dict[str, Any]:
         if response.status_code != 200:
             raise BridgeControlError(
                 f"{method} {self.url}{path}: HTTP {response.status_code}: {response.text[:200]}"
@@ -253,8 +258,10 @@ class BridgeControl:
         )
 
     async def state(self) -> BridgeState:
-        data = await self._call("GET", "/v1/state")
-        return BridgeState(_list_of_objects(data, "pods"), _list_of_objects(data, "containers"))
+        response = await self._request("GET", "/v1/state", None, None)
+        data = self._object("GET", "/v1/state", response)
+        return BridgeState(_list_of_objects(data, "pods"), _list_of_objects(data, "containers"),
+                           response.content)
 
     async def push_updates(self, updates: list[dict[str, Any]]) -> list[Any]:
         """Send container updates; returns what the bridge reports as failed."""

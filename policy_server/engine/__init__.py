@@ -1,8 +1,10 @@
 """The engine: one event against one policy, from the request bytes to the reply bytes.
 
 Owns the one request decoder into the SDK's ``Event`` (``request``, ``request_event``), the
-evaluation with the failure policy and the node view fold (``evaluate``), the one reply encoder
-of a finished decision (``reply``) and loading third-party policy modules (``loader``).
+evaluation with the failure policy and the node view fold (``evaluate``), the value a settled
+evaluation is (``settled``: the reply, the node effects and the pushes; the server's settle step,
+``policy_server.service.settle``, makes it), the one reply encoder of a settled decision, the one
+place warnings are fitted (``reply``) and loading third-party policy modules (``loader``).
 
 Must not: import web frameworks, do host I/O, or know any particular policy.
 """

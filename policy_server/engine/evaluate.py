@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -37,8 +37,7 @@ from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.engine.request_event import names_of, without_payload
 from policy_server.exceptions import PolicyError, UnknownPolicyError
-from policy_server.sdk.contract_limits import fit_reject, fit_warnings
-from policy_server.sdk.decision import ContainerUpdate, Decision
+from policy_server.sdk.decision import ContainerUpdate, Decision, amended
 from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.model import Event
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
@@ -58,8 +57,11 @@ MAX_LOGGED_DROPS = 1024
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """The outcome of one evaluation: the decision (the reply is encoded from it, once, at the
-    end: ``engine.reply``) and what the server counts about it."""
+    """The outcome of one evaluation: the merged decision (built once: the engine's changes to
+    it drop parts, never rebuild it; the reply is encoded from it, once, at the end:
+    ``engine.reply``), the warnings the engine adds after the decision's (``notes``: a failing
+    handler under ``Ignore``, parts the node or the event cannot take) and what the server
+    counts about it."""
 
     policy: str
     event: Event
@@ -67,11 +69,13 @@ class Evaluation:
     conflicts: tuple[Conflict, ...]
     failed_handlers: tuple[str, ...]
     duration_s: float
+    notes: tuple[str, ...] = ()
 
     @property
     def reply(self) -> dict[str, Any]:
-        """The reply body the decision encodes to (computed each time, never stored)."""
-        return decision_to_reply(self.decision)
+        """The reply body the decision encodes to, before the server settles it (computed each
+        time, never stored; the server's: ``engine.settle.Settled.reply``)."""
+        return decision_to_reply(self.decision, self.notes)
 
 
 def describe(event: Event) -> str:
@@ -197,9 +201,9 @@ class Engine:
                     errors.extend(f"{spec.name}: {e}" for e in decision.errors)
                 outputs.append((spec.name, decision))
         merged = merge(outputs)
-        decision = _apply_failure_policy(policy, context, merged.decision, errors)
-        decision = self._fit_to_node(policy.name, event, decision)
-        decision = _fit_to_event(decision, event)
+        decision, notes = _apply_failure_policy(policy, context, merged.decision, errors)
+        decision, node_notes = self._fit_to_node(policy.name, event, decision)
+        decision, event_notes = _fit_to_event(decision, event)
         return Evaluation(
             policy=policy.name,
             event=event,
@@ -207,22 +211,23 @@ class Engine:
             conflicts=merged.conflicts,
             failed_handlers=tuple(failures),
             duration_s=time.perf_counter() - started,
+            notes=(*notes, *node_notes, *event_notes),
         )
 
-    def _fit_to_node(self, policy: str, event: Event, decision: Decision) -> Decision:
+    def _fit_to_node(
+        self, policy: str, event: Event, decision: Decision
+    ) -> tuple[Decision, tuple[str, ...]]:
         """Drop ``unified`` keys the node cannot take: runc would fail the container's creation
         or the whole update (replied or pushed). All of them on cgroup v1, with a reply warning
-        each time; on cgroup v2 those whose file the probe did not find in the containers'
-        cgroups, logged once per policy and key (keys nobody could check are passed on)."""
+        each time (the notes returned); on cgroup v2 those whose file the probe did not find in
+        the containers' cgroups, logged once per policy and key (keys nobody could check are
+        passed on)."""
         facts = self.node.facts
         if not facts.unified_allowed:
             decision, dropped = _without_unified(decision, lambda key: True)
-            notes = tuple(_unified_dropped(keys, where) for where, keys in dropped)
-            if not notes:
-                return decision
-            return replace(decision, warnings=fit_warnings(decision.warnings + notes))
+            return decision, tuple(_unified_dropped(keys, where) for where, keys in dropped)
         if facts.cgroup_files is None:
-            return decision
+            return decision, ()
         decision, dropped = _without_unified(decision, facts.lacks_cgroup_file)
         for where, keys in dropped:
             for key in keys:
@@ -239,7 +244,7 @@ class Engine:
                     key,
                     describe(event),
                 )
-        return decision
+        return decision, ()
 
 
 def _without_unified(
@@ -255,13 +260,13 @@ def _without_unified(
             return patch
         dropped.append((where, gone))
         kept = {key: value for key, value in patch.unified.items() if key not in gone}
-        return replace(patch, unified=kept)
+        return amended(patch, unified=kept)
 
     def fit_all(updates: tuple[ContainerUpdate, ...]) -> tuple[ContainerUpdate, ...]:
         out = []
         for update in updates:
             if update.resources.unified:
-                update = replace(update, resources=fit(update.resources, update.container_id))
+                update = amended(update, resources=fit(update.resources, update.container_id))
                 if update.resources.is_empty():
                     continue
             out.append(update)
@@ -269,11 +274,11 @@ def _without_unified(
 
     adjust = decision.adjust
     if adjust is not None and adjust.resources.unified:
-        adjust = replace(adjust, resources=fit(adjust.resources, "adjust"))
+        adjust = amended(adjust, resources=fit(adjust.resources, "adjust"))
     update, push = fit_all(decision.update), fit_all(decision.push)
     if not dropped:
         return decision, dropped
-    return replace(decision, adjust=adjust, update=update, push=push), dropped
+    return amended(decision, adjust=adjust, update=update, push=push), dropped
 
 
 def _unified_dropped(keys: tuple[str, ...], where: str) -> str:
@@ -281,11 +286,11 @@ def _unified_dropped(keys: tuple[str, ...], where: str) -> str:
     return f"unified {names} dropped ({where}): cgroup v1 node, runc refuses unified keys there"
 
 
-def _fit_to_event(decision: Decision, event: Event) -> Decision:
-    """Drop reply parts the runtime cannot act on for this event, saying so in a warning."""
+def _fit_to_event(decision: Decision, event: Event) -> tuple[Decision, tuple[str, ...]]:
+    """Drop reply parts the runtime cannot act on for this event; the warnings saying so."""
     allowed = REPLY_KEYS[event.name]
     if _fits(decision, allowed):
-        return decision
+        return decision, ()
     adjust, update, evict, reject = (
         decision.adjust,
         decision.update,
@@ -306,9 +311,8 @@ def _fit_to_event(decision: Decision, event: Event) -> Decision:
     if reject is not None and "reject" not in allowed:
         notes.append(f"{event.name} cannot be rejected; reason was: {reject}")
         reject = None
-    warnings = fit_warnings(decision.warnings + tuple(notes))
-    return replace(decision, adjust=adjust, update=update, evict=evict,
-                   reject=fit_reject(reject), warnings=warnings)
+    changed = amended(decision, adjust=adjust, update=update, evict=evict, reject=reject)
+    return changed, tuple(notes)
 
 
 def _fits(decision: Decision, allowed: frozenset[str]) -> bool:
@@ -322,13 +326,14 @@ def _fits(decision: Decision, allowed: frozenset[str]) -> bool:
 
 def _apply_failure_policy(
     policy: Policy[Any], context: Any, decision: Decision, errors: list[str]
-) -> Decision:
-    """``errors`` holds every handler's errors, prefixed with the handler name."""
+) -> tuple[Decision, tuple[str, ...]]:
+    """``errors`` holds every handler's errors, prefixed with the handler name: the decision's
+    reason (``Fail``), or warnings after the decision's (the notes returned)."""
     if not errors:
-        return replace(decision, errors=()) if decision.errors else decision
+        return (amended(decision, errors=()) if decision.errors else decision), ()
     if policy.failure_policy(context) is FailurePolicy.FAIL:
         reason = "; ".join(errors)
         if decision.reject is not None:
             reason = f"{decision.reject}; {reason}"
-        return replace(decision, reject=fit_reject(reason), errors=())
-    return replace(decision, warnings=fit_warnings(decision.warnings + tuple(errors)), errors=())
+        return amended(decision, reject=reason, errors=()), ()
+    return amended(decision, errors=()), tuple(errors)

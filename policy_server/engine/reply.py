@@ -2,10 +2,14 @@
 
 Owns the reply body of a decision (its parts' JSON: ``policy_server.sdk.decision_json``) and the
 bytes the server sends (``encode_reply``). The request path runs one way: the engine and the
-server's request steps act on the ``Decision``; this module makes the wire shape once, at the end,
-and does not check it again (the SDK's values are the contract's; the bridge checks every reply
-it reads). ``check_reply`` is the contract check for tools that want one (the test kit): never
-called on the hot path. Must not merge, edit a reply, or do I/O.
+server's settle step act on the ``Decision`` and collect their own warnings beside it
+(``notes``); this module makes the wire shape once, at the end, and does not check it again (the
+SDK's values are the contract's; the bridge checks every reply it reads). It is the one place
+that fits what the framework joined to the contract's counts: the decision's warnings and the
+notes after them cut to ``maxItems`` (the last kept one says how many more went), a joined
+reject reason cut to ``maxLength`` (``contract_limits.fit_warnings`` / ``fit_reject``).
+``check_reply`` is the contract check for tools that want one (the test kit): never called on
+the hot path. Must not merge, edit a reply, or do I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from policy_server.exceptions import InvalidReplyError
+from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
 
@@ -26,8 +31,9 @@ def updates_to_json(decision: Decision) -> list[dict[str, Any]]:
     return [update_to_json(u) for u in decision.update if not u.resources.is_empty()]
 
 
-def decision_to_reply(decision: Decision) -> dict[str, Any]:
-    """The reply body for a (merged) decision; ``{}`` means no change.
+def decision_to_reply(decision: Decision, notes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The reply body for a (merged) decision and the warnings added after it (``notes``);
+    ``{}`` means no change.
 
     ``errors``, ``effects`` and ``push`` are not part of the reply: the engine has already turned
     errors into warnings or a rejection, effects belong to the executor and pushes to the server.
@@ -46,15 +52,21 @@ def decision_to_reply(decision: Decision) -> dict[str, Any]:
             for e in decision.evict
         ]
     if decision.reject is not None:
-        out["reject"] = {"reason": decision.reject}
-    if decision.warnings:
-        out["warnings"] = list(decision.warnings)
+        out["reject"] = {"reason": fit_reject(decision.reject)}
+    warnings = reply_warnings(decision, notes)
+    if warnings:
+        out["warnings"] = list(warnings)
     return out
 
 
-def encode_reply(decision: Decision) -> bytes:
+def reply_warnings(decision: Decision, notes: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The warnings a reply carries: the decision's, then ``notes``, fitted (module docstring)."""
+    return fit_warnings((*decision.warnings, *notes) if notes else decision.warnings)
+
+
+def encode_reply(decision: Decision, notes: tuple[str, ...] = ()) -> bytes:
     """The bytes the server sends for a finished decision."""
-    return orjson.dumps(decision_to_reply(decision))
+    return orjson.dumps(decision_to_reply(decision, notes))
 
 
 def check_reply(body: bytes) -> None:

@@ -131,13 +131,15 @@ def synchronize_event(
 
 
 def node_synchronize(
-    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
+    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]],
+    raw: bytes = b"",
 ) -> NodeSync:
     """The Synchronize for the bridge's pods and containers (``synchronize_event``), without
     the entries the decoder refuses (``NodeSync.skipped`` says which and why). The whole state
-    is decoded at once; only when that fails is each entry decoded alone."""
+    is decoded at once, from ``raw`` when given (the bytes the bridge sent them as: decoded, not
+    encoded again); only when that fails is each entry decoded alone."""
     try:
-        raw = orjson.dumps({"pods": pods, "containers": containers})
+        raw = raw or orjson.dumps({"pods": pods, "containers": containers})
         state = _decode(_STATE, raw)
     except (_Refused, TypeError):  # TypeError: a str orjson cannot encode (a lone surrogate)
         return _entry_by_entry(source, pods, containers)

@@ -7,8 +7,9 @@ configuration change):
 1. fetch all pods and containers from the bridge (``GET /v1/state``);
 2. if the cgroup tree is readable, replace each container's resources by what its cgroup files
    say now, so a value reset behind our back shows up as a difference;
-3. evaluate each such policy as a Synchronize: container differences become updates pushed
-   through the bridge (``POST /v1/updates``; NRI writes them);
+3. evaluate each such policy as a Synchronize, settled by the server's one settle step
+   (``settle``: counted, its warnings logged): container differences become updates pushed
+   through the bridge (``POST /v1/updates``; NRI writes them), with the decision's own pushes;
 4. keep its decision's effects (``NodeExecutor.keep``: a pod cgroup file that holds another
    value is rewritten, a resctrl group created or fixed; kinds done once are left alone);
 5. carry out the hooks' ``NodePlan``: cgroup values above the pods (kube-QoS level), the
@@ -39,8 +40,8 @@ from bridge.process.gc_pause import paused_gc
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
-from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import Skipped, node_synchronize
+from policy_server.engine.settled import Settled
 from policy_server.node import coresched
 from policy_server.node.container_files import ContainerFiles
 from policy_server.node.cpu_weight import WeightFormula, to_weight
@@ -172,7 +173,7 @@ class NodeReconciler:
         bridge: BridgeControl,
         metrics: Metrics,
         plans: Mapping[str, ReconcileHook],
-        observe: Callable[[Evaluation], None],
+        settle: Callable[[Evaluation], Settled],
         procfs: Procfs | None = None,
         prctl: coresched.Prctl | None = None,
     ) -> None:
@@ -181,7 +182,7 @@ class NodeReconciler:
         self.bridge = bridge
         self.metrics = metrics
         self.plans = dict(plans)  # policy name -> its reconcile hook, in registry order
-        self.observe = observe
+        self.settle = settle  # the server's settle step for its own Synchronize
         self.procfs = procfs or Procfs()
         self.files = ContainerFiles(executor.root, executor.version, executor.pods)
         self.prctl = prctl
@@ -222,7 +223,8 @@ class NodeReconciler:
         if snapshot is None:
             snapshot = await self.bridge.state()
         with paused_gc():  # the whole node (bridge.process.gc_pause)
-            sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers)
+            sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers,
+                                    snapshot.raw)
         for skipped in sync.skipped:
             skip(report, self.metrics, "reconcile", skipped)
         event, snapshot = sync.event, replace(snapshot, pods=sync.pods, containers=sync.containers)
@@ -242,11 +244,9 @@ class NodeReconciler:
         for name in self.plans:
             with paused_gc():  # the whole node (bridge.process.gc_pause)
                 evaluation = self.engine.evaluate(name, event)
-            self.observe(evaluation)
-            for warning in evaluation.decision.warnings:
-                log.warning("reconcile policy=%s: %s", name, warning)
-            await self._push(updates_to_json(evaluation.decision), report)
-            effects.extend(evaluation.decision.effects)
+            settled = self.settle(evaluation)  # counted, its warnings logged
+            await self._push(list(settled.pushes), report)
+            effects.extend(settled.effects)
         await asyncio.to_thread(self._node, effects, event, snapshot, report)
         for level, count in report.found.items():
             self.metrics.drift_found.labels(level).inc(count)

@@ -11,17 +11,20 @@ and inside its limits (``policy_server.sdk.contract_limits``: strings, integers 
 booleans, lists and maps of them where the schema has them; a non-empty container id, a reject
 reason of 1-4096 characters, at most 100 warnings, integers in their proto ranges) or raises
 ``ValueError`` naming the field, so the reply encoded from a decision needs no check.
-``policy_server.sdk.decision_merge`` merges several handlers' decisions;
-``policy_server.engine.reply`` turns the merged one into the reply body. Must not do I/O or
-import web frameworks; policies may import it (it sits below the engine).
+``assembled`` / ``amended`` build these values from parts already built (and checked) without
+checking them again: the framework's merge and its amendments of the merged decision, whose
+warnings may then outnumber the contract's limit and whose joined reason may outgrow it (the
+encoder fits both, once). ``policy_server.sdk.decision_merge`` merges several handlers'
+decisions; ``policy_server.engine.reply`` turns the merged one into the reply body. Must not do
+I/O or import web frameworks; policies may import it (it sits below the engine).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -33,6 +36,7 @@ from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+_T = TypeVar("_T")
 # ``adjust.remove`` keys -> the ``Adjustment`` field holding that list (the reply JSON, its
 # check and its reading all go by it).
 REMOVAL_FIELDS: Mapping[str, str] = MappingProxyType({
@@ -168,3 +172,27 @@ _check_eviction = checks(Eviction, {"container_id": "evict/[]/container_id",
 # ``errors`` end as warnings or a reject's reason: strings, as warnings are.
 _check_decision = checks(Decision, {"reject": "reject/reason", "warnings": "warnings",
                                     "errors": "warnings/[]"})
+
+
+def assembled(cls: type[_T], **parts: Any) -> _T:
+    """A ``cls`` (one of this SDK's frozen value types) of ``parts``, its other fields at their
+    defaults, not checked: for the framework joining values that were checked when built (the
+    merge of handlers' decisions). A policy builds its values with their constructors."""
+    value = object.__new__(cls)
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in parts:
+            item = parts[f.name]
+        elif f.default is not MISSING:
+            item = f.default
+        else:
+            item = f.default_factory()  # type: ignore[operator]
+        object.__setattr__(value, f.name, item)
+    return value
+
+
+def amended(value: _T, **changes: Any) -> _T:
+    """``dataclasses.replace`` without the check: ``value`` (checked when built) with
+    ``changes`` made of its own parts or of values checked when built (a part dropped, the
+    failure policy's reason, warnings joined)."""
+    parts = {f.name: getattr(value, f.name) for f in fields(value)}  # type: ignore[arg-type]
+    return assembled(type(value), **{**parts, **changes})

@@ -4,11 +4,12 @@ Owns the merge: handlers' decisions in handler order, field by field; two handle
 same field (the same env var, annotation, mount destination, resource field, unified key,
 hugepage size, sysctl, device, rlimit, a leaf of ``Adjustment.extra``, or the same container's
 update field) is a conflict: the later one wins and the conflict is reported. Keyed kinds follow
-NRI's ownership; hooks and device cgroup rules are only appended. The merge of valid decisions
-is valid: every merged value comes from a value that was built inside the reply contract, and
-what joining adds is cut to fit (``contract_limits.fit_warnings``: over 100 warnings, the 100th
-says how many more were dropped; ``fit_reject``: a joined reason over 4096 characters ends in
-``...``). Must not do I/O.
+NRI's ownership; hooks and device cgroup rules are only appended. Every merged value comes
+from a value that was built inside the reply contract, so the merged decision is assembled from
+them without checking them again (``decision.assembled``), once; one handler's decision that
+needs no prefix is the merged one as it is. What joining adds may go past the contract's counts
+(more than 100 warnings, a joined reason over 4096 characters): the reply encoder fits those,
+once (``policy_server.engine.reply``). Must not do I/O.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy_server.sdk.contract_limits import fit_reject, fit_warnings
-from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
+from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction, assembled
 from policy_server.sdk.effects import EFFECTS, Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import SCALAR_PATHS, ResourcePatch
@@ -88,7 +88,7 @@ class _Merger:
 
 
 def _build_patch(acc: Mapping[str, Any]) -> ResourcePatch:
-    return ResourcePatch(**acc)
+    return assembled(ResourcePatch, **acc)
 
 
 @dataclass(slots=True)
@@ -110,7 +110,8 @@ class _AdjustAcc:
     hooks: list[StagedHook] = field(default_factory=list)
 
     def build(self) -> Adjustment:
-        return Adjustment(
+        return assembled(
+            Adjustment,
             env={k: v for k, v in self.env.items() if v is not None},
             annotations={k: v for k, v in self.annotations.items() if v is not None},
             mounts=tuple(m for m in self.mounts.values() if m is not None),
@@ -226,12 +227,13 @@ def merge(outputs: Iterable[tuple[str, Decision]]) -> Merged:
                 m.claim(f"effects[{key[0]}].{key[1]}", handler, kind.value(eff))
             effects[key] = eff
     warnings.extend(c.message() for c in m.conflicts)
-    decision = Decision(
+    decision = assembled(
+        Decision,
         adjust=adjust.build() if adjust.touched else None,
         update=_built_updates(updates),
         evict=tuple(Eviction(cid, "; ".join(reasons)) for cid, reasons in evictions.items()),
-        reject=fit_reject("; ".join(rejects)) if rejects else None,
-        warnings=fit_warnings(tuple(warnings)),
+        reject="; ".join(rejects) if rejects else None,
+        warnings=tuple(warnings),
         errors=tuple(errors),
         effects=tuple(effects.values()),
         push=_built_updates(pushes),
@@ -257,7 +259,9 @@ def _built_updates(
     accs: Mapping[str, tuple[dict[str, Any], bool]],
 ) -> tuple[ContainerUpdate, ...]:
     return tuple(
-        ContainerUpdate(cid, _build_patch(acc), ignore) for cid, (acc, ignore) in accs.items()
+        assembled(ContainerUpdate, container_id=cid, resources=_build_patch(acc),
+                  ignore_failure=ignore)
+        for cid, (acc, ignore) in accs.items()
     )
 
 
@@ -282,6 +286,8 @@ def _repeats(effects: tuple[Effect, ...]) -> bool:
 
 
 def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:
+    if len(outputs) == 1 and outputs[0][1].reject is None:
+        return Merged(outputs[0][1], ())  # nothing to join, no reason to prefix
     adjust: Adjustment | None = None
     update: tuple[ContainerUpdate, ...] = ()
     effects: tuple[Effect, ...] = ()
@@ -296,11 +302,12 @@ def _merge_disjoint(outputs: list[tuple[str, Decision]]) -> Merged:
             rejects.append(f"{handler}: {d.reject}" if handler else d.reject)
         warnings.extend(d.warnings)
         errors.extend(d.errors)
-    decision = Decision(
+    decision = assembled(
+        Decision,
         adjust=adjust,
         update=update,
-        reject=fit_reject("; ".join(rejects)) if rejects else None,
-        warnings=fit_warnings(tuple(warnings)),
+        reject="; ".join(rejects) if rejects else None,
+        warnings=tuple(warnings),
         errors=tuple(errors),
         effects=effects,
     )

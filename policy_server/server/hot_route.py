@@ -5,7 +5,7 @@ written for latency, and the only one for this path (the FastAPI app declares it
 OpenAPI document only). The body becomes the SDK's ``Event`` by the one request decoder
 (``engine.request.parse_request``, or a 422 / 400 naming the field; without its typed payload when
 nothing will read it: ``Engine.needs_payload``), ``PolicyServer.handle`` decides
-and finishes the decision, and the reply is encoded once (``engine.reply.encode_reply``) and
+and settles the decision, and the settled reply is encoded once (``Settled.body``) and
 sent as it is: the server does not check its own output again (the bridge checks every reply).
 ``HotRoute`` serves it as plain ASGI in front of the FastAPI app: its middleware, routing,
 dependency solving and per-request objects cost more than the route itself
@@ -22,7 +22,6 @@ import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bridge.process.gc_pause import paused_gc
-from policy_server.engine.reply import encode_reply
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import RequestError, UnknownPolicyError
 from policy_server.service import PolicyServer
@@ -57,10 +56,10 @@ async def evaluate_body(server: PolicyServer, name: str, raw: bytes) -> tuple[in
         server.refused(name, exc)
         return _detail(exc.status, exc.detail)
     try:
-        evaluation = await server.handle(name, event)
+        settled = await server.handle(name, event)
     except UnknownPolicyError:
         return _unknown(server, name)
-    return 200, encode_reply(evaluation.decision)
+    return 200, settled.body()
 
 
 def _unknown(server: PolicyServer, name: str) -> tuple[int, bytes]:

@@ -1,8 +1,9 @@
-"""The policy server minus HTTP (``server/`` is the HTTP side): composition and request steps.
+"""The policy server minus HTTP (``server/`` is the HTTP side): composition and the settle step.
 
 ``composition.PolicyServer`` builds the parts from ``options.ServerOptions`` and owns their
-lifetime; ``request_steps`` finishes one evaluation's decision (metrics, node effects, the
-rdt_class rule, pushes, warnings); ``resync_schedule`` says when to recompute every container and
+lifetime; ``settle`` settles one evaluation's decision into the reply, the node effects and the
+pushes (metrics, node effects, the rdt_class rule, pushes, warnings) for every caller alike;
+``resync_schedule`` says when to recompute every container and
 ``resync`` does it; ``node_status`` is the probed node-effect status; ``policy_host`` is the
 SDK's extension points seen from the server. Must not import web frameworks.
 """

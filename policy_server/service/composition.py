@@ -2,12 +2,12 @@
 
 Builds the registry (the built-in policies: koordinator-qos by default and those enabled with
 ``--policy``, then ``--policy-module`` policies), the engine, the node-effect executor, the
-bridge client and pusher, the node reconciler, the request steps (``service.request_steps``), the
-resync (``service.resync``) and the node status (``service.node_status``); runs the policies'
+bridge client and pusher, the node reconciler, the settle step (``service.settle``), the resync
+(``service.resync``) and the node status (``service.node_status``); runs the policies'
 background tasks (``service.policy_host``: the SDK's extension points seen from the server) and
 the resync's ticks until stopped. ``PolicyServer.handle`` is one request: the engine decides, the
-request steps finish the decision, and ``server.hot_route`` encodes it once
-(``engine.reply.encode_reply``). Must not: name a policy (the catalogue,
+settle step settles the decision, and ``server.hot_route`` sends the settled reply's bytes
+(``engine.settled.Settled.body``: encoded once). Must not: name a policy (the catalogue,
 ``policy_server.policies``, says which built-ins are served) or import one, or encode a reply.
 """
 
@@ -21,8 +21,9 @@ from typing import Any
 from bridge.contract.catalogue import EventName
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.bridge_link.pusher import Pusher
-from policy_server.engine.evaluate import Engine, Evaluation
+from policy_server.engine.evaluate import Engine
 from policy_server.engine.loader import load_policies
+from policy_server.engine.settled import Settled
 from policy_server.exceptions import RequestError
 from policy_server.node import probe
 from policy_server.node.cpu_weight import CpuWeights
@@ -40,8 +41,8 @@ from policy_server.sdk.registry import Policy, Registry
 from policy_server.service import policy_host
 from policy_server.service.node_status import NodeStatus
 from policy_server.service.options import ServerOptions
-from policy_server.service.request_steps import RequestSteps
 from policy_server.service.resync import Resync
+from policy_server.service.settle import Settle
 from policy_server.telemetry import Metrics
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class PolicyServer:
                 bridge=bridge,
                 metrics=self.metrics,
                 plans=plans,
-                observe=lambda evaluation: self.steps.observe(evaluation),
+                settle=lambda evaluation: self.settle.own(evaluation, "reconcile"),
                 procfs=self.procfs,
             )
         self.node_status = NodeStatus(
@@ -115,7 +116,7 @@ class PolicyServer:
             policy_host.node_needs(self.registry),
             self.facts,
         )
-        self.steps = RequestSteps(self.executor, self.metrics, self.pusher, self.node_status.reason)
+        self.settle = Settle(self.executor, self.metrics, self.pusher, self.node_status.reason)
         self.resync_policies = tuple(
             p.name for p in self.registry if EventName.SYNCHRONIZE in p.events
         )
@@ -123,7 +124,7 @@ class PolicyServer:
             options,
             bridge,
             self.engine,
-            self.steps,
+            self.settle,
             self.reconciler,
             self.resync_policies,
             # Evaluated by the reconciler's pass (with the cgroup files read back).
@@ -148,10 +149,10 @@ class PolicyServer:
         if error.event is not None:
             self.metrics.requests.labels(policy_name, error.event, "invalid").inc()
 
-    async def handle(self, policy_name: str, event: Event) -> Evaluation:
-        """Evaluate one request (``engine.request.parse_request`` made its ``Event``) and finish
+    async def handle(self, policy_name: str, event: Event) -> Settled:
+        """Evaluate one request (``engine.request.parse_request`` made its ``Event``) and settle
         its decision; raises ``UnknownPolicyError``."""
-        return await self.steps.finish(self.engine.evaluate(policy_name, event))
+        return await self.settle.reply(self.engine.evaluate(policy_name, event))
 
     # --- the node --------------------------------------------------------------------------
 

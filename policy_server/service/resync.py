@@ -24,16 +24,14 @@ from dataclasses import replace
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine
-from policy_server.engine.reply import updates_to_json
 from policy_server.engine.request import node_synchronize
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError, PayloadError
 from policy_server.node.reconciler import NodeReconciler, PassReport
-from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.extension import ReloadResult
 from policy_server.service import resync_schedule as schedule
 from policy_server.service.options import ServerOptions
-from policy_server.service.request_steps import RequestSteps
 from policy_server.service.resync_schedule import RESYNC_RETRY_INITIAL_S, Action, Schedule
+from policy_server.service.settle import Settle
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,7 @@ class Resync:
         options: ServerOptions,
         bridge: BridgeControl | None,
         engine: Engine,
-        steps: RequestSteps,
+        settle: Settle,
         reconciler: NodeReconciler | None,
         policies: Sequence[str],
         reconciled: frozenset[str],
@@ -57,7 +55,7 @@ class Resync:
         self.options = options
         self.bridge = bridge
         self.engine = engine
-        self.steps = steps
+        self.settle = settle
         self.reconciler = reconciler
         self.policies = tuple(policies)  # those that handle Synchronize
         self._reconciled = reconciled  # evaluated by the reconciler's pass, not the resync's
@@ -77,7 +75,7 @@ class Resync:
 
     async def on_poll(self, result: ReloadResult) -> None:
         """One tick: a configuration's poll result, then the pass the schedule asks for."""
-        metrics = self.steps.metrics
+        metrics = self.settle.metrics
         if result is ReloadResult.INVALID:
             metrics.rules_reloads.labels("invalid").inc()
             metrics.rules_valid.set(0)
@@ -119,7 +117,7 @@ class Resync:
                 self._failed(exc, full)
                 self._failed_before_reconcile(exc, started)
                 return False
-        self.steps.metrics.resyncs.labels("ok").inc()
+        self.settle.metrics.resyncs.labels("ok").inc()
         if not self.schedule.bridge_answered:
             log.info("the bridge's control API at %s answered; resynced", self.bridge.url)
         self.schedule = schedule.succeeded(self.schedule, full, requests)
@@ -130,7 +128,7 @@ class Resync:
         answering the Synchronize now): its state is empty or about to change, and a pass now
         would compete with the Synchronize for the CPU."""
         self.schedule = schedule.not_synchronized(self.schedule, time.monotonic(), full)
-        self.steps.metrics.resyncs.labels("waiting").inc()
+        self.settle.metrics.resyncs.labels("waiting").inc()
         url = self.bridge.url if self.bridge is not None else "?"
         if not self._unsynchronized:
             self._unsynchronized = True
@@ -149,7 +147,7 @@ class Resync:
         self.schedule = schedule.failed(before, now, full, unreachable, wait_s)
         url = self.bridge.url if self.bridge is not None else "?"
         if schedule.bridge_not_up_yet(before, now, unreachable, wait_s):
-            self.steps.metrics.resyncs.labels("waiting").inc()
+            self.settle.metrics.resyncs.labels("waiting").inc()
             if not self._waiting:
                 self._waiting = True
                 log.info(
@@ -164,7 +162,7 @@ class Resync:
             return
         if not isinstance(exc, BridgeControlError | PayloadError):
             log.exception("reconcile pass failed unexpectedly")
-        self.steps.metrics.resyncs.labels("failed").inc()
+        self.settle.metrics.resyncs.labels("failed").inc()
         log.error(
             "resync failed, retrying in %.0fs: %s%s",
             before.backoff_s,
@@ -207,34 +205,27 @@ class Resync:
 
     async def _resync_once(self, bridge: BridgeControl) -> None:
         snapshot = await self._snapshot(bridge)
-        sync = node_synchronize("resync", snapshot.pods, snapshot.containers)
+        sync = node_synchronize("resync", snapshot.pods, snapshot.containers, snapshot.raw)
         for skipped in sync.skipped:
             log.warning("resync: skipped %s", skipped.text())
-            self.steps.metrics.container_failures.labels("resync", "refused").inc()
+            self.settle.metrics.container_failures.labels("resync", "refused").inc()
         event = sync.event
         names = [n for n in self.policies if n not in self._reconciled]
         # Every policy first, with no await in between: their state is rebuilt from one view.
         evaluations = [self.engine.evaluate(name, event) for name in names]
-        pusher = self.steps.pusher
+        pusher = self.settle.pusher
         assert pusher is not None  # there is a bridge
         for evaluation in evaluations:
-            name = evaluation.policy
-            self.steps.observe(evaluation)
-            await self.steps.apply_effects(evaluation)
-            for warning in evaluation.decision.warnings:
-                log.warning("resync policy=%s: %s", name, warning)
-            updates = (
-                *updates_to_json(evaluation.decision),
-                *(update_to_json(u) for u in evaluation.decision.push),
-            )
+            settled = await self.settle.own_applied(evaluation)
+            updates = settled.pushes
             log.info(
                 "resync policy=%s: %d of %d containers need an update",
-                name,
+                settled.policy,
                 len(updates),
                 len(sync.containers),
             )
             if updates:
-                pusher.submit(PushJob(name, "resync", updates))
+                pusher.submit(PushJob(settled.policy, "resync", updates))
         await pusher.join()
         await self._reconcile_once(snapshot)
 

@@ -2,7 +2,10 @@
 
 ``PolicyRunner`` holds one ``Engine`` over the policies under test, so a sequence of requests
 sees the same policy state a running server would (observers, stateful policies). Every request
-goes through the server's request path (the same 422s) and every reply is checked against the
+goes through the server's request path (the same 422s) and every decision through the server's
+one settle step (``policy_server.service.settle``), as a server with its default executor
+(``--node-effects off``: the effects' warnings in the reply) and a bridge to push through would
+settle it, so the reply is the server's by construction; every reply is checked against the
 contract's ``WebhookReply`` as the bridge checks it (the server sends what a policy decided
 without checking it again), so a test that passes here does not meet a 422 from the server or
 a refused reply at the bridge. Recordings from ``nri-webhook-bridge record`` are replayed with
@@ -29,15 +32,20 @@ from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
 from bridge.replies.replay import Case, Outcome, compare, load_cases
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
+from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
-from policy_server.engine.reply import check_reply, encode_reply
+from policy_server.engine.reply import check_reply
+from policy_server.engine.settled import Settled
 from policy_server.exceptions import InvalidReplyError, PolicyServerError, RequestError
+from policy_server.node.execution import ExecutorMode
+from policy_server.node.executor import NodeExecutor
 from policy_server.policies import build_builtin
-from policy_server.sdk.decision_json import update_to_json
 from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
 from policy_server.sdk.node_view import NodeView
 from policy_server.sdk.registry import Policy, Registry
+from policy_server.service.settle import Settle
+from policy_server.telemetry import Metrics
 from policy_server.testing.pods import PodContainer, send_pod
 
 __all__ = [
@@ -63,10 +71,16 @@ class InvalidReply(PolicyServerError):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One reply, as the HTTP endpoint would send it (``json``), with shortcuts."""
+    """One reply, as the HTTP endpoint sends it (``json``: the settled reply the server
+    encodes), with shortcuts; ``settled`` is the server's settle step's value."""
 
     json: dict[str, Any]
-    evaluation: Evaluation
+    settled: Settled
+
+    @property
+    def evaluation(self) -> Evaluation:
+        """The engine's evaluation the reply was settled from."""
+        return self.settled.evaluation
 
     @property
     def adjust(self) -> dict[str, Any]:
@@ -87,8 +101,9 @@ class Reply:
 
     @property
     def pushed(self) -> list[dict[str, Any]]:
-        """Updates the policy pushes through the bridge after this reply (``Decision.push``)."""
-        return [update_to_json(u) for u in self.evaluation.decision.push]
+        """Updates the policy pushes through the bridge after this reply (``Decision.push``;
+        updates that change nothing left out, as the server leaves them out)."""
+        return list(self.settled.pushes)
 
     @property
     def no_change(self) -> bool:
@@ -145,6 +160,10 @@ class PolicyRunner:
         self.registry = registry
         # Folded even if no policy reads it: ``node`` shows it to the test (no policy can tell).
         self.engine = Engine(registry, facts, always_fold=True)
+        # The server's settle step, as a server with its default executor mode (off: nothing
+        # written, the effects' warnings in the reply) and a bridge that takes the pushes.
+        self.settle = Settle(NodeExecutor(ExecutorMode.OFF), Metrics(), _TakenPushes(),
+                             lambda part: f"{part}: not probed in the test kit")
 
     @classmethod
     def from_module(cls, spec: str | Path, *, facts: NodeFacts = UNKNOWN_NODE) -> PolicyRunner:
@@ -187,12 +206,12 @@ class PolicyRunner:
             evaluation = self.engine.evaluate_json(name, body)
         except RequestError as exc:
             raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
-        reply = evaluation.reply
+        settled = self.settle.reply_now(evaluation)
         try:  # the contract check the bridge makes of every reply, as an exception
-            check_reply(encode_reply(evaluation.decision))
+            check_reply(settled.body())
         except InvalidReplyError as exc:
-            raise InvalidReply(f"reply {reply} is outside the contract: {exc}") from None
-        return Reply(reply, evaluation)
+            raise InvalidReply(f"reply {settled.reply} is outside the contract: {exc}") from None
+        return Reply(settled.reply, settled)
 
     def replay(
         self,
@@ -233,6 +252,17 @@ class PolicyRunner:
         """The recorded requests, in order (to send them one by one and assert yourself)."""
         for case in load_cases([Path(p) for p in recordings], None):
             yield case.request
+
+
+class _TakenPushes:
+    """The push outlet of the kit's settle step: takes every job (``Reply.pushed`` shows them),
+    as the server's queue to a bridge does."""
+
+    def submit(self, job: PushJob) -> bool:
+        return True
+
+    async def join(self) -> None:
+        return None
 
 
 def _problems(error: RequestError) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
@@ -203,13 +204,17 @@ def test_the_walk_fails_when_a_limit_is_off_by_one(monkeypatch: pytest.MonkeyPat
         problems(path, wide)
 
 
-def test_the_merge_of_valid_decisions_is_valid() -> None:
-    """Warnings past the contract's maxItems are cut with a note; joined reasons past its
-    maxLength end in '...'."""
+def test_the_reply_of_merged_valid_decisions_is_valid() -> None:
+    """The merge joins everything (fitted nowhere but at the encoder); in the reply, warnings
+    past the contract's maxItems are cut with a note, a joined reason past its maxLength ends
+    in '...', and the reply is inside the contract."""
     many = tuple(f"w{i}" for i in range(100))
     merged = merge([("a", Decision(warnings=many, reject="x" * 4096)),
                     ("b", Decision(warnings=many, reject="y"))]).decision
-    assert len(merged.warnings) == 100 and merged.warnings[-1] == "... and 101 more warnings"
-    assert merged.reject is not None and len(merged.reject) == 4096
-    assert merged.reject.startswith("a: xxx") and merged.reject.endswith("...")
+    assert merged.warnings == many + many  # joined, not yet fitted
+    reply = orjson.loads(encode_reply(merged, ("note",)))
+    assert len(reply["warnings"]) == 100 and reply["warnings"][-1] == "... and 102 more warnings"
+    reason = reply["reject"]["reason"]
+    assert len(reason) == 4096 and reason.startswith("a: xxx") and reason.endswith("...")
+    WebhookReply.model_validate(reply, strict=True)
     assert fit_warnings(many) is many and fit_reject("r") == "r" and fit_reject(None) is None

@@ -1,4 +1,4 @@
-"""The steps after the engine act on the Decision: the rdt_class rule and the warnings cap."""
+"""The settle step: the rdt_class rule, warnings fitted once at the encoder, effect notes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision import Adjustment, Decision
 from policy_server.sdk.effects import CgroupWrite, HostDirectory
 from policy_server.sdk.resource_patch import ResourcePatch
-from policy_server.service.request_steps import with_warnings, without_rdt_class
+from policy_server.service.settle import without_rdt_class
 
 
 def test_an_rdt_class_whose_group_is_missing_leaves_the_decision_and_empty_parts_go() -> None:
@@ -22,12 +22,14 @@ def test_an_rdt_class_whose_group_is_missing_leaves_the_decision_and_empty_parts
     assert without_rdt_class(Decision(), ["g1"]) == Decision()
 
 
-def test_warnings_are_appended_and_capped() -> None:
+def test_notes_follow_the_decisions_warnings_and_the_encoder_fits_them_once() -> None:
     decision = Decision(warnings=("a",))
-    assert with_warnings(decision, ["b", "c"]).warnings == ("a", "b", "c")
-    many = with_warnings(decision, [f"n{i}" for i in range(2 * MAX_WARNINGS)])
-    assert len(many.warnings) == MAX_WARNINGS and many.warnings[:2] == ("a", "n0")
-    assert many.warnings[-1] == f"... and {2 * MAX_WARNINGS + 1 - MAX_WARNINGS + 1} more warnings"
+    assert decision_to_reply(decision, ("b", "c"))["warnings"] == ["a", "b", "c"]
+    many = decision_to_reply(decision, tuple(f"n{i}" for i in range(2 * MAX_WARNINGS)))
+    warnings = many["warnings"]
+    assert len(warnings) == MAX_WARNINGS and warnings[:2] == ["a", "n0"]
+    # 1 + 200 warnings, 99 kept: the 100th says how many went.
+    assert warnings[-1] == f"... and {2 * MAX_WARNINGS + 1 - (MAX_WARNINGS - 1)} more warnings"
 
 
 def test_effect_notes_say_what_was_not_applied_and_why() -> None:
