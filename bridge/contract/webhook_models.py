@@ -1,4 +1,4 @@
-"""The request envelope the bridge POSTs and the reply a policy returns (pydantic models).
+"""The request envelope the bridge POSTs (pydantic models); the reply's are reply_models'.
 
 Imported lazily: the bridge's serving path does not need pydantic models (about
 7 MB of memory); the policy server and the schema generator do.
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from bridge.contract.catalogue import API_VERSION, EVENT_NAMES
 from bridge.contract.nri_models import nri_model
+from bridge.contract.reply_models import Eviction, Reject, WebhookReply
+from bridge.contract.value_rules import REMOVAL_KEYS, REMOVAL_NAMES_ARE
 
 # The event key's type: a Literal of the catalogue's names (an enum would make the JSON Schema
 # a $ref instead of an inline list). The type checker sees a plain str.
@@ -48,21 +50,17 @@ class RuntimeRef(_Strict):
         "v0.11), by the bridge; null if the NRI version is unknown")
 
 
-class Removals(_Strict):
-    """Entries to remove; NRI's '-' key markers are produced by the bridge."""
-
-    annotations: list[str] | None = None
-    mounts: list[str] | None = Field(None, description="mount destinations")
-    env: list[str] | None = Field(None, description="variable names (only undoes other "
-                                  "plugins' additions; the runtime keeps pre-existing ones)")
-    devices: list[str] | None = Field(None, description="device paths")
-    namespaces: list[str] | None = Field(None, description="namespace types")
-    sysctl: list[str] | None = None
-    net_devices: list[str] | None = Field(None, description="host device names")
+# The request's removals (ValidateContainerAdjustment's merged `adjust`): the reply's keys,
+# without the reply's name rules (another plugin's names are what they are).
+Removals: Any = create_model(
+    "Removals", __base__=_Strict, __module__=__name__,
+    __doc__="Entries to remove; NRI's '-' key markers are produced by the bridge.",
+    **{key: (list[str] | None, Field(None, description=REMOVAL_NAMES_ARE[key]))
+       for key in REMOVAL_KEYS})
 
 
 class Adjustment(ContainerAdjustmentBody):  # type: ignore[misc]
-    """A ContainerAdjustment (CreateContainer only) plus explicit removals."""
+    """A ContainerAdjustment plus explicit removals (the request's: no value rules)."""
 
     remove: Removals | None = None
 
@@ -71,15 +69,6 @@ class Update(_Strict):
     container_id: str = Field(min_length=1)
     linux: LinuxContainerUpdate | None = None
     ignore_failure: bool | None = None
-
-
-class Eviction(_Strict):
-    container_id: str = Field(min_length=1)
-    reason: str = ""
-
-
-class Reject(_Strict):
-    reason: str = Field(min_length=1, max_length=4096)
 
 
 class WebhookRequest(_Strict):
@@ -105,19 +94,6 @@ class WebhookRequest(_Strict):
         None, description="ValidateContainerAdjustment: the merged updates")
     owners: OwningPlugins | None = None
     plugins: list[PluginInstance] | None = None
-
-
-class WebhookReply(_Strict):
-    """A policy's answer. Every key is optional; {} means no change."""
-
-    adjust: Adjustment | None = Field(None, description="CreateContainer only")
-    update: list[Update] | None = Field(
-        None, description="resource updates for existing containers (CreateContainer, "
-        "UpdateContainer, StopContainer, Synchronize)")
-    evict: list[Eviction] | None = Field(None, description="accepted for completeness; "
-                                         "NRI runtimes drop evictions")
-    reject: Reject | None = Field(None, description="fail this operation with a reason")
-    warnings: list[str] | None = Field(None, max_length=100)
 
 
 __all__ = ["API_VERSION", "EVENT_NAMES", "Adjustment", "Eviction", "Reject", "Removals",

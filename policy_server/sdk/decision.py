@@ -27,6 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
+from bridge.contract.value_rules import REMOVAL_KEYS
 from policy_server.sdk.contract_limits import Pairs, checks
 from policy_server.sdk.effects import Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount, no_strings
@@ -36,8 +37,7 @@ _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 # ``adjust.remove`` keys -> the ``Adjustment`` field holding that list (the reply JSON, its
 # check and its reading all go by it).
 REMOVAL_FIELDS: Mapping[str, str] = MappingProxyType({
-    key: f"remove_{key}"
-    for key in ("env", "annotations", "mounts", "devices", "namespaces", "sysctl", "net_devices")
+    key: f"remove_{key}" for key in REMOVAL_KEYS  # the contract's, in its order
 })
 
 
