@@ -33,8 +33,9 @@ def _resolve() -> dict[tuple[str, str], vr.Rule]:
         desc = api_pb2.ContainerAdjustment.DESCRIPTOR
         names = rule.path.replace("[]", "").split(".")
         for name in names[:-1]:
-            fd = desc.fields_by_name[name]
-            desc = fd.message_type
+            inner = desc.fields_by_name[name].message_type
+            assert inner is not None, f"value rule {rule.path}: {name} holds no message"
+            desc = inner
         leaf = names[-1]
         assert leaf in desc.fields_by_name, f"value rule {rule.path}: no field {leaf}"
         assert (desc.name, leaf) not in out, f"two rules for {desc.name}.{leaf}"
@@ -56,7 +57,7 @@ def _raise(check: Any) -> Any:
 
 def text_type(text: vr.Text) -> Any:
     """A string under ``text``'s grammar: its JSON Schema keywords, its own check."""
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {}  # JSON Schema keywords (pydantic's JsonDict)
     if text.pattern is not None:
         extra["pattern"] = text.pattern
     if text.format is not None:
@@ -75,7 +76,7 @@ def _int_type(rule: vr.IntRange, typ: Any) -> Any:
 
 
 def _proto_bounds(typ: Any) -> tuple[int, int]:
-    """The proto type's integer range, as nri_models typed it (``Annotated[int, Field(ge, le)]``)."""
+    """The proto type's integer range, as nri_models typed it (``Annotated[int, Field(...)]``)."""
     found: dict[str, int] = {}
     for meta in get_args(typ)[1:]:
         for item in getattr(meta, "metadata", ()):
@@ -96,7 +97,8 @@ def _keys(text: vr.Text, typ: Any) -> Any:
         return None
     names = {k: v for k, v in (("pattern", text.pattern), ("minLength", text.min_length))
              if v is not None}
-    return Annotated[typ, Field(json_schema_extra={"propertyNames": names}), _raise(check)]
+    extra: dict[str, Any] = {"propertyNames": names}
+    return Annotated[typ, Field(json_schema_extra=extra), _raise(check)]
 
 
 def _refine(message: str, fd: Any, typ: Any) -> tuple[Any, Any]:
@@ -136,7 +138,7 @@ def _removal_item(key: str) -> Any:
     return Annotated[text_type(names), Field(min_length=1)]
 
 
-Removals: Any = create_model(
+Removals: Any = create_model(  # type: ignore[call-overload]
     "Removals", __base__=_Strict, __module__=__name__,
     __doc__="Entries to remove; NRI's '-' key markers are produced by the bridge.",
     **{key: (list[_removal_item(key)] | None,  # type: ignore[misc]

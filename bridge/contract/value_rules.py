@@ -9,7 +9,8 @@ limits (warnings, the reject reason). Everything that checks a reply reads this 
   ``python -m bridge.contract.schema``: ``minimum``/``maximum``, ``anyOf``, ``pattern``,
   ``format``, ``propertyNames``, ``maxItems``/``maxLength``);
 - the policy SDK's construction checks (policy_server.sdk.contract_limits, read off that schema);
-- the bridge's value checks (bridge.webhooks.values.CHECKS) and reply limits (bridge.webhooks.guard);
+- the bridge's value checks (bridge.webhooks.values.CHECKS) and reply limits
+  (bridge.webhooks.guard);
 - the tables of docs/webhooks.md ("Value ranges", generated: bridge.contract.value_docs).
 
 A rule's ``path`` is its reply JSON path below ``adjust`` (an update's ``linux.resources`` has
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from bridge.contract.adjustment_fields import ADJUSTMENT_FIELDS, REMOVABLE
-from bridge.contract.cpu_list_grammar import MAX_CPU_ID, CpuListError, check_cpu_list
+from bridge.contract.cpu_list_grammar import MAX_CPU_ID as MAX_CPU_ID
+from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
 
 INT64_MAX = 2**63 - 1
 
@@ -59,7 +61,7 @@ class IntRange:
 
     def text(self) -> str:
         top = "" if self.high == INT64_MAX else f"{self.high}"
-        span = f"≥ {self.low}" if not top else f"{self.low}–{top}"
+        span = f"≥ {self.low}" if not top else f"{self.low} to {top}"
         return span if self.also is None else f"{self.also} ({self.means}) or {span}"
 
     def edges(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -220,7 +222,8 @@ def _removal_rule(key: str) -> Text | None:
     field = key if key in ADJUSTMENT_FIELDS else f"linux.{key}"
     named = f"{field}[].{REMOVABLE[key].key}"  # a list: its entries' identifying field
     for rule in RULES:
-        if isinstance(rule.check, Text) and (rule.path == named or (rule.keys and rule.path == field)):
+        if isinstance(rule.check, Text) and (
+                rule.path == named or (rule.keys and rule.path == field)):
             return rule.check
     return None
 

@@ -52,7 +52,7 @@ class RuntimeRef(_Strict):
 
 # The request's removals (ValidateContainerAdjustment's merged `adjust`): the reply's keys,
 # without the reply's name rules (another plugin's names are what they are).
-Removals: Any = create_model(
+Removals: Any = create_model(  # type: ignore[call-overload]
     "Removals", __base__=_Strict, __module__=__name__,
     __doc__="Entries to remove; NRI's '-' key markers are produced by the bridge.",
     **{key: (list[str] | None, Field(None, description=REMOVAL_NAMES_ARE[key]))

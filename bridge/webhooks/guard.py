@@ -29,13 +29,13 @@ from typing import Any
 
 from bridge.contract.adjustment import adjustment_from_json
 from bridge.contract.catalogue import REPLY_KEYS
+from bridge.contract.convert import ConversionError, from_json
 from bridge.contract.value_rules import (
     MAX_REASON_CHARS,
     MAX_WARNING_CHARS,
     MAX_WARNINGS,
     REASON_PATTERN,
 )
-from bridge.contract.convert import ConversionError, from_json
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.item_check import check_adjustment, check_update

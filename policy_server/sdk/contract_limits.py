@@ -6,12 +6,14 @@ Owns ``LIMITS`` (reply JSON path -> ``Limit``: ``"update/[]/container_id"``, ``"
 -> JSON type), walked once from ``bridge.contract.WebhookReply``'s JSON Schema (``type``,
 ``minimum``/``maximum``, ``minLength``/``maxLength``, ``maxItems``, ``pattern``, ``format``,
 ``propertyNames``, an ``anyOf`` of ranges), so no type, number or grammar is restated here (the
-grammars a ``format`` names are bridge.contract.value_rules.FORMATS); ``checks``, which makes the check the SDK's value types run when built from their
-type hints and these (a value of the wrong type or outside the contract raises ``ValueError``
-naming the field); ``read_object`` / ``read_objects`` / ``read_list``, which read reply JSON's
-objects and lists strictly for the SDK's ``from_json``; and ``fit_warnings`` / ``fit_reject``,
-which shorten what the framework composes from valid parts (merged warnings and reasons) to
-fit, with a note. Must not do I/O or name the SDK's types (it is handed them).
+grammars a ``format`` names are bridge.contract.value_rules.FORMATS); ``checks``, which makes
+the check the SDK's value types run when built from their type hints and these (a value of the
+wrong type or outside the contract raises ``ValueError`` naming the field); ``read_object`` /
+``read_objects`` / ``read_list``, which read reply JSON's objects and lists strictly for the
+SDK's ``from_json``; and ``fit_warnings`` / ``fit_reject``, which shorten what the framework
+composes from valid parts (merged warnings and reasons) to fit, with a note; and
+``request_values``, under which values read from a request (other plugins' merged adjustment)
+are checked for their types only. Must not do I/O or name the SDK's types (it is handed them).
 """
 
 from __future__ import annotations
@@ -126,9 +128,9 @@ def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: froze
     if "properties" in node:
         props[where] = frozenset(node["properties"])
     if "propertyNames" in node:  # a map's keys: limited as the map's path says
-        key = _limit_of(node["propertyNames"], where)
-        if key is not None:
-            out[f"{where}/{{key}}"] = key
+        names = _limit_of(node["propertyNames"], where)
+        if names is not None:
+            out[f"{where}/{{key}}"] = names
     for name, sub in (node.get("properties") or {}).items():
         _walk(sub, (*path, name), defs, seen, out, types, props)
     _walk(node.get("items"), (*path, "[]"), defs, seen, out, types, props)
@@ -136,14 +138,14 @@ def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: froze
     branches = [sub for sub in node.get("anyOf") or () if sub.get("type") != "null"]
     bounded = [b for b in branches if "$ref" not in b and _limit_of(b, where) is not None]
     if len(bounded) > 1:  # one of several ranges (quota: -1, or at least 1000)
-        alternatives = tuple(_limit_of(b, where) for b in bounded)
-        out[where] = Limit(where, alternatives=alternatives)  # type: ignore[arg-type]
+        alternatives = tuple(limit for b in bounded if (limit := _limit_of(b, where)))
+        out[where] = Limit(where, alternatives=alternatives)
         types[where] = bounded[0]["type"]
         branches = [b for b in branches if b not in bounded]
     for sub in branches:
         _walk(sub, path, defs, seen, out, types, props)
-    for key in ("oneOf", "allOf"):
-        for sub in node.get(key) or ():
+    for combined in ("oneOf", "allOf"):
+        for sub in node.get(combined) or ():
             _walk(sub, path, defs, seen, out, types, props)
 
 

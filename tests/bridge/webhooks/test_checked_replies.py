@@ -83,7 +83,8 @@ async def test_remembered_replies_are_bounded(monkeypatch: pytest.MonkeyPatch) -
         return Reply(json={"warnings": [f"w{next(counter)}"]})
 
     # Valid (each warning inside the contract's 1024 characters) and over the size kept.
-    big: dict[str, Any] = {"warnings": ["x" * 1000] * (webhook_module.MAX_CHECKED_BYTES // 1000 + 1)}
+    many = webhook_module.MAX_CHECKED_BYTES // 1000 + 1
+    big: dict[str, Any] = {"warnings": ["x" * 1000] * many}
     async with policy_double() as double:
         route = double.route("/v1/policy", distinct)
         hook = Webhook(spec(sock=double.sock))

@@ -97,7 +97,7 @@ def _typed_builders() -> dict[str, Build]:
         out[f"adjust/hooks/{stage.value}/[]/timeout"] = hook(stage)
 
     def removal(name: str) -> Build:
-        return lambda v: Decision(adjust=Adjustment(**{name: (v,)}))
+        return lambda v: Decision(adjust=Adjustment(**{name: (v,)}))  # type: ignore[arg-type]
 
     for key, name in REMOVAL_FIELDS.items():
         out[f"adjust/remove/{key}/[]"] = removal(name)
