@@ -22,7 +22,7 @@ from bridge.contract import value_rules as vr
 from bridge.contract.nri_models import NriModel, build_model
 from bridge.proto.nri import api_pb2
 
-_ABSENT = "absent: left as it is"
+_ABSENT = "absent: left as it is (the runtime's value, or what other plugins set)"
 
 
 def _resolve() -> dict[tuple[str, str], vr.Rule]:
@@ -104,7 +104,7 @@ def _keys(text: vr.Text, typ: Any) -> Any:
 def _refine(message: str, fd: Any, typ: Any) -> tuple[Any, Any]:
     rule = RULES_BY_FIELD.get((message, fd.name))
     if rule is None:
-        return typ | None, None
+        return typ | None, Field(None, description=f"{_ABSENT.capitalize()}")
     check = rule.check
     if rule.keys:
         assert isinstance(check, vr.Text)

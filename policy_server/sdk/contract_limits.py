@@ -333,16 +333,24 @@ def _quick(v: str, json_type: str, limit: Limit | None, env: dict[str, Any]) -> 
     test = f"{v}.__class__ is {_PYTHON_NAMES[json_type]}"
     if limit is None:
         return test
-    if not limit.plain():  # a pattern, a format, alternatives: the limit decides
-        name = f"L{len(env)}"
-        env[name] = limit.fits
-        return f"{test} and {name}({v})"
+    if limit.alternatives:  # any one range: -1, or at least 1000
+        spans = " or ".join(f"{alt.minimum} <= {v} <= {alt.maximum}" for alt in limit.alternatives)
+        return f"{test} and ({spans})"
+    parts = [test]
     if limit.minimum is not None or limit.maximum is not None:
-        return f"{test} and {limit.minimum} <= {v} <= {limit.maximum}"
+        parts.append(f"{limit.minimum} <= {v} <= {limit.maximum}")
     if limit.min_length is not None or limit.max_length is not None:
         top = limit.max_length if limit.max_length is not None else f"len({v})"
-        return f"{test} and {limit.min_length or 0} <= len({v}) <= {top}"
-    return test
+        parts.append(f"{limit.min_length or 0} <= len({v}) <= {top}")
+    if limit.pattern is not None:  # the compiled pattern's search, a C call
+        name = f"P{len(env)}"
+        env[name] = _pattern(limit.pattern).search
+        parts.append(f"{name}({v}) is not None")
+    if limit.format is not None:
+        name = f"F{len(env)}"
+        env[name] = FORMATS[limit.format]
+        parts.append(f"{name}({v}) is None")
+    return " and ".join(parts)
 
 
 _PYTHON_NAMES = {json_type: cls.__name__ for cls, json_type in _PYTHON.items()}

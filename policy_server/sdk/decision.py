@@ -9,7 +9,8 @@ policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``:
 bridge checks an HTTP reply's shape. Every value is built with the reply contract's JSON types
 and inside its limits (``policy_server.sdk.contract_limits``: strings, integers (no bool),
 booleans, lists and maps of them where the schema has them; a non-empty container id, a reject
-reason of 1-4096 characters, at most 100 warnings, integers in their proto ranges) or raises
+reason of 1-4096 characters, at most 100 warnings of at most 1024 characters, the
+ranges and grammars of bridge.contract.value_rules) or raises
 ``ValueError`` naming the field, so the reply encoded from a decision needs no check.
 ``policy_server.sdk.decision_merge`` merges several handlers' decisions;
 ``policy_server.engine.reply`` turns the merged one into the reply body. Must not do I/O or

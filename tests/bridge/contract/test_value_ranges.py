@@ -14,8 +14,10 @@ reason and warning: the walk fails there (run with `git stash` on the source cha
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import jsonschema
 import pytest
 
 from bridge.contract import value_docs, value_rules
@@ -105,3 +107,28 @@ def test_the_docs_tables_are_generated_from_the_rules(monkeypatch: pytest.Monkey
                   if r.path.endswith("cpu.shares") else r for r in value_rules.RULES)
     monkeypatch.setattr(value_rules, "RULES", wider)
     assert value_docs.rendered(text) != text
+
+
+def test_each_leg_fails_when_its_check_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutations: the SDK's limit check, the bridge's value checks and the schema's keywords
+    each turned off make the walk see the outside values accepted (the legs are not vacuous)."""
+    outside = [c for c in CASES if not c.inside and c.path.startswith(("adjust", "update"))]
+    from policy_server.sdk.contract_limits import Limit
+    with monkeypatch.context() as patch:
+        patch.setattr(Limit, "refusal", lambda self, value: None)
+        assert all(range_walk.sdk(c) is None for c in outside)
+    with monkeypatch.context() as patch:
+        patch.setattr(reply_walk, "CHECKS", {})
+        accepted = [c for c in outside if range_walk.bridge(c) is None]
+        # refused before the value checks: a '-' key (the removal marker) and a negative
+        # swappiness (an unsigned proto field); everything else passes
+        assert [c.name for c in outside if c not in accepted] == [
+            "adjust.linux.sysctl='-net'", "adjust.linux.resources.memory.swappiness=-1",
+            "update[0].linux.resources.memory.swappiness=-1"]
+    keywords = ("minimum", "maximum", "pattern", "propertyNames", "format", "minLength")
+    stripped = {k: v for k, v in range_walk._validator("CreateContainer", True).schema.items()}
+    text = json.dumps(stripped)
+    for word in keywords:
+        text = text.replace(f'"{word}":', f'"x-{word}":')
+    validator = jsonschema.Draft202012Validator(json.loads(text))
+    assert all(not list(validator.iter_errors(c.reply)) for c in outside)

@@ -212,7 +212,7 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
     ("UpdateContainer", "{'linux': {'resources': {'cpu': 2}}}",
      "adjust/linux/resources/cpu: must be an object, got int"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}",
-     "ResourcePatch.cpu_shares: -1 is below the minimum 0"),
+     "ResourcePatch.cpu_shares: -1 is below the minimum 2"),
     ("UpdateContainer", "{'linux': {'resources': {'unified': {'memory.high': 5}}}}",
      "ResourcePatch.unified['memory.high']: must be a string"),
 ])
