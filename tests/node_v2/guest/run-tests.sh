@@ -33,7 +33,9 @@ export PYTHONUNBUFFERED=1
 start=$SECONDS
 # Software emulation is much slower than the host (docs/e2e.md#the-cgroup-v2-node): the per-test timeout grows
 # to match (the suite's 120 s is sized for the host).
-/opt/nri-venv/bin/python -m pytest -p no:cacheprovider -o timeout=1200 -m node_v2 -rfE \
+# -v: pytest.log names the test that runs (a guest stopped by its timeout leaves no junit.xml);
+# --durations: where a slow run's time went.
+/opt/nri-venv/bin/python -m pytest -p no:cacheprovider -o timeout=1200 -m node_v2 -rfE -v --durations=15 \
     --junitxml="$OUT/junit.xml" "${args[@]}" >"$OUT/pytest.log" 2>&1
 rc=$?
 echo "pytest exit $rc after $((SECONDS - start)) s" >>"$OUT/node.txt"

@@ -149,6 +149,8 @@ for out in "${outs[@]}"; do
     [[ -f $out/node.txt ]] && sed "s|^|node-v2: $where: |" "$out/node.txt" >&2
     if [[ ! -f $out/exit-code ]]; then
         tail -40 "$out/console.log" >&2 || true
+        # pytest -v in the guest: the last lines name the test that was running.
+        [[ -f $out/pytest.log ]] && tail -15 "$out/pytest.log" | sed "s|^|node-v2: $where: pytest: |" >&2
         log "ERROR: $where: the guest left no result (qemu exit $(cat "$out/qemu-exit" 2>/dev/null); timeout ${TIMEOUT}s, or it did not boot): see $where/console.log"
         final=1
         continue
