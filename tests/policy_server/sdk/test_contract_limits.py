@@ -191,7 +191,7 @@ def test_the_contract_has_the_limits_the_sdk_must_keep() -> None:
 
 
 # The bounds (numbers, lengths, counts); the grammars, key rules and quota's alternatives are
-# walked by tests/contract/test_value_ranges.py, with the bridge and the published schema.
+# walked by tests/bridge/contract/test_value_ranges.py, with the bridge and the published schema.
 BOUNDS = sorted(p for p, limit in LIMITS.items() if limit.plain() and not p.endswith("/{key}"))
 
 
