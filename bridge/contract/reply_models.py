@@ -165,12 +165,12 @@ class Eviction(_Strict):
 
 class Reject(_Strict):
     reason: str = Field(
-        min_length=1, max_length=vr.MAX_REASON_CHARS, pattern=vr.REASON_PATTERN,
-        description=f"1 to {vr.MAX_REASON_CHARS} characters, not only white space; a longer "
-        "reason is refused (the bridge's failure policy applies), never cut")
+        min_length=1, pattern=vr.REASON_PATTERN,
+        description=f"not empty, not only white space; cut to {vr.MAX_REASON_CHARS} "
+        "characters (a longer reason still rejects)")
 
 
-Warning = Annotated[str, Field(max_length=vr.MAX_WARNING_CHARS)]
+Warning = Annotated[str, Field(description=f"cut to {vr.MAX_WARNING_CHARS} characters")]
 
 
 class WebhookReply(_Strict):
@@ -185,8 +185,8 @@ class WebhookReply(_Strict):
     reject: Reject | None = Field(None, description="fail this operation with a reason")
     warnings: list[Warning] | None = Field(
         None, max_length=vr.MAX_WARNINGS,
-        description=f"at most {vr.MAX_WARNINGS}, each at most {vr.MAX_WARNING_CHARS} "
-        "characters; more, or a longer one, is refused, never cut")
+        description=f"at most {vr.MAX_WARNINGS} (more is refused), each cut to "
+        f"{vr.MAX_WARNING_CHARS} characters")
 
 
 __all__ = ["Adjustment", "Eviction", "Reject", "Removals", "Update", "WebhookReply",

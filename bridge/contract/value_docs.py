@@ -40,9 +40,10 @@ def render() -> str:
         "",
         "| reply limit | allowed |",
         "|---|---|",
-        f"| `warnings` | at most {vr.MAX_WARNINGS} strings, each at most "
+        f"| `warnings` | at most {vr.MAX_WARNINGS} strings (more is refused), each cut to "
         f"{vr.MAX_WARNING_CHARS} characters |",
-        f"| `reject.reason` | 1 to {vr.MAX_REASON_CHARS} characters, not only white space |",
+        f"| `reject.reason` | not empty, not only white space; cut to {vr.MAX_REASON_CHARS} "
+        "characters (a longer reason still rejects) |",
         "",
         END,
     ]

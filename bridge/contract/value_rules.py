@@ -15,9 +15,9 @@ limits (warnings, the reject reason). Everything that checks a reply reads this 
 
 A rule's ``path`` is its reply JSON path below ``adjust`` (an update's ``linux.resources`` has
 the same rules): ``linux.resources.cpu.shares``, ``env[].key`` (a field of each list item),
-``linux.sysctl`` with ``keys=True`` (the map's keys). The reply limits are refused when broken,
-by all three (the schema, the SDK, the bridge): there is no silent cutting of a policy's text.
-The framework's own joined warnings and reasons are fitted by the SDK before they are sent.
+``linux.sysctl`` with ``keys=True`` (the map's keys). The reply limits: more than 100 warnings
+is refused; a longer warning or reject reason is cut (the schema says so, the SDK and the bridge
+cut it the same way), so a giant reason still rejects.
 
 Owns the rules, their edge values (``edges``: just inside, just outside) and the grammar
 checks. Must not import pydantic, protobuf messages or anything that checks (they read this).
@@ -36,10 +36,12 @@ from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
 
 INT64_MAX = 2**63 - 1
 
-# The reply's own limits (WebhookReply): refused when broken, by the schema, SDK and bridge.
-MAX_WARNINGS = 100  # warnings: items
-MAX_WARNING_CHARS = 1024  # each warning: characters
-MAX_REASON_CHARS = 4096  # reject.reason: characters
+# The reply's own limits (WebhookReply), one semantics in the schema, the SDK and the bridge:
+# more than MAX_WARNINGS warnings is refused; a longer warning or reason is accepted and cut to
+# its length (a reject must stay a reject: refusing it would hand it to the failure policy).
+MAX_WARNINGS = 100  # warnings: items (refused above)
+MAX_WARNING_CHARS = 1024  # each warning: characters (cut to)
+MAX_REASON_CHARS = 4096  # reject.reason: characters (cut to)
 REASON_PATTERN = r"\S"  # reject.reason holds something other than white space
 
 

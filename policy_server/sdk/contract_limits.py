@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from types import MappingProxyType, NoneType, UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from bridge.contract import WebhookReply
+from bridge.contract import WebhookReply, value_rules
 from bridge.contract.value_rules import FORMATS, compile_pattern
 
 
@@ -164,8 +164,10 @@ LIMITS, TYPES, _PROPERTIES = _read_schema()
 _NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 
 MAX_WARNINGS: int = LIMITS["warnings"].max_items or 0
-MAX_WARNING_CHARS: int = LIMITS["warnings/[]"].max_length or 0
-MAX_REJECT_CHARS: int = LIMITS["reject/reason"].max_length or 0
+# The lengths a warning and a reason are cut to (the schema says so in words: not a limit a
+# value is refused for, so not in LIMITS).
+MAX_WARNING_CHARS: int = value_rules.MAX_WARNING_CHARS
+MAX_REJECT_CHARS: int = value_rules.MAX_REASON_CHARS
 
 
 def read_object(value: Any, path: str) -> Mapping[str, Any]:
@@ -441,8 +443,8 @@ def _refuse(name: str, value: Any, shape: _Shape) -> None:
 
 def fit_warnings(warnings: tuple[str, ...]) -> tuple[str, ...]:
     """``warnings`` cut to the contract's ``maxItems``, the last kept one saying how many went,
-    and each to its ``maxLength``, ending in ``...`` when cut (what the framework composes:
-    a policy's own warnings are refused when built outside these)."""
+    and each to the contract's length, ending in ``...`` when cut (the bridge would cut it
+    without a mark)."""
     if any(len(w) > MAX_WARNING_CHARS for w in warnings):
         warnings = tuple(w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 3] + "..."
                          for w in warnings)
