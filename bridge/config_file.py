@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from bridge import strict_yaml
 from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
@@ -65,10 +66,8 @@ def parse(document: Any, source: str = "config", *, check_files: bool = True) ->
 def load_text(text: str, source: str, *, check_files: bool = True) -> BridgeConfig:
     try:
         document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ConfigError(source, f"invalid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except yaml.YAMLError as exc:  # the line and the reason (bridge.strict_yaml)
+        raise ConfigError(source, f"invalid YAML: {strict_yaml.one_line(exc)}") from None
     return parse(document, source, check_files=check_files)
 
 

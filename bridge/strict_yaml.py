@@ -5,6 +5,11 @@ uses, refuses them since Kubernetes 1.30's strict decoding: `mapping key "x" alr
 names the file in every error mark (PyYAML's own says `"<unicode string>"` for text it was
 given), and, for a document, the line of every key path (`("cases", 0, "expect")` -> 12) so a
 schema error can point at its line. Used for suites, manifests and bridge configurations.
+A syntax error is said as its reason (`one_line`: "this line is indented 5 spaces, the mapping
+it continues (line 7) 8", "a '[' opened on line 1 is not closed", "a tab") before the parser's
+own words, which name tokens (`expected <block end>, but found '<block mapping start>'`) and
+leave the author to guess; the policy server's policy configurations and rules say it the same
+way (through the SDK's `yaml_problem`).
 Must not: know what any document means.
 """
 
@@ -102,9 +107,62 @@ def line_of(lines: dict[Path, int], path: Path) -> int | None:
 
 
 def one_line(exc: yaml.YAMLError) -> str:
-    """`line L, column C: problem` for a YAML error (the caller names the file)."""
+    """`line L, column C: reason (parser: problem)` for a YAML error (the caller names the
+    file); the parser's words alone where no reason is known for them."""
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
-        context = f" ({exc.context})" if exc.context else ""
-        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}{context}"
+        why = reason(exc)
+        if why:
+            context = f", {exc.context}" if exc.context else ""
+            text = f"{why} (parser: {exc.problem}{context})"
+        else:
+            text = f"{exc.problem} ({exc.context})" if exc.context else str(exc.problem)
+        return f"line {mark.line + 1}, column {mark.column + 1}: {text}"
     return " ".join(str(exc).split())
+
+
+def _spaces(n: int) -> str:
+    return f"{n} space" if n == 1 else f"{n} spaces"
+
+
+_CLOSERS = {"flow sequence": ("[", "]"), "flow mapping": ("{", "}")}
+
+
+def reason(exc: yaml.MarkedYAMLError) -> str | None:
+    """What is wrong, in the author's words, for the syntax errors people make (indentation,
+    a tab, an unclosed bracket or quote, a second `: ` on a line); None for the others."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark, start = exc.problem_mark, exc.context_mark
+    assert mark is not None  # one_line asks only for marked errors
+    opened = f" on line {start.line + 1}" if start is not None else ""
+    if "cannot start any token" in problem and "\\t" in problem:
+        return "a tab character: YAML indents with spaces only"
+    if context.startswith("while parsing a block") and problem.startswith("expected <block end>"):
+        if start is not None and mark.column != start.column:
+            kind = context.removeprefix("while parsing a block ")
+            kind = "list" if kind == "collection" else kind
+            return (f"this line is indented {_spaces(mark.column)}, which lines up with no key "
+                    f"or item above it (the {kind} begun on line {start.line + 1} is indented "
+                    f"{_spaces(start.column)})")
+        return ("this line does not continue the block above it (a key among list items, "
+                "or an item among keys?): check its indentation")
+    for what, (opening, closing) in _CLOSERS.items():
+        if context == f"while parsing a {what}" and "<stream end>" in problem:
+            return f"a '{opening}' opened{opened} is not closed with '{closing}'"
+        if context == f"while parsing a {what}":
+            return (f"inside a '{opening} ... {closing}'{opened}, items are separated by "
+                    "', '")
+    if context == "while scanning a quoted scalar":
+        return f"a quoted string opened{opened} is not closed"
+    if problem == "mapping values are not allowed here":
+        return ("': ' where no key can start: quote a value that contains ': ' (and check "
+                "that the line above ends its own value)")
+    if context == "while scanning a simple key" and "could not find expected ':'" in problem:
+        return (f"the line{opened} is neither `key: value` nor a list item `- ...` (a ':' "
+                "missing after a key?)")
+    if "<stream end>" in problem or "end of stream" in problem:
+        where = opened if start is not None and start.line < mark.line else ""
+        return f"the text ends before what was opened{where} is closed (a '[', '{{' or quote?)"
+    if problem.startswith("found undefined alias"):
+        return "an alias (*name) used before an anchor (&name) defines it"
+    return None

@@ -13,19 +13,32 @@ Leaves are named by their path in ContainerAdjustment / ContainerUpdate, as in t
 (`linux.resources.memory.limit`, `linux.resources.pids`, `CDI_devices`, `args`); a removal of
 an entry counts as using the field.
 
-Owns: the questions asked of the table by the envelope and the dropped-field warning. Must not:
-log or count (the webhook handler does).
+A connection's runtime does not change until it reconnects, so what is asked of the table for
+it is answered once, at Configure: `ConnectedRuntime` holds the runtime's hazards, the leaves it
+ignores per route, its capabilities and the envelope's `runtime` object, and an event's check is
+set lookups on the leaf paths the reply walk found (bridge.webhooks.reply_walk).
+
+Owns: the questions asked of the table by the envelope and the dropped-field warning, answered
+once per runtime. Must not: log or count (the webhook handler does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from bridge.contract.applied_view import set_leaves
+from bridge.contract.field_table import LEAVES
 from bridge.contract.nri_version import Version, format_version
-from bridge.contract.runtime_effects import Route, Runtime, applied_leaves, ignored
+from bridge.contract.runtime_effects import Effect, Route, Runtime, applied_leaves, effect_of
+from bridge.contract.runtime_hazards import Hazard, hazards_for
 from bridge.proto.nri import api_pb2 as api
+
+# The routes of an event's reply: its adjustment and its updates (bridge.contract.runtime_effects).
+REPLY_ROUTES = (Route.ADJUST, Route.UPDATE)
 
 
 def capabilities(nri: Version | None, name: str = "", version: str = "") -> tuple[str, ...] | None:
@@ -37,23 +50,61 @@ def capabilities(nri: Version | None, name: str = "", version: str = "") -> tupl
                                                                Runtime(name, version, nri))))
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectedRuntime:
+    """What the table says of one runtime, derived once (`connected`): fixed for a connection."""
+
+    runtime: Runtime
+    hazards: tuple[Hazard, ...]  # the fields that crash it (runtime_hazards.hazards_for)
+    hazard_paths: frozenset[str]
+    # Per reply route, the table's leaves it silently ignores (a leaf outside the table is
+    # ignored too, `ignores`); empty when its NRI version is unknown: nothing to say.
+    ignored: Mapping[Route, frozenset[str]]
+    envelope: Mapping[str, Any]  # the envelope's `runtime` object (runtime_ref)
+
+    def ignores(self, paths: Iterable[str], route: Route) -> set[str]:
+        """The leaf paths of `paths` this runtime silently ignores by `route`."""
+        if self.runtime.nri is None:
+            return set()
+        ignored = self.ignored[route]
+        return {p for p in paths if p in ignored or p not in LEAVES}
+
+    def dropped(self, adjust_leaves: Iterable[str], update_leaves: Iterable[str]) -> list[str]:
+        """The leaves of an event's reply (its adjustment's, its updates') this runtime would
+        silently ignore, sorted (those that would crash it are `hazards`: the bridge drops
+        them itself)."""
+        return sorted(self.ignores(adjust_leaves, Route.ADJUST)
+                      | self.ignores(update_leaves, Route.UPDATE))
+
+
+@lru_cache(maxsize=64)
+def connected(name: str, version: str, nri: Version | None) -> ConnectedRuntime:
+    """The table's answers for the runtime `name` `version` with NRI version `nri` (cached:
+    a bridge meets a handful of runtimes in its life, one per connection)."""
+    runtime = Runtime(name, version, nri)
+    hazards = hazards_for(nri)
+    ignored = MappingProxyType({route: frozenset(
+        path for path in LEAVES if effect_of(path, route, runtime).effect is Effect.IGNORED)
+        for route in REPLY_ROUTES} if nri is not None else {r: frozenset() for r in REPLY_ROUTES})
+    caps = capabilities(nri, name, version)
+    envelope = MappingProxyType({"name": name, "version": version,
+                                 "nri_version": None if nri is None else format_version(nri),
+                                 "capabilities": caps})
+    return ConnectedRuntime(runtime, hazards, frozenset(h.path for h in hazards), ignored,
+                            envelope)
+
+
 def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
     """The envelope's `runtime` object."""
-    caps = capabilities(nri, name, version)
-    return {"name": name, "version": version,
-            "nri_version": None if nri is None else format_version(nri),
-            "capabilities": None if caps is None else list(caps)}
+    ref = connected(name, version, nri).envelope
+    return {**ref, "capabilities": None if ref["capabilities"] is None
+            else list(ref["capabilities"])}
 
 
 def dropped_fields(runtime: Runtime, adjust: api.ContainerAdjustment | None,
                    updates: Iterable[api.ContainerUpdate] = ()) -> list[str]:
-    """The leaves of an event's reply `runtime` would silently ignore (those that would crash
-    it are in runtime_hazards.hazards_for: the bridge drops them itself)."""
-    if runtime.nri is None:
-        return []  # unknown runtime: nothing to say (the envelope says capabilities: null)
-    out: set[str] = set()
-    if adjust is not None:
-        out.update(ignored(set_leaves(adjust), Route.ADJUST, runtime))
-    for update in updates:
-        out.update(ignored(set_leaves(update), Route.UPDATE, runtime))
-    return sorted(out)
+    """The leaves of an event's reply `runtime` would silently ignore, from the messages (the
+    bridge's event path has them from its reply walk: `ConnectedRuntime.dropped`)."""
+    update_leaves = [leaf for update in updates for leaf in set_leaves(update)]
+    return connected(runtime.name, runtime.version, runtime.nri).dropped(
+        set_leaves(adjust) if adjust is not None else (), update_leaves)

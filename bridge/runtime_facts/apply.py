@@ -6,10 +6,13 @@ Applying a merged `ContainerAdjustment` follows how containerd's generator uses
 it (docs/protocol.md#removals, docs/protocol.md#ownership-and-conflicts): annotation, mount,
 namespace, sysctl and net-device removals are honoured (removals first, then additions, so "-k" +
 "k" means replace); env and device removal markers are ignored, so pre-existing entries
-survive; hooks, CDI devices and device cgroup rules are appended; everything
-else replaces. Given the runtime (`runtime=`), only what that runtime applies by that route is
-applied, with its side effects (bridge.contract.applied_view, from the one field table:
-`memory.limit` in an adjustment sets swap to the limit, `memory.swappiness` is ignored, ...).
+survive; hooks and CDI devices are appended; resources follow the one overlay rule
+(bridge.contract.resource_overlay: set scalars replace, one hugepage limit per page size, unified
+per key, device cgroup rules appended), the same function the bridge's state cache folds its
+answers with; everything else replaces. Given the runtime (`runtime=`), only what that runtime
+applies by that route is applied, with its side effects (bridge.contract.applied_view, from
+the one field table: `memory.limit` in an adjustment sets swap to the limit,
+`memory.swappiness` is ignored, ...).
 Sans-IO.
 """
 
@@ -19,9 +22,9 @@ from collections.abc import Callable, MutableSequence
 from typing import Any
 
 from bridge.contract.applied_view import as_applied
+from bridge.contract.resource_overlay import overlay_resources
 from bridge.contract.runtime_effects import Route, Runtime
 from bridge.proto.nri import api_pb2 as api
-from bridge.runtime_facts.linux_resources import merge_resources, overlay_resources
 
 # The OCI hook lists a ContainerAdjustment can extend, in the order of the Hooks message.
 HOOK_KINDS = ("prestart", "create_runtime", "create_container", "start_container",
@@ -84,7 +87,7 @@ def _apply_linux(out: api.LinuxContainer, linux: api.LinuxContainerAdjustment) -
         if not device.path.startswith("-"):
             _upsert(out.devices, device.path, lambda d: d.path, device)
     if linux.HasField("resources"):
-        merge_resources(linux.resources, (out.resources,))
+        overlay_resources(out.resources, linux.resources)
     if linux.cgroups_path:
         out.cgroups_path = linux.cgroups_path
     for name in ("oom_score_adj", "io_priority", "seccomp_policy", "scheduler"):

@@ -1,9 +1,10 @@
-"""LinuxResources field tables and the two ways resources combine.
+"""LinuxResources field tables and NRI's merge of resources.
 
-- `merge_resources`: one plugin's resources into the event's result, every
-  set field claimed through a callback (ownership, docs/protocol.md#ownership-and-conflicts);
-- `overlay_resources`: the runtime applying a result to its container (set
-  fields replace, unset fields leave the current value alone).
+`merge_resources`: one plugin's resources into the event's result, every set field claimed
+through a callback (ownership, docs/protocol.md#ownership-and-conflicts), as the simulated
+runtime's NRI merge does. How the runtime then lays the result over its container is not here:
+that is the one overlay rule, bridge.contract.resource_overlay.overlay_resources, which the
+bridge's state cache, the simulator and the test kit all use.
 
 `Optional*` wrappers mean "set" by presence; `cpus`/`mems` by being non-empty
 (docs/protocol.md#messages). The leaves and their NRI field ids come from the one table
@@ -91,14 +92,6 @@ def merge_resources(
         # (docs/protocol.md#ownership-and-conflicts).
         for target in targets:
             target.devices.extend(src.devices)
-
-
-def overlay_resources(current: api.LinuxResources, src: api.LinuxResources) -> None:
-    """Apply `src` onto `current` as the runtime does when it updates a container."""
-    merge_resources(src, (current,), append_devices=False)
-    if src.devices:
-        del current.devices[:]
-        current.devices.extend(src.devices)
 
 
 def _put_hugepage(target: api.LinuxResources, limit: api.HugepageLimit) -> None:

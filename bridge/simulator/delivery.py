@@ -27,10 +27,10 @@ from google.protobuf.message import Message
 
 from bridge.contract.applied_view import as_applied
 from bridge.contract.catalogue import RESPONSE_TYPES, SPEC_OF, NriEvent, updates_in
+from bridge.contract.resource_overlay import overlay_resources
 from bridge.contract.runtime_effects import Route
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.apply import apply_adjustment
-from bridge.runtime_facts.linux_resources import overlay_resources
 from bridge.runtime_facts.profiles import RuntimeProfile
 from bridge.simulator.connection import (
     PluginConnection,

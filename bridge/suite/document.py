@@ -22,7 +22,9 @@ Verdict = Literal["adjusted", "unchanged", "rejected"]
 QosClass = Literal["Guaranteed", "Burstable", "BestEffort"]
 CgroupDriver = Literal["cgroupfs", "systemd"]  # bridge.kube.node.CGROUP_DRIVERS (a test pins them)
 # An expected value: the value itself (compared with ==), or one operator mapping.
-OPERATORS = ("contains", "matches")
+OPERATORS = ("contains", "not_contains", "matches")
+# The operators whose operand is what a value holds (bridge.suite.expect.matches).
+HOLDING = ("contains", "not_contains")
 
 
 class _Strict(BaseModel):
@@ -185,6 +187,13 @@ class Expectation(_Strict):
             operator = operator_of(expected)
             if operator is not None and operator[0] == "matches":
                 _compiles(str(operator[1]))
+            if operator is not None and operator[0] in HOLDING and operator[1] in ([], ""):
+                # Every value holds every one of no items (and every string the empty one):
+                # `contains: []` passes whatever the policy does, `not_contains: []` never.
+                name, operand = operator
+                raise ValueError(f"{path!r}: `{name}: {'[]' if operand == [] else chr(34) * 2}`"
+                                 " says nothing; name what the value must "
+                                 f"{'not ' if name == 'not_contains' else ''}contain")
         return value
 
     @model_validator(mode="after")
@@ -195,7 +204,8 @@ class Expectation(_Strict):
 
 
 def operator_of(expected: Any) -> tuple[str, Any] | None:
-    """(`contains` | `matches`, operand) for `{contains: X}` / `{matches: RE}`, else None."""
+    """(`contains` | `not_contains` | `matches`, operand) for `{contains: X}`,
+    `{not_contains: X}` / `{matches: RE}`, else None."""
     if isinstance(expected, dict) and len(expected) == 1:
         ((key, operand),) = expected.items()
         if key in OPERATORS:

@@ -4,8 +4,9 @@ Owns: selecting the containers an expectation is about (pod and container patter
 verdict of a container (rejected / adjusted / unchanged, within one webhook or all), looking up
 dotted paths in an adjustment or the effective values (a key that itself contains dots, such as
 an annotation or `memory.swap.max`, is found as written), comparing values (equality, `null` for
-absent, `{contains: X}`, `{matches: RE}`), and rendering each mismatch as expected/got lines or
-a unified diff. Works on the objects of `try --output json` (bridge.trial.report).
+absent, `{contains: X}`, `{not_contains: X}`, `{matches: RE}`), and rendering each mismatch as
+expected/got lines or a unified diff. Works on the objects of `try --output json`
+(bridge.trial.report).
 Must not: run anything.
 """
 
@@ -193,8 +194,11 @@ def _lookup(value: Any, parts: list[str]) -> Any:
 def matches(expected: Any, got: Any) -> bool:
     """`got` satisfies `expected`: equal (booleans are not numbers), null for absent or null,
     `{contains: X}` (an item of a list, a key of a mapping, a substring; X a list: each of it),
+    `{not_contains: X}` (none of that; an absent value contains nothing),
     `{matches: RE}` (a string searched, other values as JSON)."""
     operator = operator_of(expected)
+    if operator is not None and operator[0] == "not_contains":
+        return got is ABSENT or not _holds_any(got, operator[1])
     if operator is not None and got is not ABSENT:
         name, operand = operator
         if name == "matches":
@@ -209,6 +213,16 @@ def matches(expected: Any, got: Any) -> bool:
     if expected is None:
         return got is ABSENT or got is None
     return got is not ABSENT and _equal(expected, got)
+
+
+def _holds_any(got: Any, operand: Any) -> bool:
+    """Whether `got` holds any of `operand` (a list: any item of it) as `contains` means it."""
+    items = operand if isinstance(operand, list) else [operand]
+    if isinstance(got, str):
+        return any(str(item) in got for item in items)
+    if isinstance(got, dict | list):
+        return any(_contains(got, item) for item in items)
+    return False
 
 
 def _contains(got: dict[str, Any] | list[Any], item: Any) -> bool:

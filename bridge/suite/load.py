@@ -116,10 +116,13 @@ def load(path: str) -> LoadedSuite:
     return LoadedSuite(path, suite.name or Path(path).name, target, tuple(cases), lines)
 
 
-def _file(path: str, base: Path, field: str, name: str) -> str:
+def _file(path: str, base: Path, field: str, name: str, directory: bool = False) -> str:
+    """``name`` relative to the suite: a file (``directory``: or a directory, as a built-in
+    policy's configuration may be: ``cel: DIR``)."""
     resolved = base / name
-    if not resolved.is_file():
-        raise SuiteError(path, field, f"{name}: no such file (relative to the suite)")
+    if not (resolved.is_file() or (directory and resolved.is_dir())):
+        what = "no such file or directory" if directory else "no such file"
+        raise SuiteError(path, field, f"{name}: {what} (relative to the suite)")
     return str(resolved)
 
 
@@ -129,7 +132,7 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
         modules = tuple(_file(path, base, f"webhooks.policy_modules[{i}]", m)
                         for i, m in enumerate(hooks.policy_modules))
         rules = _file(path, base, "webhooks.rules", hooks.rules) if hooks.rules else None
-        builtins = tuple((name, _file(path, base, f"webhooks.policies.{name}", config)
+        builtins = tuple((name, _file(path, base, f"webhooks.policies.{name}", config, True)
                           if isinstance(config, str) else config)
                          for name, config in hooks.policies.items())
         return Target(private=PrivatePolicies(modules, rules, suite.node.cgroup_version,
@@ -144,7 +147,10 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
         try:
             document = strict_yaml.load(Path(config_path).read_text(encoding="utf-8"),
                                         config_path)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        except yaml.YAMLError as exc:
+            raise SuiteError(path, where, f"{hooks.config}: not YAML: "
+                             f"{strict_yaml.one_line(exc)}") from None
+        except (OSError, UnicodeDecodeError) as exc:
             raise SuiteError(path, where, f"cannot read {hooks.config}: {exc}") from None
     try:
         config = parse(document, where)

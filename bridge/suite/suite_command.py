@@ -31,6 +31,7 @@ from bridge.suite.expect import ABSENT, Text
 from bridge.suite.load import LoadedSuite, load
 from bridge.suite.problems import SuiteError
 from bridge.suite.run import CaseResult, run_suite
+from bridge.trial.stdout_pipe import reader_may_leave
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_SUITE, EXIT_CALL_FAILED = 0, 1, 2, 3
 
@@ -93,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     show = _json_line if args.output == "json" else _print
     try:
-        results = asyncio.run(_run(suites, show))
+        results = asyncio.run(_run(suites, _quietly(show)))
     except SuiteError as exc:
         _bad_suite(exc)
         return EXIT_BAD_SUITE
@@ -102,7 +103,8 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     failed = sum(1 for r in results if not r.ok)
     if args.output == "text":
-        print(f"{len(results) - failed} passed, {failed} failed")
+        with reader_may_leave():
+            print(f"{len(results) - failed} passed, {failed} failed")
     if args.junit:
         try:
             junit.write(results, args.junit)
@@ -143,6 +145,15 @@ async def _run(suites: list[LoadedSuite],
 def _bad_suite(exc: SuiteError) -> None:
     for line in str(exc).splitlines():
         print(f"nri-webhook-bridge test: {line}", file=sys.stderr)
+
+
+def _quietly(show: Callable[[CaseResult], None]) -> Callable[[CaseResult], None]:
+    """`show`, whose writes end quietly when stdout's reader leaves (`test ... | head`): the
+    cases still run, and the exit code still says how they went."""
+    def shown(result: CaseResult) -> None:
+        with reader_may_leave():
+            show(result)
+    return shown
 
 
 def _print(result: CaseResult) -> None:

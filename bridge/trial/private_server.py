@@ -59,11 +59,12 @@ class PrivatePolicies:
     def check(self) -> None:
         """Refuse files that do not exist before anything starts (ValueError: bad input)."""
         for flag, path in [*(("--policy-module", m) for m in self.modules),
-                           *((("--rules", self.rules),) if self.rules else ()),
-                           *((f"--policy {n}", c) for n, c in self.builtins
-                             if isinstance(c, str))]:
+                           *((("--rules", self.rules),) if self.rules else ())]:
             if not Path(path).is_file():
                 raise ValueError(f"{flag}: {path}: no such file")
+        for name, config in self.builtins:  # a file or a directory: the policy says which
+            if isinstance(config, str) and not Path(config).exists():
+                raise ValueError(f"--policy {name}: {config}: no such file or directory")
 
 
 def server_command(policies: PrivatePolicies, work: Path) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from bridge import strict_yaml
 from bridge.config_file import parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError
@@ -36,6 +37,7 @@ from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProf
 from bridge.trial import report
 from bridge.trial.play import TrialError, TrialResult, run_trial
 from bridge.trial.private_server import PolicySetupError, PrivatePolicies, private_server
+from bridge.trial.stdout_pipe import reader_may_leave
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE, EXIT_CALL_FAILED = 0, 1, 2, 3
 # Node labels kubelet's PodTopologyLabels admission copies onto pods (what a policy can see).
@@ -146,11 +148,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_REJECTED
     objects = report.results(trial)
-    if args.output == "json":
-        json.dump(objects, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
-    else:
-        print(report.table(objects))
+    with reader_may_leave():  # `try --output json | head`: no BrokenPipeError traceback
+        if args.output == "json":
+            json.dump(objects, sys.stdout, indent=2, sort_keys=True)
+            sys.stdout.write("\n")
+        else:
+            print(report.table(objects))
     failed = report.failures(trial)
     for line in failed:
         print(f"nri-webhook-bridge try: call failed: {line}", file=sys.stderr)
@@ -198,8 +201,11 @@ def _config_document(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with open(args.config, encoding="utf-8") as f:
             document = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError("--config", f"cannot read {args.config}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("--config", f"{args.config}: not YAML: {strict_yaml.one_line(exc)}",
+                          ) from None
     if not isinstance(document, dict):
         raise ConfigError("--config", f"{args.config} is not a mapping")
     return document

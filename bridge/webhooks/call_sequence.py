@@ -22,6 +22,13 @@ Outcomes (decisions documented in docs/webhooks.md):
   (bridge.webhooks.crash_guard), so the container is created without it, with a warning naming
   the webhook and the runtime and `dropped_fields_total` per field.
 
+What is fixed for a connection is derived when the handler is configured (`configure`: the
+runtime's hazards, the leaves it ignores per route, the envelope's encoded `runtime` object:
+bridge.contract.capabilities.ConnectedRuntime); an event looks them up, and the dropped-field
+check reads the leaf paths of the guard's one walk over the reply (bridge.webhooks.reply_walk).
+Latencies (`latency_ms`, the duration histograms) are measured with `time.perf_counter`, the
+event loop's clock only sets budgets against the runtime's deadline.
+
 Synchronize is different: a webhook gets its own `sync_timeout`, not the
 runtime's budget; if that runs past the runtime's deadline, the core answers
 in time and delivers our updates through UpdateContainers afterwards.
@@ -31,19 +38,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from bridge.contract.adjustment import adjustment_to_json
-from bridge.contract.capabilities import dropped_fields, runtime_ref
+from bridge.contract.capabilities import ConnectedRuntime, connected
 from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, NriEvent
 from bridge.contract.codec import log_subject
 from bridge.contract.convert import to_json
 from bridge.contract.nri_version import format_version
 from bridge.contract.request_body import PayloadBuilder, encode
-from bridge.contract.runtime_effects import Runtime
 from bridge.contract.runtime_hazards import Hazard
 from bridge.metrics import Metrics
 from bridge.nri.event_call import (
@@ -103,7 +110,9 @@ class WebhookHandler:
         self.lookup = lookup
         self.hugepages = (node or NodeSettings()).hugepages
         self._payloads = PayloadBuilder()
-        self._runtime: tuple[RuntimeInfo, bytes] | None = None  # encoded once per connection
+        # What is fixed per connection, derived at configure(): the RuntimeInfo it was derived
+        # from, the table's answers for that runtime, the encoded envelope `runtime` object.
+        self._runtime: tuple[RuntimeInfo, ConnectedRuntime, bytes] | None = None
         self._routes: dict[str, tuple[Webhook, ...]] = {}
         # Labelled metric children, looked up once: labels() takes a lock and builds a key
         # on every call, four calls per event (docs/performance.md#numbers-behind-the-code).
@@ -120,7 +129,7 @@ class WebhookHandler:
         return frozenset(EVENTS_BY_RPC[name] for name in self._routes if name in EVENTS_BY_RPC)
 
     async def configure(self, runtime: RuntimeInfo) -> None:
-        return None
+        self._connection(runtime)
 
     async def handle(self, call: EventCall) -> Answer:
         """One event: the matching webhooks in order, one merged answer (or a rejection)."""
@@ -149,13 +158,15 @@ class WebhookHandler:
         for hook in self.webhooks:
             await hook.aclose()
 
-    def _runtime_json(self, runtime: RuntimeInfo) -> bytes:
-        """The envelope's `runtime` object: name, version, NRI version, capabilities."""
+    def _connection(self, runtime: RuntimeInfo) -> tuple[RuntimeInfo, ConnectedRuntime, bytes]:
+        """What is fixed for the connection `runtime` came with: derived at configure(), again
+        only when a call brings another RuntimeInfo (a new connection; a handler never
+        configured)."""
         cached = self._runtime
         if cached is None or cached[0] is not runtime:
-            ref = runtime_ref(runtime.name, runtime.version, runtime.nri_version)
-            cached = self._runtime = (runtime, encode(ref))
-        return cached[1]
+            known = connected(runtime.name, runtime.version, runtime.nri_version)
+            cached = self._runtime = (runtime, known, encode(dict(known.envelope)))
+        return cached
 
     # -- the event path ---------------------------------------------------------------
 
@@ -170,7 +181,8 @@ class WebhookHandler:
         if not selected:
             return None
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.perf_counter()
+        _, known, runtime_json = self._connection(call.runtime)
         payload = self._payloads.event(call.name, req)
         who = {"event": call.name, "uid": call.uid, **log_subject(req)}
         target = Target(_container_of(req), pod)
@@ -180,40 +192,38 @@ class WebhookHandler:
                 scope = Scope(call.name, hook.spec.allow, self.knows_container, creating,
                               target, self.lookup, hook.spec.selector, self.hugepages)
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
-                request = CallRequest(call.name, call.uid, self._runtime_json(call.runtime),
-                                      payload, scope, budget)
-                await self._call(hook, request, merger, who, call.runtime)
+                request = CallRequest(call.name, call.uid, runtime_json, payload, scope, budget)
+                await self._call(hook, request, merger, who, known)
         finally:
             count, duration = self._event_children(call.name)
             count.inc()
-            duration.observe(loop.time() - started)
+            duration.observe(time.perf_counter() - started)
         return merger
 
     async def _call(self, hook: Webhook, call: CallRequest, merger: Merger,
-                    who: dict[str, str], runtime: RuntimeInfo) -> None:
+                    who: dict[str, str], runtime: ConnectedRuntime) -> None:
         """One webhook call, its merge, its log line and its metrics."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        nri = runtime.nri_version
+        started = time.perf_counter()
         extra: dict[str, Any] = {**who, "webhook": hook.name,
                                  "budget_ms": round(max(call.budget_s, 0) * 1000)}
         try:
             asked = await hook.consult(call)
             # Before anything else sees it: a field that would crash the runtime never reaches
             # the merge, not even as a shadow webhook's would-be change.
-            contribution, hazards = without_hazards(asked, nri)
+            contribution, hazards = without_hazards(asked, runtime.hazards)
             if hook.shadow:
                 self._shadow(merger, contribution, extra)
             elif contribution.reject is None:
                 merger.add(contribution)
         except WebhookFailure as failure:
-            self._record(hook, call.event, failure.kind.value, loop.time() - started, extra)
+            self._record(hook, call.event, failure.kind.value, time.perf_counter() - started,
+                         extra)
             self._failed(hook, call.event, failure, extra)
             return
         outcome = ("rejected" if contribution.reject is not None
                    else "ok" if asked.changes_something else "no_change")
         self._record(hook, call.event, "shadow_" + outcome if hook.shadow else outcome,
-                     loop.time() - started, extra)
+                     time.perf_counter() - started, extra)
         self._report(hook, contribution, extra)
         if contribution.reject is None and not hook.shadow:
             # After the call's own line, so the warning follows the call it is about.
@@ -224,37 +234,39 @@ class WebhookHandler:
             raise EventRejected(f'webhook "{hook.name}" rejected {call.event}: '
                                 f"{contribution.reject}")
 
-    def _dropped(self, hook: Webhook, event: str, c: Contribution, runtime: RuntimeInfo,
+    def _dropped(self, hook: Webhook, event: str, c: Contribution, runtime: ConnectedRuntime,
                  extra: dict[str, Any]) -> None:
         """Warn about and count the leaves the connected runtime would silently ignore (the
-        field table: its NRI version, and what it applies on each route)."""
+        field table: its NRI version, and what it applies on each route), from the leaf paths
+        the guard's walk found."""
         if not c.changes_something:
             return
-        nri = runtime.nri_version
-        known = Runtime(runtime.name, runtime.version, nri)
-        dropped = dropped_fields(known, c.adjust, c.updates)
+        walk = c.walked
+        dropped = runtime.dropped(walk.adjust_leaves, walk.update_leaves)
         if not dropped:
             return
         for path in dropped:
             self.metrics.dropped_fields.labels(event, hook.name, path).inc()
+        known = runtime.runtime
         log.warning("the runtime will ignore fields this policy set (%s does not apply them)",
                     known.label, extra={**extra, "fields": dropped,
-                                        "runtime": f"{runtime.name} {runtime.version}",
-                                        "nri_version": format_version(nri)})
+                                        "runtime": f"{known.name} {known.version}",
+                                        "nri_version": format_version(known.nri)})
 
     def _crashing(self, hook: Webhook, event: str, hazards: tuple[Hazard, ...],
-                  runtime: RuntimeInfo, extra: dict[str, Any]) -> None:
+                  runtime: ConnectedRuntime, extra: dict[str, Any]) -> None:
         """Warn about and count the fields taken out because they would crash the runtime."""
         if not hazards:
             return
         fields = [row.path for row in hazards]
         for path in fields:
             self.metrics.dropped_fields.labels(event, hook.name, path).inc()
-        nri = format_version(runtime.nri_version)
+        known = runtime.runtime
+        nri = format_version(known.nri)
         log.warning(
             f'dropped {", ".join(fields)} from webhook "{hook.name}": it would crash the '
-            f"runtime ({runtime.name} {runtime.version}, NRI {nri})",
-            extra={**extra, "fields": fields, "runtime": f"{runtime.name} {runtime.version}",
+            f"runtime ({known.name} {known.version}, NRI {nri})",
+            extra={**extra, "fields": fields, "runtime": f"{known.name} {known.version}",
                    "nri_version": nri,
                    "why": "; ".join(f"{row.panic} in {row.upstream}" for row in hazards)})
 
@@ -339,6 +351,7 @@ class WebhookHandler:
         known = {c.id: (c, pod_of.get(c.pod_sandbox_id)) for c in containers}
         merger = Merger()
         who = {"event": "Synchronize", "uid": call.uid}
+        _, runtime, runtime_json = self._connection(call.runtime)
         # The whole node: the payload and the replies are built with the collector paused
         # until the calls are done (bridge.process.gc_pause).
         with paused_gc():
@@ -349,12 +362,12 @@ class WebhookHandler:
                 scope = Scope("Synchronize", hook.spec.allow, known.__contains__,
                               lookup=known.get, selector=hook.spec.selector,
                               hugepages=self.hugepages)
-                request = CallRequest("Synchronize", call.uid, self._runtime_json(call.runtime),
+                request = CallRequest("Synchronize", call.uid, runtime_json,
                                       self._payloads.sync(chosen_pods, chosen), scope,
                                       hook.spec.sync_timeout_s)
                 await self._call(hook, request, merger, {**who, "pods": str(len(chosen_pods)),
                                                          "containers": str(len(chosen))},
-                                 call.runtime)
+                                 runtime)
         self._event_children("Synchronize")[0].inc()
         return merger.update_list()
 

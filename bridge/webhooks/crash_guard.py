@@ -7,6 +7,11 @@ container is created without it, and the handler (bridge.webhooks.call_sequence)
 as dropped. The whole field goes, removals included (on v0.11.x a sysctl removal does not
 remove a sysctl either: docs/protocol.md#reply-fields-that-crash-a-runtime).
 
+The connected runtime's rows are derived once per connection
+(bridge.contract.capabilities.ConnectedRuntime.hazards); a contribution that sets none of them is
+returned as it is. One that does is copied without them and walked again (its claims must not
+hold fields that never reach the runtime): the one case of a second walk, on NRI v0.11.x only.
+
 Owns: the copy of a contribution without those fields. Must not: log, count, or decide which
 fields are hazardous (the contract's table does).
 """
@@ -18,18 +23,20 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.nri_version import Version
-from bridge.contract.runtime_hazards import Hazard, clear_at, hazards_for, value_at
+from bridge.contract.runtime_hazards import Hazard, clear_at, value_at
 from bridge.webhooks.guard import Contribution
 
 M = TypeVar("M", bound=Message)
 
 
-def without_hazards(c: Contribution, nri: Version | None,
+def without_hazards(c: Contribution, hazards: tuple[Hazard, ...],
                     ) -> tuple[Contribution, tuple[Hazard, ...]]:
-    """`c` without the fields that would crash a runtime with NRI version `nri`, and the rows
-    of the fields taken out (none: `c` itself)."""
-    rows = tuple(row for row in hazards_for(nri) if row.path in c.walked.used)
+    """`c` without the fields of `hazards` (the connected runtime's rows), and the rows of the
+    fields taken out (none: `c` itself)."""
+    if not hazards:
+        return c, ()
+    used = c.walked.used
+    rows = tuple(row for row in hazards if row.path in used)
     if not rows:
         return c, ()
     adjust = _cleared(c.adjust, rows) if c.adjust is not None else None

@@ -4,7 +4,9 @@ Owns: the walk over a reply's ContainerAdjustment and ContainerUpdates by the fi
 (bridge.contract.adjustment_fields). Passing each set field once, it collects
 - the allow-list kinds the part touches (removals count);
 - the merge's claims, one per (container, field, key), and the first claim set twice;
-- the field paths set, for the runtime-capability check (contract.capabilities.dropped_fields);
+- the field paths set (`used`: the crash guard's question, bridge.webhooks.crash_guard) and the
+  leaf paths set per route (`adjust_leaves`, `update_leaves`: the dropped-field check,
+  contract.capabilities.ConnectedRuntime.dropped, asks nothing else of the reply);
 - the first value problem (bridge.webhooks.values.CHECKS, one check per field).
 Must not: decide what a finding means — the guard refuses kinds and values
 (bridge.webhooks.guard), the merge refuses conflicts and double sets
@@ -26,6 +28,7 @@ from bridge.contract.adjustment_fields import (
     Owner,
     rule_of,
 )
+from bridge.contract.field_table import leaf_paths
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.values import CHECKS, ValueProblem
 
@@ -55,11 +58,15 @@ class ReplyWalk:
     claims: set[Claim] = field(default_factory=set)
     duplicate: Claim | None = None  # the first claim the reply sets (not removes) twice
     used: set[str] = field(default_factory=set)  # field paths set, e.g. linux.resources.pids
+    # The leaf paths set (bridge.contract.field_table), by route: e.g. linux.resources.cpu.shares
+    adjust_leaves: set[str] = field(default_factory=set)
+    update_leaves: set[str] = field(default_factory=set)
     _set: set[Claim] = field(default_factory=set)
 
     def adjustment(self, adjust: api.ContainerAdjustment, where: str = "adjust") -> Part:
         part = Part()
-        self._walk(adjust, ADJUSTMENT_FIELDS, "", f"{where}.", CREATED, part)
+        self._walk(adjust, ADJUSTMENT_FIELDS, "", f"{where}.", CREATED, part,
+                   self.adjust_leaves)
         return part
 
     def update(self, update: api.ContainerUpdate, where: str) -> Part:
@@ -67,24 +74,26 @@ class ReplyWalk:
         for fd, value in update.linux.ListFields():
             if fd.name == "resources":
                 self._walk(value, RESOURCE_FIELDS, "linux.resources.",
-                           f"{where}.linux.resources.", update.container_id, part)
+                           f"{where}.linux.resources.", update.container_id, part,
+                           self.update_leaves)
             else:  # a LinuxContainerUpdate field newer than this bridge
                 self.used.add(f"linux.{fd.name}")
         return part
 
     def _walk(self, msg: Message, table: Mapping[str, FieldRule], prefix: str, where: str,
-              container: str, part: Part) -> None:
+              container: str, part: Part, leaves: set[str]) -> None:
         for fd, value in msg.ListFields():
             name = fd.name
             rule = rule_of(table, name)
             owner = rule.owner
             if owner is Owner.WALKED:
                 self._walk(value, SUBTABLES[name], f"{prefix}{name}.", f"{where}{name}.",
-                           container, part)
+                           container, part, leaves)
                 continue
             path = prefix + name
             part.kinds.add(rule.kind)
             self.used.add(path)
+            leaves.update(leaf_paths(path, value))
             claimed = name.lower()  # CDI_devices is claimed as cdi_devices
             if owner is Owner.SINGLE:
                 self._claim((container, claimed, ""), False)

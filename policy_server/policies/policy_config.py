@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
-from policy_server.sdk import UNKNOWN_NODE, NodeFacts, PolicyLoadError
+from policy_server.sdk import UNKNOWN_NODE, NodeFacts, PolicyLoadError, yaml_problem
 
 _NO_DOC: Mapping[str, Any] = MappingProxyType({})
 
@@ -152,9 +152,8 @@ def load_settings(name: str, path: Path | None, node: NodeFacts = UNKNOWN_NODE) 
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise PolicyConfigError(f"policy {name}: {path} is not valid YAML{where}") from None
+        raise PolicyConfigError(f"policy {name}: {path} is not valid YAML: "
+                                f"{yaml_problem(exc)}") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

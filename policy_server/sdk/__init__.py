@@ -5,12 +5,13 @@ read-only ``NodeView`` with the ``NodeFacts`` about the host), the values it ret
 (``Decision`` and its parts, the OCI kinds an adjustment can add, node effects), what a
 validator is told besides the adjustment (``Owners``, ``Plugin``), ``Policy``
 with its decorators, failure policy and the part of a request its handlers read (``Payload``),
-the errors a handler may raise, the cpu-list and systemd slice grammars and the merge of several
-handlers' decisions.
+the errors a handler may raise, the cpu-list and systemd slice grammars, a YAML syntax error
+said as its line and reason (yaml_problem, the bridge's: policy configurations and rules read
+like suites and manifests) and the merge of several handlers' decisions.
 
 Also the extension points beyond handlers (``extension``: background task, state description,
 reconcile hook, node needs; ``node_plan``: what a reconcile hook keeps on the node), and the
-contract as data: an adjustment <-> its JSON, an event's request JSON Schema.
+contract as data: an adjustment <-> its JSON, an event's request and reply JSON Schemas.
 Must not: import the engine, the server, host I/O or the bridge link; do I/O. The built-in
 policies (``policy_server.policies``, koordinator-qos among them) import only this face (an
 import-linter contract): what they need, every author gets.
@@ -20,8 +21,9 @@ from bridge.contract.catalogue import EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.quantity import value_of as quantity_value
 from bridge.contract.systemd_slice import parent_slice as systemd_parent_slice
+from bridge.strict_yaml import one_line as yaml_problem
 from policy_server.exceptions import PolicyError, PolicyLoadError, RulesError
-from policy_server.sdk.contract_schema import request_schema
+from policy_server.sdk.contract_schema import reply_schema, request_schema
 from policy_server.sdk.cpu_list import (
     canonical_cpu_list,
     check_cpu_list,
@@ -138,6 +140,8 @@ __all__ = [
     "nri_version_of",
     "parse_cpu_list",
     "quantity_value",
+    "reply_schema",
     "request_schema",
     "systemd_parent_slice",
+    "yaml_problem",
 ]

@@ -1,9 +1,11 @@
 """The webhook contract's JSON Schema of one event's request, for a policy that checks names.
 
-Owns ``request_schema(event)``: the same document as
-``schemas/webhook/events/<Event>.request.schema.json`` (generated from the contract's models by
-``bridge.contract.schema``, never read from disk, so an installed package has it too), built
-once per process and cached. The built-in ``cel`` policy type-checks its expressions against it.
+Owns ``request_schema(event)`` and ``reply_schema(event)``: the same documents as
+``schemas/webhook/events/<Event>.request.schema.json`` and ``.reply.schema.json`` (generated
+from the contract's models by ``bridge.contract.schema``, never read from disk, so an installed
+package has it too), built once per process and cached. The built-in ``cel`` policy
+type-checks its expressions against the request's, and checks its constant mutations against
+the reply's.
 Must not do I/O or change the documents it hands out (callers get read-only views).
 """
 
@@ -27,6 +29,15 @@ def request_schema(event: EventName | str) -> Mapping[str, Any]:
     """The JSON Schema of ``event``'s request (``$defs`` included)."""
     name = str(event)
     doc = _documents().get(f"events/{name}.request.schema.json")
+    if doc is None:
+        raise KeyError(f"no event named {name!r}")
+    return MappingProxyType(doc)
+
+
+def reply_schema(event: EventName | str) -> Mapping[str, Any]:
+    """The JSON Schema of ``event``'s reply (``$defs`` included)."""
+    name = str(event)
+    doc = _documents().get(f"events/{name}.reply.schema.json")
     if doc is None:
         raise KeyError(f"no event named {name!r}")
     return MappingProxyType(doc)

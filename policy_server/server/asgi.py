@@ -93,6 +93,9 @@ def create_app(server: PolicyServer) -> HotRoute:
             "status": "ok",
             "policies": [p.name for p in server.registry],
             "rules": status.to_json(),
+            # Per policy that reads a configuration: its generation and a refused reload.
+            "configs": {name: config.to_json()
+                        for name, config in policy_host.config_statuses(server.registry).items()},
         }
 
     @app.get("/metrics", summary="Prometheus metrics")

@@ -5,7 +5,8 @@ calls it needs), the guard that keeps one failing background task from stopping 
 and the questions the server asks of the registry: each policy's reconcile hook, its state
 description (``GET /v1/policies/{name}/state``), the configuration status and state of the
 policy ``--rules`` configures (the catalogue's ``DEFAULT_POLICY``: ``/healthz``, ``GET
-/v1/rules``) and the node needs of all of them together.
+/v1/rules``), every policy's configuration status (``/healthz``: a refused reload) and the
+node needs of all of them together.
 
 Must not: import a policy module or know what a policy does with its extension points.
 """
@@ -81,6 +82,17 @@ def config_status(registry: Registry) -> ConfigStatus | None:
     policy = _rules_policy(registry)
     hook = policy.extensions.config if policy is not None else None
     return hook() if hook is not None else None
+
+
+def config_statuses(registry: Registry) -> dict[str, ConfigStatus]:
+    """Every policy's configuration status (a refused reload among them), by name; only the
+    policies that read a configuration (a ``config_status`` hook)."""
+    out = {}
+    for policy in registry:
+        hook = policy.extensions.config
+        if hook is not None:
+            out[policy.name] = hook()
+    return out
 
 
 def rules_state(registry: Registry) -> Mapping[str, Any] | None:

@@ -88,6 +88,15 @@ def test_every_leaf_is_tested_or_skipped_with_a_reason() -> None:
     assert all(reason.strip() for reason in SKIPPED.values())
 
 
+def test_the_prediction_lays_resources_with_the_bridges_one_overlay_rule() -> None:
+    """The prediction (bridge.runtime_facts.apply) and the bridge's state cache lay resources
+    over a container with the same function, so this differential checks the cache's rule too
+    (issue 44.4: two `overlay_resources` with different device rules)."""
+    from bridge.contract import resource_overlay
+    from bridge.runtime_facts import apply
+    assert vars(apply)["overlay_resources"] is resource_overlay.overlay_resources
+
+
 def test_runtime_applies_what_the_field_table_says(
     containerd: Containerd, clean_pods: CriClient, request: pytest.FixtureRequest
 ) -> None:

@@ -17,6 +17,7 @@ only the SDK's face. Must not do I/O in the handler.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +43,12 @@ DESCRIPTION = "NodePolicies in CEL (ValidatingAdmissionPolicy / MutatingAdmissio
 READS_OWN_CONFIG = True
 
 
+def _unnamed(name: str, decision: Decision) -> Decision:
+    if decision.reject is None:
+        return decision
+    return dataclasses.replace(decision, reject=decision.reject.removeprefix(f"{name}: "))
+
+
 def build(settings: PolicySettings) -> Policy[PolicySet]:
     policies = PolicySet(settings.path)
     # A bug in here (not an expression's error, which follows the NodePolicy's own
@@ -57,7 +64,10 @@ def build(settings: PolicySettings) -> Policy[PolicySet]:
         outputs = evaluate_all(in_force, event.name, event.body, policies.tally)
         if not outputs:
             return None
-        return outputs[0][1] if len(outputs) == 1 else merge(outputs).decision
+        if len(outputs) == 1:
+            return outputs[0][1]
+        # merge names each rejecting policy itself: its reason without the name it starts with.
+        return merge((name, _unnamed(name, decision)) for name, decision in outputs).decision
 
     @policy.background
     async def reload(host: PolicyHost) -> None:

@@ -5,7 +5,9 @@ is compiled and type-checked once per event the policy handles, against that eve
 types (``schema_types``), with ``params`` as dyn and ``variables`` as a map of the policy's
 variables (a name not declared earlier in ``spec.variables`` is refused here); result types are
 checked (conditions and validations bool, messages and annotation values string, mutations a
-map or a JSON Patch list). Any problem raises ``PolicyLoadError`` naming the policy, the key,
+map or a JSON Patch list), and what a mutation fixes at load is checked against the event's
+reply (``mutation_check``: a field the event cannot change, a constant outside the contract).
+Any problem raises ``PolicyLoadError`` naming the policy, the key,
 the expression and the checker's complaint (``undefined field 'resource' not found in struct
 'nriwebhook.LinuxContainer'``); so does an expression over the static cost limit (``cost``).
 The programs kept for evaluation come from a second, untyped environment: requests are bound as
@@ -23,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from cel_expr_python import cel
+from google.protobuf.message import DecodeError
 
 from policy_server import EventName, PolicyLoadError
-from policy_server.policies.cel import cost, library, policy_program, references, schema_types
+from policy_server.policies.cel import (
+    cost,
+    library,
+    mutation_check,
+    policy_program,
+    references,
+    schema_types,
+)
 from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
 from policy_server.policies.cel.references import Path as ReadPath
 
@@ -34,6 +44,7 @@ MUTABLE_EVENTS = frozenset({EventName.CREATE_CONTAINER, EventName.UPDATE_CONTAIN
 _VARIABLE_REF = re.compile(r"\bvariables\.([A-Za-z_][A-Za-z0-9_]*)")
 _BOOL = ("bool", "dyn")
 _STRING = ("string", "dyn")
+_AUDIT = ("string", "dyn", "null")  # a null value: no annotation
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +96,15 @@ class CompiledPolicy:
 
 
 @functools.cache
-def _check_env(event: EventName) -> Any:
-    variables = {**schema_types.declarations(event), "params": cel.Type.DYN,
+def _check_env(event: EventName, events: frozenset[EventName] = frozenset()) -> Any:
+    """``event``'s variables, and those only the policy's other ``events`` carry (a policy on
+    CreateContainer and UpdateContainer reads ``linux_resources`` behind ``event ==
+    'UpdateContainer'``: on CreateContainer it is unbound, an error if read)."""
+    declared = dict(schema_types.declarations(event))
+    for other in sorted(events):
+        for name, kind in schema_types.declarations(other).items():
+            declared.setdefault(name, kind)
+    variables = {**declared, "params": cel.Type.DYN,
                  "variables": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
     return cel.NewEnv(schema_types.pool(), variables=variables, extensions=library.extensions())
 
@@ -100,6 +118,18 @@ def _request_keys() -> frozenset[str]:
 def eval_env() -> Any:
     variables = {n: cel.Type.DYN for n in (*sorted(_request_keys()), "params", "variables")}
     return cel.NewEnv(variables=variables, extensions=library.extensions())
+
+
+_Q1, _Q2 = "'", '"'
+_STRINGS = "|".join((_Q1 * 3 + r"[\s\S]*?" + _Q1 * 3, _Q2 * 3 + r"[\s\S]*?" + _Q2 * 3,
+                     _Q1 + r"(?:\\.|[^'\\\n])*" + _Q1, _Q2 + r'(?:\\.|[^"\\\n])*' + _Q2))
+_TOKENS = re.compile(rf"(?P<string>[rRbB]{{0,2}}(?:{_STRINGS}))|(?P<comment>//[^\n]*)"
+                     r"|(?P<null>(?<![\w.])null(?!\w))")
+
+
+def _null_as_dyn(source: str) -> str:
+    """``source`` with each ``null`` literal (not in a string or a comment) as ``dyn(null)``."""
+    return _TOKENS.sub(lambda m: "dyn(null)" if m.group("null") else m.group(0), source)
 
 
 def _first_line(error: Exception) -> str:
@@ -127,16 +157,20 @@ class _Compiler:
                                  f"{'earlier ' if key.startswith('spec.variables') else ''}"
                                  "in spec.variables")
             needs.append(name)
+        text = source  # what is compiled: a nullable string's null as dyn(null)
         for event in sorted(self.spec.events):
             try:
-                checked = _check_env(event).compile(source)
+                checked = _check_env(event, frozenset(self.spec.events)).compile(source)
             except RuntimeError as exc:
-                raise self.error(key, f"{source!r} ({event}): {_first_line(exc)}") from None
+                checked = self._nullable(source, event, results)
+                text = _null_as_dyn(source)
+                if checked is None:
+                    raise self.error(key, f"{source!r} ({event}): {_first_line(exc)}") from None
             got = checked.return_type().name().lower()
             if results and not any(got.startswith(r) for r in results):
                 raise self.error(key, f"{source!r} ({event}): must be {results[0]}, is {got}")
         order = [n for n in self.declared if n in needs]
-        program = eval_env().compile(source)
+        program = eval_env().compile(text)
         iterations = cost.estimate(program, self.params)
         if iterations is not None and iterations > cost.MAX_ESTIMATED_ITERATIONS:
             raise self.error(key, f"{source!r}: estimated cost {iterations:,} comprehension "
@@ -145,6 +179,30 @@ class _Compiler:
                              "items: nest fewer comprehensions over request lists)")
         return Program(key, source, program, tuple(order),
                        references.paths(program, _request_keys()))
+
+    def _nullable(self, source: str, event: EventName, results: tuple[str, ...]) -> Any:
+        """A string result that may be null (an audit annotation's ``c ? 'text' : null``: null
+        is none): the checker unifies no string with null_type, so ``null`` is checked as
+        ``dyn(null)``; None if that does not check either, or the result is no string."""
+        if results != _AUDIT:
+            return None
+        try:
+            return _check_env(event, frozenset(self.spec.events)).compile(_null_as_dyn(source))
+        except RuntimeError:
+            return None
+
+    def check_mutation(self, kind: PatchType, program: Program) -> None:
+        """What the mutation fixes at load (its map's constant keys and values, a JSON Patch's
+        constant paths) against each event's reply (``mutation_check``)."""
+        try:
+            expr = references.tree(program.program)
+        except (DecodeError, ValueError):
+            return  # a tree we cannot read: the run-time check alone
+        for event in sorted(self.spec.events):
+            try:
+                mutation_check.check(event, kind, expr, self.params)
+            except ValueError as exc:
+                raise self.error(program.key, f"{program.source!r} ({event}): {exc}") from None
 
     def named(self, key: str, items: tuple[Any, ...], results: tuple[str, ...]
               ) -> Iterator[tuple[str, Program]]:
@@ -177,13 +235,15 @@ def compile_policy(source: Source) -> CompiledPolicy:
         validations.append(CompiledValidation(c.compile(f"{key}.expression", v.expression, _BOOL),
                                               v.message, message))
     audit = tuple((a.key, c.compile(f"spec.auditAnnotations[{i}].valueExpression",
-                                    a.value_expression, _STRING))
+                                    a.value_expression, _AUDIT))
                   for i, a in enumerate(spec.audit_annotations))
     mutations = tuple(
         (m.patch_type, c.compile(f"spec.mutations[{i}].expression", m.expression,
                                  ("map", "dyn") if m.patch_type is PatchType.APPLY_CONFIGURATION
                                  else ("list", "dyn")))
         for i, m in enumerate(spec.mutations))
+    for kind, program in mutations:
+        c.check_mutation(kind, program)
     if not (validations or audit or mutations):
         raise c.error("spec", "has no validations, auditAnnotations or mutations: it does nothing")
     params_literal = policy_program.literal(params)

@@ -28,14 +28,8 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from policy_server import (
-    ContainerUpdate,
-    Decision,
-    EventName,
-    ResourcePatch,
-    adjustment_from_json,
-)
-from policy_server.policies.cel import json_patch, policy_program
+from policy_server import Decision, EventName
+from policy_server.policies.cel import json_patch, mutation_check, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
 from policy_server.policies.cel.node_policy_doc import Action, PatchType
 from policy_server.policies.cel.policy_program import (
@@ -153,16 +147,13 @@ def _mutate(policy: CompiledPolicy, values: Iterable[Any]) -> dict[str, Any]:
 
 
 def _change(event: EventName, request: Mapping[str, Any], doc: dict[str, Any]) -> Decision:
-    """The merged mutations as a decision. A document outside the reply contract raises
-    ``ValueError`` naming the field as the typed values are built from it (handled by the
-    policy's failurePolicy)."""
-    if event is EventName.CREATE_CONTAINER:
-        return Decision(adjust=adjustment_from_json(doc))
-    if set(doc) - {"linux"} or set(doc.get("linux") or {}) - {"resources"}:
-        raise ValueError("an UpdateContainer mutation may only set linux.resources")
+    """The merged mutations as a decision (``mutation_check.change``: a document outside the
+    reply contract raises ``ValueError`` naming the field, handled by the policy's
+    failurePolicy). Its maps' keys sorted first: cel-cpp's map order varies, and so would the
+    reply and which of several bad keys an error names."""
     container = request.get("container") or {}
-    patch = ResourcePatch.from_json((doc.get("linux") or {}).get("resources"))
-    return Decision(update=(ContainerUpdate(str(container.get("id", "")), patch),))
+    return mutation_check.change(event, str(container.get("id", "")),
+                                 mutation_check.sorted_doc(doc))
 
 
 @dataclass(slots=True)

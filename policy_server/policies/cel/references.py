@@ -29,7 +29,10 @@ _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "nriwebhook.celast"
 # message -> (field, number, type or message, repeated); cel.expr's numbers.
 _MESSAGES: dict[str, tuple[tuple[str, int, str, bool], ...]] = {
-    "Constant": (("string_value", 6, "string", False),),
+    "Constant": (("null_value", 1, "int32", False), ("bool_value", 2, "bool", False),
+                 ("int64_value", 3, "int64", False), ("uint64_value", 4, "uint64", False),
+                 ("double_value", 5, "double", False), ("string_value", 6, "string", False),
+                 ("bytes_value", 7, "bytes", False)),
     "Ident": (("name", 1, "string", False),),
     "Select": (("operand", 1, "Expr", False), ("field", 2, "string", False),
                ("test_only", 3, "bool", False)),
@@ -49,7 +52,9 @@ _MESSAGES: dict[str, tuple[tuple[str, int, str, bool], ...]] = {
     "ParsedExpr": (("expr", 2, "Expr", False),),
 }
 _ONEOF = {"Expr": "expr_kind", "Constant": "constant_kind"}
-_SCALAR = {"string": _F.TYPE_STRING, "bool": _F.TYPE_BOOL}
+_SCALAR = {"string": _F.TYPE_STRING, "bool": _F.TYPE_BOOL, "int32": _F.TYPE_INT32,
+           "int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "double": _F.TYPE_DOUBLE,
+           "bytes": _F.TYPE_BYTES}
 # Calls that step into a value by a literal key, as a field selection does.
 _KEYED = frozenset({"_[_]", "_[?_]", "_?._"})
 

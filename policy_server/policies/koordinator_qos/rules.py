@@ -53,7 +53,7 @@ from policy_server.policies.koordinator_qos.nodeslo import (
     node_slo_from_doc,
     type_name,
 )
-from policy_server.sdk import FailurePolicy, RulesError, check_cpu_list
+from policy_server.sdk import FailurePolicy, RulesError, check_cpu_list, yaml_problem
 
 __all__ = ["CPUQOS", "NodeSLO", "Rules", "Trust", "rules_from_doc", "rules_from_yaml", "stabilize"]
 
@@ -452,13 +452,11 @@ _NULL_IS_ABSENT = frozenset({"topology", "features", "trust"})
 
 
 def rules_from_yaml(text: str) -> Rules:
-    """Parse a rules file's text; YAML syntax errors name the line."""
+    """Parse a rules file's text; YAML syntax errors name the line and the reason."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise RulesError("", f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise RulesError("", f"not valid YAML: {yaml_problem(exc)}") from None
     return rules_from_doc(doc)
 
 

@@ -4,6 +4,8 @@ reply, an unsolicited update (issue 33, item 5: MergeFrom appended hugepage limi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bridge.contract.catalogue import NriEvent
 from bridge.contract.resource_overlay import RULES, overlay_resources
 from bridge.nri.cache import StateCache
@@ -115,3 +117,33 @@ def test_cache_update_for_another_container_in_a_create_answer() -> None:
     cache.apply_answer(NriEvent.CREATE_CONTAINER,
                        api.CreateContainerRequest(pod=pod, container=new), resp)
     _assert_overlaid(cache.containers["c0"].linux.resources)
+
+
+def test_one_overlay_rule_for_the_cache_the_simulator_and_the_test_kit() -> None:
+    """Issue 44.4: the bridge's state cache kept 2 device rules where the simulator and the test
+    kit (bridge.runtime_facts.apply) kept 1, from two functions named `overlay_resources`. One
+    rule now: the same update and the same adjustment give the same resources in both."""
+    from bridge.runtime_facts import apply
+
+    cache, _, container = _cache_with("c1")
+    update = api.ContainerUpdate(container_id="c1")
+    update.linux.resources.CopyFrom(_change())
+    cache.apply_updates([update])
+    simulated = api.Container()
+    simulated.CopyFrom(container)
+    apply.apply_update(simulated, update)
+    assert simulated.linux.resources == cache.containers["c1"].linux.resources
+    _assert_overlaid(simulated.linux.resources)
+
+    adjust = api.ContainerAdjustment()
+    adjust.linux.resources.CopyFrom(_change())
+    created = apply.apply_adjustment(container, adjust)
+    _assert_overlaid(created.linux.resources)
+    assert vars(apply)["overlay_resources"] is overlay_resources
+
+
+def test_overlay_resources_is_defined_once() -> None:
+    root = Path(__file__).resolve().parents[3]
+    defining = sorted(str(p.relative_to(root)) for p in (root / "bridge").rglob("*.py")
+                      if "def overlay_resources(" in p.read_text())
+    assert defining == ["bridge/contract/resource_overlay.py"]

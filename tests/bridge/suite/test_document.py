@@ -54,6 +54,10 @@ def test_exactly_one_webhook_target(fields: dict[str, Any], problem: str) -> Non
     ({"adjust": {"env": {"matches": "("}}}, "not a regular expression"),
     ({"reject": "x", "verdict": "adjusted"}, "the verdict is rejected, not adjusted"),
     ({"verdict": "changed"}, "'adjusted', 'unchanged' or 'rejected'"),
+    # holds for any value (issue 44.6): refused, with the path
+    ({"effective": {"env": {"contains": []}}}, "'env': `contains: \\[\\]` says nothing"),
+    ({"adjust": {"annotations": {"contains": ""}}}, "'annotations': `contains: \"\"` says"),
+    ({"effective": {"env": {"not_contains": []}}}, "name what the value must not contain"),
 ])
 def test_bad_expectations(fields: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):

@@ -51,6 +51,16 @@ def test_lookup_finds_keys_that_contain_dots_and_list_items() -> None:
     ({"contains": "example.com/team"}, {"example.com/team": "x"}, True),
     ({"contains": "ments"}, "payments", True),
     ({"contains": "x"}, ABSENT, False),
+    ({"not_contains": "TEAM=data"}, ["TEAM=payments"], True),
+    ({"not_contains": "TEAM=payments"}, ["PATH=/bin", "TEAM=payments"], False),
+    ({"not_contains": ["TEAM=data", "PATH=/bin"]}, ["PATH=/bin", "TEAM=payments"], False),
+    ({"not_contains": ["TEAM=data", "X=1"]}, ["PATH=/bin", "TEAM=payments"], True),
+    ({"not_contains": "example.com/team"}, {"example.com/team": "x"}, False),
+    ({"not_contains": "example.com/owner"}, {"example.com/team": "x"}, True),
+    ({"not_contains": "ments"}, "payments", False),
+    ({"not_contains": "data"}, "payments", True),
+    ({"not_contains": "x"}, ABSENT, True),      # an absent value contains nothing
+    ({"not_contains": 2}, 2, True),             # nor does a number
     ({"matches": "^kubepods-"}, "kubepods-burstable.slice", True),
     ({"matches": "payments"}, {"team": "payments"}, True),   # other values as JSON
     ({"cpus": "2-3"}, {"cpus": "2-3"}, True),                 # a mapping that is no operator

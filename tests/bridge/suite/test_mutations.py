@@ -35,6 +35,8 @@ def other_value(value: Any) -> Any:
     """A value that `value` as an expectation must not accept where `value` is accepted."""
     if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in OPERATORS:
         ((operator, operand),) = value.items()
+        if operator == "not_contains":
+            return {"contains": operand}  # held because the value lacks it
         return {operator: "^mutant$" if operator == "matches" else f"{operand}-mutant"}
     if value is None:
         return "mutant"  # null (absent) -> something present

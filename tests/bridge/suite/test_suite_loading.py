@@ -54,7 +54,8 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert main(tmp_path, HEAD + "cases: [{name: a\n") == 2
     (line,) = errors(capsys, tmp_path)
-    assert line.startswith("suite.yaml: not YAML: line 3, column 1: expected ',' or '}'")
+    assert line.startswith("suite.yaml: not YAML: line 3, column 1: a '{' opened on line 2 is "
+                           "not closed with '}' (parser: expected ',' or '}'")
     assert "<unicode string>" not in line
 
 

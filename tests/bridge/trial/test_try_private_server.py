@@ -75,7 +75,7 @@ def test_a_file_the_server_refuses_exits_2(tmp_path: Path, source: str, flag: st
      "give one of --config, --policy-url or --policy-module/--rules/--policy, not --policy-url "
      "and --policy-module/--rules/--policy"),
     (["--policy", "cpu-pools=/nonexistent/c.yaml"],
-     "--policy cpu-pools: /nonexistent/c.yaml: no such file"),
+     "--policy cpu-pools: /nonexistent/c.yaml: no such file or directory"),
 ])
 def test_bad_targets_exit_2(args: list[str], message: str) -> None:
     done = run_try(LSR_POD, *args)

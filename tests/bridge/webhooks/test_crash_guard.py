@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bridge.contract.runtime_hazards import hazards_for
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
@@ -20,7 +21,7 @@ def _reply(sysctl: dict[str, str], env: bool = True) -> Contribution:
 
 def test_nri_v0_11_loses_the_sysctl_and_keeps_the_rest() -> None:
     asked = _reply({"net.core.somaxconn": "1024"})
-    kept, rows = without_hazards(asked, (0, 11, 0))
+    kept, rows = without_hazards(asked, hazards_for((0, 11, 0)))
     assert [row.path for row in rows] == ["linux.sysctl"]
     assert kept.adjust is not None
     assert not kept.adjust.HasField("linux")
@@ -33,20 +34,21 @@ def test_nri_v0_11_loses_the_sysctl_and_keeps_the_rest() -> None:
 def test_removals_go_too() -> None:
     removal = parse_reply({"adjust": {"remove": {"sysctl": ["net.core.somaxconn"]}}}, "tuner",
                           SCOPE)
-    kept, rows = without_hazards(removal, (0, 11, 0))
+    kept, rows = without_hazards(removal, hazards_for((0, 11, 0)))
     assert rows and kept.adjust is None and not kept.changes_something
 
 
 def test_other_versions_keep_the_contribution_as_it_is() -> None:
     asked = _reply({"net.core.somaxconn": "1024"})
     for nri in ((0, 10, 0), (0, 12, 0), (0, 12, 2)):
-        kept, rows = without_hazards(asked, nri)
+        kept, rows = without_hazards(asked, hazards_for(nri))
         assert kept is asked and rows == ()
 
 
 def test_a_dropped_sysctl_claims_nothing_in_the_merge() -> None:
     merger = Merger()
-    first, _ = without_hazards(_reply({"net.core.somaxconn": "1"}, env=False), (0, 11, 0))
+    first, _ = without_hazards(_reply({"net.core.somaxconn": "1"}, env=False),
+                               hazards_for((0, 11, 0)))
     merger.add(first)
     second = _reply({"net.core.somaxconn": "2"}, env=False)
     merger.add(second)  # no conflict with a sysctl that never reached the runtime

@@ -93,3 +93,29 @@ def test_the_guard_keeps_its_walk_in_the_contribution() -> None:
     # A Contribution built in code walks its own messages, with the same findings.
     again = Contribution("hook", adjust=c.adjust, updates=c.updates)
     assert again.walked.claims == c.walked.claims and again.walked.used == c.walked.used
+
+
+def test_the_walk_finds_the_leaves_the_applied_view_finds() -> None:
+    """The dropped-field check reads the walk's leaf paths instead of walking again
+    (contract.applied_view.set_leaves): the two agree on a reply per leaf of the field table
+    (the differential test's cases) and on one setting them all."""
+    from bridge.contract.adjustment import adjustment_from_json
+    from bridge.contract.applied_view import set_leaves
+    from bridge.contract.convert import from_json
+    from tests.e2e.leaf_cases import CASES
+
+    everything = api.ContainerAdjustment()
+    for case in CASES:
+        adjust = adjustment_from_json(case.adjust)
+        everything.MergeFrom(adjust)
+        walk = ReplyWalk()
+        walk.adjustment(adjust)
+        assert walk.adjust_leaves == set(set_leaves(adjust)) == {case.leaf}, case.leaf
+        if case.update is not None:
+            update = from_json({"container_id": "c", "linux": {"resources": case.update}},
+                               api.ContainerUpdate)
+            walk.update(update, "update[0]")
+            assert walk.update_leaves == set(set_leaves(update)) == {case.leaf}, case.leaf
+    walk = ReplyWalk()
+    walk.adjustment(everything)
+    assert walk.adjust_leaves == set(set_leaves(everything)) == {c.leaf for c in CASES}

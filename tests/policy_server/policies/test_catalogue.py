@@ -44,7 +44,8 @@ def test_policy_argument_forms(tmp_path: Path) -> None:
 def test_config_file_errors_name_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "u.yaml"
     bad.write_text("max: [\n")
-    with pytest.raises(PolicyConfigError, match=f"policy ulimit-adjuster: {bad} is not valid YAML"):
+    with pytest.raises(PolicyConfigError, match=f"policy ulimit-adjuster: {bad} is not valid YAML"
+                       ": line 2, column 1: the text ends before what was opened is closed"):
         build_builtin("ulimit-adjuster", bad)
     bad.write_text("- 1\n")
     with pytest.raises(PolicyConfigError, match="must hold a mapping, not a list"):

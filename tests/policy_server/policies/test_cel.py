@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,7 @@ def test_an_expression_error_follows_failure_policy(tmp_path: Path, failure_poli
 
 def test_mutations_apply_configuration_json_patch_and_removal(tmp_path: Path) -> None:
     path = policy(tmp_path, "m", """\
-  events: [CreateContainer, UpdateContainer]
+  events: [CreateContainer]
   mutations:
     - expression: >-
         {'env': [{'key': 'A', 'value': container.name}], 'remove': {'env': ['HOSTNAME']}}
@@ -196,7 +197,7 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
     ("CreateContainer", "{'env': [{'key': 'A', 'value': 1}]}",
      "Adjustment.env['A']: must be a string, got int (reply contract: adjust/env/[]/value)"),
     ("CreateContainer", "{'env': [{'name': 'A', 'value': 'x'}]}",
-     "adjust/env/[]: 'name' is no field of the reply contract here"),
+     "env[0].name: is no field CreateContainer may change here"),
     ("CreateContainer", "{'env': {'A': 'x'}}", "adjust/env: must be a list, got dict"),
     ("CreateContainer", "{'env': ['A=x']}", "adjust/env/[]: must be an object, got str"),
     ("CreateContainer", "{'args': 'ls'}", "adjust/args: must be a list, got str"),
@@ -206,13 +207,13 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
     ("CreateContainer", "{'linux': {'resources': {'cpu': {'shares': 'many'}}}}",
      "ResourcePatch.cpu_shares: must be an integer, got str"),
     ("CreateContainer", "{'linux': {'resources': {'cpu': {'sharez': 3}}}}",
-     "adjust/linux/resources/cpu: 'sharez' is no field"),
+     "linux.resources.cpu.sharez: is no field CreateContainer may change here"),
     ("CreateContainer", "{'linux': {'namespaces': 'host'}}",  # untyped: Adjustment.extra
      "Adjustment.extra is outside the contract"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': 2}}}",
      "adjust/linux/resources/cpu: must be an object, got int"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}",
-     "ResourcePatch.cpu_shares: -1 is below the minimum 2"),
+     "ResourcePatch.cpu_shares: -1 is below the minimum"),
     ("UpdateContainer", "{'linux': {'resources': {'unified': {'memory.high': 5}}}}",
      "ResourcePatch.unified['memory.high']: must be a string"),
 ])
@@ -220,12 +221,13 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
 def test_a_mutation_outside_the_contract_follows_the_failure_policy(
         tmp_path: Path, event: str, mutation: str, field: str, failure: str) -> None:
     # Never a 200 reply the bridge would refuse: the policy's failurePolicy decides, with an
-    # error naming the field.
+    # error naming the field. dyn(...): computed, so known only at run time (a constant is a
+    # load error: the test below).
     path = policy(tmp_path, "bad", f"""\
   events: [{event}]
   failurePolicy: {failure}
   mutations:
-    - expression: "{mutation}"
+    - expression: "dyn({mutation})"
 """)
     reply = runner(path).send(request(event)).json
     said = (reply.get("reject") or {}).get("reason", "") + "".join(reply.get("warnings", ()))
@@ -234,6 +236,81 @@ def test_a_mutation_outside_the_contract_follows_the_failure_policy(
         assert list(reply) == ["reject"]
     else:
         assert list(reply) == ["warnings"]
+
+
+@pytest.mark.parametrize(("event", "mutation", "field"), [
+    ("CreateContainer", "{'image': 'x', 'name': 'y', 'env': [{'key': 'A', 'value': 'b'}]}",
+     "image, name: are no fields CreateContainer may change here (known: CDI_devices, "),
+    ("CreateContainer", "{'name': container.name, 'image': 'x'}", "image, name: are no fields"),
+    ("CreateContainer", "{'linux': {'resources': {'cpu': {'shares': -5}}}}",
+     "ResourcePatch.cpu_shares: -5 is below the minimum"),
+    ("CreateContainer", "{'env': [{'key': 'A', 'value': container.name}], 'linux': "
+     "{'resources': {'cpu': {'shares': -5, 'quota': container.linux.resources.cpu.quota}}}}",
+     "ResourcePatch.cpu_shares: -5 is below the minimum"),
+    ("CreateContainer", "{'env': [{'key': 'A', 'value': 1}]}",
+     "Adjustment.env['A']: must be a string, got int"),
+    ("UpdateContainer", "{'env': [{'key': 'A', 'value': container.name}]}",
+     "env: is no field UpdateContainer may change here (known: linux)"),
+    ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}",
+     "ResourcePatch.cpu_shares: -1 is below the minimum"),
+])
+def test_a_constant_mutation_outside_the_contract_fails_to_load(
+        tmp_path: Path, event: str, mutation: str, field: str) -> None:
+    path = policy(tmp_path, "bad", f"""\
+  events: [{event}]
+  mutations:
+    - expression: "{mutation}"
+""")
+    with pytest.raises(PolicyLoadError) as caught:
+        runner(path)
+    assert f"NodePolicy bad ({path}): spec.mutations[0].expression: " in str(caught.value)
+    assert f"({event}): {field}" in str(caught.value)
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ("[{'op': 'add', 'path': '/image', 'value': 'x'}]",
+     "JSON Patch path /image: image is no field CreateContainer may change here"),
+    ("[{'op': 'replace', 'path': '/linux/resources/cpu/shares', 'value': -5}]",
+     "ResourcePatch.cpu_shares: -5 is below the minimum"),
+    ("[{'op': 'add', 'path': '/env/-', 'value': {'key': 'A', 'value': 5}}]",
+     "Adjustment.env['A']: must be a string, got int"),
+])
+def test_a_constant_json_patch_outside_the_contract_fails_to_load(
+        tmp_path: Path, patch: str, field: str) -> None:
+    path = policy(tmp_path, "bad", f"""\
+  events: [CreateContainer]
+  mutations:
+    - patchType: JSONPatch
+      expression: "{patch}"
+""")
+    with pytest.raises(PolicyLoadError, match=re.escape(f"(CreateContainer): {field}")):
+        runner(path)
+
+
+def test_the_same_mutations_inside_the_contract_load(tmp_path: Path) -> None:
+    path = policy(tmp_path, "ok", """\
+  events: [CreateContainer]
+  mutations:
+    - expression: "{'linux': {'resources': {'cpu': {'shares': 5}}}, 'annotations': {'b': 'x'}}"
+    - patchType: JSONPatch
+      expression: "[{'op': 'add', 'path': '/annotations/a', 'value': 'y'}]"
+""")
+    adjust = runner(path).send(request("CreateContainer")).json["adjust"]
+    assert adjust["linux"] == {"resources": {"cpu": {"shares": 5}}}
+    assert list(adjust["annotations"]) == ["a", "b"]  # sorted, whatever cel-cpp's map order
+
+
+def test_unknown_keys_at_run_time_are_named_sorted_every_time(tmp_path: Path) -> None:
+    path = policy(tmp_path, "bad", """\
+  events: [CreateContainer]
+  mutations:
+    - expression: "dyn({'zeta': 1, 'image': 'x', 'name': 'y', 'alpha': 2})"
+""")
+    run = runner(path)
+    reasons = {run.send(request("CreateContainer")).json["reject"]["reason"] for _ in range(6)}
+    assert reasons == {"node-policies: bad: alpha, image, name, zeta: are no "
+                       "fields CreateContainer may change here (known: CDI_devices, "
+                       "annotations, args, env, hooks, linux, mounts, remove, rlimits)"}
 
 
 def test_validate_container_adjustment_sees_adjust_owners_plugins(tmp_path: Path) -> None:

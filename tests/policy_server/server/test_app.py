@@ -394,3 +394,23 @@ def test_an_explicit_cgroup_version_wins_over_detection(tmp_path: Path) -> None:
     server = PolicyServer(ServerOptions(cgroup_root=cgroup_tree(tmp_path / "cg", 2),
                                         cgroup_version=CgroupVersion.V1))
     assert server.facts.cgroup_version == 1 and not server.facts.unified_allowed
+
+
+async def test_healthz_shows_a_refused_cel_reload(tmp_path: Path) -> None:
+    from policy_server.policies import build_builtin
+    from policy_server.sdk.extension import ReloadResult
+
+    file = tmp_path / "p.yaml"
+    file.write_text("apiVersion: nri-webhook-bridge.io/v1alpha1\nkind: NodePolicy\n"
+                    "metadata: {name: p}\nspec:\n  events: [CreateContainer]\n"
+                    "  validations: [{expression: 'true'}]\n")
+    cel = build_builtin("cel", file)
+    async with await client_for(PolicyServer(ServerOptions(), [cel])) as c:
+        assert (await c.get("/healthz")).json()["configs"]["cel"] == {
+            "file": str(file), "generation": 1, "last_error": None}
+        file.write_text(file.read_text().replace("'true'", "'nope'"))
+        state = cel.context()  # the PolicySet, polled as its background task does
+        assert state.poll() is ReloadResult.INVALID
+        health = (await c.get("/healthz")).json()
+    assert health["configs"]["cel"]["generation"] == 1
+    assert "undeclared reference to 'nope'" in health["configs"]["cel"]["last_error"]

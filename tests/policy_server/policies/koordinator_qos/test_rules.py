@@ -149,8 +149,9 @@ def test_invalid_rules_name_the_key(text: str, key: str, fragment: str) -> None:
     assert fragment in str(info.value)
 
 
-def test_yaml_syntax_error_names_the_line() -> None:
-    with pytest.raises(RulesError, match="line 3, column 2"):
+def test_yaml_syntax_error_names_the_line_and_the_reason() -> None:
+    with pytest.raises(RulesError, match="line 3, column 2: this line is indented 1 space, "
+                                         "which lines up with no key or item above it"):
         rules_from_yaml("features:\n  x: 1\n y: 2\n")
 
 
