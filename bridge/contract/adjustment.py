@@ -86,7 +86,8 @@ def _refuse_markers(adjust: api.ContainerAdjustment, path: str) -> None:
     for kind, keys in _keys(adjust).items():
         for key in keys:
             if key.startswith("-"):
-                raise ConversionError(f"{path}.{kind}", f"key {key!r} starts with '-'; "
+                field = kind if kind in ADJUSTMENT_FIELDS else f"linux.{kind}"
+                raise ConversionError(f"{path}.{field}", f"key {key!r} starts with '-'; "
                                       f"removals go in {path}.remove.{kind}")
 
 

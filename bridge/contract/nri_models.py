@@ -3,11 +3,14 @@
 The JSON conventions are those of bridge.contract.convert: proto field names,
 64-bit integers as numbers (range-checked), Optional* wrappers as plain values,
 enums as names (an integer is accepted for values newer than our schema),
-every field optional, unknown keys forbidden.
+every field optional, unknown keys forbidden. Two families share the shape: ``nri_model`` (the
+request's messages, as a runtime sends them) and ``build_model`` with a ``Refine`` hook, which
+bridge.contract.reply_models uses to add the reply's value rules (reply side only).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -49,23 +52,37 @@ def _map_key(fd: Any) -> Any:
     return str if _scalar_type(fd) is str else int
 
 
-def _field_type(fd: Any) -> Any:
-    return field_type(fd, _scalar_type, nri_model, _map_key)
+# (message name, field descriptor, the field's type) -> (its type, its pydantic Field).
+Refine = Callable[[str, Any, Any], tuple[Any, Any]]
+
+
+def _plain(_message: str, _fd: Any, typ: Any) -> tuple[Any, Any]:
+    return typ | None, None
 
 
 def nri_model(name: str) -> type[NriModel]:
     """The pydantic model for NRI message `name` (built once, cached)."""
-    cached = NRI_MODELS.get(name)
+    return build_model(name, NRI_MODELS, _plain)
+
+
+def build_model(name: str, cache: dict[str, type[NriModel]], refine: Refine) -> type[NriModel]:
+    """The model for NRI message `name` in the family kept in ``cache``: each field's type
+    (every one optional) as ``refine`` makes it from its descriptor's."""
+    cached = cache.get(name)
     if cached is not None:
         return cached
     desc = api_pb2.DESCRIPTOR.message_types_by_name[name]
     # Register a forward reference first so recursive/shared types resolve.
     fields: dict[str, Any] = {}
     model = create_model(name, __base__=NriModel, __module__=__name__)
-    NRI_MODELS[name] = model
+    cache[name] = model
+
+    def message(inner: str) -> type[NriModel]:
+        return build_model(inner, cache, refine)
+
     for fd in desc.fields:
-        fields[fd.name] = (_field_type(fd) | None, None)
+        fields[fd.name] = refine(name, fd, field_type(fd, _scalar_type, message, _map_key))
     model = create_model(name, __base__=NriModel, __module__=__name__, **fields)
     model.__doc__ = f"NRI {name} (nri.pkg.api.v1alpha1.{name}) in webhook JSON form."
-    NRI_MODELS[name] = model
+    cache[name] = model
     return model

@@ -1,8 +1,9 @@
 """Generate the JSON Schemas in schemas/webhook/ from the contract: the request's from its
 msgspec Structs (bridge.contract.request_structs), the reply's from the pydantic models.
 
-`python -m bridge.contract.schema` rewrites the files; the staleness test
-compares them with a fresh generation. Files:
+`python -m bridge.contract.schema` rewrites the files (and docs/webhooks.md's tables of value
+ranges, bridge.contract.value_docs); the staleness tests compare them with a fresh generation.
+The reply's ranges and grammars are bridge.contract.value_rules' (reply side only). Files:
 - request.schema.json / reply.schema.json: any event;
 - events/<Event>.request.schema.json / events/<Event>.reply.schema.json: the
   same, narrowed to the payload and reply keys of one event.
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bridge.contract import value_docs
 from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.request_structs import request_schemas
 from bridge.contract.webhook_models import EVENT_NAMES, WebhookReply
@@ -69,6 +71,7 @@ def write(out_dir: Path = SCHEMA_DIR) -> list[Path]:
 def main() -> int:
     for path in write():
         print(f"wrote {path}")
+    print(f"wrote {value_docs.write()}")  # the doc's tables of the same rules
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Order of checks (each failure names the JSON path):
 1. shape: an object whose keys are allowed for the event (contract REPLY_KEYS);
-2. types and ranges: `adjustment_from_json` / `from_json`, strict;
+2. types and ranges: `adjustment_from_json` / `from_json`, strict; the reply's own limits
+   (bridge.contract.value_rules: over 100 warnings refused, a longer warning or reason cut);
 3. allow list: every adjustment and update kind must be in the webhook's `allow`;
 4. values: cpusets, ranges, names (bridge.webhooks.values);
 5. targets: updates and evictions name containers the state cache knows, never the
@@ -21,6 +22,7 @@ This module is pure: no I/O, no logging, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +30,12 @@ from typing import Any
 from bridge.contract.adjustment import adjustment_from_json
 from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.convert import ConversionError, from_json
+from bridge.contract.value_rules import (
+    MAX_REASON_CHARS,
+    MAX_WARNING_CHARS,
+    MAX_WARNINGS,
+    REASON_PATTERN,
+)
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.item_check import check_adjustment, check_update
@@ -36,9 +44,7 @@ from bridge.webhooks.selector import Selector
 from bridge.webhooks.value_bounds import Target
 from bridge.webhooks.values import ValueProblem
 
-MAX_WARNINGS = 100
-MAX_WARNING_CHARS = 1024
-MAX_REASON_CHARS = 4096
+_REASON = re.compile(REASON_PATTERN)
 _UPDATE_KEYS = frozenset({"container_id", "linux", "ignore_failure"})
 
 
@@ -235,9 +241,9 @@ def _reject(data: Any) -> str | None:
     if not isinstance(data, dict) or set(data) - {"reason"}:
         raise ConversionError("reject", "expected {\"reason\": \"...\"}")
     reason = data.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
+    if not isinstance(reason, str) or not _REASON.search(reason):
         raise ConversionError("reject.reason", "expected a non-empty string")
-    return reason[:MAX_REASON_CHARS]
+    return reason[:MAX_REASON_CHARS]  # the contract's length: cut, as the schema says
 
 
 def _warnings(data: Any) -> tuple[str, ...]:
@@ -247,4 +253,4 @@ def _warnings(data: Any) -> tuple[str, ...]:
         raise ConversionError("warnings", "expected a list of strings")
     if len(data) > MAX_WARNINGS:
         raise ConversionError("warnings", f"more than {MAX_WARNINGS} entries")
-    return tuple(w[:MAX_WARNING_CHARS] for w in data)
+    return tuple(w[:MAX_WARNING_CHARS] for w in data)  # cut, as the schema says

@@ -2,24 +2,23 @@
 
 `from_json` already guarantees types and integer widths; this module refuses
 values the runtime would choke on or that smuggle something past the allow
-list (e.g. a cgroup `unified` key with a path in it). One check per adjustable
-field (`CHECKS`), run by the reply walk as it passes that field; each raises
-`ValueProblem(path, problem)`; callers decide what a problem means.
+list (e.g. a cgroup `unified` key with a path in it). The ranges and grammars are the
+contract's (bridge.contract.value_rules, the same table the published JSON Schemas and the
+policy SDK read); here they become one check per adjustable field (`CHECKS`), run by the
+reply walk as it passes that field; each raises `ValueProblem(path, problem)`; callers decide
+what a problem means. Removal entries (NRI's `-` marker on the entry's name) are checked by
+the name's rule, the marker taken off.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
+from bridge.contract.adjustment_fields import FIELD_PATHS
+from bridge.contract.value_rules import CPU_LIST, RULES, IntRange, Rule, Text
 from bridge.errors import BridgeError
-from bridge.proto.nri import api_pb2 as api
-
-_UNIFIED_KEY_RE = re.compile(r"^[a-z0-9_]+\.[a-z0-9_.]+$")
-_SYSCTL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
 
 class ValueProblem(BridgeError):
@@ -31,102 +30,106 @@ class ValueProblem(BridgeError):
 
 def check_cpuset(text: str, path: str) -> None:
     """A CPU or memory-node list as the runtime writes it: the contract's grammar
-    (bridge.contract.cpu_list_grammar), exactly as sent, no whitespace."""
-    try:
-        check_cpu_list(text)
-    except CpuListError as exc:
-        if exc.element is None:
-            raise ValueProblem(path, f"invalid cpuset {text[:64]!r} (expected e.g. 0-3,8)"
-                               ) from None
-        raise ValueProblem(path, f"invalid range {exc.element[:64]!r} in cpuset "
-                           f"{text[:64]!r}") from None
+    (bridge.contract.cpu_list_grammar), exactly as sent, no whitespace, not empty."""
+    problem = CPU_LIST.problem(text) if text else "invalid cpuset '' (expected e.g. 0-3,8)"
+    if problem is not None:
+        raise ValueProblem(path, problem)
 
 
-def _range(value: int, lo: int, hi: int, path: str) -> None:
-    if not lo <= value <= hi:
-        raise ValueProblem(path, f"{value} out of range [{lo}, {hi}]")
+Check = Callable[[Any, str], None]
+_Problem = Callable[[Any], "str | None"]
 
 
-def _cpu(cpu: api.LinuxCPU, where: str) -> None:
-    if cpu.cpus:
-        check_cpuset(cpu.cpus, f"{where}.cpus")
-    if cpu.mems:
-        check_cpuset(cpu.mems, f"{where}.mems")
-    if cpu.HasField("shares"):
-        _range(cpu.shares.value, 2, 262144, f"{where}.shares")
-    if cpu.HasField("period"):
-        _range(cpu.period.value, 1000, 1_000_000, f"{where}.period")
-    if cpu.HasField("quota") and cpu.quota.value != -1:
-        _range(cpu.quota.value, 1000, 2**63 - 1, f"{where}.quota")
+def _unmark(problem: _Problem) -> _Problem:
+    """The check of a removable entry's name: NRI's `-` removal marker is not part of it."""
+    return lambda name: problem(name.removeprefix("-"))
 
 
-def _memory(mem: api.LinuxMemory, where: str) -> None:
-    for name in ("limit", "reservation", "swap"):
-        if mem.HasField(name):
-            _range(getattr(mem, name).value, -1, 2**63 - 1, f"{where}.{name}")
-    if mem.HasField("swappiness"):
-        _range(mem.swappiness.value, 0, 100, f"{where}.swappiness")
+def _leaf(rule: Rule) -> _Problem:
+    check = rule.check
+    if isinstance(check, IntRange):
+        return check.problem
+    assert isinstance(check, Text)
+    return check.problem
 
 
-def _unified(unified: Mapping[str, str], where: str) -> None:
-    for key in unified:
-        if not _UNIFIED_KEY_RE.match(key):
-            raise ValueProblem(where, f"{key[:64]!r} is not a cgroup v2 file name")
+def _step(field: str, rule: Rule, rest: str) -> Check:
+    """The check of one rule, ``rest`` its path below the table's ``field``."""
+    problem = _leaf(rule)
+    removable = FIELD_PATHS[field].removable
+    if rule.keys:  # the map's keys: the map is named
+        keys = _unmark(problem) if removable else problem
+
+        def check_keys(value: Mapping[str, Any], where: str) -> None:
+            for key in value:
+                if (found := keys(key)) is not None:
+                    raise ValueProblem(where, found)
+        return check_keys
+    if rest.startswith("[]."):  # a field of each entry
+        attr = rest[3:]
+        entries = _unmark(problem) if removable else problem
+
+        def check_entries(value: Iterable[Any], where: str) -> None:
+            for i, entry in enumerate(value):
+                if (found := entries(getattr(entry, attr))) is not None:
+                    raise ValueProblem(f"{where}[{i}].{attr}", found)
+        return check_entries
+    if not rest:  # the field itself: an Optional* wrapper
+
+        def check_value(value: Any, where: str) -> None:
+            if (found := problem(value.value)) is not None:
+                raise ValueProblem(where, found)
+        return check_value
+    name = rest.removeprefix(".")
+    assert "." not in name and "[" not in name, f"value rule {rule.path}: too deep for {field}"
+    wrapped = isinstance(rule.check, IntRange)  # integers are Optional* wrappers, strings plain
+
+    def check_sub(value: Any, where: str) -> None:
+        if wrapped:
+            if not value.HasField(name):
+                return
+            found = problem(getattr(value, name).value)
+        else:
+            text = getattr(value, name)
+            found = problem(text) if text else None  # "": unset
+        if found is not None:
+            raise ValueProblem(f"{where}.{name}", found)
+    return check_sub
 
 
-def _hugepage_limits(limits: Sequence[api.HugepageLimit], where: str) -> None:
-    for i, limit in enumerate(limits):
-        if not limit.page_size:
-            raise ValueProblem(f"{where}[{i}].page_size", "must not be empty")
+def _field_of(rule: Rule) -> tuple[str, str]:
+    """The adjustable field (a FIELD_PATHS entry, what the walk passes) a rule sits in, and the
+    rest of its path below it."""
+    path = rule.path
+    while True:
+        plain = path.split("[]", 1)[0]
+        if plain in FIELD_PATHS:
+            return plain, rule.path[len(plain):]
+        assert "." in plain, f"value rule {rule.path} is in no adjustable field"
+        path = plain.rsplit(".", 1)[0]
 
 
-def _annotations(annotations: Mapping[str, str], where: str) -> None:
-    for key in annotations:
-        if not key.lstrip("-"):
-            raise ValueProblem(where, "empty annotation key")
+def _checks() -> Mapping[str, Check]:
+    steps: dict[str, list[Check]] = {}
+    for rule in RULES:
+        field, rest = _field_of(rule)
+        steps.setdefault(field, []).append(_step(field, rule, rest))
+    out: dict[str, Check] = {}
+    for field, found in steps.items():
+        if len(found) == 1:
+            out[field] = found[0]
+            continue
 
-
-def _env(env: Sequence[api.KeyValue], where: str) -> None:
-    for i, kv in enumerate(env):
-        name = kv.key.removeprefix("-")
-        if not name or "=" in name or "\0" in name:
-            raise ValueProblem(f"{where}[{i}].key", f"invalid variable name {kv.key[:64]!r}")
-
-
-def _mounts(mounts: Sequence[api.Mount], where: str) -> None:
-    for i, mount in enumerate(mounts):
-        if not mount.destination.removeprefix("-").startswith("/"):
-            raise ValueProblem(f"{where}[{i}].destination", "must be an absolute path")
-
-
-def _devices(devices: Sequence[api.LinuxDevice], where: str) -> None:
-    for i, dev in enumerate(devices):
-        if not dev.path.removeprefix("-").startswith("/"):
-            raise ValueProblem(f"{where}[{i}].path", "must be an absolute path")
-
-
-def _sysctl(sysctl: Mapping[str, str], where: str) -> None:
-    for key in sysctl:
-        if not _SYSCTL_RE.match(key.removeprefix("-")):
-            raise ValueProblem(where, f"invalid sysctl name {key[:64]!r}")
-
-
-def _oom_score_adj(value: api.OptionalInt, where: str) -> None:
-    _range(value.value, -1000, 1000, where)
+        def check_all(value: Any, where: str, found: list[Check] = found) -> None:
+            for step in found:
+                step(value, where)
+        out[field] = check_all
+    return MappingProxyType(out)
 
 
 # Field path (as in the webhook JSON, below `adjust` or an update) -> its check, called with
 # the field's value and its JSON path in the reply. Fields not named here need none beyond
 # their types. The reply walk (bridge.webhooks.reply_walk) calls these as it passes the field.
-CHECKS: Mapping[str, Callable[[Any, str], None]] = MappingProxyType({
-    "annotations": _annotations,
-    "mounts": _mounts,
-    "env": _env,
-    "linux.devices": _devices,
-    "linux.sysctl": _sysctl,
-    "linux.oom_score_adj": _oom_score_adj,
-    "linux.resources.cpu": _cpu,
-    "linux.resources.memory": _memory,
-    "linux.resources.unified": _unified,
-    "linux.resources.hugepage_limits": _hugepage_limits,
-})
+CHECKS: Mapping[str, Check] = _checks()
+
+__all__ = ["CHECKS", "ValueProblem", "check_cpuset"]

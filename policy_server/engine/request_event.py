@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from bridge.contract.catalogue import EventName
+from policy_server.sdk.contract_limits import request_values
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.oci import Mount, Rlimit, no_strings
@@ -72,11 +73,18 @@ def _payload(request: Any) -> dict[str, Any]:
         ),
         "pods": tuple(pod_of(p) for p in request.pods or ()),
         "containers": tuple(container_of(c) for c in request.containers or ()),
-        "adjust": adjustment_from_json(_json(adjust)) if adjust is not None else None,
-        "update": tuple(update_from_json(_json(u)) for u in request.update or ()),
+        **_merged(adjust, request.update),
         "owners": _owners(owners) if owners is not None else NO_OWNERS,
         "plugins": tuple(Plugin(p.name or "", p.index or "") for p in request.plugins or ()),
     }
+
+
+def _merged(adjust: Any, updates: Any) -> dict[str, Any]:
+    """ValidateContainerAdjustment's merged adjustment and updates: other plugins' values, read
+    without the reply's value limits (sdk.contract_limits.request_values)."""
+    with request_values():
+        return {"adjust": adjustment_from_json(_json(adjust)) if adjust is not None else None,
+                "update": tuple(update_from_json(_json(u)) for u in updates or ())}
 
 
 def without_payload(event: Event) -> Event:

@@ -4,28 +4,37 @@ SDK runs on them.
 Owns ``LIMITS`` (reply JSON path -> ``Limit``: ``"update/[]/container_id"``, ``"warnings"``,
 ``"adjust/rlimits/[]/soft"``; ``[]`` is a list's item, ``{}`` a map's value) and ``TYPES`` (path
 -> JSON type), walked once from ``bridge.contract.WebhookReply``'s JSON Schema (``type``,
-``minimum``/``maximum``, ``minLength``/``maxLength``, ``maxItems``), so no type or number is
-restated here; ``checks``, which makes the check the SDK's value types run when built from their
-type hints and these (a value of the wrong type or outside the contract raises ``ValueError``
-naming the field); ``read_object`` / ``read_objects`` / ``read_list``, which read reply JSON's
-objects and lists strictly for the SDK's ``from_json``; and ``fit_warnings`` / ``fit_reject``,
-which shorten what the framework composes from valid parts (merged warnings and reasons) to
-fit, with a note. Must not do I/O or name the SDK's types (it is handed them).
+``minimum``/``maximum``, ``minLength``/``maxLength``, ``maxItems``, ``pattern``, ``format``,
+``propertyNames``, an ``anyOf`` of ranges), so no type, number or grammar is restated here (the
+grammars a ``format`` names are bridge.contract.value_rules.FORMATS); ``checks``, which makes
+the check the SDK's value types run when built from their type hints and these (a value of the
+wrong type or outside the contract raises ``ValueError`` naming the field); ``read_object`` /
+``read_objects`` / ``read_list``, which read reply JSON's objects and lists strictly for the
+SDK's ``from_json``; and ``fit_warnings`` / ``fit_reject``, which shorten what the framework
+composes from valid parts (merged warnings and reasons) to fit, with a note; and
+``request_values``, under which values read from a request (other plugins' merged adjustment)
+are checked for their types only. Must not do I/O or name the SDK's types (it is handed them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, is_dataclass, replace
 from types import MappingProxyType, NoneType, UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from bridge.contract import WebhookReply
+from bridge.contract import WebhookReply, value_rules
+from bridge.contract.value_rules import FORMATS, compile_pattern
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """What the contract allows at one path: an integer range, a string length, a list length."""
+    """What the contract allows at one path: an integer range, a string length, a list length, a
+    string's ``pattern`` and ``format`` (a grammar named by the schema: value_rules.FORMATS), or
+    one of several ``alternatives`` (an ``anyOf``: quota's -1 or at least 1000)."""
 
     path: str
     minimum: int | None = None
@@ -33,9 +42,19 @@ class Limit:
     min_length: int | None = None
     max_length: int | None = None
     max_items: int | None = None
+    pattern: str | None = None
+    format: str | None = None
+    alternatives: tuple[Limit, ...] = ()
 
     def refusal(self, value: Any) -> str | None:
         """Why ``value`` is outside this limit, or ``None`` if it is inside."""
+        if self.alternatives:
+            whys = [alt.refusal(value) for alt in self.alternatives]
+            if None in whys:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"must be an integer, got {type(value).__name__}"
+            return f"{value} is outside {' and outside '.join(map(_span, self.alternatives))}"
         if self.minimum is not None or self.maximum is not None:
             if isinstance(value, bool) or not isinstance(value, int):
                 return f"must be an integer, got {type(value).__name__}"
@@ -43,21 +62,51 @@ class Limit:
                 return f"{value} is below the minimum {self.minimum}"
             if self.maximum is not None and value > self.maximum:
                 return f"{value} is above the maximum {self.maximum}"
-        if self.min_length is not None or self.max_length is not None:
+        if (self.min_length is not None or self.max_length is not None
+                or self.pattern is not None or self.format is not None):
             if not isinstance(value, str):
                 return f"must be a string, got {type(value).__name__}"
             if self.min_length is not None and len(value) < self.min_length:
                 return f"length {len(value)} is below minLength {self.min_length}"
             if self.max_length is not None and len(value) > self.max_length:
                 return f"length {len(value)} is above maxLength {self.max_length}"
+            if self.pattern is not None and not _pattern(self.pattern).search(value):
+                return f"{value[:64]!r} does not match the pattern {self.pattern!r}"
+            if self.format is not None:
+                why = FORMATS[self.format](value)
+                if why is not None:
+                    return f"{why} (format {self.format})"
         if self.max_items is not None and len(value) > self.max_items:
             return f"{len(value)} items are above maxItems {self.max_items}"
         return None
 
+    def fits(self, value: Any) -> bool:
+        return self.refusal(value) is None
+
+    def plain(self) -> bool:
+        """Only bounds (no pattern, format or alternatives): checked inline."""
+        return not (self.pattern or self.format or self.alternatives)
+
+
+def _span(limit: Limit) -> str:
+    if limit.minimum == limit.maximum:
+        return str(limit.minimum)
+    return f"[{limit.minimum}, {limit.maximum}]"
+
+
+_pattern = functools.cache(compile_pattern)
 
 _JSON_TYPES = ("string", "integer", "boolean", "number", "array", "object")
 _KEYS = {"minimum": "minimum", "maximum": "maximum", "minLength": "min_length",
-         "maxLength": "max_length", "maxItems": "max_items"}
+         "maxLength": "max_length", "maxItems": "max_items", "pattern": "pattern",
+         "format": "format"}
+
+
+def _limit_of(node: Mapping[str, Any], path: str) -> Limit | None:
+    found = {_KEYS[k]: v for k, v in node.items() if k in _KEYS}
+    if found.get("format") is not None and found["format"] not in FORMATS:
+        raise TypeError(f"{path}: the contract names format {found['format']!r}, unknown here")
+    return Limit(path, **found) if found else None
 
 
 def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: frozenset[str],
@@ -70,19 +119,33 @@ def _walk(node: Any, path: tuple[str, ...], defs: Mapping[str, Any], seen: froze
         if name not in seen:
             _walk(defs[name], path, defs, seen | {name}, out, types, props)
         return
-    found = {_KEYS[k]: v for k, v in node.items() if k in _KEYS}
-    if found:
-        out["/".join(path)] = Limit("/".join(path), **found)
+    where = "/".join(path)
+    limit = _limit_of(node, where)
+    if limit is not None:
+        out[where] = limit
     if node.get("type") in _JSON_TYPES:  # not "null": an optional field's other branch
-        types["/".join(path)] = node["type"]
+        types[where] = node["type"]
     if "properties" in node:
-        props["/".join(path)] = frozenset(node["properties"])
+        props[where] = frozenset(node["properties"])
+    if "propertyNames" in node:  # a map's keys: limited as the map's path says
+        names = _limit_of(node["propertyNames"], where)
+        if names is not None:
+            out[f"{where}/{{key}}"] = names
     for name, sub in (node.get("properties") or {}).items():
         _walk(sub, (*path, name), defs, seen, out, types, props)
     _walk(node.get("items"), (*path, "[]"), defs, seen, out, types, props)
     _walk(node.get("additionalProperties"), (*path, "{}"), defs, seen, out, types, props)
-    for key in ("anyOf", "oneOf", "allOf"):
-        for sub in node.get(key) or ():
+    branches = [sub for sub in node.get("anyOf") or () if sub.get("type") != "null"]
+    bounded = [b for b in branches if "$ref" not in b and _limit_of(b, where) is not None]
+    if len(bounded) > 1:  # one of several ranges (quota: -1, or at least 1000)
+        alternatives = tuple(limit for b in bounded if (limit := _limit_of(b, where)))
+        out[where] = Limit(where, alternatives=alternatives)
+        types[where] = bounded[0]["type"]
+        branches = [b for b in branches if b not in bounded]
+    for sub in branches:
+        _walk(sub, path, defs, seen, out, types, props)
+    for combined in ("oneOf", "allOf"):
+        for sub in node.get(combined) or ():
             _walk(sub, path, defs, seen, out, types, props)
 
 
@@ -96,12 +159,15 @@ def _read_schema() -> tuple[Mapping[str, Limit], Mapping[str, str], Mapping[str,
 
 
 # Every limit of the reply contract, every value's JSON type and every object's field names,
-# by reply JSON path.
+# by reply JSON path (a map's keys: ``<map>/{key}``).
 LIMITS, TYPES, _PROPERTIES = _read_schema()
 _NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 
 MAX_WARNINGS: int = LIMITS["warnings"].max_items or 0
-MAX_REJECT_CHARS: int = LIMITS["reject/reason"].max_length or 0
+# The lengths a warning and a reason are cut to (the schema says so in words: not a limit a
+# value is refused for, so not in LIMITS).
+MAX_WARNING_CHARS: int = value_rules.MAX_WARNING_CHARS
+MAX_REJECT_CHARS: int = value_rules.MAX_REASON_CHARS
 
 
 def read_object(value: Any, path: str) -> Mapping[str, Any]:
@@ -141,6 +207,21 @@ def read_objects(value: Any, path: str) -> list[Mapping[str, Any]]:
 
 Check = Callable[[Any], None]
 
+_REQUEST_VALUES: ContextVar[bool] = ContextVar("request_values", default=False)
+
+
+@contextmanager
+def request_values() -> Iterator[None]:
+    """Inside: SDK values read from a request (ValidateContainerAdjustment's merged ``adjust``
+    and ``update``) are checked for their JSON types only, not for the reply's limits: another
+    plugin's values are what they are, and a validating policy must see them to refuse them.
+    Costs nothing on the path of a value that fits (the quick test passes first)."""
+    token = _REQUEST_VALUES.set(True)
+    try:
+        yield
+    finally:
+        _REQUEST_VALUES.reset(token)
+
 # What a JSON type is in Python (bool is no integer: JSON has no such overlap).
 _IS: Mapping[str, Callable[[Any], bool]] = MappingProxyType({
     "string": lambda v: isinstance(v, str),
@@ -178,14 +259,20 @@ class _Shape:
     optional: bool = False
 
     def refusal(self, value: Any) -> tuple[str, str, str] | None:
-        """``(where inside the value, why, contract path)`` if ``value`` does not fit."""
+        """``(where inside the value, why, contract path)`` if ``value`` does not fit: the first
+        value of the wrong type, else the first outside its limit."""
+        return self._refusal(value, True) or self._refusal(value, False)
+
+    def _refusal(self, value: Any, types_only: bool) -> tuple[str, str, str] | None:
         if value is None and self.optional:
             return None
         got = type(value).__name__
         if self.kind == "value":
             if not _IS[self.json_type](value):
                 return "", f"must be {_A[self.json_type]}, got {got}", self.path
-            why = self.limit.refusal(value) if self.limit is not None else None
+            if types_only or self.limit is None or _REQUEST_VALUES.get():
+                return None
+            why = self.limit.refusal(value)
             return ("", why, self.path) if why is not None else None
         if self.kind == "instance":
             if isinstance(value, self.classes):
@@ -196,7 +283,7 @@ class _Shape:
         if self.kind == "array":
             if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
                 return "", f"must be a tuple, got {got}", self.path
-            why = self.limit.refusal(value) if self.limit is not None else None
+            why = self.limit.refusal(value) if self.limit is not None and not types_only else None
             if why is not None:
                 return "", why, self.path
             entries: Iterable[tuple[Any, Any]] = enumerate(value)
@@ -206,10 +293,10 @@ class _Shape:
             entries = value.items()
             assert self.key is not None
             for key in value:
-                if (found := self.key.refusal(key)) is not None:
+                if (found := self.key._refusal(key, types_only)) is not None:
                     return f"[{key!r}]", f"the key {found[1]}", found[2]
         for at, item in entries:
-            if (found := self.item.refusal(item)) is not None:
+            if (found := self.item._refusal(item, types_only)) is not None:
                 return f"[{at!r}]{found[0]}", found[1], found[2]
         return None
 
@@ -222,7 +309,7 @@ class _Shape:
         anything else goes to ``refusal``, which decides)."""
         x, k = f"x{depth}", f"k{depth}"
         if self.kind == "value":
-            test = _quick(v, self.json_type, self.limit)
+            test = _quick(v, self.json_type, self.limit, env)
         elif self.kind == "instance":
             name = f"C{len(env)}"
             env[name] = frozenset(self.classes)
@@ -244,16 +331,28 @@ class _Shape:
         return f"({v} is None or {test})" if self.optional else test
 
 
-def _quick(v: str, json_type: str, limit: Limit | None) -> str:
+def _quick(v: str, json_type: str, limit: Limit | None, env: dict[str, Any]) -> str:
     test = f"{v}.__class__ is {_PYTHON_NAMES[json_type]}"
     if limit is None:
         return test
+    if limit.alternatives:  # any one range: -1, or at least 1000
+        spans = " or ".join(f"{alt.minimum} <= {v} <= {alt.maximum}" for alt in limit.alternatives)
+        return f"{test} and ({spans})"
+    parts = [test]
     if limit.minimum is not None or limit.maximum is not None:
-        return f"{test} and {limit.minimum} <= {v} <= {limit.maximum}"
+        parts.append(f"{limit.minimum} <= {v} <= {limit.maximum}")
     if limit.min_length is not None or limit.max_length is not None:
         top = limit.max_length if limit.max_length is not None else f"len({v})"
-        return f"{test} and {limit.min_length or 0} <= len({v}) <= {top}"
-    return test
+        parts.append(f"{limit.min_length or 0} <= len({v}) <= {top}")
+    if limit.pattern is not None:  # the compiled pattern's search, a C call
+        name = f"P{len(env)}"
+        env[name] = _pattern(limit.pattern).search
+        parts.append(f"{name}({v}) is not None")
+    if limit.format is not None:
+        name = f"F{len(env)}"
+        env[name] = FORMATS[limit.format]
+        parts.append(f"{name}({v}) is None")
+    return " and ".join(parts)
 
 
 _PYTHON_NAMES = {json_type: cls.__name__ for cls, json_type in _PYTHON.items()}
@@ -285,7 +384,7 @@ def _shape(owner: str, hint: Any, spec: str | Pairs | None) -> _Shape:
     if origin is Mapping and spec is not None:
         # JSON object keys are strings; the values are the schema's additionalProperties.
         return _Shape("map", spec, item=_value(owner, f"{spec}/{{}}", args[1]),
-                      key=_Shape("value", spec, "string"))
+                      key=_Shape("value", spec, "string", LIMITS.get(f"{spec}/{{key}}")))
     if spec is not None:
         return _value(owner, spec, hint)
     classes = args if origin in (Union, UnionType) else (hint,)
@@ -343,7 +442,12 @@ def _refuse(name: str, value: Any, shape: _Shape) -> None:
 
 
 def fit_warnings(warnings: tuple[str, ...]) -> tuple[str, ...]:
-    """``warnings`` cut to the contract's ``maxItems``, the last kept one saying how many went."""
+    """``warnings`` cut to the contract's ``maxItems``, the last kept one saying how many went,
+    and each to the contract's length, ending in ``...`` when cut (the bridge would cut it
+    without a mark)."""
+    if any(len(w) > MAX_WARNING_CHARS for w in warnings):
+        warnings = tuple(w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 3] + "..."
+                         for w in warnings)
     if len(warnings) <= MAX_WARNINGS:
         return warnings
     dropped = len(warnings) - MAX_WARNINGS + 1

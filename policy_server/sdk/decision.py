@@ -9,7 +9,8 @@ policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``:
 bridge checks an HTTP reply's shape. Every value is built with the reply contract's JSON types
 and inside its limits (``policy_server.sdk.contract_limits``: strings, integers (no bool),
 booleans, lists and maps of them where the schema has them; a non-empty container id, a reject
-reason of 1-4096 characters, at most 100 warnings, integers in their proto ranges) or raises
+reason of 1-4096 characters, at most 100 warnings of at most 1024 characters, the
+ranges and grammars of bridge.contract.value_rules) or raises
 ``ValueError`` naming the field, so the reply encoded from a decision needs no check.
 ``assembled`` / ``amended`` build these values from parts already built (and checked) without
 checking them again: the framework's merge and its amendments of the merged decision, whose
@@ -30,6 +31,7 @@ import orjson
 from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
+from bridge.contract.value_rules import REMOVAL_KEYS
 from policy_server.sdk.contract_limits import Pairs, checks
 from policy_server.sdk.effects import Effect
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount, no_strings
@@ -40,8 +42,7 @@ _T = TypeVar("_T")
 # ``adjust.remove`` keys -> the ``Adjustment`` field holding that list (the reply JSON, its
 # check and its reading all go by it).
 REMOVAL_FIELDS: Mapping[str, str] = MappingProxyType({
-    key: f"remove_{key}"
-    for key in ("env", "annotations", "mounts", "devices", "namespaces", "sysctl", "net_devices")
+    key: f"remove_{key}" for key in REMOVAL_KEYS  # the contract's, in its order
 })
 
 

@@ -104,12 +104,18 @@ class ResourcePatch:
                 values[name] = node
         pages = read_objects(resources.get("hugepage_limits"), f"{path}/hugepage_limits")
         rules = read_objects(resources.get("devices"), f"{path}/devices")
-        return cls(
-            **values,
-            unified=dict(read_object(resources.get("unified"), f"{path}/unified")),
-            hugepage_limits={h.get("page_size", ""): h.get("limit", 0) for h in pages},
-            device_rules=tuple(DeviceRule.from_json(rule) for rule in rules),
-        )
+        try:
+            return cls(
+                **values,
+                unified=dict(read_object(resources.get("unified"), f"{path}/unified")),
+                hugepage_limits={h.get("page_size", ""): h.get("limit", 0) for h in pages},
+                device_rules=tuple(DeviceRule.from_json(rule) for rule in rules),
+            )
+        except ValueError as exc:  # the check names the adjustment's path: name this one
+            if path == _RESOURCES[:-1]:
+                raise
+            raise ValueError(str(exc).replace(f"contract: {_RESOURCES}",
+                                              f"contract: {path}/")) from None
 
 
 # Every scalar of LinuxResources: patch attribute -> path inside LinuxResources.

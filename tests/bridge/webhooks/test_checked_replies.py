@@ -82,7 +82,9 @@ async def test_remembered_replies_are_bounded(monkeypatch: pytest.MonkeyPatch) -
     async def distinct(_: Seen) -> Reply:
         return Reply(json={"warnings": [f"w{next(counter)}"]})
 
-    big: dict[str, Any] = {"warnings": ["x" * (webhook_module.MAX_CHECKED_BYTES + 1)]}
+    # Valid (each warning inside the contract's 1024 characters) and over the size kept.
+    many = webhook_module.MAX_CHECKED_BYTES // 1000 + 1
+    big: dict[str, Any] = {"warnings": ["x" * 1000] * many}
     async with policy_double() as double:
         route = double.route("/v1/policy", distinct)
         hook = Webhook(spec(sock=double.sock))

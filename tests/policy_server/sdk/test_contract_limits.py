@@ -20,7 +20,13 @@ from bridge.contract import WebhookReply
 from policy_server.engine.reply import encode_reply
 from policy_server.sdk import contract_limits, oci
 from policy_server.sdk.contract_limits import LIMITS, Limit, fit_reject, fit_warnings
-from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
+from policy_server.sdk.decision import (
+    REMOVAL_FIELDS,
+    Adjustment,
+    ContainerUpdate,
+    Decision,
+    Eviction,
+)
 from policy_server.sdk.decision_merge import merge
 from policy_server.sdk.oci import Device, DeviceRule, Hook, HookStage, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import SCALAR_PATHS, ResourcePatch
@@ -51,6 +57,8 @@ def _resource_builders(where: str, wrap: Callable[[ResourcePatch], Decision]) ->
         if f"{where}{RESOURCES}{'/'.join(path)}" in LIMITS}  # the integers
     out[f"{where}{RESOURCES}hugepage_limits/[]/limit"] = lambda v: wrap(
         ResourcePatch(hugepage_limits={"2MB": v}))
+    out[f"{where}{RESOURCES}hugepage_limits/[]/page_size"] = lambda v: wrap(
+        ResourcePatch(hugepage_limits={v: 0}))
     for key in ("major", "minor"):
         out[f"{where}{RESOURCES}devices/[]/{key}"] = device_rule(key)
     return out
@@ -87,6 +95,12 @@ def _typed_builders() -> dict[str, Build]:
         out[f"adjust/linux/devices/[]/{key}"] = device(key)
     for stage in HookStage:
         out[f"adjust/hooks/{stage.value}/[]/timeout"] = hook(stage)
+
+    def removal(name: str) -> Build:
+        return lambda v: Decision(adjust=Adjustment(**{name: (v,)}))  # type: ignore[arg-type]
+
+    for key, name in REMOVAL_FIELDS.items():
+        out[f"adjust/remove/{key}/[]"] = removal(name)
     return out
 
 
@@ -130,7 +144,7 @@ def _put(reply: Any, path: list[str], value: Any) -> None:
     *parents, leaf = path
     for part in parents:
         reply = reply[0] if part == "[]" else reply[part]
-    reply[leaf] = list(value) if isinstance(value, tuple) else value
+    reply[0 if leaf == "[]" else leaf] = list(value) if isinstance(value, tuple) else value
 
 
 def problems(path: str, limit: Limit) -> list[str]:
@@ -169,13 +183,18 @@ def test_the_contract_has_the_limits_the_sdk_must_keep() -> None:
     """The walk found the schema's limits (a walker that finds none would make the test below
     pass on nothing)."""
     assert LIMITS["warnings"].max_items == contract_limits.MAX_WARNINGS == 100
-    assert LIMITS["reject/reason"] == Limit("reject/reason", min_length=1, max_length=4096)
+    assert LIMITS["reject/reason"] == Limit("reject/reason", min_length=1, pattern=r"\S")
     assert LIMITS["update/[]/container_id"].min_length == 1
     assert LIMITS["adjust/rlimits/[]/soft"] == Limit("adjust/rlimits/[]/soft", 0, 2**64 - 1)
     assert len(LIMITS) > 50 and set(TYPED) <= set(LIMITS)
 
 
-@pytest.mark.parametrize("path", sorted(LIMITS))
+# The bounds (numbers, lengths, counts); the grammars, key rules and quota's alternatives are
+# walked by tests/bridge/contract/test_value_ranges.py, with the bridge and the published schema.
+BOUNDS = sorted(p for p, limit in LIMITS.items() if limit.plain() and not p.endswith("/{key}"))
+
+
+@pytest.mark.parametrize("path", BOUNDS)
 def test_every_sdk_value_refuses_what_the_contract_refuses(path: str) -> None:
     assert problems(path, LIMITS[path]) == []
 
@@ -184,7 +203,7 @@ def test_the_walk_fails_when_the_sdk_check_is_off(monkeypatch: pytest.MonkeyPatc
     """Mutation: with the SDK's check a no-op, every typed path is reported (past values
     accepted), so the walk above is not vacuous."""
     monkeypatch.setattr(Limit, "refusal", lambda self, value: None)
-    for path in TYPED:
+    for path in (p for p in TYPED if p in BOUNDS):
         assert any("past the limit accepted" in p for p in problems(path, LIMITS[path])), path
 
 

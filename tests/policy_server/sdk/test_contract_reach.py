@@ -20,8 +20,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from bridge.contract import value_rules
 from policy_server.engine.reply import check_reply, decision_to_reply, encode_reply
 from policy_server.engine.request import parse_request
+from policy_server.sdk.contract_limits import request_values
 from policy_server.sdk.decision import Decision, Eviction
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
 from policy_server.sdk.model import Event
@@ -124,11 +126,12 @@ class Schema:
         if kind == "boolean":
             return True
         if kind == "string":  # absolute: path fields must be (bridge.contract.field_limits)
-            return "/x7"
+            return _fitting("/x7", node)
         if kind == "array":
             return [self.value(node["items"])]
         if kind == "object":
-            return {"7": self.value(node["additionalProperties"])}
+            return {_fitting("7", node.get("propertyNames", {})):
+                    self.value(node["additionalProperties"])}
         raise AssertionError(f"no value for {node}")
 
     def full(self, node: Mapping[str, Any]) -> Any:
@@ -142,6 +145,18 @@ class Schema:
             item = self.full(inner)
             return [item] if node.get("type") == "array" else {"7": item}
         return self.value(node)
+
+
+def _fitting(default: str, node: Mapping[str, Any]) -> str:
+    """``default``, or for a grammar of the contract (value_rules) a value inside it."""
+    pattern = node.get("pattern")
+    if pattern is None or value_rules.compile_pattern(pattern).search(default):
+        return default
+    for rule in value_rules.RULES:
+        check = rule.check
+        if isinstance(check, value_rules.Text) and check.pattern == node.get("pattern"):
+            return check.inside[-1]
+    raise AssertionError(f"no value for {node}")
 
 
 def _with_parents(base: dict[str, Any], at: KeyPath) -> dict[str, Any]:
@@ -202,7 +217,8 @@ def _base(event: str, schema: Schema) -> dict[str, Any]:
 def _typed_view(event: Event) -> Event:
     adjust = event.adjust
     if adjust is not None:
-        adjust = dataclasses.replace(adjust, extra={})
+        with request_values():  # a request's values: the reply's limits do not apply
+            adjust = dataclasses.replace(adjust, extra={})
     return dataclasses.replace(event, body=b"", adjust=adjust)
 
 

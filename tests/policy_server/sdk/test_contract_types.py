@@ -147,6 +147,11 @@ def test_a_value_of_the_right_type_for_every_field_builds_a_valid_reply(cls: typ
               if (cls, name) not in CHECKED_ELSEWHERE and name not in REQUIRED[cls]}
     if cls is DeviceRule:
         values |= {"type": "c", "access": "rwm"}  # the contract's values, not only its types
+    if cls is Adjustment:  # the contract's grammars (bridge.contract.value_rules)
+        values |= {"remove_mounts": ("/m",), "remove_devices": ("/dev/x",)}
+    if cls is ResourcePatch:  # and its ranges
+        values |= {"cpu_shares": 2, "cpu_quota": -1, "cpu_period": 1000, "cpu_cpus": "0",
+                   "cpu_mems": "0", "unified": {"memory.high": "max"}}
     built = _build(cls, **values)
     decision = {
         Adjustment: lambda v: Decision(adjust=v),

@@ -84,7 +84,7 @@ def test_merge_reports_conflicts_and_the_later_handler_wins() -> None:
     a = Decision(adjust=Adjustment(env={"K": "a"}, resources=ResourcePatch(cpu_shares=2)))
     b = Decision(adjust=Adjustment(env={"K": "b", "L": "b"}, remove_annotations=("x",)))
     c = Decision(adjust=Adjustment(annotations={"x": "c"},
-                                   resources=ResourcePatch(cpu_shares=4, unified={"u": "1"})))
+                                   resources=ResourcePatch(cpu_shares=4, unified={"cpu.u": "1"})))
     merged = merge([("a", a), ("b", b), ("c", c)])
     assert merged.conflicts == (
         Conflict("adjust.env.K", "a", "a", "b", "b"),
@@ -95,7 +95,7 @@ def test_merge_reports_conflicts_and_the_later_handler_wins() -> None:
     assert adj is not None
     assert dict(adj.env) == {"K": "b", "L": "b"}
     assert dict(adj.annotations) == {"x": "c"} and adj.remove_annotations == ()
-    assert adj.resources == ResourcePatch(cpu_shares=4, unified={"u": "1"})
+    assert adj.resources == ResourcePatch(cpu_shares=4, unified={"cpu.u": "1"})
     assert len(merged.decision.warnings) == 3
     assert merged.decision.warnings[0] == (
         "conflict on adjust.env.K: a set 'a', b set 'b'; b wins (later in order)")
