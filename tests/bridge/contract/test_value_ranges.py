@@ -95,7 +95,11 @@ def test_request_schemas_carry_no_reply_rule() -> None:
     request = docs["request.schema.json"]["$defs"]["LinuxCPU"]["properties"]["shares"]
     reply = docs["reply.schema.json"]["$defs"]["LinuxCPU"]["properties"]["shares"]
     assert request["anyOf"][0]["minimum"] == 0 and reply["anyOf"][0]["minimum"] == 2
-    assert "propertyNames" not in str(docs["request.schema.json"])
+    # No reply grammar either: the request's only key bound is the decoder's length limit
+    # (bridge.contract.field_limits), never a reply key pattern or the cpu-list format.
+    text = str(docs["request.schema.json"])
+    assert "'pattern'" not in text and "cpu-list" not in text
+    assert "propertyNames': {'maxLength'" in text
 
 
 def test_the_docs_tables_are_generated_from_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
