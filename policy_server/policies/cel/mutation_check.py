@@ -65,7 +65,9 @@ def change(event: EventName, container_id: str, doc: Mapping[str, Any]) -> Decis
     _check_keys(event, doc)
     if event is EventName.CREATE_CONTAINER:
         return Decision(adjust=adjustment_from_json(doc))
-    patch = ResourcePatch.from_json((doc.get("linux") or {}).get("resources"))
+    # The reply carries it as an update of the container: a refusal names that path.
+    patch = ResourcePatch.from_json((doc.get("linux") or {}).get("resources"),
+                                    "update/[]/linux/resources")
     return Decision(update=(ContainerUpdate(container_id, patch),))
 
 

@@ -125,3 +125,27 @@ def bridge(case: Case) -> str | None:
         message = str(exc).split(": ", 1)[1]  # "<kind>: <path>: <problem>"
         return message.split(": ", 1)[0]
     return None
+
+
+def cel(case: Case) -> str | None:
+    """A ``cel`` NodePolicy's mutation setting the case's value: the conversion its load check
+    (a constant) and its run time (a computed value) both go through
+    (``policy_server.policies.cel.mutation_check.change``). None for the reply's own limits
+    (warnings, the reject reason), which a mutation does not write."""
+    from policy_server.policies.cel import mutation_check
+    from policy_server.sdk import EventName
+
+    reply = case.reply
+    try:
+        if "adjust" in reply:
+            mutation_check.change(EventName.CREATE_CONTAINER, "c1",
+                                  mutation_check.sorted_doc(reply["adjust"]))
+        elif "update" in reply:
+            update = reply["update"][0]
+            mutation_check.change(EventName.UPDATE_CONTAINER, update["container_id"],
+                                  mutation_check.sorted_doc({"linux": update["linux"]}))
+    except ValueError as exc:
+        found = _SDK_PATH.search(str(exc))
+        assert found is not None, f"the CEL refusal names no contract path: {exc}"
+        return dotted(found.group(1))
+    return None

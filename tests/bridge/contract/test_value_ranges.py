@@ -46,6 +46,8 @@ def test_every_checker_agrees_on_the_edge(case: Case) -> None:
     assert range_walk.schema(case, formats=True) == want, "published schema (with formats)"
     assert range_walk.schema(case) == (None if case.needs_format else want), "published schema"
     assert range_walk.bridge(case) == want, "bridge"
+    if "adjust" in case.reply or "update" in case.reply:  # what a CEL mutation can write
+        assert range_walk.cel(case) == want, "cel mutation"
 
 
 def test_only_the_cpu_list_needs_its_format() -> None:

@@ -211,7 +211,7 @@ def test_update_container_mutation_is_the_containers_update(tmp_path: Path) -> N
     ("CreateContainer", "{'linux': {'namespaces': 'host'}}",  # untyped: Adjustment.extra
      "Adjustment.extra is outside the contract"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': 2}}}",
-     "adjust/linux/resources/cpu: must be an object, got int"),
+     "update/[]/linux/resources/cpu: must be an object, got int"),
     ("UpdateContainer", "{'linux': {'resources': {'cpu': {'shares': -1}}}}",
      "ResourcePatch.cpu_shares: -1 is below the minimum"),
     ("UpdateContainer", "{'linux': {'resources': {'unified': {'memory.high': 5}}}}",
