@@ -25,19 +25,19 @@ def _documents() -> Mapping[str, dict[str, Any]]:
     return MappingProxyType(_schema.build())
 
 
-def request_schema(event: EventName | str) -> Mapping[str, Any]:
-    """The JSON Schema of ``event``'s request (``$defs`` included)."""
+def _event_schema(event: EventName | str, side: str) -> Mapping[str, Any]:
     name = str(event)
-    doc = _documents().get(f"events/{name}.request.schema.json")
+    doc = _documents().get(f"events/{name}.{side}.schema.json")
     if doc is None:
         raise KeyError(f"no event named {name!r}")
     return MappingProxyType(doc)
+
+
+def request_schema(event: EventName | str) -> Mapping[str, Any]:
+    """The JSON Schema of ``event``'s request (``$defs`` included)."""
+    return _event_schema(event, "request")
 
 
 def reply_schema(event: EventName | str) -> Mapping[str, Any]:
     """The JSON Schema of ``event``'s reply (``$defs`` included)."""
-    name = str(event)
-    doc = _documents().get(f"events/{name}.reply.schema.json")
-    if doc is None:
-        raise KeyError(f"no event named {name!r}")
-    return MappingProxyType(doc)
+    return _event_schema(event, "reply")
