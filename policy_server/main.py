@@ -66,6 +66,7 @@ from policy_server.node.pod_confinement import DEFAULT_KUBELET_CGROUP_ROOT
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
+from policy_server.node.topology import DEFAULT_SYS_ROOT
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode
 from policy_server.policies import (
     DEFAULT_POLICY,
@@ -304,6 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"procfs root for OOM scores and kernel switches (default {DEFAULT_PROC_ROOT})",
     )
     effects.add_argument(
+        "--sys-root",
+        type=Path,
+        default=DEFAULT_SYS_ROOT,
+        help="sysfs root the node's online CPUs and NUMA nodes are read from: rules naming "
+        f"others are refused (default {DEFAULT_SYS_ROOT})",
+    )
+    effects.add_argument(
         "--cgroup-root",
         type=Path,
         default=DEFAULT_CGROUP_ROOT,
@@ -389,6 +397,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         bridge_start_wait_s=args.bridge_start_wait,
         resctrl_root=args.resctrl_root,
         proc_root=args.proc_root,
+        sys_root=args.sys_root,
     )
 
 

@@ -98,7 +98,8 @@ class WebhookHandler:
     """The EventHandler that consults webhooks. `lookup` finds an update or eviction target
     with its pod (the plugin's state cache), for the reply guard; without it,
     `knows_container` answers whether the target exists and nothing else is known of it.
-    `node` says where the node's hugepages are read (bridge.webhooks.node_hugepages)."""
+    `node` says where the node's hugepages, CPUs and memory nodes are read
+    (bridge.webhooks.node_hugepages, bridge.webhooks.node_cpusets)."""
 
     def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
@@ -109,6 +110,7 @@ class WebhookHandler:
         self.knows_container = knows_container
         self.lookup = lookup
         self.hugepages = (node or NodeSettings()).hugepages
+        self.node_cpus = (node or NodeSettings()).node_cpus
         self._payloads = PayloadBuilder()
         # What is fixed per connection, derived at configure(): the RuntimeInfo it was derived
         # from, the table's answers for that runtime, the encoded envelope `runtime` object.
@@ -190,7 +192,8 @@ class WebhookHandler:
         try:
             for hook in selected:
                 scope = Scope(call.name, hook.spec.allow, self.knows_container, creating,
-                              target, self.lookup, hook.spec.selector, self.hugepages)
+                              target, self.lookup, hook.spec.selector, self.hugepages,
+                              self.node_cpus)
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
                 request = CallRequest(call.name, call.uid, runtime_json, payload, scope, budget)
                 await self._call(hook, request, merger, who, known)
@@ -361,7 +364,7 @@ class WebhookHandler:
                 chosen_pods, chosen = _select(hook, pods, containers)
                 scope = Scope("Synchronize", hook.spec.allow, known.__contains__,
                               lookup=known.get, selector=hook.spec.selector,
-                              hugepages=self.hugepages)
+                              hugepages=self.hugepages, node_cpus=self.node_cpus)
                 request = CallRequest("Synchronize", call.uid, runtime_json,
                                       self._payloads.sync(chosen_pods, chosen), scope,
                                       hook.spec.sync_timeout_s)

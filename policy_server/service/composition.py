@@ -33,6 +33,7 @@ from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
+from policy_server.node.topology import read_topology
 from policy_server.node.unit_properties import SystemdUnits
 from policy_server.policies import build_builtin, enabled_builtins
 from policy_server.sdk.extension import ConfigStatus, ReloadResult
@@ -73,7 +74,9 @@ class PolicyServer:
             PodHierarchy.of(options.kubelet_cgroup_root),
         )
         # Found out once: every policy sees them (node.facts; built-ins also at build time).
-        self.facts = probe.node_facts(self.executor)
+        topology = (None if options.sys_root is None
+                    else read_topology(options.sys_root, options.proc_root))
+        self.facts = probe.node_facts(self.executor, topology)
         self.registry = Registry()
         builtins = enabled_builtins(
             options.builtin_policies, options.rules_path, options.default_policies
