@@ -66,6 +66,8 @@ from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Lookup, Scope
 from bridge.webhooks.log_text import clip, truncated_json
+from bridge.webhooks.node_cpusets import UNKNOWN as UNKNOWN_CPUS
+from bridge.webhooks.node_cpusets import NodeCpus
 from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.specs import WebhookSpec
@@ -81,6 +83,10 @@ LOG_VALUE_CHARS = 2048  # cap for replies/diffs in log lines
 LOG_POLICY_BYTES = 3072
 _POLICY_TEXT = ("reason", "warnings", "would_adjust", "would_update", "would_reject",
                 "would_conflict", "evict")
+
+
+def _unknown_cpus() -> NodeCpus:
+    return UNKNOWN_CPUS
 
 
 def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +116,9 @@ class WebhookHandler:
         self.knows_container = knows_container
         self.lookup = lookup
         self.hugepages = (node or NodeSettings()).hugepages
-        self.node_cpus = (node or NodeSettings()).node_cpus
+        # Without a `node` (a handler built by hand) the node's CPUs are not known: the
+        # configured bridge always passes its config's (default /sys).
+        self.node_cpus = node.node_cpus if node is not None else _unknown_cpus
         self._payloads = PayloadBuilder()
         # What is fixed per connection, derived at configure(): the RuntimeInfo it was derived
         # from, the table's answers for that runtime, the encoded envelope `runtime` object.
