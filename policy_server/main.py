@@ -66,7 +66,7 @@ from policy_server.node.pod_confinement import DEFAULT_KUBELET_CGROUP_ROOT
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
 from policy_server.node.resctrl_fs import DEFAULT_RESCTRL_ROOT
-from policy_server.node.topology import DEFAULT_SYS_ROOT
+from policy_server.node.node_topology import DEFAULT_SYS_ROOT
 from policy_server.node.unit_properties import DEFAULT_SYSTEM_BUS, PropertiesMode
 from policy_server.policies import (
     DEFAULT_POLICY,

@@ -4,7 +4,7 @@ server read the node's topology from in `try` and `test`.
 Owns writing, under a directory of ours, `sys/devices/system/cpu/online` (CPUs `0..N-1`),
 `sys/devices/system/node/online` with each `node<M>/cpulist` (the CPUs split evenly over
 the node's NUMA nodes, in order), `sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`
-(none reserved) and `proc/meminfo` (`MemTotal`), from a `NodeSpec`. Rewritten for each trial:
+(none reserved) and `proc/meminfo` (its total memory), from a `NodeSpec`. Rewritten for each trial:
 the bridge reads them when a reply sets a cpuset, so a suite's cases may differ in size.
 Must not: read the host's (a trial says nothing about the machine it runs on).
 """

@@ -2,7 +2,7 @@
 
 Owns the start-up probe of every node effect (pod cgroups, systemd unit properties on the pod
 slices, resctrl, core scheduling, the group identity kernel feature, the reconciler) and its
-JSON description, and the ``NodeFacts`` the policies get (the topology ``node.topology`` read;
+JSON description, and the ``NodeFacts`` the policies get (the topology ``node.node_topology`` read;
 the cgroup version: no ``unified``
 keys on cgroup v1 containers; on v2 the files a container's cgroup has,
 ``NodeFacts.cgroup_files``: a key without its file stops the container). One warning line per
@@ -52,7 +52,7 @@ UNIFIED_OFF_UNKNOWN = (
 
 def node_facts(executor: NodeExecutor, topology: NodeTopology | None = None) -> NodeFacts:
     """What the policies are told about this node (unknown parts stay None); ``topology``
-    as ``policy_server.node.topology`` read it (not read: not known)."""
+    as ``policy_server.node.node_topology`` read it (not read: not known)."""
     version = executor.known_version()
     files = container_cgroup_files(executor.root) if version is CgroupVersion.V2 else None
     return NodeFacts(cgroup_version=_FACT_VERSIONS[version], cgroup_files=files,

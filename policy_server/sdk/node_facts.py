@@ -10,7 +10,7 @@ on a stock kernel). So the facts carry the cgroup version and, on v2, the interf
 container's cgroup has. The server builds them from its own probe (``--cgroup-root``,
 ``--cgroup-version``); handlers read them as ``NodeView.facts``, koordinator-qos
 through its context. The node's topology (``NodeTopology``: online CPUs, NUMA nodes, memory,
-read by ``policy_server.node.topology`` from ``--sys-root`` and ``--proc-root``) bounds every
+read by ``policy_server.node.node_topology`` from ``--sys-root`` and ``--proc-root``) bounds every
 cpuset a policy's configuration names: the kernel refuses a CPU or memory node the machine does
 not have, so the runtime fails the container. Must not do I/O.
 """

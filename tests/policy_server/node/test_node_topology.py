@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policy_server.node.topology import read_topology
+from policy_server.node.node_topology import read_topology
 from policy_server.sdk import NodeTopology
 
 

@@ -1,7 +1,7 @@
 """The node's topology as the kernel shows it: online CPUs, NUMA nodes and memory.
 
 Owns reading ``<sys_root>/devices/system/cpu/online``, ``<sys_root>/devices/system/node/online``
-(with each ``node<N>/cpulist``) and ``MemTotal`` of ``<proc_root>/meminfo``, once at start-up,
+(with each ``node<N>/cpulist``) and the total memory in ``<proc_root>/meminfo``, once at start-up,
 into the SDK's ``NodeTopology``. A kernel without NUMA (``CONFIG_NUMA`` off) has no
 ``devices/system/node``: its one memory node is 0, holding every online CPU. A cpuset naming a
 CPU or memory node outside these is refused by the kernel (runc: ``cpuset.cpus: numerical result
