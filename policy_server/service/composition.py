@@ -28,12 +28,12 @@ from policy_server.exceptions import RequestError
 from policy_server.node import probe
 from policy_server.node.cpu_weight import CpuWeights
 from policy_server.node.executor import NodeExecutor
+from policy_server.node.node_topology import read_topology
 from policy_server.node.pod_confinement import PodHierarchy
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
 from policy_server.node.resctrl_fs import ResctrlFS
 from policy_server.node.systemd_bus import SystemdBus
-from policy_server.node.node_topology import read_topology
 from policy_server.node.unit_properties import SystemdUnits
 from policy_server.policies import build_builtin, enabled_builtins
 from policy_server.sdk.extension import ConfigStatus, ReloadResult
