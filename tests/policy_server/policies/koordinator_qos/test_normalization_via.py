@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from policy_server.engine.request import synchronize_event
+from policy_server.exceptions import RulesError
 from policy_server.policies.koordinator_qos.hooks import normalization
 from policy_server.policies.koordinator_qos.qos_node_plan import plan
-from policy_server.policies.koordinator_qos.rules import RulesError
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk import CgroupWrite
 from tests.policy_server.factory import container, container_target, pod, rules
