@@ -139,7 +139,8 @@ def _nri_entries(target: Target, s: NriSettings) -> list[Entry]:
         "enabled": "NRI on (containerd 1.7 and older CRI-O releases ship it off).",
         "accept_connections": "Accept external plugins on the socket: the bridge connects as one.",
         "socket_path": "Where external plugins connect (the bridge's --nri-socket).",
-        "plugin_path": "Plugins the runtime launches itself (not used by the DaemonSet).",
+        "plugin_path": "Plugins the runtime launches itself (not used by the DaemonSet: "
+                       "docs/deployment.md#external-not-launched).",
         "plugin_config_path": "Their config files, sent to the plugin in Configure.",
         "registration_timeout": "Time a plugin has to send RegisterPlugin after connecting.",
         "request_timeout": "Time a plugin has to answer one event (one budget for all parts of "

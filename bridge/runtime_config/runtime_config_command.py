@@ -27,7 +27,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 _WHERE = {
-    CONTAINERD: "Merge into /etc/containerd/config.toml or a file its `imports` lists, restart "
+    CONTAINERD: "Merge into /etc/containerd/config.toml or a file its `imports` lists (a newer "
+                "containerd reads an older format: 2.x migrates version 2 and 3), restart "
                 "containerd, check with `containerd config dump`.",
     "cri-o": "Save as a drop-in such as /etc/crio/crio.conf.d/10-nri.conf (or merge into "
              "crio.conf), then `systemctl restart crio`.",
@@ -122,19 +123,20 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def change(args: argparse.Namespace) -> tuple[toml_change.Change, str]:
-    """The change the parsed `args` ask for, and the name of the file it is for."""
+def change(args: argparse.Namespace, text: str | None = None) -> tuple[toml_change.Change, str]:
+    """The change the parsed `args` ask for, and the name of the file it is for; `text` stands
+    for the file's content (an in-process caller's), else `--file` is read."""
     source = args.file or "<new>"
-    text = ""
-    if args.file:
+    if text is None and args.file:
         path = Path(args.file)
         try:
             text = path.read_text(encoding="utf-8") if path.exists() else ""
         except (OSError, UnicodeDecodeError) as exc:
             raise RuntimeConfigError(f"{source}: cannot read: {exc}") from None
+    text = text or ""
     data = toml_change.read(text, source)
     file_version = toml_change.config_version(data, source) if args.runtime == CONTAINERD else None
-    tgt = target(args.runtime, args.runtime_version, file_version)
+    tgt = target(args.runtime, args.runtime_version, file_version, source)
     settings = _settings(args)
     header = [f"NRI for {tgt.describe()}, written by", f"  {command_line(args)}",
               "", *_wrap(_WHERE[tgt.runtime]), "See docs/runtime-config.md."]

@@ -124,9 +124,10 @@ def max_config_version(version: Version) -> int:
     return 3 if version < (2, 3, 0) else 4
 
 
-def target(runtime: str, runtime_version: str, config_version: int | None = None) -> Target:
-    """The target for `--runtime`/`--runtime-version`; `config_version` is an existing file's
-    `version` (containerd), else the release's own format."""
+def target(runtime: str, runtime_version: str, config_version: int | None = None,
+           source: str = "<new>") -> Target:
+    """The target for `--runtime`/`--runtime-version`; `config_version` is the `version` of
+    the existing file `source` (containerd), else the release's own format."""
     if runtime not in RUNTIMES:
         raise RuntimeConfigError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
     version = parse_version(runtime_version)
@@ -143,10 +144,11 @@ def target(runtime: str, runtime_version: str, config_version: int | None = None
     newest = max_config_version(version)
     chosen = newest if config_version is None else config_version
     if not 2 <= chosen <= newest:
+        reads = "format 2" if newest == 2 else f"formats 2 to {newest}"
         raise RuntimeConfigError(
-            f"version: the file is in containerd config format {chosen}; containerd "
-            f"{runtime_version} reads formats 2 to {newest} (a file without `version` is "
-            "format 1, which this command does not write: run `containerd config migrate`)")
+            f"{source}: version: the file is in containerd config format {chosen}; containerd "
+            f"{runtime_version} reads {reads} (this command writes no format 1: run "
+            "`containerd config migrate`)")
     return Target(CONTAINERD, version, nri, chosen, ("plugins", NRI_PLUGIN), _CONTAINERD_KEYS,
                   _CONTAINERD_VALIDATOR)
 

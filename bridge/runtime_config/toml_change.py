@@ -19,7 +19,7 @@ import textwrap
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import tomlkit
 from tomlkit.items import Item, Table, Whitespace
@@ -67,13 +67,18 @@ def config_version(data: Mapping[str, Any], source: str) -> int | None:
     return version
 
 
-def _lookup(data: Mapping[str, Any], path: Sequence[str]) -> Any:
+def _table_at(data: Mapping[str, Any], path: tuple[str, ...], source: str,
+              literal: bool) -> Mapping[str, Any] | None:
+    """The table at `path` (None: not there); a value in the way is refused by its name."""
     node: Any = data
-    for part in path:
-        if not isinstance(node, Mapping) or part not in node:
+    for depth, part in enumerate(path, 1):
+        if part not in node:
             return None
         node = node[part]
-    return node
+        if not isinstance(node, Mapping):
+            raise RuntimeConfigError(f"{source}: {dotted(path[:depth], literal)}: is a value, "
+                                     f"not a table (the change needs [{dotted(path, literal)}])")
+    return cast(Mapping[str, Any], node)
 
 
 def _toml(value: Value) -> str:
@@ -150,10 +155,7 @@ def apply(text: str, source: str, target: Target, entries: Sequence[Entry],
     new_tables: dict[tuple[str, ...], list[Entry]] = {}
     added: dict[tuple[str, ...], list[Entry]] = {}
     for entry in entries:
-        current = _lookup(data, entry.table)
-        if current is not None and not isinstance(current, Mapping):
-            raise RuntimeConfigError(f"{source}: {dotted(entry.table, target.literal_keys)}: "
-                                     "is a value, not a table")
+        current = _table_at(data, entry.table, source, target.literal_keys)
         old = current.get(entry.key) if current is not None else None
         node = expected
         for part in entry.table:
