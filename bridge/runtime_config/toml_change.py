@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import tomlkit
+from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Item, Table, Whitespace
 
 from bridge.runtime_config.nri_settings import Entry, Value
@@ -150,6 +151,20 @@ def apply(text: str, source: str, target: Target, entries: Sequence[Entry],
     """The text with every entry set. `header` comment lines open a new (empty) file."""
     data = read(text, source)
     expected = copy.deepcopy(data)
+    try:
+        return _apply(text, data, expected, source, target, entries, header)
+    except TOMLKitError as exc:  # tomllib read it, tomlkit cannot edit it
+        raise RuntimeConfigError(f"{source}: the change cannot be merged into this file "
+                                 f"({exc})") from None
+
+
+def _implicit(doc: tomlkit.TOMLDocument, path: Sequence[str]) -> bool:
+    table = _tomlkit_table(doc, path)
+    return isinstance(table, Table) and table.is_super_table()
+
+
+def _apply(text: str, data: dict[str, Any], expected: dict[str, Any], source: str,
+           target: Target, entries: Sequence[Entry], header: Sequence[str]) -> Change:
     doc = tomlkit.parse(text)
     changed: list[str] = []
     new_tables: dict[tuple[str, ...], list[Entry]] = {}
@@ -164,7 +179,8 @@ def apply(text: str, source: str, target: Target, entries: Sequence[Entry],
         if old == entry.value and type(old) is type(entry.value):
             continue
         changed.append(_describe(entry.table, entry, old, target.literal_keys))
-        if current is None:
+        if current is None or _implicit(doc, entry.table):
+            # Not there, or there only as the parent of a [sub.table]: a [table] of its own.
             new_tables.setdefault(entry.table, []).append(entry)
         elif old is None:
             added.setdefault(entry.table, []).append(entry)

@@ -262,3 +262,15 @@ def test_the_result_check_refuses_a_wrong_merge(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(toml_change, "_toml", lambda value: '"wrong"')
     with pytest.raises(RuntimeConfigError, match="without changing other settings"):
         toml_change.apply("version = 3\n", "f", tgt, entries)
+
+
+def test_an_nri_table_there_only_as_the_validators_parent_gets_its_own_header(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f"version = 3\n[plugins.'{NRI}'.default_validator]\n  enable = false  # c\n")
+    assert run(capsys, *containerd("2.2", "--file", str(path), "--write", "--fail-closed"))[0] == 0
+    text = path.read_text()
+    assert "  enable = true  # c" in text.splitlines()
+    assert f"[plugins.'{NRI}']" in text.splitlines()
+    nri = nri_table(tomllib.loads(text))
+    assert nri["disable"] is False and nri["default_validator"]["enable"] is True
