@@ -112,8 +112,10 @@ def load_scenario(source: str | Path) -> Scenario:
             step = _step(_json(line, f"{path}:{number}"), f"{path}:{number}")
             if step is not None:
                 steps.append(step)
-        # Recorded logs are named after the runtime that produced them.
-        profile = next((key for key in PROFILES if path.stem.startswith(key)), None)
+        # Recorded logs are named after the runtime that produced them; the longest key wins
+        # (containerd-2.4.0-beta.0-wire is the beta's, not containerd-2.4.0's).
+        named = [key for key in PROFILES if path.stem.startswith(key)]
+        profile = max(named, key=len) if named else None
         return Scenario(name=path.stem, steps=tuple(steps), profile=profile)
     doc = _json(text, str(path))
     if not isinstance(doc, dict):
