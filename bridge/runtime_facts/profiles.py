@@ -25,9 +25,9 @@ CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
 Which reply fields crash the runtime is a function of the NRI version too, from the contract's
 table (bridge.contract.runtime_hazards): containerd 2.2.7 and CRI-O 1.36.3 (NRI v0.11.0) die on
 an added sysctl, and so does their simulation (bridge.simulator.result_merge); NRI v0.11.0 to
-v0.12.2 (up to containerd 2.4.0-beta.0) lose a lone sysctl removal, v0.12.3 (2.4.0 GA) keeps it. What the runtime
-applies of each reply leaf, per route, is the field table's (bridge.contract.runtime_effects,
-keyed by `runtime`: its name and NRI version).
+v0.12.2 (up to containerd 2.4.0-beta.0) lose a lone sysctl removal, v0.12.3 (2.4.0 GA) keeps
+it. What the runtime applies of each reply leaf, per route, is the field table's
+(bridge.contract.runtime_effects, keyed by `runtime`: its name and NRI version).
 """
 
 from __future__ import annotations

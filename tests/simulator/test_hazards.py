@@ -3,9 +3,9 @@
 
 A plugin (our plugin core with a plain handler, no bridge in between) answers CreateContainer
 with a sysctl. NRI v0.11.0 panics merging an added one whatever sysctls the container already
-has (containerd 2.2.7, CRI-O 1.36.3); a removal alone does not panic; NRI v0.12.0 on (containerd
-2.3.4 and 2.4, CRI-O 1.37) applies it. So a bridge that lets an added sysctl through to a v0.11 profile fails its
-tests with a crashed runtime rather than a silently applied field.
+has (containerd 2.2.7, CRI-O 1.36.3); a removal alone does not panic; NRI v0.12.0 on
+(containerd 2.3.4 and 2.4, CRI-O 1.37) applies it. So a bridge that lets an added sysctl through
+to a v0.11 profile fails its tests with a crashed runtime rather than a silently applied field.
 """
 
 from __future__ import annotations
