@@ -45,6 +45,10 @@ def test_bundled_scenarios_load() -> None:
         scenario = load_scenario(name)
         assert scenario.events, name
     assert load_scenario("containerd-1.7.24-events").profile == "containerd-1.7.24"
+    # The beta's recordings are the beta's, though they start with "containerd-2.4.0" too.
+    for kind in ("wire", "wire-legacy-plugin"):
+        assert load_scenario(f"containerd-2.4.0-beta.0-{kind}").profile == \
+            "containerd-2.4.0-beta.0"
     wire, events = (load_scenario(f"containerd-2.1.9-{kind}.jsonl") for kind in ("wire", "events"))
     assert [s.event for s in wire.events] == [s.event for s in events.events]
     koord = load_scenario("koordinator-qos")
