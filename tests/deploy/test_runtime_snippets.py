@@ -61,10 +61,10 @@ def test_runtime_directory_holds_exactly_the_documented_snippets() -> None:
 
 
 def _daemonset_plugin_name() -> str:
-    text = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
-    match = re.search(r"--plugin-name=(\S+)", text)
-    assert match is not None
-    return match.group(1)
+    # As the rendered pod runs it (the value comes from the settings ConfigMap).
+    name = s.Pod(s.render(s.BASE)).bridge_args.plugin_name
+    assert isinstance(name, str) and name
+    return name
 
 
 def test_fail_closed_snippets_require_the_bridge_and_tolerate_its_own_pod() -> None:
