@@ -60,7 +60,8 @@ def test_every_yaml_file_parses() -> None:
                          ids=[*IDS, *(c.name for c in s.COMPONENTS)])
 def test_kustomization_references_exist(directory: Path) -> None:
     k = s.kustomization(directory)
-    referenced = [*k.get("resources", []), *(p["path"] for p in k.get("patches", []) if "path" in p)]
+    referenced = [*k.get("resources", []),
+                  *(p["path"] for p in k.get("patches", []) if "path" in p)]
     referenced += [entry.partition("=")[2] or entry
                    for gen in k.get("configMapGenerator", []) for entry in gen.get("files", [])]
     referenced += [e for gen in k.get("configMapGenerator", []) for e in gen.get("envs", [])]
@@ -452,8 +453,8 @@ def test_production_overlay_pins_the_image_by_digest_and_logs_json() -> None:
     assert s.koordinator_rules(pod.file(pod.policy, str(pod.policy_args.rules))) != (
         s.koordinator_rules(base.file(base.policy, str(base.policy_args.rules))))
     # Apart from the log format the overlay runs the base's command lines.
-    for c, b in ((pod.bridge_argv, base.bridge_argv), (pod.policy_argv, base.policy_argv)):
-        assert set(c) ^ set(b) == {"--log-format=json", "--log-format=text"}
+    for argv, b in ((pod.bridge_argv, base.bridge_argv), (pod.policy_argv, base.policy_argv)):
+        assert set(argv) ^ set(b) == {"--log-format=json", "--log-format=text"}
 
 
 def test_images_are_versioned_and_not_pulled_on_every_start(pod: s.Pod) -> None:

@@ -7,7 +7,8 @@ guest reads the results over its shares:
   of this checkout's sources as an archive in the e2e cache (tests/shipped/image.py builds it
   with build-image.sh only when no archive or podman image of these sources exists), the CNI
   plugins of the DaemonSet pod's network copied beside it, and the production overlay with
-  components/node-effects rendered with `kubectl kustomize`; written to ``.e2e/node-v2-shipped/export.json`` in the checkout;
+  components/node-effects rendered with `kubectl kustomize`; written to
+  ``.e2e/node-v2-shipped/export.json`` in the checkout;
 - in the guest (``load``): that file, checked against the checkout it runs on (the image's
   source key and the manifests' hash), so a stale export fails with what to run.
 

@@ -1,9 +1,9 @@
 """The DaemonSet pod as kubelet runs it, from the built image, on containerd 1.7.24 and 2.1.9.
 
 The pod comes from ``kubectl kustomize deploy/kubernetes/base`` (the rendered objects, never a
-copy; the production overlay too, alone and with components/node-effects) and is created over CRI with its declared volumes, users,
-groups, capabilities, read-only root and seccomp profile (tests/shipped/kubelet.py); its probes
-run as kubelet runs them. Only
+copy; the production overlay too, alone and with components/node-effects) and is created
+over CRI with its declared volumes, users, groups, capabilities, read-only root and seccomp
+profile (tests/shipped/kubelet.py); its probes run as kubelet runs them. Only
 host paths move: /var/run/nri is the private containerd's NRI directory. Then workload pods are
 created through CRI and koordinator-qos's values must reach their pod cgroups (written by the
 policy server in its container, through the host cgroup mount) and their containers (through

@@ -1,11 +1,11 @@
 """The policy server with exactly the shipped user and capabilities (issue 18's probe bug).
 
 The DaemonSet runs nri-policy-server as UID 0 with every capability dropped
-(components/node-effects adds SYS_RESOURCE and DAC_OVERRIDE). cgroupfs makes a hierarchy's directory 0555 while
-pod cgroup files are root-owned 0644: without CAP_DAC_OVERRIDE the directory is not writable,
-the files are. These tests run the real server on the host's cgroup tree under ``setpriv`` with
-the identity read from the rendered manifests, and check that /proc shows exactly that identity
-before trusting anything else.
+(components/node-effects adds SYS_RESOURCE and DAC_OVERRIDE). cgroupfs makes a hierarchy's
+directory 0555 while pod cgroup files are root-owned 0644: without CAP_DAC_OVERRIDE the
+directory is not writable, the files are. These tests run the real server on the host's cgroup
+tree under ``setpriv`` with the identity read from the rendered manifests, and check that /proc
+shows exactly that identity before trusting anything else.
 """
 
 from __future__ import annotations
