@@ -61,10 +61,14 @@ def test_runtime_directory_holds_exactly_the_documented_snippets() -> None:
 
 
 def _daemonset_plugin_name() -> str:
-    # As the rendered pod runs it (the value comes from the settings ConfigMap).
-    name = s.Pod(s.render(s.BASE)).bridge_args.plugin_name
-    assert isinstance(name, str) and name
-    return name
+    # The DaemonSet's --plugin-name is $(PLUGIN_NAME) from the settings ConfigMap
+    # (base/settings.env; tests/deploy/test_kubernetes.py checks the rendered expansion).
+    text = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
+    assert "--plugin-name=$(PLUGIN_NAME)" in text
+    settings = (s.BASE / "settings.env").read_text(encoding="utf-8")
+    match = re.search(r"^PLUGIN_NAME=(\S+)$", settings, re.MULTILINE)
+    assert match is not None
+    return match.group(1)
 
 
 def test_fail_closed_snippets_require_the_bridge_and_tolerate_its_own_pod() -> None:

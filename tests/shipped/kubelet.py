@@ -273,7 +273,7 @@ class Kubelet:
         Status, as kubelet reads it: containerd 1.7 reports no handlers, so no)."""
         status = self.cri.runtime.Status(self.pb.StatusRequest(), timeout=CRI_CALL_TIMEOUT_S)
         handlers = getattr(status, "runtime_handlers", [])
-        return any(h.name == "" and h.features.recursive_read_only for h in handlers)
+        return any(h.name == "" and h.features.recursive_read_only_mounts for h in handlers)
 
     def _mount(self, c: dict[str, Any], m: dict[str, Any], volumes: dict[str, Path]) -> Any:
         """kubelet's mount: readOnly, and recursiveReadOnly (Enabled: the runtime must support
