@@ -89,6 +89,7 @@ def test_an_unmarked_test_is_guarded_even_with_other_markers() -> None:
 def test_an_unregistered_marker_is_an_error(pytester: pytest.Pytester) -> None:
     # --strict-markers (pyproject): a misspelt `processes` would leave a module guarded in
     # make test and deselected nowhere; it is refused at collection instead.
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile("import pytest\n\npytestmark = pytest.mark.proceses\n\n"
                         "def test_x() -> None:\n    pass\n")
     result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")

@@ -22,7 +22,7 @@ from tests.waiting import until_exited
 
 # Python's start and the bridge's imports can take seconds on a busy machine: the runtime's
 # registration window (5 s by default, as containerd's) is widened, so only a bridge that never
-# registers fails here (tests/simulator/test_launched.py says the same).
+# registers fails here (tests/bridge/simulator/test_launched.py says the same).
 STARTUP_S = 25.0
 CONF_D = json.dumps({"static": {"adjust": {"env": [{"key": "FROM_CONF_D", "value": "yes"}]}}})
 
