@@ -24,6 +24,8 @@ SIXTEEN_CPU_RULES = {"topology": {SHARED: [{"socket": 0, "node": 0, "cpuset": "0
 PINNING_POLICY = '''
 from policy_server import Adjustment, Decision, Event, EventName, Policy, ResourcePatch
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 policy = Policy("pin-all", description="pins every container to CPUs 0-15")
 
 
