@@ -16,6 +16,8 @@ import yaml
 
 from .conftest import REPO, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"))
 LSR_POD = str(REPO / "examples" / "pods" / "lsr-pod.yaml")
 SHARED = "node.koordinator.sh/cpu-shared-pools"
@@ -23,8 +25,6 @@ SIXTEEN_CPU_RULES = {"topology": {SHARED: [{"socket": 0, "node": 0, "cpuset": "0
                                           {"socket": 1, "node": 1, "cpuset": "8-15"}]}}
 PINNING_POLICY = '''
 from policy_server import Adjustment, Decision, Event, EventName, Policy, ResourcePatch
-
-pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 policy = Policy("pin-all", description="pins every container to CPUs 0-15")
 
