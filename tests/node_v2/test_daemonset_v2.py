@@ -220,9 +220,12 @@ def test_ls_pod_starts_with_the_values_kubelet_asked_for(daemonset: DaemonSetPod
     cri.remove_pod(pod.pod.id)
 
 
-# Under emulation a test of this module takes minutes; one that does not end in this bound
-# fails with its stage and the policy server's view (diagnose) instead of holding the guest
-# until run-guest.sh's bound stops it with no result.
+# These two were marked xfail(run=False) on 2026-12-02 (docs/e2e.md#known-failures: BE failed, the
+# OOM-score test did not end in 24 minutes and CI's guest bound stopped the guest with no
+# result). Each is bounded now: its function alone (not the module fixture's image import) may
+# take STUCK_TEST_S under emulation, and a failure names the step it was at and writes what the
+# policy server saw (diagnose: its state, its own cgroup, the slice as the host and it read it,
+# its log) to .e2e/node-v2/diag-<test>.txt, so one guest run says where and why.
 STUCK_TEST_S = 900
 
 
@@ -230,13 +233,15 @@ class Stages:
     """The step a test is at, named in its failure (and in .e2e/node-v2/diag-<test>.txt)."""
 
     def __init__(self, ds: DaemonSetPod, test: str) -> None:
-        self.ds, self.test, self.stage, self.directory = ds, test, "start", None
+        self.ds, self.test, self.stage = ds, test, "start"
+        self.directory: Path | None = None  # the pod slice, once made
         self.started = time.monotonic()
-        self.deadline = self.started + STUCK_TEST_S
+        self.deadline = self.started + STUCK_TEST_S - 120  # before pytest-timeout's signal
 
     def at(self, stage: str) -> None:
-        if time.monotonic() > self.deadline:
-            raise AssertionError(f"{self.test}: still at {self.stage!r} after {STUCK_TEST_S} s")
+        if time.monotonic() > self.deadline:  # a slow step, past the bound but not stuck
+            spent = time.monotonic() - self.started
+            raise AssertionError(f"{self.test}: {spent:.0f} s and still at {self.stage!r}")
         self.stage = f"{stage} (at {time.monotonic() - self.started:.0f} s)"
         DIAG_DIR.mkdir(parents=True, exist_ok=True)
         (DIAG_DIR / f"stage-{self.test}.txt").write_text(self.stage + "\n")
@@ -250,7 +255,7 @@ class Stages:
             raise AssertionError(f"{exc}\nat stage {self.stage}\n{text[-6000:]}") from exc
 
 
-@pytest.mark.timeout(STUCK_TEST_S + 300)
+@pytest.mark.timeout(STUCK_TEST_S, func_only=True)
 def test_be_pod_slice_gets_the_batch_values(daemonset: DaemonSetPod) -> None:
     cri = daemonset.cri
     assert isinstance(cri, SystemdKubeletCri)
@@ -290,7 +295,7 @@ def test_be_pod_slice_gets_the_batch_values(daemonset: DaemonSetPod) -> None:
         cri.remove_pod(pod.pod.id)
 
 
-@pytest.mark.timeout(STUCK_TEST_S + 300)
+@pytest.mark.timeout(STUCK_TEST_S, func_only=True)
 def test_oom_score_of_running_processes_is_kept(daemonset: DaemonSetPod) -> None:
     """The production overlay's hostPID and capabilities let the reconciler keep the OOM score
     of a running container process (OOMScoreAdj is on in the production rules)."""
