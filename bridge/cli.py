@@ -28,7 +28,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
-SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay", "try", "test")
+SUBCOMMANDS = ("run", "simulate", "validate-config", "record", "replay", "try", "test",
+               "runtime-config")
 
 
 def _add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -132,6 +133,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         suite_cli.add_arguments(suite)
     validate = sub.add_parser("validate-config", help="check a bridge configuration file")
     validate.add_argument("file", metavar="FILE")
+    runtime_config = sub.add_parser(
+        "runtime-config", help="print, or with --write apply, the runtime configuration change "
+                               "that enables NRI (containerd 1.7/2.x, CRI-O); exit 2 on a file "
+                               "it cannot parse")
+    if command in (None, "runtime-config"):
+        from bridge.runtime_config import runtime_config_command
+        runtime_config_command.add_arguments(runtime_config)
     return parser
 
 
@@ -296,6 +304,9 @@ def _one_shot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return replay_cli.main(args)
     if args.command == "validate-config":
         return _validate(args)
+    if args.command == "runtime-config":
+        from bridge.runtime_config import runtime_config_command
+        return runtime_config_command.main(args)
     if args.command == "try":
         from bridge.trial import try_command as try_cli
         logs.setup("warning", "text")

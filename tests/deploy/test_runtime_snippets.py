@@ -1,20 +1,26 @@
-"""containerd and CRI-O NRI snippets: valid TOML, the right keys, our socket path.
+"""containerd and CRI-O NRI snippets: what `nri-webhook-bridge runtime-config` prints, valid
+TOML, the right keys, our socket path, the default validator's options in the fail-closed ones.
 
-The containerd key set is what `containerd config default` prints for the
-NRI plugin in 1.7.24 and 2.1.9 (the versions the e2e tests run), and the same
-keys the e2e harness writes; the CRI-O keys are those of CRI-O's `[crio.nri]`
-table.
+Each snippet names the command that wrote it (its second line) and must be byte for byte
+what that command prints today (regenerate: run it and redirect into the file). The
+containerd key set is what `containerd config default` prints for the NRI plugin in 1.7.24
+and 2.1.9 (the versions the e2e tests run, which start from the file the command writes); the
+CRI-O keys are those of CRI-O's `[crio.nri]` table.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bridge.cli import build_parser
+from bridge.runtime_config import runtime_config_command
 from bridge.transport import connect
 from tests.deploy import support as s
 from tests.e2e import runtimes
@@ -67,16 +73,79 @@ def _daemonset_plugin_name() -> str:
     return match.group(1)
 
 
+# The default validator's options the bridge never needs a plugin to use (issue 45): on in
+# both fail-closed snippets (NRI plugins/default-validator; CRI-O prefixes nri_validator_).
+REJECTED = ("reject_oci_hook_adjustment", "reject_namespace_adjustment",
+            "reject_runtime_default_seccomp_adjustment", "reject_unconfined_seccomp_adjustment",
+            "reject_custom_seccomp_adjustment")
+# The command each snippet is, beyond --runtime/--runtime-version (the fail-closed ones are
+# complete: NRI's table plus the validator, used instead of the plain ones).
+SNIPPET_FLAGS = {
+    "containerd-1.7.toml": ["--runtime", "containerd", "--runtime-version", "1.7"],
+    "containerd-2.x.toml": ["--runtime", "containerd", "--runtime-version", "2.0"],
+    FAIL_CLOSED_CONTAINERD: ["--runtime", "containerd", "--runtime-version", "2.2",
+                             "--fail-closed"],
+    "crio-nri.conf": ["--runtime", "cri-o", "--runtime-version", "1.29"],
+    FAIL_CLOSED_CRIO: ["--runtime", "cri-o", "--runtime-version", "1.34", "--fail-closed"],
+}
+
+
+def _named_command(text: str) -> list[str]:
+    """The command a snippet names on its line 2 (`#   nri-webhook-bridge runtime-config ...`)."""
+    line = text.splitlines()[1]
+    assert line.startswith("#   nri-webhook-bridge runtime-config "), line
+    return shlex.split(line[len("#   "):])[2:]
+
+
+def _printed(argv: list[str]) -> str:
+    args: argparse.Namespace = build_parser("runtime-config").parse_args(["runtime-config", *argv])
+    return runtime_config_command.change(args)[0].text
+
+
+def _stale(name: str, text: str) -> str | None:
+    """Why `text` is not the snippet `name` as the command prints it today (None: it is)."""
+    argv = _named_command(text)
+    if argv != SNIPPET_FLAGS[name]:
+        return f"{name} names {argv}, expected {SNIPPET_FLAGS[name]}"
+    if _printed(argv) != text:
+        return (f"{name} is stale: regenerate with `nri-webhook-bridge runtime-config "
+                f"{shlex.join(argv)} > deploy/runtime/{name}`")
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(SNIPPET_FLAGS))
+def test_snippet_is_what_the_command_prints(name: str) -> None:
+    assert _stale(name, (s.RUNTIME / name).read_text(encoding="utf-8")) is None
+
+
+def test_a_changed_snippet_is_found_stale() -> None:
+    name = "containerd-2.x.toml"
+    text = (s.RUNTIME / name).read_text(encoding="utf-8")
+    assert _stale(name, text.replace('"2s"', '"3s"')) is not None
+    assert _stale(name, text.replace("2.0", "2.1", 1)) is not None
+    assert _stale(name, text + "# a comment by hand\n") is not None
+
+
+def test_snippets_name_only_paths_that_exist() -> None:
+    """containerd-1.7.toml pointed at deploy/runtime/launched/, which never existed."""
+    for path in sorted(s.RUNTIME.iterdir()):
+        for named in re.findall(r"\b((?:deploy|docs)/[\w./-]*\w)", path.read_text()):
+            assert (s.REPO / named.split("#")[0]).exists(), f"{path.name} names {named}"
+
+
 def test_fail_closed_snippets_require_the_bridge_and_tolerate_its_own_pod() -> None:
     containerd = _load(FAIL_CLOSED_CONTAINERD)
     assert containerd["version"] == 3
     validator = containerd["plugins"][NRI_PLUGIN]["default_validator"]
     assert validator == {"enable": True, "required_plugins": [_daemonset_plugin_name()],
-                         "tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION}
+                         "tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION,
+                         **dict.fromkeys(REJECTED, True)}
+    assert set(containerd["plugins"][NRI_PLUGIN]) == CONTAINERD_NRI_KEYS | {"default_validator"}
     crio = _load(FAIL_CLOSED_CRIO)["crio"]["nri"]["default_validator"]
     assert crio == {"nri_enable_default_validator": True,
                     "nri_validator_required_plugins": [_daemonset_plugin_name()],
-                    "nri_validator_tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION}
+                    "nri_validator_tolerate_missing_plugins_annotation": TOLERATE_ANNOTATION,
+                    **{f"nri_validator_{key}": True for key in REJECTED}}
     # The bridge's own pod must be creatable while the bridge is not running.
     daemonset = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
     assert f'{TOLERATE_ANNOTATION}: "true"' in daemonset

@@ -17,13 +17,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.waiting import WaitTimeout, wait_until
 
 from .cgroup_scope import CGROUP_PREFIX, kill_cgroup_processes, remove_cgroups, sweep_dead_runs
 from .procs import scaled, stop_by_pid
-from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_config
+from .runtimes import IMAGE_TARBALLS, InstanceDirs, Runtime, render_base_config, runtime_config_args
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,13 @@ class Containerd:
         self.dirs = dirs
         self._proc: subprocess.Popen[bytes] | None = None
         dirs.create()
-        dirs.config.write_text(render_config(runtime, dirs))
+        # NRI is turned on by the product's own command, as docs/runtime-config.md tells an
+        # operator to: containerd starts from the file `runtime-config --write` produced.
+        dirs.config.write_text(render_base_config(runtime, dirs))
+        done = subprocess.run([sys.executable, "-m", "bridge", *runtime_config_args(runtime, dirs)],
+                              capture_output=True, text=True, timeout=CTR_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise ContainerdError(f"runtime-config failed ({done.returncode}): {done.stderr}")
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

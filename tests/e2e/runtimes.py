@@ -2,7 +2,9 @@
 
 Owns: where each containerd's binaries live (installed by setup/install-runtimes.sh),
 the private directory layout of one test instance, and rendering its config.toml
-(``version = 2`` for 1.7, ``version = 3`` for 2.x, whose CRI keys moved).
+(``version = 2`` for 1.7, ``version = 3`` for 2.x, whose CRI keys moved) without NRI: the
+NRI part is what ``nri-webhook-bridge runtime-config --write`` adds (``runtime_config_args``;
+containerd.py runs the command, ``render_config`` applies the same change in-process).
 
 Must not: start processes (see containerd.py) or touch system-wide paths: everything a
 test instance writes lives under its private base directory.
@@ -100,17 +102,17 @@ def _q(value: str | Path) -> str:
     return json.dumps(str(value))
 
 
-def _nri_section(runtime: Runtime, dirs: InstanceDirs, table: str) -> str:
-    return f"""
-[{table}]
-  disable = false
-  disable_connections = false
-  socket_path = {_q(dirs.nri_socket)}
-  plugin_path = {_q(dirs.subdir("nri-plugins"))}
-  plugin_config_path = {_q(dirs.subdir("nri-conf"))}
-  plugin_registration_timeout = "{max(5, 2 * runtime.nri_request_timeout_s)}s"
-  plugin_request_timeout = "{runtime.nri_request_timeout_s}s"
-"""
+def runtime_config_args(runtime: Runtime, dirs: InstanceDirs) -> list[str]:
+    """`nri-webhook-bridge runtime-config` arguments that turn NRI on in this instance's file."""
+    return [
+        "runtime-config", "--runtime", "containerd", "--runtime-version", runtime.version,
+        "--file", str(dirs.config), "--write",
+        "--socket-path", str(dirs.nri_socket),
+        "--plugin-path", str(dirs.subdir("nri-plugins")),
+        "--plugin-config-path", str(dirs.subdir("nri-conf")),
+        "--registration-timeout", f"{max(5, 2 * runtime.nri_request_timeout_s)}s",
+        "--request-timeout", f"{runtime.nri_request_timeout_s}s",
+    ]
 
 
 def _header(runtime: Runtime, dirs: InstanceDirs) -> str:
@@ -158,7 +160,6 @@ def render_config_v2(runtime: Runtime, dirs: InstanceDirs) -> str:
 [plugins."io.containerd.internal.v1.opt"]
   path = {_q(dirs.subdir("opt"))}
 """
-        + _nri_section(runtime, dirs, 'plugins."io.containerd.nri.v1.nri"')
     )
 
 
@@ -199,11 +200,22 @@ def render_config_v3(runtime: Runtime, dirs: InstanceDirs) -> str:
 [plugins.'io.containerd.internal.v1.opt']
   path = {_q(dirs.subdir("opt"))}
 """
-        + _nri_section(runtime, dirs, "plugins.'io.containerd.nri.v1.nri'")
     )
 
 
-def render_config(runtime: Runtime, dirs: InstanceDirs) -> str:
+def render_base_config(runtime: Runtime, dirs: InstanceDirs) -> str:
+    """The instance's config.toml before NRI is turned on."""
     if runtime.config_version == 2:
         return render_config_v2(runtime, dirs)
     return render_config_v3(runtime, dirs)
+
+
+def render_config(runtime: Runtime, dirs: InstanceDirs) -> str:
+    """The config.toml containerd starts from: the base plus what `runtime-config` adds
+    (in-process; containerd.py runs the command itself)."""
+    from bridge.cli import build_parser
+    from bridge.runtime_config import runtime_config_command
+
+    args = build_parser("runtime-config").parse_args(runtime_config_args(runtime, dirs))
+    result, _ = runtime_config_command.change(args, render_base_config(runtime, dirs))
+    return result.text
