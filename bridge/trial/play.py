@@ -6,9 +6,11 @@ protocol), and the bridge as a real `nri-webhook-bridge run` process connected t
 per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which the test kit's
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
-started — then, once every pod is on the node, each `--resize` of a container (kubelet's CRI
-UpdateContainerResources), a snapshot of what each container ends with, and the teardowns
-(stop, remove), pod by pod: the pods of one trial share the node.
+started — then, once every pod is on the node, the pod's `--resize`s in kubelet's steps
+(bridge.kube.resize.plan: memory then CPU, one CRI UpdateContainerResources per container and
+resource, the pod cgroup's writes in their place but without an event), a snapshot of what
+each container ends with, and the teardowns (stop, remove), pod by pod: the pods of one
+trial share the node.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -25,7 +27,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from bridge.kube import (
     kubelet_order,
     pod_sandbox,
 )
-from bridge.kube.resize import Resize
+from bridge.kube.resize import POD, KubeletView, Resize, ResizeStep, plan
 from bridge.replies.handler_crash import crashes
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
@@ -78,6 +80,9 @@ class ContainerRun:
     calls: list[CriResult] = field(default_factory=list)
     effective: dict[str, Any] | None = None  # the container as the runtime has it, running
     not_started: str | None = None  # why kubelet would not get to this container
+    # Each resize step of this container: the resource, kubelet's CRI values, and the
+    # container's resources as the runtime has them after the step (the intermediate state).
+    resize: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -87,6 +92,7 @@ class PodRun:
     sandbox: CriResult | None = None
     containers: list[ContainerRun] = field(default_factory=list)
     teardown: list[CriResult] = field(default_factory=list)
+    resize: list[ResizeStep] = field(default_factory=list)  # kubelet's steps, those played
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +329,8 @@ class _Player:
         self.run.containers = list(self.runs.values())
         self.order = kubelet_order(pod)
         self.step: Step | None = next(self.order)  # the next step; None once the pod is done
+        self.running: list[str] = []  # started and not stopped, in kubelet's order
+        self.resized = False
 
     async def advance(self, stop: Callable[[Step], bool]) -> None:
         """Perform steps until the next one satisfies `stop` (not performed) or none is left."""
@@ -356,15 +364,39 @@ class _Player:
         if step.call == SNAPSHOT:
             # The second snapshot is "every container in place" (bridge.kube.call_order): the
             # resize comes then, so replies can name every container of the pod.
-            in_place = self.runs[step.container].effective is not None
-            for resize in (r for r in self.resizes
-                           if in_place and r.container == step.container):
-                result = await run_cri(self.runtime, RESIZE, self.sandbox, current,
-                                       linux_resources=resize.linux_resources())
-                self.runs[step.container].calls.append(result)
+            if self.runs[step.container].effective is not None and not self.resized:
+                self.resized = True
+                await self._resize()
                 current = self.runtime.state.containers.get(ctr.id, current)
             self.runs[step.container].effective = effective(current)
             return True
         result = await run_cri(self.runtime, step.call, self.sandbox, current)
         self.runs[step.container].calls.append(result)
+        if step.call == "StartContainer" and result.ok:
+            self.running.append(step.container)
+        elif step.call == "StopContainer" and step.container in self.running:
+            self.running.remove(step.container)
         return result.ok
+
+    async def _resize(self) -> None:
+        """The pod's resizes in kubelet's steps (bridge.kube.resize.plan), each container's
+        values as kubelet asked for them (not as a plugin adjusted them); a failed call ends
+        the resize, as kubelet stops there (it retries on a later sync)."""
+        current = {name: KubeletView.of(self.ctrs[name].linux.resources)
+                   for name in self.running}
+        for step in plan(current, self.resizes):
+            self.run.resize.append(step)
+            if step.container == POD or step.request is None:
+                continue  # kubelet writes the pod cgroup itself: no CRI call, no NRI event
+            ctr = self.ctrs[step.container]
+            container = self.runtime.state.containers.get(ctr.id, ctr)
+            result = await run_cri(self.runtime, RESIZE, self.sandbox, container,
+                                   linux_resources=step.request.linux_resources())
+            self.runs[step.container].calls.append(result)
+            after = self.runtime.state.containers.get(ctr.id, container)
+            self.runs[step.container].resize.append({
+                "resource": step.resource, "kubelet": asdict(step.request),
+                "resources": effective(after)["resources"],
+                "ok": result.ok})
+            if not result.ok:
+                return

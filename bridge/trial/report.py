@@ -93,7 +93,9 @@ def _container(run: PodRun, crun: ContainerRun, exchanges: list[Exchange],
     if crun.not_started is not None:
         warnings.append({"webhook": "", "event": "", "message":
                          f"not started: {crun.not_started}"})
+    resize = {"resize": crun.resize} if crun.resize else {}
     return {
+        **resize,
         "pod": f"{pod.namespace}/{pod.name}", "container": crun.name, "kind": spec.kind.value,
         "qos_class": pod.qos_class, "cgroup_parent": pod.cgroup_parent,
         "requests": requests, "adjust": adjust, "update": update, "reject": reject,

@@ -26,6 +26,10 @@ ANNOTATION_BE_CPU_SHARED_POOLS = "node.koordinator.sh/be-cpu-shared-pools"
 ANNOTATION_SYSTEM_QOS_RESOURCE = "node.koordinator.sh/system-qos-resource"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
+# Where CPU normalization takes effect (rules ``cpu_normalization_via``): through NRI, so the
+# runtime records the scaled quota (and kubelet reports it back), or on the node beside the
+# runtime, as koordlet writes it (docs/koordinator.md#cpunormalization-and-resize).
+NORMALIZE_VIA_NRI, NORMALIZE_VIA_NODE = "nri", "node"
 
 KUBELET_POLICY_STATIC = "static"
 

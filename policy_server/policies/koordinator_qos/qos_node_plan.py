@@ -6,18 +6,21 @@ the OOM score each container's processes should have (``OOMScoreAdj``,
 docs/koordinator.md#oomscoreadj), the core-scheduling group of each container (``CoreSched``,
 docs/koordinator.md#coresched), the kube-QoS-level cgroup values, the kernel switches group
 identity and core scheduling need (``kernel.sched_group_identity_enabled``,
-``kernel.sched_core``), and which resctrl groups are koordlet's (``koordlet-``: those no live
-pod asks for are removed). Pure: no file is read here.
+``kernel.sched_core``), the normalized CFS quota of each normalized pod's cgroup
+(``CPUNormalization``: koordlet scales the pod's as well as the containers'), and which resctrl
+groups are koordlet's (``koordlet-``: those no live pod asks for are removed). Pure: no file is
+read here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.annotations import AnnotationError
 from policy_server.policies.koordinator_qos.authority import Refusal
+from policy_server.policies.koordinator_qos.hooks import normalization
 from policy_server.policies.koordinator_qos.hooks import oom as oom_hook
 from policy_server.policies.koordinator_qos.hooks.group_identity import class_values
 from policy_server.policies.koordinator_qos.nodeslo import CPUQOS
@@ -200,9 +203,30 @@ def kube_qos_writes(cgroup_parents: Iterable[str], rules: Rules) -> tuple[Cgroup
     return tuple(writes)
 
 
-def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None) -> NodePlan:
+def normalized_pod_quotas(pods: Mapping[str, PodTarget], event: Event, rules: Rules,
+                          baselines: Mapping[str, int]) -> tuple[CgroupWrite, ...]:
+    """``cpu.cfs_quota_us`` of each normalized pod's cgroup, scaled as its containers' are
+    (whichever way they are: through NRI or beside the runtime)."""
+    if not rules.features.CPUNormalization:
+        return ()
+    ids: dict[str, list[str]] = {}
+    for container in event.containers:
+        ids.setdefault(container.pod_sandbox_id, []).append(container.id)
+    writes = []
+    for pod_id, target in pods.items():
+        parent = target.pod.cgroup_parent
+        quota = normalization.pod_quota(target, ids.get(pod_id, []), baselines, rules)
+        if parent and quota is not None:
+            who = f"{target.pod.namespace}/{target.pod.name}"
+            writes.append(CgroupWrite(parent, "cpu.cfs_quota_us", quota, who))
+    return tuple(writes)
+
+
+def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None,
+         baselines: Mapping[str, int] | None = None) -> NodePlan:
     """The whole plan for the node reconciler's pass over ``event`` (a Synchronize of every
-    known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches.
+    known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches,
+    normalized pod quotas (from ``baselines``, the containers' unscaled quotas).
     OOM scores pod metadata may not set are left out and appended to ``refusals``."""
     pods = {pod.id: PodTarget.of(pod, rules.trust) for pod in event.pods}
     parents = [t.pod.cgroup_parent for t in pods.values() if t.pod.cgroup_parent]
@@ -232,7 +256,8 @@ def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None) -> N
             if manages_core_sched(target)
         )
     return NodePlan(
-        cgroup_writes=kube_qos_writes(parents, rules),
+        cgroup_writes=kube_qos_writes(parents, rules)
+        + normalized_pod_quotas(pods, event, rules, baselines or {}),
         oom_scores=tuple(oom),
         core_sched=core,
         kernel_switches=tuple(KernelSwitch(n, v) for n, v in kernel_switches(rules).items()),

@@ -16,6 +16,7 @@ File layout (all keys optional)::
       node.koordinator.sh/system-qos-resource: {cpuset: "0-1", cpusetExclusive: true}
       kubelet.koordinator.sh/cpu-manager-policy: {policy: static, reservedCPUs: "0"}
     cpu_normalization_ratio: 1.2  # node.koordinator.sh/cpu-normalization-ratio
+    cpu_normalization_via: nri    # or node: cgroups only, beside the runtime (as koordlet)
     features: {CPUNormalization: true, GPUEnvInject: true}
     disable_unset_cpu_quota: false
     group_identity_kernel_support: false
@@ -124,6 +125,7 @@ class Rules:
     node_slo: NodeSLO = field(default_factory=_default_node_slo)
     topology: Topology | None = None
     cpu_normalization_ratio: float | None = None
+    cpu_normalization_via: str = keys.NORMALIZE_VIA_NRI
     features: Features = field(default_factory=Features)
     disable_unset_cpu_quota: bool = False
     group_identity_kernel_support: bool = False
@@ -335,6 +337,13 @@ def _failure_policy(value: str) -> str:
     return value
 
 
+def _via(value: str) -> str:
+    if value not in (keys.NORMALIZE_VIA_NRI, keys.NORMALIZE_VIA_NODE):
+        raise ValueError(f"must be {keys.NORMALIZE_VIA_NRI} or {keys.NORMALIZE_VIA_NODE} "
+                         f"(got {value!r})")
+    return value
+
+
 def _absolute(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path (got {value!r})")
@@ -348,6 +357,7 @@ class _Document(_Section):
     topology: _Topology | None = None
     # Checked on its own: a bad ratio is ignored, not an invalid file (``_ratio``).
     cpu_normalization_ratio: Any = None
+    cpu_normalization_via: Annotated[Str, AfterValidator(_via)] = keys.NORMALIZE_VIA_NRI
     features: _Features | None = None
     disable_unset_cpu_quota: Bool = False
     group_identity_kernel_support: Bool = False
@@ -438,6 +448,7 @@ def rules_from_doc(doc: object) -> Rules:
         topology=d.topology.value() if d.topology is not None else None,
         cpu_normalization_ratio=ratio,
         cpu_normalization_ratio_error=ratio_error,
+        cpu_normalization_via=d.cpu_normalization_via,
         features=Features(**features),
         disable_unset_cpu_quota=d.disable_unset_cpu_quota,
         group_identity_kernel_support=d.group_identity_kernel_support,
@@ -507,6 +518,7 @@ def rules_summary(rules: Rules) -> dict[str, Any]:
         },
         "cpu_normalization_ratio": rules.cpu_normalization_ratio,
         "cpu_normalization_ratio_error": rules.cpu_normalization_ratio_error,
+        "cpu_normalization_via": rules.cpu_normalization_via,
         "features": {f.name: getattr(rules.features, f.name) for f in fields(Features)},
         "disable_unset_cpu_quota": rules.disable_unset_cpu_quota,
         "group_identity_kernel_support": rules.group_identity_kernel_support,

@@ -21,6 +21,7 @@ from typing import Any
 
 from policy_server.policies.koordinator_qos import qos_node_plan
 from policy_server.policies.koordinator_qos.authority import Refusal, Refusals
+from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
 from policy_server.policies.koordinator_qos.bundle import KoordContext, build_policy
 from policy_server.policies.koordinator_qos.rules import (
     Rules,
@@ -63,8 +64,9 @@ class KoordinatorQoS:
         )
         self.refusals = Refusals("koordinator-qos")
         self._logged: set[tuple[str, str, str]] = set()
+        self.baselines = QuotaBaselines()
         self.policy: Policy[KoordContext] = build_policy(
-            lambda: self.rules.current, node=node, refusals=self.refusals
+            lambda: self.rules.current, self.baselines, node=node, refusals=self.refusals
         )
         self.policy.background(self.watch)
         self.policy.describe(self.describe)
@@ -115,7 +117,7 @@ class KoordinatorQoS:
 
     def plan(self, event: Event) -> NodePlan:
         refused: list[Refusal] = []
-        plan = qos_node_plan.plan(event, self.rules.current, refused)
+        plan = qos_node_plan.plan(event, self.rules.current, refused, self.baselines.view())
         self.refusals.record(refused)
         for r in refused:
             # Every reconcile pass sees the same pods: say it once per pod, key and rule.
