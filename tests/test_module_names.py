@@ -58,59 +58,127 @@ ROLE_FUNCTIONS: dict[str, str] = {
 # shrinks: rename one of the pair and delete its line (a line whose name is no longer shared
 # fails the test).
 STILL_SHARED_CLASSES: dict[str, str] = {
-    "Action": "to rename: policy_server/policies/cel/node_policy_doc.py, policy_server/service/resync_schedule.py",
-    "Adjustment": "to rename: bridge/contract/reply_models.py, bridge/contract/request_structs.py, policy_server/sdk/decision.py",
-    "AnnotationError": "to rename: policy_server/policies/koordinator_qos/annotations.py, policy_server/policies/pod_annotations.py",
-    "Case": "to rename: bridge/replies/replay.py, bridge/suite/document.py",
-    "Container": "to rename: bridge/kube/pod_spec.py, policy_server/sdk/model.py",
-    "CounterSample": "to rename: policy_server/sdk/extension.py, policy_server/telemetry.py",
-    "Device": "to rename: policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py",
-    "Eviction": "to rename: bridge/contract/reply_models.py, policy_server/sdk/decision.py",
-    "FailurePolicy": "to rename: bridge/webhooks/specs.py, policy_server/sdk/registry.py",
-    "Limit": "to rename: bridge/contract/field_limits.py, policy_server/sdk/contract_limits.py",
-    "Metrics": "to rename: bridge/metrics.py, policy_server/telemetry.py",
-    "Outcome": "to rename: bridge/replies/replay.py, policy_server/node/coresched.py, policy_server/policies/cpu_pools/pools.py",
-    "Pod": "to rename: bridge/kube/pod_spec.py, policy_server/sdk/model.py",
-    "Refusal": "to rename: policy_server/engine/request_fields.py, policy_server/policies/koordinator_qos/authority.py",
-    "Request": "to rename: bridge/wire/envelope.py, policy_server/policies/pod_annotations.py",
-    "Rules": "to rename: policy_server/policies/device_injector.py, policy_server/policies/koordinator_qos/rules.py",
-    "Step": "to rename: bridge/contract/plugin_lifecycle.py, bridge/kube/call_order.py",
-    "Target": "to rename: bridge/runtime_config/runtime_tables.py, bridge/suite/load.py, bridge/webhooks/value_bounds.py, policy_server/node/cgroup_writer.py",
-    "Text": "to rename: bridge/contract/value_rules.py, bridge/suite/expect.py",
-    "Topology": "to rename: policy_server/policies/cpu_pools/topology.py, policy_server/policies/koordinator_qos/rules.py",
-    "Update": "to rename: bridge/contract/reply_models.py, bridge/contract/request_structs.py",
-    "Verdict": "to rename: bridge/contract/runtime_effects.py, policy_server/node/cpu_weight.py",
+    "Adjustment": (
+        "the bridge's contract classes (bridge/contract/reply_models.py, "
+        "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
+        "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
+        "name stays"),
+    "Container": (
+        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
+        "policy_server/sdk/model.py"),
+    "CounterSample": (
+        "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
+        "policy_server/telemetry.py"),
+    "Device": (
+        "not yet renamed (rename the non-SDK one): "
+        "policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py"),
+    "Eviction": (
+        "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
+        "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
+        "public contract files; the SDK's name stays"),
+    "FailurePolicy": (
+        "not yet renamed (rename the non-SDK one): bridge/webhooks/specs.py, "
+        "policy_server/sdk/registry.py"),
+    "Limit": (
+        "not yet renamed (rename the non-SDK one): bridge/contract/field_limits.py, "
+        "policy_server/sdk/contract_limits.py"),
+    "Metrics": (
+        "not yet renamed (rename the non-SDK one): bridge/metrics.py, "
+        "policy_server/telemetry.py"),
+    "Pod": (
+        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
+        "policy_server/sdk/model.py"),
+    "Refusal": (
+        "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
+        "policy_server/policies/koordinator_qos/authority.py"),
+    "Rules": (
+        "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
+        "policy_server/policies/koordinator_qos/rules.py"),
+    "Step": (
+        "not yet renamed (rename the non-SDK one): bridge/contract/plugin_lifecycle.py, "
+        "bridge/kube/call_order.py"),
+    "Update": (
+        "the bridge's contract classes (bridge/contract/reply_models.py, "
+        "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
+        "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
+        "name stays"),
 }
 STILL_SHARED_FUNCTIONS: dict[str, str] = {
-    "adjustment_from_json": "to rename: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py",
-    "adjustment_to_json": "to rename: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py",
-    "apply": "to rename: bridge/runtime_config/toml_change.py, policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py",
-    "build_parser": "to rename: bridge/cli.py, policy_server/main.py",
-    "build_policy": "to rename: policy_server/policies/cpu_pools/__init__.py, policy_server/policies/koordinator_qos/bundle.py",
-    "change": "to rename: bridge/runtime_config/runtime_config_command.py, policy_server/policies/cel/mutation_check.py",
-    "check": "to rename: bridge/suite/expect.py, policy_server/policies/cel/mutation_check.py",
-    "check_cpu_list": "to rename: bridge/contract/cpu_list_grammar.py, policy_server/sdk/cpu_list.py",
-    "container_of": "to rename: bridge/simulator/delivery.py, policy_server/engine/request_event.py",
-    "create_app": "to rename: bridge/control/api.py, policy_server/server/asgi.py",
-    "create_metrics_app": "to rename: bridge/control/api.py, policy_server/server/asgi.py",
-    "describe": "to rename: bridge/demo.py, bridge/webhooks/reply_walk.py, policy_server/engine/evaluate.py, policy_server/node/probe.py",
-    "field_name": "to rename: bridge/simulator/ownership.py, bridge/suite/problems.py, policy_server/sdk/validation.py",
-    "guarded": "to rename: policy_server/policies/trusted_keys.py, policy_server/service/policy_host.py",
-    "load": "to rename: bridge/strict_yaml.py, bridge/suite/load.py, policy_server/policies/cel/policy_set.py",
-    "milli_cpu_to_quota": "to rename: bridge/kube/resources.py, policy_server/policies/koordinator_qos/formulas.py",
-    "milli_cpu_to_shares": "to rename: bridge/kube/resources.py, policy_server/policies/koordinator_qos/formulas.py",
-    "oom_score_adj": "to rename: bridge/kube/resources.py, policy_server/policies/koordinator_qos/annotations.py",
-    "page_size_name": "to rename: bridge/kube/resources.py, bridge/webhooks/node_hugepages.py",
-    "parse": "to rename: bridge/config_file.py, bridge/contract/quantity.py",
-    "plan": "to rename: bridge/kube/resize.py, policy_server/engine/request_fields.py, policy_server/policies/koordinator_qos/qos_node_plan.py",
-    "problem": "to rename: bridge/contract/field_limits.py, bridge/suite/paths.py",
-    "qos_class": "to rename: bridge/kube/resources.py, policy_server/policies/koordinator_qos/qos.py",
-    "read_documents": "to rename: bridge/kube/documents.py, policy_server/policies/cel/node_policy_doc.py",
-    "refusal": "to rename: bridge/webhooks/named_items.py, policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py",
-    "requested": "to rename: bridge/process/stop_signals.py, policy_server/service/resync_schedule.py",
-    "run": "to rename: bridge/app.py, bridge/record/replay_cli.py, bridge/simulator/commands.py, policy_server/policies/cel/policy_program.py",
-    "set_leaves": "to rename: bridge/contract/applied_view.py, bridge/contract/cri_service.py",
-    "unix_listener": "to rename: bridge/control/serving.py, bridge/transport/listen.py",
+    "adjustment_from_json": (
+        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
+    "adjustment_to_json": (
+        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
+    "apply": (
+        "not yet renamed: bridge/runtime_config/toml_change.py, "
+        "policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py"),
+    "build_parser": (
+        "not yet renamed: bridge/cli.py, policy_server/main.py"),
+    "build_policy": (
+        "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
+        "policy_server/policies/koordinator_qos/bundle.py"),
+    "change": (
+        "not yet renamed: bridge/runtime_config/runtime_config_command.py, "
+        "policy_server/policies/cel/mutation_check.py"),
+    "check": (
+        "not yet renamed: bridge/suite/expect.py, "
+        "policy_server/policies/cel/mutation_check.py"),
+    "check_cpu_list": (
+        "not yet renamed: bridge/contract/cpu_list_grammar.py, policy_server/sdk/cpu_list.py"),
+    "container_of": (
+        "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
+    "create_app": (
+        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+    "create_metrics_app": (
+        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+    "describe": (
+        "not yet renamed: bridge/demo.py, bridge/webhooks/reply_walk.py, "
+        "policy_server/engine/evaluate.py, policy_server/node/probe.py"),
+    "field_name": (
+        "not yet renamed: bridge/simulator/ownership.py, bridge/suite/problems.py, "
+        "policy_server/sdk/validation.py"),
+    "guarded": (
+        "not yet renamed: policy_server/policies/trusted_keys.py, "
+        "policy_server/service/policy_host.py"),
+    "load": (
+        "not yet renamed: bridge/strict_yaml.py, bridge/suite/load.py, "
+        "policy_server/policies/cel/policy_set.py"),
+    "milli_cpu_to_quota": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/formulas.py"),
+    "milli_cpu_to_shares": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/formulas.py"),
+    "oom_score_adj": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/annotations.py"),
+    "page_size_name": (
+        "not yet renamed: bridge/kube/resources.py, bridge/webhooks/node_hugepages.py"),
+    "parse": (
+        "not yet renamed: bridge/config_file.py, bridge/contract/quantity.py"),
+    "plan": (
+        "not yet renamed: bridge/kube/resize.py, policy_server/engine/request_fields.py, "
+        "policy_server/policies/koordinator_qos/qos_node_plan.py"),
+    "problem": (
+        "not yet renamed: bridge/contract/field_limits.py, bridge/suite/paths.py"),
+    "qos_class": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/qos.py"),
+    "read_documents": (
+        "not yet renamed: bridge/kube/documents.py, "
+        "policy_server/policies/cel/node_policy_doc.py"),
+    "refusal": (
+        "not yet renamed: bridge/webhooks/named_items.py, "
+        "policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py"),
+    "requested": (
+        "not yet renamed: bridge/process/stop_signals.py, "
+        "policy_server/service/resync_schedule.py"),
+    "run": (
+        "not yet renamed: bridge/app.py, bridge/record/replay_cli.py, "
+        "bridge/simulator/commands.py, policy_server/policies/cel/policy_program.py"),
+    "set_leaves": (
+        "not yet renamed: bridge/contract/applied_view.py, bridge/contract/cri_service.py"),
+    "unix_listener": (
+        "not yet renamed: bridge/control/serving.py, bridge/transport/listen.py"),
 }
 
 
