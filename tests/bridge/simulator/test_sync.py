@@ -20,7 +20,7 @@ BIG = {"pods": 100, "containers": 3000, "annotation_bytes": 2048}  # about 12 Mi
 # decoding it takes seconds on a busy 2-core machine, more than the runtime's default 2 s
 # request timeout, so the big ones give the runtime and the wait room (the deadline itself is
 # tested elsewhere, on loop time).
-ROOMY = {"request_timeout_s": 30.0, "registration_timeout_s": 30.0, "wait_s": 60.0}
+ROOMY_S = 30.0
 
 
 class SyncUpdater(Handler):
@@ -45,7 +45,9 @@ def seed_big(runtime: SimulatedRuntime) -> None:
 @pytest.mark.timeout(120)
 async def test_split_sync_above_4mib(sock_path: Path) -> None:
     handler = SyncUpdater()
-    async with connected(sock_path, handler, "containerd-2.1.9", seed=seed_big, **ROOMY) as h:
+    async with connected(sock_path, handler, "containerd-2.1.9", seed=seed_big,
+                         wait_s=2 * ROOMY_S, request_timeout_s=ROOMY_S,
+                         registration_timeout_s=ROOMY_S) as h:
         assert h.conn.sync_chunks >= 3  # 12 MiB cannot go in fewer than three 4 MiB chunks
         assert h.runtime.closed_plugins == []
         assert handler.synced == (BIG["pods"], BIG["containers"])  # buffered until more=false
@@ -58,7 +60,9 @@ async def test_split_sync_above_4mib(sock_path: Path) -> None:
 @pytest.mark.timeout(120)
 async def test_v0_6_sends_one_oversized_sync(sock_path: Path) -> None:
     handler = SyncUpdater()
-    async with connected(sock_path, handler, "containerd-1.7.24", seed=seed_big, **ROOMY) as h:
+    async with connected(sock_path, handler, "containerd-1.7.24", seed=seed_big,
+                         wait_s=2 * ROOMY_S, request_timeout_s=ROOMY_S,
+                         registration_timeout_s=ROOMY_S) as h:
         # Never split: one message of ~12 MiB (legal for old ttrpc, up to 16 MiB).
         assert h.conn.sync_chunks == 1
         assert h.runtime.closed_plugins == []
@@ -82,8 +86,7 @@ async def test_wrong_answer_to_intermediate_chunk_closes_plugin(sock_path: Path)
 
     plugin = RawPlugin(sock_path, {"Synchronize": always_final})
     runtime = SimulatedRuntime(sock_path, "containerd-2.1.9",
-                               request_timeout_s=ROOMY["request_timeout_s"],
-                               registration_timeout_s=ROOMY["registration_timeout_s"])
+                               request_timeout_s=ROOMY_S, registration_timeout_s=ROOMY_S)
     seed_big(runtime)
     await runtime.start()
     try:
