@@ -24,6 +24,7 @@ from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.connection import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginConnection
+from bridge.simulator.cri_server import serve_cri
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux
 from tests.waiting import until
@@ -71,8 +72,10 @@ async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1
                     **runtime_kwargs: Any) -> AsyncIterator[Harness]:
     # Like a real runtime, the simulated one serves CRI beside NRI: the bridge sends its
     # updates there on profiles where NRI UpdateContainers can deadlock.
-    runtime_kwargs.setdefault("cri_socket", cri_socket_beside(path))
+    cri_socket = runtime_kwargs.pop("cri_socket", cri_socket_beside(path))
     runtime = SimulatedRuntime(path, profile, **runtime_kwargs)
+    if cri_socket is not None:
+        serve_cri(runtime, cri_socket)
     if seed is not None:
         seed(runtime)
     await runtime.start()
