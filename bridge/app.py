@@ -65,7 +65,8 @@ def control_deps(runner: PluginRunner, metrics: Metrics,
     config = config or BridgeConfig(static=StaticSettings())
     cache = runner.cache
     scope = Scope("UpdateContainers", config.control_allow, cache.knows_container,
-                  lookup=cache.lookup, hugepages=config.node.hugepages)
+                  lookup=cache.lookup, hugepages=config.node.hugepages,
+                  node_cpus=config.node.node_cpus)
 
     def parse(items: Any) -> Sequence[api.ContainerUpdate]:
         return parse_updates(items, scope, "update")

@@ -62,6 +62,7 @@ from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.execution import ExecutorMode
+from policy_server.node.node_topology import DEFAULT_SYS_ROOT, read_topology
 from policy_server.node.pod_confinement import DEFAULT_KUBELET_CGROUP_ROOT
 from policy_server.node.procfs import DEFAULT_PROC_ROOT
 from policy_server.node.reconciler import DEFAULT_RECONCILE_INTERVAL_S
@@ -73,6 +74,7 @@ from policy_server.policies import (
     describe_builtins,
     parse_policy_arg,
 )
+from policy_server.sdk.node_facts import NodeFacts
 from policy_server.server.asgi import create_app, create_metrics_app
 from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.service import (
@@ -304,6 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"procfs root for OOM scores and kernel switches (default {DEFAULT_PROC_ROOT})",
     )
     effects.add_argument(
+        "--sys-root",
+        type=Path,
+        default=DEFAULT_SYS_ROOT,
+        help="sysfs root the node's online CPUs and NUMA nodes are read from: rules naming "
+        f"others are refused (default {DEFAULT_SYS_ROOT})",
+    )
+    effects.add_argument(
         "--cgroup-root",
         type=Path,
         default=DEFAULT_CGROUP_ROOT,
@@ -389,6 +398,7 @@ def options_from(args: argparse.Namespace) -> ServerOptions:
         bridge_start_wait_s=args.bridge_start_wait,
         resctrl_root=args.resctrl_root,
         proc_root=args.proc_root,
+        sys_root=args.sys_root,
     )
 
 
@@ -605,7 +615,7 @@ def _main(args: argparse.Namespace) -> int:
     # half made, such as a socket file without the code that removes it.
     try:
         if args.check_rules:
-            return _check_rules(args.rules)
+            return _check_rules(args.rules, args.sys_root, args.proc_root)
         if args.list_policies:
             for name, description in describe_builtins().items():
                 print(f"{name:20} {description}")
@@ -685,13 +695,16 @@ def _check_policies(values: Sequence[str]) -> int:
     return 0
 
 
-def _check_rules(path: Path | None) -> int:
-    """``--check-rules``: build the policy ``--rules`` configures and print its rules."""
+def _check_rules(path: Path | None, sys_root: Path, proc_root: Path) -> int:
+    """``--check-rules``: build the policy ``--rules`` configures on the node ``--sys-root``
+    and ``--proc-root`` describe (rules naming CPUs it lacks are refused) and print its
+    rules."""
     if path is None:
         raise StartupError("--check-rules needs --rules FILE")
     if _refused_files([("--rules", path)]):
         return 2
-    policy = build_builtin(DEFAULT_POLICY, path)  # raises RulesError naming the file and key
+    facts = NodeFacts(topology=read_topology(sys_root, proc_root))
+    policy = build_builtin(DEFAULT_POLICY, path, facts)  # RulesError naming the file and key
     describe = policy.extensions.describe
     assert describe is not None  # the rules policy describes its rules
     print(json.dumps(describe()["rules"], indent=2))

@@ -58,6 +58,7 @@ STARTS_PROCESSES: tuple[str, ...] = (
     "tests/policy_server/test_examples.py::test_node_policy_over_a_unix_socket",  # and node
     "tests/policy_server/test_examples.py::test_cli_serves_the_example_module",
     "tests/policy_server/test_examples.py::test_cli_startup_errors_exit_2",
+    "tests/policy_server/test_node_truth_process.py",
     "tests/policy_server/test_policy_extensions.py::test_bad_policy_arguments_exit_2_with_the_reason",
     "tests/policy_server/test_policy_extensions.py::test_koordinator_is_listed_and_checked_like_any_builtin",
     "tests/policy_server/testing/test_kit_is_the_server.py::test_a_cgroup_write_gets_the_servers_warning_from_the_kit",

@@ -28,3 +28,4 @@ class NodeSpec:
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     hugepage_sizes_bytes: tuple[int, ...] = DEFAULT_HUGEPAGE_SIZES_BYTES
+    numa_nodes: int = 1  # the CPUs split evenly over them (bridge.trial.node_root)

@@ -1,9 +1,10 @@
 """CRI calls as a runtime turns them into NRI events: one table.
 
 One CRI call becomes one to three NRI events, in this order (recorded from containerd
-1.7.24-2.3.4 and CRI-O 1.36.3, bridge/simulator/scenarios): CreateContainer -> CreateContainer
-(+ validation, v0.10+) then PostCreateContainer; StartContainer -> StartContainer then
-PostStartContainer; UpdateContainerResources -> UpdateContainer then PostUpdateContainer;
+1.7.24-2.4.0-beta.0 and CRI-O 1.36.3, bridge/simulator/scenarios): CreateContainer ->
+CreateContainer (+ validation, v0.10+) then PostCreateContainer; StartContainer ->
+StartContainer then PostStartContainer; UpdateContainerResources -> UpdateContainer then
+PostUpdateContainer;
 UpdatePodSandboxResources -> UpdatePodSandbox then PostUpdatePodSandbox. Which of them a
 runtime build actually sends is its profile's business (`RuntimeProfile.delivers`: containerd
 2.2.x leaves pod resize unimplemented, CRI-O sends no PostUpdatePodSandbox); a failed

@@ -17,16 +17,17 @@ The mask and the events a runtime has come from the event catalogue's `since` co
 (bridge.contract.catalogue: `known_to`, `supported_mask`), the rest from the version checks below.
 
 Two facts are not a function of the NRI version but of the runtime around it,
-so a profile states them (recorded 2026-11-24, bridge/simulator/scenarios): whether a
+so a profile states them (recorded 2026-11-24 and 2026-12-01, bridge/simulator/scenarios): whether a
 CRI UpdatePodSandboxResources reaches NRI at all (containerd 2.2.x leaves the
 CRI call unimplemented), and whether PostUpdatePodSandbox follows it (CRI-O
 1.36 never sends it).
 
 Which reply fields crash the runtime is a function of the NRI version too, from the contract's
 table (bridge.contract.runtime_hazards): containerd 2.2.7 and CRI-O 1.36.3 (NRI v0.11.0) die on
-an added sysctl, and so does their simulation (bridge.simulator.result_merge). What the runtime
-applies of each reply leaf, per route, is the field table's (bridge.contract.runtime_effects,
-keyed by `runtime`: its name and NRI version).
+an added sysctl, and so does their simulation (bridge.simulator.result_merge); NRI v0.11.0 to
+v0.12.2 (up to containerd 2.4.0-beta.0) lose a lone sysctl removal, v0.12.3 (2.4.0 GA) keeps
+it. What the runtime applies of each reply leaf, per route, is the field table's
+(bridge.contract.runtime_effects, keyed by `runtime`: its name and NRI version).
 """
 
 from __future__ import annotations
@@ -146,9 +147,22 @@ PROFILES: dict[str, RuntimeProfile] = {
         # Recorded: upstream containerd 2.3.4 (NRI v0.12.0): one dedicated RPC per event,
         # StateChange only for a plugin that answers Unimplemented; sends NRI_version.
         RuntimeProfile("containerd-2.3.4", "containerd", "v2.3.4", (0, 12, 0), "v0.12.0"),
+        # Recorded: upstream containerd 2.4.0-beta.0 (NRI v0.12.1, sent as NRI_version): on the
+        # wire like 2.3.4; the first NRI whose plugin-initiated UpdateContainers cannot deadlock.
+        RuntimeProfile("containerd-2.4.0-beta.0", "containerd", "v2.4.0-beta.0", (0, 12, 1),
+                       "v0.12.1"),
+        # Not recorded: containerd 2.4.0 GA, the beta's runtime on NRI v0.12.3 (a lone sysctl
+        # removal is applied). NRI_version as v0.12.x reports it (its go.mod's version).
+        RuntimeProfile("containerd-2.4.0", "containerd", "v2.4.0", (0, 12, 3), "v0.12.3"),
         # Recorded: upstream CRI-O 1.36.3 (NRI v0.11.0): no "v" in its version, and a pod
         # resize sends UpdatePodSandbox but never PostUpdatePodSandbox.
         RuntimeProfile("cri-o-1.36.3", "cri-o", "1.36.3", (0, 11, 0), post_resize_event=False),
+        # Not recorded: CRI-O 1.37.0 (its main at the 1.37.0 version bump, read-only): NRI
+        # v0.12.0, so one dedicated RPC per event and NRI_version sent as the library reports it;
+        # still no PostUpdatePodSandbox (its server calls only UpdatePodSandbox). Unsolicited
+        # updates stay on CRI: v0.12.0 has the lock order of containerd/containerd#13733.
+        RuntimeProfile("cri-o-1.37.0", "cri-o", "1.37.0", (0, 12, 0), "v0.12.0",
+                       post_resize_event=False),
         # A runtime built on current NRI: dedicated RPCs with StateChange fallback.
         RuntimeProfile("nri-v0.12", "nri-simulator", "0.12.2", (0, 12, 2), "v0.12.2"),
     )

@@ -244,7 +244,7 @@ class Dispatcher:
         )
         # The adaptation merges into an adjustment whose hooks, memory, cpu (and, from
         # v0.11, rdt) sections already exist, so validators see them present even
-        # when empty (recorded: containerd 2.2.7 / 2.3.4, CRI-O 1.36.3).
+        # when empty (recorded: containerd 2.2.7 / 2.3.4 / 2.4.0-beta.0, CRI-O 1.36.3).
         request.adjust.hooks.SetInParent()
         request.adjust.linux.resources.memory.SetInParent()
         request.adjust.linux.resources.cpu.SetInParent()

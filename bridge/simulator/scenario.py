@@ -101,6 +101,13 @@ def resolve(name: str | Path) -> Path:
     raise ScenarioError(f"no scenario {str(name)!r}; bundled: {', '.join(bundled_scenarios())}")
 
 
+def profile_named_by(stem: str, keys: Iterable[str] = PROFILES) -> str | None:
+    """The profile a recorded log is named after: the longest key its name starts with
+    (containerd-2.4.0-beta.0-wire is the beta's, not containerd-2.4.0's), or None."""
+    named = [key for key in keys if stem.startswith(key)]
+    return max(named, key=len) if named else None
+
+
 def load_scenario(source: str | Path) -> Scenario:
     """Load a `.jsonl` event or wire log, or a `.json` scenario."""
     path = resolve(source)
@@ -112,9 +119,7 @@ def load_scenario(source: str | Path) -> Scenario:
             step = _step(_json(line, f"{path}:{number}"), f"{path}:{number}")
             if step is not None:
                 steps.append(step)
-        # Recorded logs are named after the runtime that produced them.
-        profile = next((key for key in PROFILES if path.stem.startswith(key)), None)
-        return Scenario(name=path.stem, steps=tuple(steps), profile=profile)
+        return Scenario(name=path.stem, steps=tuple(steps), profile=profile_named_by(path.stem))
     doc = _json(text, str(path))
     if not isinstance(doc, dict):
         raise ScenarioError(f"{path}: a scenario is a JSON object")

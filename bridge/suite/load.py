@@ -15,7 +15,7 @@ Must not: start anything or call a webhook.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ class LoadedCase:
     cgroup_version: int
     expect: tuple[Expectation, ...]
     resizes: tuple[Resize, ...] = ()
+    node: NodeSpec = field(default_factory=NodeSpec)  # what the bridge and server see
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +190,8 @@ def _case(path: str, base: Path, suite_node: Node, index: int, case: Case,
     if problems:
         raise SuiteError(path, problems=problems)
     return LoadedCase(case.name, pods, PROFILES[node_model.profile], node_model.cgroup_version,
-                      tuple(case.expect), tuple(parse_resize(text) for text in case.resize))
+                      tuple(case.expect), tuple(parse_resize(text) for text in case.resize),
+                      node)
 
 
 def _documents(path: str, base: Path, field: str,

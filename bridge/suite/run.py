@@ -57,7 +57,7 @@ async def run_suite(suite: LoadedSuite,
     """Every case of `suite`, in order, each given to `done` as it ends. SuiteError when its
     private server refuses to start."""
     async with contextlib.AsyncExitStack() as stack:
-        servers: dict[int, Webhooks] = {}
+        servers: dict[tuple[int, int, int, int], Webhooks] = {}
         # Every private server first: the names of the webhooks it serves are checked against
         # the expectations before any case runs (a misspelt one would hold vacuously).
         for case in suite.cases:
@@ -75,7 +75,8 @@ async def run_suite(suite: LoadedSuite,
                 bridge = bridges[id(hooks[1])]
                 if isinstance(bridge, TrialError):
                     raise bridge
-                trial = await bridge.trial(list(case.pods), case.profile, case.resizes)
+                trial = await bridge.trial(list(case.pods), case.profile, case.resizes,
+                                           case.node)
             except TrialError as exc:
                 result = CaseResult(suite, case.name, error=str(exc))
             else:
@@ -126,15 +127,17 @@ def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResul
 
 
 async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: LoadedCase,
-                    servers: dict[int, Webhooks]) -> Webhooks:
+                    servers: dict[tuple[int, int, int, int], Webhooks]) -> Webhooks:
     target = suite.target
     if target.private is None:
         assert target.config is not None and target.document is not None
         return target.config, target.document
-    if case.cgroup_version not in servers:
+    # One private server per node the cases describe: it reads the node's topology at start.
+    key = (case.cgroup_version, case.node.cpus, case.node.numa_nodes, case.node.memory_bytes)
+    if key not in servers:
         work = Path(tempfile.mkdtemp(prefix="nri-test-policy-"))  # mode 0700
         stack.callback(shutil.rmtree, work, True)
-        private = replace(target.private, cgroup_version=case.cgroup_version)
+        private = replace(target.private, cgroup_version=case.cgroup_version, node=case.node)
         field = ("webhooks.policy_modules" if private.modules else
                  "webhooks.rules" if private.rules else "webhooks.policies")
         try:
@@ -144,5 +147,5 @@ async def _webhooks(stack: contextlib.AsyncExitStack, suite: LoadedSuite, case: 
             raise SuiteError(suite.path, field, str(exc)) from None
         if not config.webhooks:
             raise SuiteError(suite.path, field, "no policy handles any event")
-        servers[case.cgroup_version] = config, document
-    return servers[case.cgroup_version]
+        servers[key] = config, document
+    return servers[key]

@@ -40,6 +40,7 @@ from bridge.kube import (
     IN_PLACE,
     SNAPSHOT,
     CriPod,
+    NodeSpec,
     Step,
     container,
     effective,
@@ -52,6 +53,7 @@ from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProf
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.simulator_error import SimulatorError
+from bridge.trial.node_root import write_node
 from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay
 from bridge.webhooks.specs import MAX_FAILURE_THRESHOLD
@@ -104,12 +106,13 @@ class TrialResult:
 
 
 async def run_trial(pods: list[CriPod], config: BridgeConfig, document: dict[str, Any],
-                    profile: RuntimeProfile, resizes: tuple[Resize, ...] = ()) -> TrialResult:
-    """Play `pods` through the bridge configured by `document` (already parsed as `config`);
-    each of `resizes` is played once every container is in place (kubelet's CRI
+                    profile: RuntimeProfile, resizes: tuple[Resize, ...] = (),
+                    node: NodeSpec | None = None) -> TrialResult:
+    """Play `pods` through the bridge configured by `document` (already parsed as `config`)
+    on `node`; each of `resizes` is played once every container is in place (kubelet's CRI
     UpdateContainerResources, the runtime's UpdateContainer event)."""
     async with TrialBridge(config, document) as bridge:
-        return await bridge.trial(pods, profile, resizes)
+        return await bridge.trial(pods, profile, resizes, node)
 
 
 class TrialBridge:
@@ -146,8 +149,10 @@ class TrialBridge:
         try:
             self.relay = Relay(self._config.webhooks, str(work / "relay.sock"))
             bridge_config = work / "bridge.yaml"
-            bridge_config.write_text(yaml.safe_dump(relayed_document(self._document,
-                                                                     self.relay.socket_path)))
+            # The bridge reads the simulated node (bridge.trial.node_root), not the host's.
+            relayed = relayed_document(self._document, self.relay.socket_path)
+            relayed["node"] = {"sysfs_root": str(write_node(NodeSpec(), work / "node"))}
+            bridge_config.write_text(yaml.safe_dump(relayed))
             await self.relay.start()
             self._stack.push_async_callback(self.relay.stop)
             self._stack.push_async_callback(self._stop_runtime)
@@ -173,9 +178,12 @@ class TrialBridge:
             await self._runtime.stop()
 
     async def trial(self, pods: list[CriPod], profile: RuntimeProfile,
-                    resizes: tuple[Resize, ...] = ()) -> TrialResult:
-        """Play `pods` on a fresh node (runtime) through this bridge."""
+                    resizes: tuple[Resize, ...] = (), node: NodeSpec | None = None,
+                    ) -> TrialResult:
+        """Play `pods` on a fresh node (runtime) through this bridge; the bridge sees `node`'s
+        CPUs, memory nodes and hugepages."""
         assert self._proc is not None, "use TrialBridge as an async context manager"
+        write_node(node or NodeSpec(), self.work / "node")
         log = self.work / "bridge.log"
         first, offset = len(self.relay.exchanges), _size(log)
         self.relay.begin()

@@ -2,7 +2,8 @@
 
 Owns: starting a real `nri-policy-server` process on a Unix socket in a private directory,
 with the given policy modules, built-in policies (each with its configuration) and
-koordinator-qos rules, in the environment it is given, and every node effect off (no cgroup,
+koordinator-qos rules, in the environment it is given, on the simulated node (its sysfs and
+procfs written by bridge.trial.node_root), and every node effect off (no cgroup,
 procfs or resctrl writes: its roots point into the private directory; no bridge control API,
 no reconciler), waiting until it serves, asking it which policies it serves and for which events
 (`GET /v1/policies`), turning that into a bridge configuration document (one webhook per policy),
@@ -21,13 +22,15 @@ import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bridge.contract.catalogue import EVENT_NAMES
+from bridge.kube import NodeSpec
+from bridge.trial.node_root import write_node
 from bridge.trial.process import stop_process
 
 SERVER_START_TIMEOUT_S = 60.0  # a ceiling against hangs on a busy machine, not a measurement
@@ -52,6 +55,9 @@ class PrivatePolicies:
     # inline configuration (written into the private directory), or neither (defaults).
     builtins: tuple[tuple[str, str | dict[str, Any] | None], ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # set for the server: what its policies read
+    # The simulated node whose topology the server reads (bridge.trial.node_root): rules
+    # naming CPUs or NUMA nodes it does not have are refused.
+    node: NodeSpec = field(default_factory=NodeSpec)
 
     def __bool__(self) -> bool:
         return bool(self.modules) or self.rules is not None or bool(self.builtins)
@@ -72,7 +78,7 @@ def server_command(policies: PrivatePolicies, work: Path) -> list[str]:
     command = [sys.executable, "-m", "policy_server.main", "--uds", str(work / "policy.sock"),
                "--log-format", "json", "--pod-cgroup-writes", "off", "--reconcile-interval", "0",
                "--cgroup-root", str(work / "cgroup"), "--proc-root", str(work / "proc"),
-               "--resctrl-root", str(work / "resctrl"),
+               "--resctrl-root", str(work / "resctrl"), "--sys-root", str(work / "sys"),
                "--cgroup-version", str(policies.cgroup_version)]
     for module in policies.modules:
         command += ["--policy-module", str(Path(module).resolve())]
@@ -105,6 +111,7 @@ def bridge_document(socket_path: Path, served: list[dict[str, Any]]) -> dict[str
 async def private_server(policies: PrivatePolicies, work: Path) -> AsyncIterator[dict[str, Any]]:
     """Run the server for the block; yields the bridge configuration document for it.
     `work`: an existing directory of ours (mode 0700) for its socket and roots."""
+    write_node(policies.node, work)
     proc = await asyncio.create_subprocess_exec(
         *server_command(policies, work), env={**os.environ, **dict(policies.env)},
         stdin=asyncio.subprocess.DEVNULL,

@@ -64,6 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "private nri-policy-server (repeatable)")
     p.add_argument("--node-cpus", type=int, default=DEFAULT_NODE_CPUS, metavar="N",
                    help="the node's CPUs (default %(default)s)")
+    p.add_argument("--node-numa-nodes", type=int, default=1, metavar="N",
+                   help="the node's NUMA (memory) nodes, the CPUs split evenly over them "
+                        "(default %(default)s)")
     p.add_argument("--node-memory", default="32Gi", metavar="QUANTITY",
                    help="the node's memory capacity (default %(default)s); Burstable OOM "
                         "scores are relative to it")
@@ -93,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # Options whose value may start with '-' (`--node-memory -1Gi`): argparse would take the value
 # for an unknown option and answer with its usage text; attached as `--opt=value`, the value
 # reaches our own checks, which answer in one line.
-_VALUE_OPTIONS = ("--node-memory", "--node-cpus", "--replicas")
+_VALUE_OPTIONS = ("--node-memory", "--node-cpus", "--node-numa-nodes", "--replicas")
 
 
 def attach_values(argv: list[str]) -> list[str]:
@@ -137,10 +140,11 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
     try:
         if private:
-            trial = asyncio.run(_run_private(private, pods, PROFILES[args.profile], resizes))
+            trial = asyncio.run(_run_private(replace(private, node=node), pods,
+                                             PROFILES[args.profile], resizes))
         else:
             trial = asyncio.run(run_trial(pods, config, document, PROFILES[args.profile],
-                                          resizes))
+                                          resizes, node))
     except (PolicySetupError, ConfigError) as exc:
         print(f"nri-webhook-bridge try: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -188,7 +192,7 @@ async def _run_private(private: PrivatePolicies, pods: list[CriPod],
             if not config.webhooks:
                 raise ConfigError("--policy-module", "the modules define no policy that "
                                                      "handles an event")
-            return await run_trial(pods, config, document, profile, resizes)
+            return await run_trial(pods, config, document, profile, resizes, private.node)
     except OSError as exc:
         raise TrialError(f"cannot run the trial: {exc}") from exc
     finally:
@@ -214,6 +218,9 @@ def _config_document(args: argparse.Namespace) -> dict[str, Any]:
 def _node(args: argparse.Namespace) -> NodeSpec:
     if args.node_cpus <= 0:
         raise ValueError(f"--node-cpus: must be positive, got {args.node_cpus}")
+    if not 1 <= args.node_numa_nodes <= args.node_cpus:
+        raise ValueError(f"--node-numa-nodes: must be 1 to --node-cpus ({args.node_cpus}), "
+                         f"got {args.node_numa_nodes}")
     try:
         memory = quantity.value(quantity.parse(args.node_memory))
     except quantity.QuantityError as exc:
@@ -222,7 +229,7 @@ def _node(args: argparse.Namespace) -> NodeSpec:
         raise ValueError(f"--node-memory: must be positive, got {args.node_memory!r}")
     labels = _pairs(args.node_labels, "--node-labels")
     return NodeSpec(cpus=args.node_cpus, memory_bytes=memory, cgroup_driver=args.cgroup_driver,
-                    cgroup_version=args.cgroup_version,
+                    cgroup_version=args.cgroup_version, numa_nodes=args.node_numa_nodes,
                     name=dict(labels).get(HOSTNAME_LABEL, DEFAULT_NODE_NAME), labels=labels,
                     annotations=_pairs(args.node_annotations, "--node-annotations"))
 

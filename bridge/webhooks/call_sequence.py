@@ -66,6 +66,8 @@ from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Lookup, Scope
 from bridge.webhooks.log_text import clip, truncated_json
+from bridge.webhooks.node_cpusets import UNKNOWN as UNKNOWN_CPUS
+from bridge.webhooks.node_cpusets import NodeCpus
 from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.specs import WebhookSpec
@@ -83,6 +85,10 @@ _POLICY_TEXT = ("reason", "warnings", "would_adjust", "would_update", "would_rej
                 "would_conflict", "evict")
 
 
+def _unknown_cpus() -> NodeCpus:
+    return UNKNOWN_CPUS
+
+
 def _bounded(extra: dict[str, Any]) -> dict[str, Any]:
     """`extra` with the policy's text cut to share LOG_POLICY_BYTES (nothing
     from a reply may flood the log: docs/operations.md#hostile-policy-replies-and-security)."""
@@ -98,7 +104,8 @@ class WebhookHandler:
     """The EventHandler that consults webhooks. `lookup` finds an update or eviction target
     with its pod (the plugin's state cache), for the reply guard; without it,
     `knows_container` answers whether the target exists and nothing else is known of it.
-    `node` says where the node's hugepages are read (bridge.webhooks.node_hugepages)."""
+    `node` says where the node's hugepages, CPUs and memory nodes are read
+    (bridge.webhooks.node_hugepages, bridge.webhooks.node_cpusets)."""
 
     def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
@@ -109,6 +116,9 @@ class WebhookHandler:
         self.knows_container = knows_container
         self.lookup = lookup
         self.hugepages = (node or NodeSettings()).hugepages
+        # Without a `node` (a handler built by hand) the node's CPUs are not known: the
+        # configured bridge always passes its config's (default /sys).
+        self.node_cpus = node.node_cpus if node is not None else _unknown_cpus
         self._payloads = PayloadBuilder()
         # What is fixed per connection, derived at configure(): the RuntimeInfo it was derived
         # from, the table's answers for that runtime, the encoded envelope `runtime` object.
@@ -190,7 +200,8 @@ class WebhookHandler:
         try:
             for hook in selected:
                 scope = Scope(call.name, hook.spec.allow, self.knows_container, creating,
-                              target, self.lookup, hook.spec.selector, self.hugepages)
+                              target, self.lookup, hook.spec.selector, self.hugepages,
+                              self.node_cpus)
                 budget = min(call.deadline - loop.time() - CALL_MARGIN_S, hook.spec.timeout_s)
                 request = CallRequest(call.name, call.uid, runtime_json, payload, scope, budget)
                 await self._call(hook, request, merger, who, known)
@@ -361,7 +372,7 @@ class WebhookHandler:
                 chosen_pods, chosen = _select(hook, pods, containers)
                 scope = Scope("Synchronize", hook.spec.allow, known.__contains__,
                               lookup=known.get, selector=hook.spec.selector,
-                              hugepages=self.hugepages)
+                              hugepages=self.hugepages, node_cpus=self.node_cpus)
                 request = CallRequest("Synchronize", call.uid, runtime_json,
                                       self._payloads.sync(chosen_pods, chosen), scope,
                                       hook.spec.sync_timeout_s)

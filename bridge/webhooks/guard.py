@@ -11,7 +11,9 @@ Order of checks (each failure names the JSON path):
    whose pod the webhook's selector matches: its scope binds everything it returns;
 6. items: inside the allowed kinds, the unified keys, annotations and env names refused
    until named, and oom_score_adj, pids and hugepage limits inside what the target
-   container's QoS class and the node allow (bridge.webhooks.item_check).
+   container's QoS class and the node allow (bridge.webhooks.item_check);
+7. the node: a cpuset's CPUs and memory nodes are the node's (bridge.webhooks.node_cpusets:
+   INVALID, as no runtime could apply it).
 A refused kind, item, bound or out-of-scope target is DISALLOWED: the failure policy decides.
 Kinds and values, and what the merge and the capability check need later (claims, field
 paths), come from one pass over each part (bridge.webhooks.reply_walk), kept in the
@@ -39,6 +41,8 @@ from bridge.contract.value_rules import (
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.item_check import check_adjustment, check_update
+from bridge.webhooks.node_cpusets import UNKNOWN as UNKNOWN_CPUS
+from bridge.webhooks.node_cpusets import NodeCpus, check_node_cpuset
 from bridge.webhooks.reply_walk import Part, ReplyWalk
 from bridge.webhooks.selector import Selector
 from bridge.webhooks.value_bounds import Target
@@ -89,6 +93,10 @@ def _no_hugepages() -> Mapping[str, int]:
     return {}
 
 
+def _no_node_cpus() -> NodeCpus:
+    return UNKNOWN_CPUS
+
+
 NO_TARGET = Target()
 EVERY_POD = Selector()
 
@@ -108,6 +116,7 @@ class Scope:
     lookup: Lookup | None = None
     selector: Selector = EVERY_POD  # the webhook's: binds every update and eviction
     hugepages: Callable[[], Mapping[str, int]] = _no_hugepages  # the node's, by page size
+    node_cpus: Callable[[], NodeCpus] = _no_node_cpus  # the node's online CPUs and mems
 
     def find(self, container_id: str) -> Target | None:
         own = self.target.container
@@ -171,6 +180,7 @@ def _adjust(data: Any, scope: Scope, walk: ReplyWalk) -> api.ContainerAdjustment
     adjust = adjustment_from_json(data, "adjust")
     _check_part(walk.adjustment(adjust), scope.allow, "adjust")
     check_adjustment(adjust, scope.allow, scope.target, scope.hugepages)
+    _in_node(adjust.linux, scope, "adjust")
     return adjust if adjust.ByteSize() else None
 
 
@@ -204,8 +214,18 @@ def parse_updates(items: Any, scope: Scope, path: str, walk: ReplyWalk | None = 
         _check_part(walk.update(update, where), scope.allow, where)
         scope.in_selector(cid, target, f"{where}.container_id")
         check_update(update, scope.allow, target, scope.hugepages, where)
+        _in_node(update.linux, scope, where)
         out.append(update)
     return tuple(out)
+
+
+def _in_node(linux: api.LinuxContainerAdjustment | api.LinuxContainerUpdate, scope: Scope,
+             where: str) -> None:
+    """ValueProblem for a cpuset outside the node's CPUs or memory nodes (node_cpusets)."""
+    if linux.HasField("resources") and linux.resources.HasField("cpu"):
+        cpu = linux.resources.cpu
+        if cpu.cpus or cpu.mems:
+            check_node_cpuset(linux.resources, scope.node_cpus(), f"{where}.linux.resources")
 
 
 def _check_part(part: Part, allow: frozenset[str], path: str) -> None:

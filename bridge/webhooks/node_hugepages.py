@@ -5,7 +5,8 @@ persistent hugepages of each size (Documentation/admin-guide/mm/hugetlbpage.rst)
 size, in bytes, bounds any hugepage limit a policy sets (bridge.webhooks.value_bounds); sizes are
 named as the hugetlb controller's files and the runtime's limits name them (`2MB`, `1GB`).
 
-Owns the `node:` section of the bridge config (`sysfs_root`, default `/sys`) and the read. Must
+Owns the `node:` section of the bridge config (`sysfs_root`, default `/sys`: also where the
+node's CPUs and memory nodes are read, bridge.webhooks.node_cpusets) and the read. Must
 not write anything, or fail an event: an unreadable directory means no hugepages (logged by the
 caller's refusal, which names the total it saw).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ConfigError
+from bridge.webhooks.node_cpusets import NodeCpus, read_node_cpus
 
 DEFAULT_SYSFS_ROOT = "/sys"
 _DIR_RE = re.compile(r"^hugepages-([0-9]+)kB$")
@@ -45,6 +47,10 @@ class NodeSettings:
 
     def hugepages(self) -> dict[str, int]:
         return read_hugepages(self.sysfs_root)
+
+    def node_cpus(self) -> NodeCpus:
+        """The node's online CPUs and memory nodes (bridge.webhooks.node_cpusets)."""
+        return read_node_cpus(self.sysfs_root)
 
 
 def page_size_name(kib: int) -> str:

@@ -2,7 +2,8 @@
 
 Owns the start-up probe of every node effect (pod cgroups, systemd unit properties on the pod
 slices, resctrl, core scheduling, the group identity kernel feature, the reconciler) and its
-JSON description, and the ``NodeFacts`` the policies get (the cgroup version: no ``unified``
+JSON description, and the ``NodeFacts`` the policies get (the topology ``node.node_topology`` read;
+the cgroup version: no ``unified``
 keys on cgroup v1 containers; on v2 the files a container's cgroup has,
 ``NodeFacts.cgroup_files``: a key without its file stops the container). One warning line per
 part that cannot work, at start-up only: events never repeat it.
@@ -20,7 +21,7 @@ from policy_server.node.execution import ExecutorMode
 from policy_server.node.executor import NodeExecutor
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
-from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts
+from policy_server.sdk.node_facts import CgroupVersionFact, NodeFacts, NodeTopology
 from policy_server.sdk.node_plan import BVT_FILE, SYSCTL_GROUP_IDENTITY, NodeNeeds
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,13 @@ UNIFIED_OFF_UNKNOWN = (
 )
 
 
-def node_facts(executor: NodeExecutor) -> NodeFacts:
-    """What the policies are told about this node (unknown parts stay None)."""
+def node_facts(executor: NodeExecutor, topology: NodeTopology | None = None) -> NodeFacts:
+    """What the policies are told about this node (unknown parts stay None); ``topology``
+    as ``policy_server.node.node_topology`` read it (not read: not known)."""
     version = executor.known_version()
     files = container_cgroup_files(executor.root) if version is CgroupVersion.V2 else None
-    return NodeFacts(cgroup_version=_FACT_VERSIONS[version], cgroup_files=files)
+    return NodeFacts(cgroup_version=_FACT_VERSIONS[version], cgroup_files=files,
+                     topology=topology or NodeTopology())
 
 
 def _container_unified_off(executor: NodeExecutor, facts: NodeFacts) -> str:

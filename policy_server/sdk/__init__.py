@@ -48,7 +48,7 @@ from policy_server.sdk.extension import (
     ReloadResult,
 )
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
-from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts
+from policy_server.sdk.node_facts import UNKNOWN_NODE, NodeFacts, NodeTopology
 from policy_server.sdk.node_plan import (
     BVT_FILE,
     NO_NEEDS,
@@ -110,6 +110,7 @@ __all__ = [
     "NodeFacts",
     "NodeNeeds",
     "NodePlan",
+    "NodeTopology",
     "NodeView",
     "OomScore",
     "Owners",

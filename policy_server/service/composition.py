@@ -28,6 +28,7 @@ from policy_server.exceptions import RequestError
 from policy_server.node import probe
 from policy_server.node.cpu_weight import CpuWeights
 from policy_server.node.executor import NodeExecutor
+from policy_server.node.node_topology import read_topology
 from policy_server.node.pod_confinement import PodHierarchy
 from policy_server.node.procfs import Procfs
 from policy_server.node.reconciler import NodeReconciler
@@ -73,7 +74,9 @@ class PolicyServer:
             PodHierarchy.of(options.kubelet_cgroup_root),
         )
         # Found out once: every policy sees them (node.facts; built-ins also at build time).
-        self.facts = probe.node_facts(self.executor)
+        topology = (None if options.sys_root is None
+                    else read_topology(options.sys_root, options.proc_root))
+        self.facts = probe.node_facts(self.executor, topology)
         self.registry = Registry()
         builtins = enabled_builtins(
             options.builtin_policies, options.rules_path, options.default_policies

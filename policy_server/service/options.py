@@ -57,3 +57,6 @@ class ServerOptions:
     bridge_start_wait_s: float = BRIDGE_START_WAIT_S
     resctrl_root: Path = DEFAULT_RESCTRL_ROOT
     proc_root: Path = DEFAULT_PROC_ROOT
+    # The node's sysfs, for its topology (node.topology); None: not read, the topology is not
+    # known and nothing is checked against it (the CLI's default is /sys).
+    sys_root: Path | None = None

@@ -1,9 +1,11 @@
 """Readers for the deployment files, so the tests can compare them with the CLIs.
 
 Owns: loading multi-document YAML, rendering the kustomize trees with the real
-`kubectl kustomize` and checking objects against the Kubernetes OpenAPI schema
-of that kubectl's version (the JSON schemas kubernetes-validate ships, used
-offline), views of the DaemonSet pod and the compose services, a systemd unit
+`kubectl kustomize` (the base, the overlays, and each with every set of
+components) and checking objects against the Kubernetes OpenAPI schema of the
+Kubernetes version the manifests target (the JSON schemas kubernetes-validate
+ships, used offline), kubelet's environment and $(VAR) expansion of a
+container's command line, views of the DaemonSet pod and the compose services, a systemd unit
 reader, a Dockerfile reader, and parsing command lines with the real argparse
 parsers and config files with the programs' own loaders.
 
@@ -17,10 +19,12 @@ import contextlib
 import functools
 import io
 import json
+import os
 import posixpath
 import re
 import shlex
 import subprocess
+import tempfile
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +41,9 @@ DEPLOY = REPO / "deploy"
 KUSTOMIZE = DEPLOY / "kubernetes"
 BASE = KUSTOMIZE / "base"
 OVERLAYS = sorted(p.parent for p in (KUSTOMIZE / "overlays").glob("*/kustomization.yaml"))
+COMPONENTS = sorted(p.parent for p in (KUSTOMIZE / "components").glob("*/kustomization.yaml"))
+# The Kubernetes release the manifests are written for and validated against.
+TARGET_KUBERNETES = "1.35"
 SYSTEMD = DEPLOY / "systemd"
 RUNTIME = DEPLOY / "runtime"
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -154,11 +161,52 @@ def _rendered(directory: Path) -> str:
     return _kubectl("kustomize", str(directory))
 
 
+@functools.cache
+def _parsed(directory: Path) -> str:
+    docs = [d for d in yaml.load_all(_rendered(directory), Loader=_LOADER) if d is not None]
+    assert all(isinstance(d, dict) for d in docs), f"{directory}: a rendered object is not a map"
+    return json.dumps(docs)
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def render(directory: Path) -> list[dict[str, Any]]:
     """The objects ``kubectl kustomize directory`` emits (a fresh copy per call)."""
-    docs = [d for d in yaml.safe_load_all(_rendered(directory)) if d is not None]
-    assert all(isinstance(d, dict) for d in docs), f"{directory}: a rendered object is not a map"
+    docs: list[dict[str, Any]] = json.loads(_parsed(directory))
     return docs
+
+
+def combination(directory: Path, components: Sequence[Path]) -> Path:
+    """A kustomization as an operator writes one: ``directory`` (the base or an overlay) with
+    ``components``, in a temporary directory (kustomize wants relative paths)."""
+    return _combination(directory, tuple(components))
+
+
+@functools.cache
+def _combination(directory: Path, components: tuple[Path, ...]) -> Path:
+    where = Path(tempfile.mkdtemp(prefix="kustomize-"))
+    lines = [f"resources: [{os.path.relpath(directory, where)}]"]
+    if components:
+        lines.append(f"components: [{', '.join(os.path.relpath(c, where) for c in components)}]")
+    (where / "kustomization.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return where
+
+
+def run_variants() -> dict[str, Path]:
+    """What tests/shipped runs for real, by name: the base, each overlay, and the production
+    overlay with components/node-effects (hostPID, capabilities, resctrl)."""
+    production = next(p for p in OVERLAYS if p.name == "production")
+    node_effects = KUSTOMIZE / "components" / "node-effects"
+    return {**{p.name: p for p in (BASE, *OVERLAYS)},
+            "production+node-effects": combination(production, [node_effects])}
+
+
+def combinations() -> list[tuple[Path, tuple[Path, ...]]]:
+    """Every overlay (and the base) with every set of components."""
+    sets = [tuple(c for i, c in enumerate(COMPONENTS) if mask >> i & 1)
+            for mask in range(1 << len(COMPONENTS))]
+    return [(d, cs) for d in (BASE, *OVERLAYS) for cs in sets]
 
 
 def kustomization(directory: Path) -> dict[str, Any]:
@@ -174,10 +222,16 @@ def major_minor(version: str) -> str:
 
 def schema_errors(doc: dict[str, Any], version: str | None = None) -> str | None:
     """Why ``doc`` does not match the OpenAPI schema of Kubernetes ``version`` (MAJOR.MINOR;
-    default: the kubectl client's) (strict: unknown fields are errors), or None when it does."""
+    default: TARGET_KUBERNETES) (strict: unknown fields are errors), or None when it does."""
+    return _schema_errors(json.dumps(doc, sort_keys=True), version or TARGET_KUBERNETES)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_errors(text: str, version: str) -> str | None:
+    """schema_errors, once per distinct object (the combinations share most of theirs)."""
     from kubernetes_validate.utils import ValidationError, validate
 
-    version = version or kubectl_version()
+    doc = json.loads(text)
     try:
         used = validate(doc, version, strict=True)
     except ValidationError as exc:
@@ -224,23 +278,83 @@ def quantity(value: str | int) -> float:
     return float(m.group(1)) * _FACTORS[m.group(2)]
 
 
+# --- kubelet's environment and $(VAR) expansion --------------------------------------
+
+
+def container_env(docs: list[dict[str, Any]], c: dict[str, Any]) -> dict[str, str]:
+    """The environment kubelet gives container ``c``: ``value`` entries, and ``configMapKeyRef``
+    entries looked up in the rendered ConfigMaps (a missing ConfigMap or key is an error, as
+    kubelet's CreateContainerConfigError; ``optional: true`` leaves the variable out)."""
+    env: dict[str, str] = {}
+    for e in c.get("env", []):
+        name = e["name"]
+        if "value" in e:
+            env[name] = expand(str(e["value"]), env)
+            continue
+        ref = e.get("valueFrom", {}).get("configMapKeyRef")
+        assert ref is not None, f"{c['name']}: env {name}: only value and configMapKeyRef here"
+        found = [d for d in docs if d["kind"] == "ConfigMap"
+                 and d["metadata"]["name"] == ref["name"]]
+        data = found[0].get("data", {}) if found else None
+        if data is None or ref["key"] not in data:
+            if ref.get("optional"):
+                continue
+            raise AssertionError(f"{c['name']}: env {name}: ConfigMap {ref['name']} "
+                                 f"{'has no key ' + ref['key'] if found else 'not found'}")
+        env[name] = str(data[ref["key"]])
+    return env
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' expansion of command, args and env values: ``$(NAME)`` becomes the
+    variable's value when it is defined (else stays as written), ``$$`` is one ``$``."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        if text.startswith("$(", i):
+            end = text.find(")", i + 2)
+            if end != -1 and text[i + 2:end] in env:
+                out.append(env[text[i + 2:end]])
+                i = end + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def container_argv(docs: list[dict[str, Any]], c: dict[str, Any]) -> list[str]:
+    """The command line kubelet runs for ``c``: command + args with the environment
+    expanded; a reference left unexpanded (a variable not defined) is an error."""
+    env = container_env(docs, c)
+    argv = [expand(a, env) for a in [*c.get("command", []), *c.get("args", [])]]
+    left = [a for a in argv if re.search(r"\$\([A-Za-z_][A-Za-z0-9_]*\)", a)]
+    assert not left, f"{c['name']}: undefined variables in {left}"
+    return argv
+
+
 # --- the DaemonSet's pod ---------------------------------------------------------------
 
 
 class Pod:
     """The rendered DaemonSet's pod and both containers' parsed command lines."""
 
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
+    def __init__(self, docs: list[dict[str, Any]], components: Sequence[Path] = ()) -> None:
         self.docs = docs
+        self.components = tuple(components)  # those it was rendered with, if known
         self.daemonset = one(docs, "DaemonSet")
         self.spec: dict[str, Any] = self.daemonset["spec"]["template"]["spec"]
         self.bridge = container(self.spec, "bridge")
         self.policy = container(self.spec, "policy-server")
-        program, self.bridge_args = parse_command(self.bridge["command"]
-                                                  + self.bridge.get("args", []))
+        # The command lines kubelet runs (the settings ConfigMap's values expanded).
+        self.bridge_argv = container_argv(docs, self.bridge)
+        self.policy_argv = container_argv(docs, self.policy)
+        program, self.bridge_args = parse_command(self.bridge_argv)
         assert program == BRIDGE
-        program, self.policy_args = parse_command(self.policy["command"]
-                                                  + self.policy.get("args", []))
+        program, self.policy_args = parse_command(self.policy_argv)
         assert program == POLICY_SERVER
 
     def file(self, c: dict[str, Any], path: str) -> str:

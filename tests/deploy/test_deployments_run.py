@@ -105,8 +105,9 @@ def kubernetes(root: Path, variant: Path) -> Deployment:
                 cm = s.one(pod.docs, "ConfigMap", volume["configMap"]["name"])
                 for key, text in cm["data"].items():
                     d.write(f"{m['mountPath']}/{key}", text)
-    d.policy_argv = d.argv(pod.policy["command"] + pod.policy["args"])
-    d.bridge_argv = d.argv(pod.bridge["command"] + pod.bridge["args"])
+    # As kubelet runs them: the settings ConfigMap's values expanded.
+    d.policy_argv = d.argv(pod.policy_argv)
+    d.bridge_argv = d.argv(pod.bridge_argv)
     d.probes = [(d.argv(c[p]["exec"]["command"]), c[p]["timeoutSeconds"])
                 for c in (pod.bridge, pod.policy) for p in ("readinessProbe", "livenessProbe")]
     return d

@@ -67,8 +67,12 @@ def test_runtime_directory_holds_exactly_the_documented_snippets() -> None:
 
 
 def _daemonset_plugin_name() -> str:
+    # The DaemonSet's --plugin-name is $(PLUGIN_NAME) from the settings ConfigMap
+    # (base/settings.env; tests/deploy/test_kubernetes.py checks the rendered expansion).
     text = (s.BASE / "daemonset.yaml").read_text(encoding="utf-8")
-    match = re.search(r"--plugin-name=(\S+)", text)
+    assert "--plugin-name=$(PLUGIN_NAME)" in text
+    settings = (s.BASE / "settings.env").read_text(encoding="utf-8")
+    match = re.search(r"^PLUGIN_NAME=(\S+)$", settings, re.MULTILINE)
     assert match is not None
     return match.group(1)
 

@@ -1,4 +1,5 @@
-"""Replay what containerd 2.2.7 / 2.3.4 and CRI-O 1.36.3 sent, byte for byte, to the bridge.
+"""Replay what containerd 2.2.7 / 2.3.4 / 2.4.0-beta.0 and CRI-O 1.36.3 sent, byte for byte, to
+the bridge.
 
 Each recording (bridge/simulator/scenarios, see its README) holds
 every request the runtime sent to a plugin that added one env var and cpu
@@ -28,8 +29,10 @@ pytestmark = pytest.mark.timeout(60)
 NOOP = {"adjust": {"env": [{"key": "NRI_NOOP", "value": "injected-by-nri-noop"}],
                    "linux": {"resources": {"cpu": {"shares": 512}}}}}
 RECORDINGS = [f"{runtime}{suffix}" for runtime in ("containerd-2.2.7", "containerd-2.3.4",
-                                                    "cri-o-1.36.3")
+                                                    "containerd-2.4.0-beta.0", "cri-o-1.36.3")
               for suffix in ("-wire", "-wire-legacy-plugin")]
+# containerd from 2.3 (NRI v0.12) sends PostUpdatePodSandbox after UpdatePodSandbox; CRI-O never.
+POST_RESIZE = ("containerd-2.3.4-wire", "containerd-2.4.0-beta.0-wire")
 
 
 @pytest.fixture
@@ -68,12 +71,12 @@ async def test_bridge_answers_every_recorded_request_like_the_recording_plugin(
     sent = [line.event.rpc_name for line in lines if line.event is not None]
     assert knobs.events() == ["Synchronize", "Synchronize", *sent]
     by_event = {body["event"]: body for body in knobs.seen}
-    if "UpdatePodSandbox" in by_event:  # containerd 2.3.4, CRI-O: a pod resize
+    if "UpdatePodSandbox" in by_event:  # containerd 2.3.4 / 2.4, CRI-O: a pod resize
         resize = by_event["UpdatePodSandbox"]
         assert resize["linux_resources"]["memory"]["limit"] == 268435456
         assert resize["overhead_linux_resources"]["memory"]["limit"] == 16777216
         assert resize["pod"]["name"].startswith("demo-upd-")
-    assert ("PostUpdatePodSandbox" in by_event) == (name == "containerd-2.3.4-wire")
+    assert ("PostUpdatePodSandbox" in by_event) == (name in POST_RESIZE)
     if "ValidateContainerAdjustment" in by_event:
         validate = by_event["ValidateContainerAdjustment"]
         assert validate["plugins"] == [{"name": "noopmodern", "index": "10"}]

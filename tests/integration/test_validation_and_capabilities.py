@@ -32,7 +32,8 @@ def workdir() -> Iterator[Path]:
         yield path
 
 
-@pytest.mark.parametrize("profile", ["containerd-2.2.7", "containerd-2.3.4", "cri-o-1.36.3"])
+@pytest.mark.parametrize("profile", ["containerd-2.2.7", "containerd-2.3.4",
+                                     "containerd-2.4.0-beta.0", "cri-o-1.36.3", "cri-o-1.37.0"])
 async def test_validating_webhook_sees_the_merged_adjustment_and_its_reject_fails_create(
         workdir: Path, profile: str) -> None:
     knobs = Knobs(replies={"CreateContainer": MUTATE, "ValidateContainerAdjustment": {

@@ -6,8 +6,9 @@ guest reads the results over its shares:
 - on the host (``python -m tests.node_v2.shipped_export``, a step of `make node-v2`): the image
   of this checkout's sources as an archive in the e2e cache (tests/shipped/image.py builds it
   with build-image.sh only when no archive or podman image of these sources exists), the CNI
-  plugins of the DaemonSet pod's network copied beside it, and the production overlay rendered
-  with `kubectl kustomize`; written to ``.e2e/node-v2-shipped/export.json`` in the checkout;
+  plugins of the DaemonSet pod's network copied beside it, and the production overlay with
+  components/node-effects rendered with `kubectl kustomize`; written to
+  ``.e2e/node-v2-shipped/export.json`` in the checkout;
 - in the guest (``load``): that file, checked against the checkout it runs on (the image's
   source key and the manifests' hash), so a stale export fails with what to run.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.deploy.support import KUSTOMIZE, OVERLAYS, render
+from tests.deploy.support import KUSTOMIZE, OVERLAYS, combination, render
 from tests.e2e.runtimes import CACHE_DIR
 from tests.shipped.image import (
     CNI_PLUGINS,
@@ -83,7 +84,9 @@ def export() -> str:
                   "archive": str(archive.relative_to(CACHE_DIR))},
         "overlay": OVERLAY.name,
         "manifests_key": manifests_key(),
-        "docs": render(OVERLAY),
+        # With components/node-effects: the pool with hostPID, the capabilities and resctrl
+        # (the OOM-score test needs them; the overlay alone forces none of them).
+        "docs": render(combination(OVERLAY, [KUSTOMIZE / "components" / "node-effects"])),
     }  # fmt: skip
     EXPORT.parent.mkdir(parents=True, exist_ok=True)
     partial = EXPORT.with_suffix(".tmp")

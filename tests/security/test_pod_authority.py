@@ -182,7 +182,7 @@ def test_a_device_allocation_without_the_device_plugin_gets_no_gpus(
 def test_trust_brings_koordinator_semantics_back(workdir: Path, cgroup_root: Path) -> None:
     trust = {"trust": {"annotations": [RS, DA], "namespaces": []}}
     for server in serve(workdir, cgroup_root, _rules(EXAMPLE, **trust)):
-        p = burstable_pod(annotations={RS: json.dumps({"cpuset": "0-7"}), DA: EIGHT_GPUS})
+        p = burstable_pod(annotations={RS: json.dumps({"cpuset": "0-1"}), DA: EIGHT_GPUS})
         reply = post(server, "CreateContainer", pod=p, container=app())
         assert resources_of(reply)["cpu"]["quota"] == -1
         env = {e["key"]: e["value"] for e in reply["adjust"]["env"]}

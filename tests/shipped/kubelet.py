@@ -5,7 +5,9 @@ the pod cgroup goes (``pod_cgroup_parent``: cgroupfs here; a kubelet of the syst
 overrides it), materialising the pod's volumes on the host (hostPath, emptyDir, ConfigMap as
 files, with fsGroup ownership), translating the pod and container specs into CRI's
 PodSandboxConfig / ContainerConfig (namespaces, users, groups, capabilities, no_new_privs,
-read-only root, seccomp, masked paths, resources), starting the sandbox and containers, and
+read-only root, seccomp, masked paths, resources, recursive read-only mounts where the runtime
+reports them, the environment from ConfigMap keys and its $(VAR) expansion in command and
+args), starting the sandbox and containers, and
 running the declared exec probes with their timeouts.
 
 Must not: read the manifests from anywhere but the rendered objects it is given, or change what
@@ -30,7 +32,7 @@ from typing import Any
 
 import grpc
 
-from tests.deploy.support import one, quantity
+from tests.deploy.support import container_env, expand, one, quantity
 from tests.e2e.cri import CriClient
 from tests.e2e.procs import scaled
 
@@ -266,8 +268,35 @@ class Kubelet:
             out.memory_limit_in_bytes = int(quantity(limits["memory"]))
         return out
 
-    def _container_config(self, spec: dict[str, Any], c: dict[str, Any],
-                          volumes: dict[str, Path], image: str) -> Any:
+    def _recursive_read_only(self) -> bool:
+        """Whether the runtime's default handler supports recursive read-only mounts (its
+        Status, as kubelet reads it: containerd 1.7 reports no handlers, so no)."""
+        status = self.cri.runtime.Status(self.pb.StatusRequest(), timeout=CRI_CALL_TIMEOUT_S)
+        handlers = getattr(status, "runtime_handlers", [])
+        return any(h.name == "" and h.features.recursive_read_only_mounts for h in handlers)
+
+    def _mount(self, c: dict[str, Any], m: dict[str, Any], volumes: dict[str, Path]) -> Any:
+        """kubelet's mount: readOnly, and recursiveReadOnly (Enabled: the runtime must support
+        it, or the container fails; IfPossible: where it does)."""
+        pb = self.pb
+        readonly = bool(m.get("readOnly", False))
+        rro = m.get("recursiveReadOnly", "Disabled")
+        recursive = False
+        if rro != "Disabled":
+            if not readonly:
+                raise PodFailed(f"{c['name']}: recursiveReadOnly needs readOnly: {m}")
+            supported = self._recursive_read_only()
+            if rro == "Enabled" and not supported:
+                raise PodFailed(f"{c['name']}: recursiveReadOnly Enabled, runtime lacks it: {m}")
+            recursive = supported
+            if recursive:
+                self.notes.append(f"{c['name']}: {m['mountPath']} recursively read-only")
+        return pb.Mount(container_path=m["mountPath"], host_path=str(volumes[m["name"]]),
+                        readonly=readonly, recursive_read_only=recursive,
+                        propagation=pb.PROPAGATION_PRIVATE)
+
+    def _container_config(self, docs: list[dict[str, Any]], spec: dict[str, Any],
+                          c: dict[str, Any], volumes: dict[str, Path], image: str) -> Any:
         pb = self.pb
         pod_ctx = spec.get("securityContext", {})
         ctx = c.get("securityContext", {})
@@ -293,17 +322,17 @@ class Kubelet:
         for m in c.get("volumeMounts", []):
             if "subPath" in m:
                 raise PodFailed(f"{c['name']}: subPath mounts are not supported by this harness")
-            mounts.append(pb.Mount(container_path=m["mountPath"],
-                                   host_path=str(volumes[m["name"]]),
-                                   readonly=bool(m.get("readOnly", False)),
-                                   propagation=pb.PROPAGATION_PRIVATE))  # fmt: skip
+            mounts.append(self._mount(c, m, volumes))
+        # kubelet resolves the environment (ConfigMap keys) and expands $(VAR) in command
+        # and args before it asks the runtime.
+        env = container_env(docs, c)
         return pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=c["name"], attempt=0),
             image=pb.ImageSpec(image=image),
-            command=c.get("command", []),
-            args=c.get("args", []),
+            command=[expand(a, env) for a in c.get("command", [])],
+            args=[expand(a, env) for a in c.get("args", [])],
             working_dir=c.get("workingDir", ""),
-            envs=[pb.KeyValue(key=e["name"], value=e["value"]) for e in c.get("env", [])],
+            envs=[pb.KeyValue(key=k, value=v) for k, v in env.items()],
             mounts=mounts,
             labels={"io.kubernetes.container.name": c["name"]},
             log_path=f"{c['name']}/0.log",
@@ -328,7 +357,7 @@ class Kubelet:
                                                timeout=scaled(CRI_CALL_TIMEOUT_S))
         pod = RunningPod(reply.pod_sandbox_id, uid, config.linux.cgroup_parent)
         for c in spec["containers"]:
-            cc = self._container_config(spec, c, volumes, c["image"])
+            cc = self._container_config(docs, spec, c, volumes, c["image"])
             created = self.cri.runtime.CreateContainer(
                 pb.CreateContainerRequest(pod_sandbox_id=pod.sandbox_id, config=cc,
                                           sandbox_config=config),

@@ -36,7 +36,8 @@ class ShippedPolicyServer(PolicyServer):
         self.rules = workdir / "rules.yaml"
         self.rules.write_text(pod.file(pod.policy, str(pod.policy_args.rules)))
         self.cgroup_root = cgroup_root
-        self.args = self._shipped_args(pod.policy.get("args", []))
+        # As kubelet runs it: the settings ConfigMap's values expanded in the args.
+        self.args = self._shipped_args(pod.policy_argv[1:])
 
     def _shipped_args(self, args: list[str]) -> list[str]:
         moved = {"--uds": str(self.socket), "--rules": str(self.rules),

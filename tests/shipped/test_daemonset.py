@@ -1,9 +1,9 @@
 """The DaemonSet pod as kubelet runs it, from the built image, on containerd 1.7.24 and 2.1.9.
 
 The pod comes from ``kubectl kustomize deploy/kubernetes/base`` (the rendered objects, never a
-copy; the production overlay too) and is created over CRI with its declared volumes, users,
-groups, capabilities, read-only root and seccomp profile (tests/shipped/kubelet.py); its probes
-run as kubelet runs them. Only
+copy; the production overlay too, alone and with components/node-effects) and is created
+over CRI with its declared volumes, users, groups, capabilities, read-only root and seccomp
+profile (tests/shipped/kubelet.py); its probes run as kubelet runs them. Only
 host paths move: /var/run/nri is the private containerd's NRI directory. Then workload pods are
 created through CRI and koordinator-qos's values must reach their pod cgroups (written by the
 policy server in its container, through the host cgroup mount) and their containers (through
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.support import BASE, OVERLAYS, render
+from tests.deploy.support import render, run_variants
 from tests.e2e.cgroup_scope import SHIPPED_PODS
 from tests.e2e.containerd import Containerd
 from tests.e2e.cri import CriClient
@@ -51,7 +51,10 @@ EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 MIB = 1024 * 1024
 
 
-@pytest.fixture(scope="module", params=[BASE, *OVERLAYS], ids=lambda p: p.name)
+VARIANTS = run_variants()
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS.values()), ids=list(VARIANTS))
 def daemonset(
     request: pytest.FixtureRequest, node: Containerd, image: BuiltImage
 ) -> Iterator[DaemonSetPod]:

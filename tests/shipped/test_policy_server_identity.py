@@ -1,11 +1,11 @@
 """The policy server with exactly the shipped user and capabilities (issue 18's probe bug).
 
-The DaemonSet runs nri-policy-server as UID 0 with every capability dropped (the production
-overlay adds SYS_RESOURCE and DAC_OVERRIDE). cgroupfs makes a hierarchy's directory 0555 while
-pod cgroup files are root-owned 0644: without CAP_DAC_OVERRIDE the directory is not writable,
-the files are. These tests run the real server on the host's cgroup tree under ``setpriv`` with
-the identity read from the rendered manifests, and check that /proc shows exactly that identity
-before trusting anything else.
+The DaemonSet runs nri-policy-server as UID 0 with every capability dropped
+(components/node-effects adds SYS_RESOURCE and DAC_OVERRIDE). cgroupfs makes a hierarchy's
+directory 0555 while pod cgroup files are root-owned 0644: without CAP_DAC_OVERRIDE the
+directory is not writable, the files are. These tests run the real server on the host's cgroup
+tree under ``setpriv`` with the identity read from the rendered manifests, and check that /proc
+shows exactly that identity before trusting anything else.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.deploy.support import BASE, OVERLAYS
+from tests.deploy.support import run_variants
 from tests.policy_server.factory import envelope, pod
 
 from .conftest import CGROUP_V1_ROOT
@@ -59,7 +59,7 @@ def v1_file(parent: str, controller: str, name: str) -> int:
     return int((CGROUP_V1_ROOT / controller / parent.lstrip("/") / name).read_text().strip())
 
 
-@pytest.mark.parametrize("overlay", [BASE, *OVERLAYS], ids=lambda p: p.name)
+@pytest.mark.parametrize("overlay", list(run_variants().values()), ids=list(run_variants()))
 def test_shipped_identity_writes_pod_cgroups_v1(overlay: Path, tmp_path: Path,
                                                  v1_pod_parent: str) -> None:
     with running(ShippedPolicyServer(tmp_path / "ps", CGROUP_V1_ROOT, overlay)) as server:

@@ -19,7 +19,13 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import ScenarioError, load_scenario, run_bench
 from bridge.simulator import commands as sim_cli
 from bridge.simulator.bench import percentile
-from bridge.simulator.scenario import EventStep, SleepStep, bundled_scenarios, parse_scenario
+from bridge.simulator.scenario import (
+    EventStep,
+    SleepStep,
+    bundled_scenarios,
+    parse_scenario,
+    profile_named_by,
+)
 
 from .harness import FAST_BACKOFF, assert_no_leaked_tasks, connected
 
@@ -45,12 +51,25 @@ def test_bundled_scenarios_load() -> None:
         scenario = load_scenario(name)
         assert scenario.events, name
     assert load_scenario("containerd-1.7.24-events").profile == "containerd-1.7.24"
+    # The beta's recordings are the beta's, though they start with "containerd-2.4.0" too.
+    for kind in ("wire", "wire-legacy-plugin"):
+        assert load_scenario(f"containerd-2.4.0-beta.0-{kind}").profile == \
+            "containerd-2.4.0-beta.0"
     wire, events = (load_scenario(f"containerd-2.1.9-{kind}.jsonl") for kind in ("wire", "events"))
     assert [s.event for s in wire.events] == [s.event for s in events.events]
     koord = load_scenario("koordinator-qos")
     labels = {step.pod.labels["koordinator.sh/qosClass"] for step in koord.events}
     assert labels == {"LSR", "LS", "BE"}
     assert any(isinstance(s, SleepStep) for s in koord.steps)
+
+
+def test_a_recording_s_profile_is_the_longest_name_it_starts_with() -> None:
+    keys = ["containerd-2.4.0", "containerd-2.4.0-beta.0", "containerd-2.3.4"]
+    for order in (keys, keys[::-1]):
+        assert profile_named_by("containerd-2.4.0-beta.0-wire", order) == \
+            "containerd-2.4.0-beta.0"
+        assert profile_named_by("containerd-2.4.0-wire", order) == "containerd-2.4.0"
+    assert profile_named_by("crio-1.37-wire", keys) is None
 
 
 def test_scenario_errors_are_precise(tmp_path: Path) -> None:

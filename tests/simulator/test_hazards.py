@@ -3,9 +3,9 @@
 
 A plugin (our plugin core with a plain handler, no bridge in between) answers CreateContainer
 with a sysctl. NRI v0.11.0 panics merging an added one whatever sysctls the container already
-has (containerd 2.2.7, CRI-O 1.36.3); a removal alone does not panic; NRI v0.12.0 (containerd
-2.3.4) applies it. So a bridge that lets an added sysctl through to a v0.11 profile fails its
-tests with a crashed runtime rather than a silently applied field.
+has (containerd 2.2.7, CRI-O 1.36.3); a removal alone does not panic; NRI v0.12.0 on
+(containerd 2.3.4 and 2.4, CRI-O 1.37) applies it. So a bridge that lets an added sysctl through
+to a v0.11 profile fails its tests with a crashed runtime rather than a silently applied field.
 """
 
 from __future__ import annotations
@@ -66,9 +66,11 @@ async def test_a_sysctl_removal_alone_does_not_crash_nri_v0_11(tmp_path: Path) -
         assert h.runtime.crashed is None
 
 
-async def test_an_added_sysctl_is_applied_by_nri_v0_12(tmp_path: Path) -> None:
+@pytest.mark.parametrize("profile", ["containerd-2.3.4", "containerd-2.4.0-beta.0",
+                                     "containerd-2.4.0", "cri-o-1.37.0"])
+async def test_an_added_sysctl_is_applied_by_nri_v0_12(tmp_path: Path, profile: str) -> None:
     async with connected(tmp_path / "nri.sock", Sysctl({"net.core.somaxconn": "1024"}),
-                         "containerd-2.3.4") as h:
+                         profile) as h:
         pod, container = template()
         result = await h.runtime.create_container(pod, container)
         assert result.ok, result.error

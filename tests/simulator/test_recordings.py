@@ -1,4 +1,5 @@
-"""The simulator profiles of containerd 2.2.7 / 2.3.4 and CRI-O 1.36.3 against their recordings.
+"""The simulator profiles of containerd 2.2.7 / 2.3.4 / 2.4.0-beta.0 and CRI-O 1.36.3 against their
+recordings.
 
 The wire logs in bridge/simulator/scenarios (recorded from real runtimes, see its README) are
 the specification of those runtimes: a plugin subscribed to every event (and
@@ -32,7 +33,8 @@ from bridge.wire import envelope
 
 from .harness import RawPlugin, connected, raw_connected
 
-MODERN = ("containerd-2.2.7", "containerd-2.3.4", "cri-o-1.36.3")
+MODERN = ("containerd-2.2.7", "containerd-2.3.4", "containerd-2.4.0-beta.0", "cri-o-1.36.3")
+DEDICATED = ("containerd-2.3.4", "containerd-2.4.0-beta.0")  # NRI v0.12: an RPC per event
 HANDSHAKE = frozenset({"Configure", "Synchronize"})
 
 
@@ -131,7 +133,9 @@ def test_configure_is_the_recorded_one(profile: str, legacy: bool) -> None:
     recorded = recording(profile, legacy)[0]
     assert recorded.rpc == "Configure"
     # Both runs were made with the runtimes' defaults: 5 s registration, 2 s requests.
-    assert configure_request(PROFILES[profile], "", 5.0, 2.0) == recorded.request
+    sent = configure_request(PROFILES[profile], "", 5.0, 2.0)
+    assert sent == recorded.request
+    assert sent.SerializeToString() == recorded.request.SerializeToString()  # byte for byte
 
 
 @pytest.mark.timeout(20)
@@ -172,8 +176,9 @@ async def _noop_adjust(request: envelope.Request) -> bytes:
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("profile", MODERN)
 async def test_legacy_plugin_traffic_matches_the_recording(sock_path: Path, profile: str) -> None:
-    """A plugin that only has the v0.6 RPCs: containerd 2.3.4 tries each dedicated RPC,
-    gets Unimplemented and falls back to StateChange; the plugin sees what was recorded."""
+    """A plugin that only has the v0.6 RPCs: containerd 2.3.4 and 2.4.0-beta.0 try each
+    dedicated RPC, get Unimplemented and fall back to StateChange; the plugin sees what was
+    recorded."""
     recorded = recording(profile, legacy=True)
     plugin = RawPlugin(sock_path, {"StateChange": _empty, "CreateContainer": _noop_adjust,
                                    "UpdateContainer": _empty, "StopContainer": _empty},
@@ -182,7 +187,7 @@ async def test_legacy_plugin_traffic_matches_the_recording(sock_path: Path, prof
         await lifecycle(runtime)
         handled = [(m, _state_change_event(m, p)) for m, p in plugin.calls]
         assert handled == rpc_sequence(recorded)
-        assert conn.use_state_change == (profile == "containerd-2.3.4")
+        assert conn.use_state_change == (profile in DEDICATED)
         assert runtime.closed_plugins == []
 
 

@@ -45,9 +45,15 @@ async def never_called(request: api.UpdateContainersRequest, timeout_s: float,
     ("containerd", "v2.2.7", "", CRI_ROUTE),  # v0.11.0
     ("containerd", "v2.3.4", "v0.12.0", CRI_ROUTE),
     ("containerd", "v2.3.9", "v0.12.1", NRI_ROUTE),  # the fix, as reported
-    ("containerd", "v2.4.0", "", NRI_ROUTE),  # the first release that vendors it
+    ("containerd", "v2.4.0-beta.0", "v0.12.1", NRI_ROUTE),  # as recorded
+    ("containerd", "v2.4.0-beta.0", "", NRI_ROUTE),
+    ("containerd", "v2.4.0", "", NRI_ROUTE),  # GA: v0.12.3
+    ("containerd", "2.4.0-beta+unknown", "", CRI_ROUTE),  # a dev build: not known to be fixed
+    ("containerd", "v2.3.0-rc.1", "", CRI_ROUTE),  # the 2.3 LTS line has no backport
     ("v2", "v2.4.1", "v0.12.2", NRI_ROUTE),
     ("cri-o", "1.36.3", "", CRI_ROUTE),
+    ("cri-o", "1.37.0", "", CRI_ROUTE),  # NRI v0.12.0: the same lock order
+    ("cri-o", "1.37.0", "v0.12.0", CRI_ROUTE),
     ("cri-o", "1.40.0", "v0.13.0", CRI_ROUTE),  # CRI-O: not checked against the fix
 ])
 def test_auto_takes_cri_wherever_update_containers_can_deadlock(

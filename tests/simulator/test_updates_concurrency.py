@@ -23,6 +23,7 @@ from bridge.wire.status import Code
 from .harness import RawPlugin, connected, raw_connected
 
 DEADLOCKING = sorted(k for k, p in PROFILES.items() if p.plugin_updates_deadlock)
+FIXED = sorted(k for k, p in PROFILES.items() if not p.plugin_updates_deadlock)
 
 
 def seed_two(runtime: SimulatedRuntime) -> None:
@@ -105,9 +106,26 @@ async def test_updates_go_through_cri_where_update_containers_deadlocks(
         assert cached.cpu.shares.value == 999 and not cached.HasField("pids")
 
 
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("profile", FIXED)
+async def test_auto_sends_updates_through_nri_on_containerd_2_4(
+        sock_path: Path, profile: str) -> None:
+    """containerd 2.4 (NRI v0.12.1 on): `auto` takes Runtime.UpdateContainers, and the
+    simulated runtime counts none of them as unsafe."""
+    async with connected(sock_path, Handler(), profile, seed=seed_two) as h:
+        running, _ = list(h.runtime.state.containers)
+        outcome = await h.runner.update_containers([cpu_update(running, 777)])
+        assert outcome.route == "UpdateContainers"
+        assert [u.container_id for u in h.runtime.updates] == [running]
+        assert h.runtime.cri_updates == [] and h.runtime.unsafe_updates == []
+        assert h.runtime.state.containers[running].linux.resources.cpu.shares.value == 777
+
+
 def test_which_profiles_deadlock() -> None:
-    """Every runtime we have a profile of embeds an NRI before v0.12.1 (or is not containerd)."""
-    assert sorted(PROFILES) == DEADLOCKING
+    """Every runtime we have a profile of embeds an NRI before v0.12.1 (or is not containerd),
+    but containerd 2.4: the 2.3 long-term-support line and CRI-O 1.37 (v0.12.0) stay on CRI."""
+    assert FIXED == ["containerd-2.4.0", "containerd-2.4.0-beta.0"]
+    assert {"containerd-2.3.4", "cri-o-1.37.0"} <= set(DEADLOCKING)
     assert not plugin_updates_can_deadlock("containerd", (0, 12, 1))
     assert not plugin_updates_can_deadlock("v2", (0, 13, 0))
     assert plugin_updates_can_deadlock("containerd", (0, 12, 0))

@@ -109,6 +109,10 @@ def settings_from(settings: PolicySettings) -> Settings:
             if "sysfs" in config.model_fields_set:
                 raise settings.error("layout", "give either layout or sysfs, not both")
             topology: Topology = from_layout(config.layout)
+            # A layout names CPUs by hand: the node must have them (NodeFacts.topology).
+            problem = settings.node.topology.cpus_problem(format_cpu_list(topology.cpus))
+            if problem is not None:
+                raise settings.error("layout", problem)
         else:
             topology = from_sysfs(Path(config.sysfs))
     except TopologyError as exc:

@@ -6,8 +6,8 @@ through the SDK's extension points only: the rules watcher is the policy's backg
 (an applied change is reported to the host, which recomputes every known container), its
 state description is the rules in force (``GET /v1/policies/koordinator-qos/state``, and
 ``GET /v1/rules``), its reconcile hook is ``qos_node_plan.plan`` and its node needs follow the
-feature gates in force. The initial load happens in ``build``: a bad rules file stops the
-server before it listens.
+feature gates in force. The initial load happens in ``build``: a bad rules file, or one naming
+CPUs or NUMA nodes the node does not have (``node_fit``), stops the server before it listens.
 
 Must not: import anything of the server but the SDK (an import-linter contract).
 """
@@ -23,6 +23,7 @@ from policy_server.policies.koordinator_qos import qos_node_plan
 from policy_server.policies.koordinator_qos.authority import Refusal, Refusals
 from policy_server.policies.koordinator_qos.baselines import QuotaBaselines
 from policy_server.policies.koordinator_qos.bundle import KoordContext, build_policy
+from policy_server.policies.koordinator_qos.node_fit import check_fits
 from policy_server.policies.koordinator_qos.rules import (
     Rules,
     rules_from_yaml,
@@ -59,8 +60,10 @@ class KoordinatorQoS:
     """The policy and its rules source; see the module docstring."""
 
     def __init__(self, rules_path: Path | None, node: NodeFacts = UNKNOWN_NODE) -> None:
+        topology = node.topology
         self.rules: RulesSource[Rules] = RulesSource(
-            rules_path, rules_from_yaml, Rules(), stabilize
+            rules_path, lambda text: check_fits(rules_from_yaml(text), topology), Rules(),
+            stabilize,
         )
         self.refusals = Refusals("koordinator-qos")
         self._logged: set[tuple[str, str, str]] = set()

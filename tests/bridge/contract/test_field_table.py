@@ -116,3 +116,23 @@ def test_the_sdk_s_resource_scalars_are_the_table_s() -> None:
            else RESOURCES + ".".join(path) for path in SCALAR_PATHS.values()}
     repeated = {RESOURCES + name for name in ("hugepage_limits", "unified", "devices")}
     assert sdk == {p for p in LEAVES if p.startswith(RESOURCES)} - repeated
+
+
+def test_containerd_2_4_and_cri_o_1_37_rows() -> None:
+    """containerd 2.4.0-beta.0 (NRI v0.12.1) still loses a lone sysctl removal, 2.4.0 GA (v0.12.3)
+    applies it; both take a plugin's UpdateContainers as the bridge's unsolicited route; CRI-O
+    1.37 (v0.12.0) no longer crashes on an added sysctl, knows memory_policy, and stays on CRI."""
+    beta, ga = PROFILES["containerd-2.4.0-beta.0"].runtime, PROFILES["containerd-2.4.0"].runtime
+    crio_1_37 = PROFILES["cri-o-1.37.0"].runtime
+    assert effect_of("linux.sysctl", Route.ADJUST, beta).effect is Effect.REMOVAL_LOST
+    assert effect_of("linux.sysctl", Route.ADJUST, ga).effect is Effect.APPLIED
+    assert effect_of("linux.sysctl", Route.ADJUST, crio_1_37).effect is Effect.REMOVAL_LOST
+    assert effect_of("linux.sysctl", Route.ADJUST, CRIO).effect is Effect.CRASHES
+    assert effect_of("linux.memory_policy", Route.ADJUST, crio_1_37).effect is Effect.APPLIED
+    assert effect_of("linux.memory_policy", Route.ADJUST, CRIO).effect is Effect.IGNORED
+    assert beta.unsolicited is ga.unsolicited is Route.UPDATE_CONTAINERS
+    assert CONTAINERD_2_3.unsolicited is crio_1_37.unsolicited is Route.CRI_UPDATE
+    assert beta.label == "containerd 2.4.0-beta.0"
+    head = next(line for line in render().splitlines() if line.startswith("| leaf |"))
+    assert "| containerd-2.3.4 | containerd-2.4.0-beta.0 | containerd-2.4.0 |" in head
+    assert "| cri-o-1.36.3 | cri-o-1.37.0 |" in head

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bridge.kube import NodeSpec
+from bridge.trial.node_root import write_node
 from tests.waiting import healthz, log_tail, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,10 +47,14 @@ def policy_socket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def policy_server(work: Path, *args: str) -> Iterator[Path]:
-    """A real nri-policy-server on `work`/p.sock, stopped (by its handle) on leaving."""
+    """A real nri-policy-server on `work`/p.sock, stopped (by its handle) on leaving; it reads
+    the topology of `try`'s default node (8 CPUs), not this machine's: the trials it serves
+    play on that node (bridge.trial.node_root)."""
     sock = work / "p.sock"
+    sys_root = write_node(NodeSpec(), work / "node")
     with (work / "policy.log").open("wb") as log:
-        proc = subprocess.Popen([str(BIN / "nri-policy-server"), "--uds", str(sock), *args],
+        proc = subprocess.Popen([str(BIN / "nri-policy-server"), "--uds", str(sock),
+                                 "--sys-root", str(sys_root), *args],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until(healthz(sock), what="the private policy server is healthy",

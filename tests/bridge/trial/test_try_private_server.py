@@ -33,7 +33,7 @@ def test_the_private_server_changes_nothing_on_the_node(tmp_path: Path) -> None:
     flags = dict(zip(command[3::2], command[4::2], strict=False))
     assert flags["--pod-cgroup-writes"] == "off"
     assert flags["--reconcile-interval"] == "0"
-    for root in ("--cgroup-root", "--proc-root", "--resctrl-root", "--uds"):
+    for root in ("--cgroup-root", "--proc-root", "--resctrl-root", "--sys-root", "--uds"):
         assert Path(flags[root]).is_relative_to(tmp_path), root
     assert flags["--cgroup-version"] == "1"
     assert "--bridge-control" not in command

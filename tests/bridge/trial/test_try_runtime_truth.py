@@ -102,6 +102,17 @@ def test_a_sysctl_removal_is_lost_on_containerd_2_3_4(config: Path, tmp_path: Pa
                                "instead)")
 
 
+def test_containerd_2_4_loses_a_sysctl_removal_until_ga(config: Path, tmp_path: Path) -> None:
+    """`try --profile` knows containerd 2.4: the beta (NRI v0.12.1) loses a lone sysctl removal
+    as 2.3.4 does, 2.4.0 GA (v0.12.3) applies it and has nothing to say."""
+    beta = _try(config, tmp_path, "containerd-2.4.0-beta.0")["side"]
+    (note,) = beta["runtime"]
+    assert note["effect"] == "removal lost"
+    assert note["message"].startswith("containerd 2.4.0-beta.0 loses the removal of sysctl "
+                                      "net.core.somaxconn")
+    assert _try(config, tmp_path, "containerd-2.4.0")["side"]["runtime"] == []
+
+
 @pytest.mark.parametrize("profile", ["containerd-2.1.9", "cri-o-1.36.3"])
 def test_a_resize_shows_what_each_runtime_keeps(config: Path, tmp_path: Path,
                                                 profile: str) -> None:
@@ -142,3 +153,22 @@ def test_a_suite_case_plays_a_resize_and_checks_what_the_runtime_keeps(
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_a_suite_knows_containerd_2_4(config: Path, tmp_path: Path) -> None:
+    """A suite's `node.profile` takes the 2.4 profiles: the beta loses the sysctl removal and
+    says so; on 2.4.0 GA the case that expects that note fails."""
+    (tmp_path / "pod.yaml").write_text(POD)
+    note = "containerd 2.4.0-beta.0 loses the removal of sysctl net.core.somaxconn"
+    for profile, passed in (("containerd-2.4.0-beta.0", True), ("containerd-2.4.0", False)):
+        suite = {"webhooks": {"config": str(config)}, "node": {"profile": profile},
+                 "cases": [{"name": f"sysctl removal on {profile}", "manifests": ["pod.yaml"],
+                            "expect": [{"pod": "shop/db", "container": "side",
+                                        "runtime": [note]}]}]}
+        (tmp_path / "suite.yaml").write_text(json.dumps(suite))
+        done = subprocess.run([sys.executable, "-m", "bridge", "test", "suite.yaml"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == (0 if passed else 1), done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1] == ("1 passed, 0 failed" if passed
+                                                else "0 passed, 1 failed")

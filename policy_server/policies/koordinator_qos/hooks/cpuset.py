@@ -6,6 +6,8 @@ at RunPodSandbox that is a pod-cgroup write (an effect), at Create/Update an NRI
 annotation is input, not authority (``authority``): unless the rules trust it, the cpuset and the
 quota -1 go only to a Guaranteed container with whole CPUs as many as the cpuset holds, and the
 pod-cgroup quota only to a Guaranteed pod; a refused cpuset is as if the annotation had none.
+A cpuset naming CPUs the node does not have (``NodeFacts.topology``: the kernel would refuse it
+and the container would not start) is refused the same way, trusted or not.
 """
 
 from __future__ import annotations
@@ -100,15 +102,22 @@ def container(target: ContainerTarget, stage: Stage, rules: Rules) -> HookResult
         if why is not None:
             refusals = (_refusal(target.pod, f"cpuset {status.cpuset}: {why}"),)
             status = dataclasses.replace(status, cpuset="")
+    warnings: tuple[str, ...] = ()
+    if status is not None and status.cpuset:
+        outside = target.node.topology.cpus_problem(status.cpuset)
+        if outside is not None:  # trusted or not: the kernel would refuse it, failing the pod
+            warnings = (f"{HOOK}: pod {target.pod.label}: {keys.ANNOTATION_RESOURCE_STATUS} "
+                        f"cpuset {outside}; not pinned",)
+            status = dataclasses.replace(status, cpuset="")
     cpus = decide_cpuset(target.pod, status, rules)
     patch = ResourcePatch(
         # An empty cpuset means "unset" in NRI, so koordlet's clearing of BE pods is skipped.
         cpu_cpus=cpus or None,
         cpu_quota=keys.UNLIMITED if _unset_quota(status, rules) else None,
     )
-    if patch.is_empty() and not refusals:
+    if patch.is_empty() and not refusals and not warnings:
         return None
-    return HookResult(resources=patch, refusals=refusals)
+    return HookResult(resources=patch, refusals=refusals, warnings=warnings)
 
 
 def pod(target: PodTarget, rules: Rules) -> HookResult | None:
