@@ -20,6 +20,7 @@ from bridge.call_watch import CallWatch
 from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
@@ -79,7 +80,7 @@ async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1
     if seed is not None:
         seed(runtime)
     await runtime.start()
-    runner = PluginRunner(PluginIdentity(name, index), handler, socket_path=str(path),
+    runner = new_plugin(PluginIdentity(name, index), handler, socket_path=str(path),
                           backoff=FAST_BACKOFF, updates=updates or updates_for(runtime),
                           calls=calls)
     task = asyncio.create_task(runner.run(), name="test:runner")
