@@ -46,12 +46,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy bridge policy_server tests benchmarks
 
 # The check to run before each commit: lint, types, import contracts and the in-process tests
-# (no root, no apt, no tool from `make tools`, no process started; tests/in_process.py says
-# which tests those are). Its time on this machine: docs/performance.md#make-check.
+# (no root, no apt, no tool from `make tools`, no process started: a module that starts one
+# says `pytestmark = pytest.mark.processes`, tests/in_process.py), on two workers (xdist).
+# Its time on this machine: docs/performance.md#make-check.
 IN_PROCESS := not processes and not e2e and not shipped and not node_v2
 
 check: $(STAMP) lint typecheck
-	$(BIN)/pytest -q -m '$(IN_PROCESS)'
+	$(BIN)/pytest -q -n 2 -m '$(IN_PROCESS)'
 
 # The whole suite (unit + integration), plus lint and type checks: everything `make check`
 # runs, each once (its in-process tests are among the suite's), and the rest.

@@ -12,12 +12,16 @@ from hypothesis import HealthCheck, settings
 
 from tests import in_process
 
+# pytester: tests/test_in_process.py runs a small pytest of its own (strict markers).
+pytest_plugins = ["pytester"]
+
 settings.register_profile(
     "nri-webhook-bridge", deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("nri-webhook-bridge")
 
 
-# `make check`'s selection, the in-process tests, kept true in every run (tests/in_process.py).
+# `make check`'s selection, the in-process tests, kept true in every run: a test without the
+# `processes` marker (or e2e, shipped, node_v2) cannot start a process (tests/in_process.py).
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(in_process.Plugin(), "in-process")

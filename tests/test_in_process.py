@@ -1,10 +1,9 @@
-"""`make check`'s selection (tests/in_process.py): a test that is not listed as starting
+"""`make check`'s selection (tests/in_process.py): a test that is not marked as starting
 processes cannot start one, however it tries, so `make check` needs no tool, no runtime and
-no server of another project; the listed modules exist."""
+no server of another project; a marked one runs unguarded."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import os
 import subprocess
@@ -13,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.in_process import (
-    ROOT,
-    STARTS_PROCESSES,
-    ProcessStarted,
-    no_processes,
-    starts_processes,
-)
+from tests.in_process import MAY_START, Plugin, ProcessStarted, no_processes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_this_test_runs_under_the_guard() -> None:
-    # Not listed: the plugin guards it, so even the interpreter cannot be started.
-    assert not starts_processes(Path(__file__))
-    with pytest.raises(ProcessStarted, match=r"STARTS_PROCESSES in tests/in_process\.py"):
+    # Not marked: the plugin guards it, so even the interpreter cannot be started.
+    with pytest.raises(ProcessStarted, match=r"pytestmark = pytest\.mark\.processes"):
         subprocess.run([sys.executable, "-c", "pass"], check=True)
 
 
@@ -57,27 +51,52 @@ def test_git_is_allowed_and_everything_is_restored() -> None:
     assert (os.fork, os.system, subprocess.Popen.__init__) == before
 
 
-@pytest.mark.parametrize("listed", STARTS_PROCESSES)
-def test_everything_listed_exists(listed: str) -> None:
-    path, _, function = listed.partition("::")
-    assert (ROOT / path).exists(), f"{path} is listed in STARTS_PROCESSES but is gone"
-    if function:
-        tree = ast.parse((ROOT / path).read_text())
-        defined = {node.name for node in ast.walk(tree)
-                   if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
-        assert function in defined, f"{listed} is listed in STARTS_PROCESSES but is gone"
+class _Item:
+    """What the guard reads of a test: its markers."""
+
+    def __init__(self, *markers: str) -> None:
+        self.markers = markers
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return getattr(pytest.mark, name).mark if name in self.markers else None
 
 
-def test_a_listed_directory_module_or_function_is_found() -> None:
-    assert starts_processes(ROOT / "tests" / "servers" / "test_matrix.py")
-    assert starts_processes(ROOT / "tests" / "hardening" / "test_soak.py", "test_anything")
-    assert starts_processes(ROOT / "tests" / "test_waiting.py",
-                            "test_until_exited_returns_the_exit_code")
-    assert not starts_processes(ROOT / "tests" / "test_waiting.py",
-                                "test_returns_the_first_true_value")
-    assert not starts_processes(ROOT / "tests" / "test_in_process.py", "test_anything")
+@pytest.mark.parametrize("marker", MAY_START)
+def test_a_marked_test_runs_unguarded(marker: str) -> None:
+    # This test itself is guarded: inside the guard of a marked item, the real os.fork and
+    # Popen are back; after it, they are refused again.
+    guarded = (os.fork, subprocess.Popen.__init__)
+    steps = Plugin._guarded(_Item(marker))  # type: ignore[arg-type]
+    next(steps)
+    assert (os.fork, subprocess.Popen.__init__) == guarded  # no second guard put on
+    for _ in steps:
+        pass
+    with pytest.raises(ProcessStarted):
+        os.fork()
 
 
-def test_listed_tests_carry_the_marker(request: pytest.FixtureRequest) -> None:
-    # This test is not listed: it is guarded and has no `processes` marker.
+def test_an_unmarked_test_is_guarded_even_with_other_markers() -> None:
+    steps = Plugin._guarded(_Item("timeout", "parametrize"))  # type: ignore[arg-type]
+    next(steps)
+    try:
+        with pytest.raises(ProcessStarted, match=r"os\.fork"):
+            os.fork()
+    finally:
+        for _ in steps:
+            pass
+
+
+def test_an_unregistered_marker_is_an_error(pytester: pytest.Pytester) -> None:
+    # --strict-markers (pyproject): a misspelt `processes` would leave a module guarded in
+    # make test and deselected nowhere; it is refused at collection instead.
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile("import pytest\n\npytestmark = pytest.mark.proceses\n\n"
+                        "def test_x() -> None:\n    pass\n")
+    result = pytester.runpytest_inprocess("--strict-markers", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*'proceses' not found in `markers` configuration option*"])
+
+
+def test_unmarked_tests_carry_no_marker(request: pytest.FixtureRequest) -> None:
+    # This module is not marked: its tests are guarded and have no `processes` marker.
     assert request.node.get_closest_marker("processes") is None

@@ -29,6 +29,7 @@ def test_times_out_naming_what_was_awaited_with_details(tmp_path: Path) -> None:
     assert "the reason it never came up" in text
 
 
+@pytest.mark.processes
 def test_a_process_that_exits_first_fails_the_wait_at_once() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     proc.wait()
@@ -50,6 +51,7 @@ async def test_async_checks_are_awaited_and_blocking_ones_can_run_in_a_thread(
                     in_thread=True)
 
 
+@pytest.mark.processes
 async def test_until_exited_returns_the_exit_code() -> None:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "raise SystemExit(7)")
     try:

@@ -18,7 +18,7 @@ where bridge.contract.adjustment_fields, which the allow list and the merge read
 What each runtime does with each leaf on each path (applied, ignored, applied with a side
 effect) is bridge.contract.runtime_effects, keyed by these paths. Consumers: runtime_effects,
 bridge.runtime_facts.linux_resources (the resource leaves and their field ids), the docs'
-capability table (tests/bridge/contract/test_field_table.py), and through runtime_effects the
+capability table (tests/bridge/runtime_facts/test_field_table.py), and through runtime_effects the
 capabilities, the dropped-field warning, the simulator and `try`/`test`.
 
 Owns: the leaf list. Must not: say what a runtime does with a leaf, or do I/O.

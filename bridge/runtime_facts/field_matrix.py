@@ -4,7 +4,7 @@ One table per route (an adjustment, an UpdateContainer reply, a plugin's UpdateC
 bridge's unsolicited update as CRI UpdateContainerResources), a row per leaf
 (bridge.contract.field_table), a column per runtime profile (bridge.runtime_facts.profiles),
 each cell what that runtime does (bridge.contract.runtime_effects); then every fact with its
-source. tests/bridge/contract/test_field_table.py checks the docs against `render()`;
+source. tests/bridge/runtime_facts/test_field_table.py checks the docs against `render()`;
 `python -m bridge.runtime_facts.field_matrix` prints it.
 
 Owns: the rendering. Must not: state a fact of its own.

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.deploy import support as s
@@ -29,6 +30,8 @@ from tests.deploy.admission_fixtures import (
     refused,
     sources,
 )
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 KUBERNETES = "1.35"  # the release the manifests are checked against
 LABELS = {"app.kubernetes.io/part-of": "nri-webhook-bridge"}

@@ -31,6 +31,8 @@ from bridge.webhooks.specs import parse_webhooks
 from tests.deploy import dashboard as g
 from tests.deploy.support import DEPLOY, REPO
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 RULES_DIR = DEPLOY / "prometheus"
 RULES = RULES_DIR / "nri-webhook-bridge-rules.yaml"
 CASES = sorted((RULES_DIR / "tests").glob("*.yaml"))

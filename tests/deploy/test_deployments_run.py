@@ -41,6 +41,8 @@ from bridge.simulator.scenario import load_scenario, run_scenario
 from tests.deploy import support as s
 from tests.waiting import log_tail, path_exists, until
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 POLL_S = 0.1

@@ -25,6 +25,8 @@ from tests.deploy import dashboard as g
 from tests.deploy import support as s
 from tests.deploy.test_deployments_run import Samples, kubernetes, root, serving
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 __all__ = ["root"]  # the fixture, imported for this module's tests
 
 # Labels Prometheus adds to every scraped series (instance, job) and the bucket bound.

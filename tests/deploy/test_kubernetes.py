@@ -21,6 +21,8 @@ from bridge.cri.runtime_service import DEFAULT_SOCKETS, default_socket
 from bridge.transport import connect
 from tests.deploy import support as s
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 VARIANTS = [s.BASE, *s.OVERLAYS]
 IDS = [p.name for p in VARIANTS]
 COMBINATIONS = s.combinations()

@@ -23,6 +23,8 @@ from .cgroup_scope import (
     sweep_dead_runs,
 )
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 ROOT = Path(__file__).resolve().parents[2]
 HIERARCHIES = ("cpu", "memory", "cpuset")
 WAIT_S = 30.0

@@ -1,6 +1,6 @@
 """Hostile runtime input over a real socket: the plugin core (PluginRunner) against the simulator.
 
-Complements tests/simulator/test_restart_hostile.py (the probe table of
+Complements tests/bridge/simulator/test_restart_hostile.py (the probe table of
 bridge.simulator.hostile) with what it does not pin down: the exact answer
 and message per probe, that silent probes get no frame at all, stream-id
 reuse, Data frames on a call in flight, truncation with the socket open and
@@ -29,7 +29,7 @@ from bridge.simulator.synthetic import synthetic_state
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux, ttrpc
 from bridge.wire.status import Code
-from tests.simulator.harness import Harness, connected
+from tests.bridge.simulator.harness import Harness, connected
 from tests.waiting import until
 
 from .wire_model import INPUT_TYPES, ODD_MESSAGE, REUSED_MESSAGE, oversize_message

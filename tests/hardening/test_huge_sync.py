@@ -38,7 +38,7 @@ from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import ttrpc
 from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 PODS, CONTAINERS = 500, 10_000
 OLD_PODS, OLD_CONTAINERS = 300, 6_000
 # Margins. A re-sync that kept the old state would add 100% of the held state per re-sync;

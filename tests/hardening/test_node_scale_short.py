@@ -23,7 +23,7 @@ import pytest
 
 from .processes import REPO, Process
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 PODS = 20
 BE_PODS = sum(1 for i in range(PODS) if i % 10 >= 7)  # the benchmark's 30 % BE pods
 

@@ -28,7 +28,7 @@ from tests.integration.harness import pod_and_container
 
 from .processes import BridgeProcess, Process, bridge_process, policy_process
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(60)]
 MODULE = Path(__file__).with_name("env_policy.py")
 REQUEST_TIMEOUT_S = 2.0
 WEBHOOK_TIMEOUT_S = 0.5

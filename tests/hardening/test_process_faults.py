@@ -29,7 +29,7 @@ from tests.waiting import until
 
 from .processes import BridgeProcess, bridge_process, open_fds, policy_process
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(60)]
 MODULE = Path(__file__).with_name("env_policy.py")
 RESTARTS = 5
 

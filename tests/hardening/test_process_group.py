@@ -12,7 +12,7 @@ from tests.waiting import until
 
 from .processes import Process
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(60)]
 
 # A parent that starts a grandchild, writes its PID and waits: killing only the parent's PID
 # would leave the grandchild running.

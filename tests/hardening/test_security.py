@@ -123,6 +123,7 @@ def _block_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
+@pytest.mark.processes
 async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdir: Path) -> None:
     """A SIGTERM that arrives before uvicorn has its handlers (here: held pending from the
     first instruction, as a supervisor that starts us with the signal blocked would) is
@@ -147,6 +148,7 @@ async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdi
     _check_removed(sock)
 
 
+@pytest.mark.processes
 async def test_policy_socket_is_created_0600_or_0660(workdir: Path) -> None:
     def argv(sock: Path, *mode: str) -> list[str]:
         return [str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(POLICY_MODULE),
@@ -158,6 +160,7 @@ async def test_policy_socket_is_created_0600_or_0660(workdir: Path) -> None:
                               0o660))
 
 
+@pytest.mark.processes
 def test_policy_server_removes_its_socket_on_a_sigterm_right_after_the_bind(
         workdir: Path) -> None:
     """A SIGTERM that lands the moment the socket file exists (sent by the process itself,
@@ -189,6 +192,7 @@ def test_policy_server_offers_no_wider_socket_mode(capsys: pytest.CaptureFixture
     assert "--socket-mode" in capsys.readouterr().err
 
 
+@pytest.mark.processes
 async def test_control_socket_is_created_0660_or_as_configured(workdir: Path) -> None:
     def argv(*where: str) -> list[str]:
         # No runtime listens: the bridge keeps retrying, its control API serves meanwhile.
@@ -423,6 +427,7 @@ async def test_a_huge_chunked_body_is_refused_without_waiting_for_its_end(
 # -- plain http, TLS, bearer tokens -------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_plain_http_to_a_remote_host_is_refused_by_validate_config(workdir: Path) -> None:
     """The real command line: exit 2 naming the key; allowed with allow_insecure_http."""
     hook = {"name": "remote", "url": "http://10.1.2.3:8080/v1/policy"}
@@ -498,6 +503,7 @@ async def _tls_stack(workdir: Path, pki: Pki, token: str, ca: Path) -> AsyncIter
         yield s
 
 
+@pytest.mark.processes
 async def test_tls_client_certificate_and_bearer_token_end_to_end(workdir: Path,
                                                                   pki: Pki) -> None:
     async with _tls_stack(workdir, pki, TOKEN, pki.ca) as s:
@@ -508,6 +514,7 @@ async def test_tls_client_certificate_and_bearer_token_end_to_end(workdir: Path,
     assert [r.headers["authorization"] for r in s.policy.requests] == [f"Bearer {TOKEN}"] * 2
 
 
+@pytest.mark.processes
 async def test_a_wrong_bearer_token_is_an_http_failure(workdir: Path, pki: Pki,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
@@ -516,6 +523,7 @@ async def test_a_wrong_bearer_token_is_an_http_failure(workdir: Path, pki: Pki,
     check_failure(s, caplog.records, results, "http_status", "HTTP 401: bad token")
 
 
+@pytest.mark.processes
 async def test_a_wrong_ca_fails_before_the_token_is_sent(workdir: Path, pki: Pki,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):

@@ -18,7 +18,7 @@ import pytest
 
 from .processes import REPO, Process
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(90)]
 EVENTS = 2000
 # The dev venv imports ~3 MB that a production install does not (httpx's CLI
 # extras: rich, pygments); this bound catches regressions, the 60 MB target

@@ -26,6 +26,8 @@ import pytest
 from bridge.process.stop_signals import CHECKPOINT_ENV
 from tests.waiting import WaitTimeout, wait_until
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 REPO = Path(__file__).resolve().parents[2]
 POLICY_MODULE = REPO / "examples" / "label_env_policy.py"
 WAIT_S = 120.0  # a ceiling against hangs only; a phase is reached in about a second

@@ -24,7 +24,7 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
-from tests.simulator.harness import updates_for
+from tests.bridge.simulator.harness import updates_for
 
 
 @contextlib.contextmanager

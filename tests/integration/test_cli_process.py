@@ -21,6 +21,7 @@ pytestmark = pytest.mark.timeout(40)
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.processes
 async def test_cli_bridge_process_end_to_end() -> None:
     knobs = Knobs(replies={"CreateContainer": {"adjust": {
         "env": [{"key": "FROM_CLI", "value": "yes"}]}}})

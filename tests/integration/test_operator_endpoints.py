@@ -77,6 +77,7 @@ def _json_lines(log: Path) -> list[dict[str, Any]]:
     return records
 
 
+@pytest.mark.processes
 async def test_metrics_listeners_and_json_logs_of_both_programs() -> None:
     bridge_port, policy_port = _free_port(), _free_port()
     with short_tmpdir() as work:

@@ -58,7 +58,8 @@ async def test_bridge_answers_every_recorded_request_like_the_recording_plugin(
             # mask the (current) recording plugin answered.
             assert conn.events == 0x3FFF
             assert bridge.runner.ready
-            for line in lines[1:]:  # Configure ran in the handshake (checked in tests/simulator)
+            # Configure ran in the handshake (checked in tests/bridge/simulator).
+            for line in lines[1:]:
                 payload = await conn.call(line.rpc, line.request.SerializeToString(), 2.0)
                 response = message_types(line.rpc)[1]()
                 response.ParseFromString(payload)

@@ -2,8 +2,9 @@
 
 NRI v0.11.0 panics merging an added sysctl (docs/protocol.md#reply-fields-that-crash-a-runtime):
 containerd 2.2.7 and CRI-O 1.36.3 embed it, containerd 2.3.4 (NRI v0.12.0) does not. The real
-bridge runs against the simulator's recorded profiles over the NRI socket, the simulated runtime
-crashing as the real one would (tests/simulator/test_hazards.py), and a real policy over HTTP.
+bridge runs against the simulator's recorded profiles over the NRI socket, the simulated
+runtime crashing as the real one would (tests/bridge/simulator/test_hazards.py), and a real
+policy over HTTP.
 """
 
 from __future__ import annotations

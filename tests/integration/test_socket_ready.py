@@ -17,6 +17,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from bridge.control.serving import unix_listener as control_listener
 from bridge.transport.listen import unix_listener
 from tests.hardening.processes import POLICY_SERVER
@@ -76,6 +78,7 @@ def test_two_hundred_in_process_starts(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # no staging name left behind
 
 
+@pytest.mark.processes
 def test_policy_server_processes(tmp_path: Path) -> None:
     path = tmp_path / "policy.sock"
     request = b"GET /healthz HTTP/1.1\r\nHost: policy\r\nConnection: close\r\n\r\n"

@@ -80,6 +80,7 @@ def test_bad_policy_modules_are_reported(tmp_path: Path, source: str, fragment: 
         load_policies(["no_such_module_anywhere"])
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 async def test_node_policy_over_a_unix_socket(tmp_path: Path) -> None:
     sock = tmp_path / "team.sock"
@@ -106,6 +107,7 @@ async def test_node_policy_over_a_unix_socket(tmp_path: Path) -> None:
         await asyncio.wait_for(proc.wait(), 10)
 
 
+@pytest.mark.processes
 def test_cli_serves_the_example_module(tmp_path: Path) -> None:
     sock = tmp_path / "p.sock"
     cmd = [sys.executable, "-m", "policy_server.main", "--uds", str(sock), "--no-koordinator",
@@ -126,6 +128,7 @@ def test_cli_serves_the_example_module(tmp_path: Path) -> None:
     assert not sock.exists()  # removed on shutdown
 
 
+@pytest.mark.processes
 def test_cli_startup_errors_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "rules.yaml"
     bad.write_text("features: {GPUEnvInject: maybe}\n")

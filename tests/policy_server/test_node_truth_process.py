@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.waiting import healthz, log_tail, wait_until
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 SHARED = "node.koordinator.sh/cpu-shared-pools"
 SIXTEEN = {"topology": {SHARED: [{"socket": 0, "node": 0, "cpuset": "0-7"},

@@ -54,6 +54,7 @@ def test_which_builtins_are_served() -> None:
         enabled_builtins([ulimit, ulimit])
 
 
+@pytest.mark.processes
 def test_bad_policy_arguments_exit_2_with_the_reason(tmp_path: Path) -> None:
     sock = str(tmp_path / "s.sock")
     for args, message in (
@@ -69,6 +70,7 @@ def test_bad_policy_arguments_exit_2_with_the_reason(tmp_path: Path) -> None:
     assert not Path(sock).exists()
 
 
+@pytest.mark.processes
 def test_koordinator_is_listed_and_checked_like_any_builtin() -> None:
     listed = cli("--list-policies")
     assert listed.returncode == 0

@@ -50,6 +50,8 @@ from tests.deploy.admission_fixtures import (
     update,
 )
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 DEVICES = "devices.noderesource.dev"  # device-injector's devices
 ULIMITS = "ulimits.noderesource.dev"  # ulimit-adjuster's rlimits
 assert {DEVICES, ULIMITS} <= set(trusted_keys.ANNOTATION_DOMAINS)

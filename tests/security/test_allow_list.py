@@ -31,7 +31,7 @@ from tests.hardening.policy_http import HttpRequest, RawPolicy, json_reply
 from tests.hardening.processes import BridgeProcess, bridge_process
 from tests.integration.harness import pod_and_container
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(90)]
 
 TIB = 1 << 40
 NODE_2MB_PAGES = 512  # the fake node: 512 x 2 MiB = 1 GiB of 2MB hugepages

@@ -8,7 +8,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 from tests.security.attacker import Attacker
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 
 def test_the_attacker_is_not_root_and_cannot_read_a_root_only_file(evil: Attacker,

@@ -39,7 +39,7 @@ from tests.integration.harness import pod_and_container
 from tests.security.attacker import PYTHON, Attacker
 from tests.waiting import WaitTimeout, wait_until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_MODULE = REPO / "tests" / "hardening" / "env_policy.py"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.hardening.processes import peak_rss_kb, rss_kb
 from tests.security.attacker import Attacker
@@ -28,6 +29,8 @@ from tests.security.listener_rig import (
     running_policy_server,
 )
 from tests.waiting import until
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 SLOW_HEAD = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 HEADER_TIMEOUT_S = 2

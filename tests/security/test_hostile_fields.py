@@ -46,6 +46,8 @@ from tests.policy_server.factory import container, envelope
 from tests.policy_server.node.test_node_reconciler import LSR_PARENT, node
 from tests.waiting import until
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 # --- the request's string fields, from the decoder's Structs ---------------------------------
 
 Path_ = tuple[str | int, ...]

@@ -17,6 +17,7 @@ import ssl
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.hardening.policy_tls import temporary_pki
 from tests.security.attacker import Attacker, HttpAnswer
@@ -28,6 +29,8 @@ from tests.security.listener_rig import (
     start_policy_server,
 )
 from tests.waiting import until_exited
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 SECRET_VALUE = SECRET.partition("=")[2]
 UPDATE = json.dumps({"update": [{"container_id": "x" * 64,

@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.policy_server.factory import batch_spec, envelope, pod
 from tests.security.attacker import PYTHON, Attacker
 from tests.waiting import wait_until
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 BIN = Path(sys.executable).parent
 KUBELET = "system.slice/kubelet.service"

@@ -26,6 +26,8 @@ from tests.policy_server.factory import (
     request,
 )
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 REPO = Path(__file__).resolve().parents[2]
 PRODUCTION = REPO / "deploy/kubernetes/overlays/production/rules.yaml"
 EXAMPLE = REPO / "examples/koordinator-rules.yaml"

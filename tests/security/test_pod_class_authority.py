@@ -19,6 +19,8 @@ from tests.e2e.policy_proc import PolicyServer
 from tests.policy_server.factory import cgroup_v2_root, container, pod
 from tests.security.test_pod_authority import PRODUCTION, _rules, post, refusals, serve
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 UID = "0f0e0d0c-0000-4000-8000-0000000000be"
 BEST_EFFORT = f"kubepods-besteffort-pod{UID.replace('-', '_')}.slice"
 POD_DIR = ("kubepods.slice", "kubepods-besteffort.slice", BEST_EFFORT)

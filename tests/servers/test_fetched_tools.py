@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 HERE = Path(__file__).resolve().parent
 FETCH = HERE / "nginx" / "fetch.sh"
 FETCH_TIMEOUT_S = 300.0

@@ -16,6 +16,8 @@ import pytest
 
 from tests.servers.harness import drive, listener, ready, running
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 IDLE_S = 0.02
 
 

@@ -19,7 +19,7 @@ from tests.servers.harness import Run, appears, drive, listener, ready, running
 from tests.servers.kinds import KINDS, Kind
 from tests.servers.nginx_front import nginx
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 
 @asynccontextmanager

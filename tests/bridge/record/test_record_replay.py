@@ -17,6 +17,8 @@ import pytest
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario, run_scenario
 from tests.waiting import healthz, until
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 BIN = Path(sys.executable).parent
 POLICY = """
 from policy_server import Adjustment, Decision, Event, EventName, Policy

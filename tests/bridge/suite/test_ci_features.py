@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 REPO = Path(__file__).resolve().parents[3]
 LSR_POD = REPO / "examples" / "pods" / "lsr-pod.yaml"
 NAMESPACE_GUARD = '''

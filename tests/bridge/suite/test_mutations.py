@@ -25,6 +25,8 @@ from bridge.suite.expect import check
 from bridge.suite.load import LoadedSuite, load
 from bridge.suite.run import CaseResult, run_suite
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples" / "tests").glob("*.yaml"))
 VERDICTS = ("adjusted", "unchanged", "rejected")

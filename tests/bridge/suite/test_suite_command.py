@@ -71,6 +71,7 @@ def run_test(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(600)  # a ceiling for a loaded machine: about 20 s when idle
 def test_the_example_suites_pass(tmp_path: Path) -> None:
     done = run_test(*EXAMPLES, "--junit", str(tmp_path / "junit.xml"))
@@ -90,6 +91,7 @@ def one_wrong(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     return run_test("suite.yaml", "--junit", "out.xml", cwd=work), work
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(600)  # runs the module's suite (the fixture) when first
 def test_one_wrong_expectation_fails_with_a_diff(
         one_wrong: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -110,6 +112,7 @@ def test_one_wrong_expectation_fails_with_a_diff(
     assert done.stderr == ""  # the reject is the case's verdict, not a warning on stderr
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_the_junit_file_parses_with_the_right_counts(
         one_wrong: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -129,6 +132,7 @@ def test_the_junit_file_parses_with_the_right_counts(
     assert all(float(c.get("time") or "-1") >= 0 for c in cases)
 
 
+@pytest.mark.processes
 def test_a_webhook_that_cannot_be_reached_fails_the_case(tmp_path: Path) -> None:
     (tmp_path / "suite.yaml").write_text(
         f"webhooks: {{url: 'unix://{tmp_path}/nothing.sock/p'}}\n"
@@ -200,6 +204,7 @@ def test_one_bad_suite_stops_them_all_before_anything_runs(
     assert out == "" and "bad.yaml:1: webhooks: give one of" in err
 
 
+@pytest.mark.processes
 def test_a_policy_module_the_server_refuses_is_a_bad_suite(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("import not_a_module_anywhere\n")
     (tmp_path / "suite.yaml").write_text(
@@ -218,6 +223,7 @@ def _yaml_block_after(path: Path, marker: str) -> str:
     return text[start:text.index("```", start)]
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_the_suites_in_readme_and_the_docs_pass_as_written(tmp_path: Path) -> None:
     examples = REPO / "examples"

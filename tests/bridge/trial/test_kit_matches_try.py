@@ -14,6 +14,8 @@ from policy_server.testing import NodeSpec, PolicyRunner
 
 from .conftest import REJECTING_POLICY, REPO, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 EVENTS = ["RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer",
           "RemoveContainer", "StopPodSandbox"]
 MANIFESTS = [str(REPO / "examples" / "pods" / "web-deployment.yaml"),

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from .conftest import REPO
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 
 def test_from_the_manifests_we_have(policy_runner: Callable[..., Any]) -> None:

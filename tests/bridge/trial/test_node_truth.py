@@ -16,6 +16,8 @@ import yaml
 
 from .conftest import REPO, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"))
 LSR_POD = str(REPO / "examples" / "pods" / "lsr-pod.yaml")
 SHARED = "node.koordinator.sh/cpu-shared-pools"

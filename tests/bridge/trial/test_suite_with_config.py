@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO, bridge_config
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 SUITE = f"""\
 webhooks: {{config: bridge.yaml}}

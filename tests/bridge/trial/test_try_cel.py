@@ -16,6 +16,8 @@ from policy_server.policies.cel import mutation_check
 
 from .conftest import REPO, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 LSR_POD = str(REPO / "examples" / "pods" / "lsr-pod.yaml")
 MUTATE = """\
 apiVersion: nri-webhook-bridge.io/v1alpha1

@@ -15,6 +15,8 @@ import referencing
 
 from .conftest import REPO, bridge_config, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 SCHEMAS = REPO / "schemas"
 EXAMPLE_PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"))
 

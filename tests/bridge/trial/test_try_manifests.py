@@ -12,6 +12,8 @@ import pytest
 
 from .conftest import run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 BUNDLE = """\
 apiVersion: v1
 kind: Service

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO, bridge_config
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 POD = str(REPO / "examples" / "pods" / sorted(
     p.name for p in (REPO / "examples" / "pods").glob("*.yaml"))[0])

@@ -12,6 +12,8 @@ from bridge.trial.private_server import PrivatePolicies, bridge_document, server
 
 from .conftest import REPO, run_try
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 LSR_POD = str(REPO / "examples" / "pods" / "lsr-pod.yaml")
 RULES = str(REPO / "examples" / "koordinator-rules.yaml")
 LABEL_ENV = str(REPO / "examples" / "label_env_policy.py")

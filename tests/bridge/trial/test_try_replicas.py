@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 REPO = Path(__file__).resolve().parents[3]
 CPU_POOLS = REPO / "examples" / "policies" / "cpu-pools.yaml"  # 8 CPUs, CPU 0 reserved
 DB = REPO / "examples" / "tests" / "manifests" / "db-statefulset.yaml"  # 2 exclusive CPUs each

@@ -17,6 +17,8 @@ import pytest
 from .conftest import run_try
 from .unix_webhook import JsonWebhook, serving
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 MI = 1 << 20
 POD = """\
 kind: Pod

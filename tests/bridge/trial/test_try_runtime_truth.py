@@ -18,6 +18,8 @@ import pytest
 from .conftest import run_try
 from .unix_webhook import JsonWebhook, serving
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 POD = """\
 kind: Pod
 metadata: {name: db, namespace: shop}

@@ -20,6 +20,8 @@ from policy_server.testing import make_request
 from .conftest import REPO, bridge_config, policy_server, run_try
 from .unix_webhook import JsonWebhook, serving
 
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 GOLDEN = Path(__file__).parent / "golden" / "examples.json"
 EXAMPLE_PODS = sorted(str(p) for p in (REPO / "examples" / "pods").glob("*.yaml"))
 ONE_CPU_POD = """\

@@ -17,6 +17,11 @@ from tests.bridge.webhooks.helpers import CREATED_ID, context, request, spec
 from tests.bridge.webhooks.policy_double import Reply, Route, Seen, policy_double, refusing_socket
 from tests.event_path import serve, serve_sync
 
+# The deadlines, budgets and back-offs here run on the event loop's clock: looptime moves it
+# to the next timer whenever the loop has nothing else to do (the double runs in this loop),
+# so a 1 s runtime deadline takes no second of wall time (docs/performance.md#make-check).
+pytestmark = pytest.mark.looptime
+
 PATH = "/v1/policy"
 KNOWN = "c0ffee00"
 REFUSED = Reply(status=-1)  # no server: the webhook points at a socket that refuses

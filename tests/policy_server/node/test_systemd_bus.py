@@ -37,9 +37,9 @@ from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import cgroup_v2_root, envelope, pod
 
 DBUS_DAEMON = shutil.which("dbus-daemon")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.processes, pytest.mark.skipif(
     DBUS_DAEMON is None, reason="needs Debian's dbus-daemon (apt-get install dbus-daemon)"
-)
+)]
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 

@@ -67,6 +67,7 @@ def test_server_serves_enabled_builtins_next_to_koordinator() -> None:
     assert "exceeds this node's maximum 1048576" in reply["reject"]["reason"]
 
 
+@pytest.mark.processes
 def test_cli_lists_policies_and_refuses_unknown_ones() -> None:
     listed = cli("--list-policies")
     assert listed.returncode == 0
@@ -78,6 +79,7 @@ def test_cli_lists_policies_and_refuses_unknown_ones() -> None:
     assert bad.returncode == 2 and "cannot read /no/such/file.yaml" in bad.stderr
 
 
+@pytest.mark.processes
 def test_cli_checks_policy_configurations(tmp_path: Path) -> None:
     config = ROOT / "examples" / "policies" / "ulimit-adjuster.yaml"
     ok = cli("--check-policies", "--policy", f"ulimit-adjuster={config}",

@@ -64,6 +64,7 @@ def test_a_misspelt_field_fails_to_load_naming_policy_expression_and_field(tmp_p
     assert "undefined field 'resource'" in error
 
 
+@pytest.mark.processes
 def test_the_server_exits_2_on_a_misspelt_field(tmp_path: Path) -> None:
     path = policy(tmp_path, "typo", MEMORY.replace("memory.limit <=", "memory.limt <="))
     done = subprocess.run([sys.executable, "-m", "policy_server.main", "--no-koordinator",

@@ -45,6 +45,7 @@ def test_the_estimate(source: str, params: dict[str, Any], expected: int) -> Non
     assert cost.estimate(eval_env().compile(source), params) == expected
 
 
+@pytest.mark.processes
 def test_nested_comprehensions_over_request_lists_are_refused_at_load(tmp_path: Path) -> None:
     path = policy(tmp_path, f'  validations:\n    - expression: "{NESTED}"\n')
     with pytest.raises(PolicyLoadError) as caught:

@@ -35,6 +35,7 @@ spec:
 """
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_try_runs_a_cel_file(tmp_path: Path) -> None:
     pods = tmp_path / "pods.yaml"

@@ -38,6 +38,10 @@ EXAMPLES = Path(__file__).parents[3] / "schemas" / "webhook" / "examples"
 
 broken = Policy("broken")
 
+# In-process ServerOptions read no topology: the node is not known, so nothing is checked.
+UNREAD_TOPOLOGY: dict[str, object] = {"cpus": None, "memory_bytes": None, "mems": None,
+                                      "node_cpus": {}}
+
 
 @broken.on(EventName.CREATE_CONTAINER)
 def empty_id(event: Event) -> Decision:
@@ -317,7 +321,8 @@ async def test_cgroup_v1_node_containers_never_get_unified_and_it_is_said_once(
     assert "unified" not in json.dumps(reply) and "unified" not in json.dumps(synced)
     assert reply == {}, reply  # on cgroup v2 the same request gets the unified key (below)
     assert not [r for r in caplog.records if "group identity" in r.getMessage()]  # once only
-    assert state["node"] == {"cgroup_version": 1, "unified_allowed": False, "cgroup_files": None}
+    assert state["node"] == {"cgroup_version": 1, "unified_allowed": False, "cgroup_files": None,
+                             "topology": UNREAD_TOPOLOGY}
     assert state["group_identity"]["container_unified"] is False
     assert "cgroup v1" in state["group_identity"]["container_unified_reason"]
 
@@ -390,7 +395,8 @@ async def test_cgroup_v2_node_whose_containers_have_the_bvt_file_gets_the_key(
         state = (await c.get("/v1/state")).json()["node_effects"]
     assert reply["adjust"]["linux"]["resources"]["unified"] == {"cpu.bvt_warp_ns": "-1"}
     assert state["node"] == {"cgroup_version": 2, "unified_allowed": True,
-                             "cgroup_files": sorted(ANOLIS_V2_FILES)}
+                             "cgroup_files": sorted(ANOLIS_V2_FILES),
+                             "topology": UNREAD_TOPOLOGY}
     assert state["group_identity"]["container_unified"] is True
     assert state["group_identity"]["container_unified_reason"] == ""
 

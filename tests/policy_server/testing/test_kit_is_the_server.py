@@ -187,6 +187,7 @@ def write(event: Event) -> Decision:
 '''
 
 
+@pytest.mark.processes
 async def test_a_cgroup_write_gets_the_servers_warning_from_the_kit() -> None:
     """The finding: the kit answered ``{"warnings": ["wrote"]}`` where the server ``try`` runs
     (``--pod-cgroup-writes off``, report only) also says the write was not applied. A real

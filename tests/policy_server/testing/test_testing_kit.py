@@ -169,6 +169,7 @@ def test_state_carries_over_between_requests() -> None:
     assert [r["env"][0]["value"] for r in replies] == ["1", "2", "3"]
 
 
+@pytest.mark.processes
 async def test_the_cli_replay_of_a_served_policy_agrees(tmp_path: Path) -> None:
     """Authors in other languages get the same check from `nri-webhook-bridge replay`."""
     server = PolicyServer(ServerOptions(default_policies=False,

@@ -1,4 +1,5 @@
-"""Fixtures for the simulator tests (helpers live in harness.py)."""
+"""Fixtures for the bridge tests that run the simulated runtime (simulator, transport,
+control; helpers live in tests/bridge/simulator/harness.py)."""
 
 from __future__ import annotations
 

@@ -22,11 +22,12 @@ from tests.waiting import until_exited
 
 # Python's start and the bridge's imports can take seconds on a busy machine: the runtime's
 # registration window (5 s by default, as containerd's) is widened, so only a bridge that never
-# registers fails here (tests/simulator/test_launched.py says the same).
+# registers fails here (tests/bridge/simulator/test_launched.py says the same).
 STARTUP_S = 25.0
 CONF_D = json.dumps({"static": {"adjust": {"env": [{"key": "FROM_CONF_D", "value": "yes"}]}}})
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(40)
 async def test_launched_bridge_is_configured_from_the_runtime_config_string(
         tmp_path: Path) -> None:
@@ -51,6 +52,7 @@ async def test_launched_bridge_is_configured_from_the_runtime_config_string(
     assert code == 0
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(40)
 async def test_a_bad_config_string_is_refused_at_configure(tmp_path: Path) -> None:
     bad = "webhooks:\n  - name: p\n    url: unix:///x.sock/v1\n    timeout: soon\n"

@@ -7,10 +7,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from bridge.contract.catalogue import NriEvent
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import PROFILES, SimulatedRuntime, load_scenario
 from tests.waiting import until_exited
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 STARTUP_S = 120.0
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.processes  # starts processes: not in make check
+
 
 def test_starting_the_bridge_does_not_import_grpc() -> None:
     code = ("import sys, bridge.app, bridge.cli; "

@@ -17,8 +17,7 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from bridge.transport.socket_watch import socket_identity, wait_for_new_socket
-
-from .harness import assert_no_leaked_tasks
+from tests.bridge.simulator.harness import assert_no_leaked_tasks
 
 # A backoff no test run could wait out: reconnecting well inside it proves the watch.
 SLOW_BACKOFF = Backoff(initial_s=60.0, factor=1.0, max_s=60.0)

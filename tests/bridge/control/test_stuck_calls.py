@@ -24,10 +24,9 @@ from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
+from tests.bridge.simulator.harness import connected, cri_socket_beside
+from tests.bridge.simulator.test_updates_concurrency import cpu_update, seed_two
 from tests.waiting import until
-
-from .harness import connected, cri_socket_beside
-from .test_updates_concurrency import cpu_update, seed_two
 
 
 class UpdatesInsideTheEvent(Handler):
