@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from bridge.nri.runner import PluginRunner  # noqa: E402
 from bridge.nri.session import PluginIdentity  # noqa: E402
 from bridge.nri.static import StaticHandler, StaticSettings  # noqa: E402
+from bridge.nri.stub import new_plugin  # noqa: E402
 from bridge.simulator import PROFILES, BenchResult, SimulatedRuntime, run_bench  # noqa: E402
 
 TARGET_P50_S = 400e-6
@@ -82,7 +83,7 @@ async def bridge_process(socket_path: Path, workdir: Path,
 @contextlib.asynccontextmanager
 async def bridge_inprocess(socket_path: Path) -> AsyncIterator[PluginRunner]:
     settings = StaticSettings.parse(STATIC)
-    runner = PluginRunner(PluginIdentity("bench", "10"), StaticHandler(settings),
+    runner = new_plugin(PluginIdentity("bench", "10"), StaticHandler(settings),
                           socket_path=str(socket_path))
     task = asyncio.create_task(runner.run())
     try:

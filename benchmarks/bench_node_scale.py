@@ -63,6 +63,7 @@ from benchmarks.bench_webhook import process  # noqa: E402
 from bridge.contract.runtime_effects import Route  # noqa: E402
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator import PROFILES, SimulatedRuntime  # noqa: E402
+from bridge.simulator.cri_server import serve_cri  # noqa: E402
 from bridge.simulator.state import RuntimeState  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
 
@@ -279,8 +280,8 @@ async def bench(pods: int, passes: int, sync_timeout: str, workdir: Path,
     config = root / "bridge.yaml"
     config.write_text(yaml.safe_dump({"webhooks": [hook]}))
     cri = nri.with_name("cri.sock")  # the bridge updates containerd 2.1.9 through CRI
-    runtime = SimulatedRuntime(nri, PROFILES["containerd-2.1.9"], request_timeout_s=30.0,
-                               registration_timeout_s=30.0, cri_socket=cri)
+    runtime = serve_cri(SimulatedRuntime(nri, PROFILES["containerd-2.1.9"], request_timeout_s=30.0,
+                                         registration_timeout_s=30.0), cri)
     runtime.state = RuncState(root, {c.id: c.linux.cgroups_path for c in state[1]})
     runtime.state.seed(*state)
     async with contextlib.AsyncExitStack() as stack:

@@ -1,4 +1,8 @@
-"""Composition root: options -> handler -> plugin runner (+ control API), under one TaskGroup.
+"""The bridge's composition: options -> handler -> plugin (+ control API), under one TaskGroup.
+
+The plugin's whole handler chain is put together by bridge.nri.stub.new_plugin; this module
+chooses what goes in it (the configured handler, the recording layer) and runs it beside the
+control API.
 
 With webhooks configured (config file, --policy-url, or — for a plugin the
 runtime launches — the conf.d YAML it sends in Configure) the handler is the
@@ -25,11 +29,10 @@ from bridge.control.settings import ControlSettings
 from bridge.errors import BridgeError
 from bridge.metrics import Metrics
 from bridge.nri.cache import StateCache
-from bridge.nri.event_call import EventHandler
 from bridge.nri.runner import PluginRunner
-from bridge.nri.service import ServiceOptions
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticSettings
+from bridge.nri.stub import Wrap, new_plugin
 from bridge.process import stop_signals
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
@@ -113,14 +116,14 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
     cache = StateCache()
     handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
                                 knows_container=cache.knows_container, lookup=cache.lookup)
-    served: EventHandler = handler
+    layers: list[Wrap] = []
     recorder = None
     if options.record is not None:
-        recorder = Recorder(options.record.path, options.record.redaction)
-        served = RecordingHandler(handler, recorder)
-    runner = PluginRunner(options.identity, served, socket_path=options.socket_path,
-                          fd=options.fd, options=ServiceOptions(), cache=cache,
-                          updates=options.config.updates)
+        recorder = opened = Recorder(options.record.path, options.record.redaction)
+        layers.append(lambda inner: RecordingHandler(inner, opened))
+    runner = new_plugin(options.identity, handler, layers=layers,
+                        socket_path=options.socket_path, fd=options.fd, cache=cache,
+                        updates=options.config.updates)
     watch_runner(metrics, runner)
     control = ControlServer(create_app(control_deps(runner, metrics, options.config)),
                             options.config.control)

@@ -31,6 +31,7 @@ import httpx
 from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import PROFILES, EventResult, SimulatedRuntime, load_scenario, run_scenario
+from bridge.simulator.cri_server import serve_cri
 
 REPO = Path(__file__).resolve().parents[1]
 RULES_EXAMPLE = REPO / "examples" / "koordinator-rules.yaml"
@@ -221,8 +222,9 @@ async def demo(work: Path) -> int:
     bridge_log = work / "bridge.log"
 
     scenario = load_scenario(SCENARIO)
-    runtime = SimulatedRuntime(str(nri_sock), PROFILES[scenario.profile or "containerd-2.1.9"],
-                               request_timeout_s=2.0, cri_socket=cri_sock)
+    runtime = serve_cri(SimulatedRuntime(str(nri_sock),
+                                         PROFILES[scenario.profile or "containerd-2.1.9"],
+                                         request_timeout_s=2.0), cri_sock)
     scenario.seed(runtime)
     await runtime.start()
     print(f"{BOLD}nri-webhook-bridge demo{RESET}  (work dir {work})")

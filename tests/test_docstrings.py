@@ -7,6 +7,10 @@
   project (every module, and every top-level and class-level name of every module); a
   dotted name's first part is resolved that way and the rest as attributes of what it found.
   Names of the standard library, the dependencies and the builtins count as existing.
+- Class and function docstrings likewise (their own parameters count as existing).
+- Every public module-level function of the products has a caller in the products (outside
+  the APIs for other people: the SDK, the test kit, the simulator): one only tests call is a
+  test helper shipped in the product, and lives in tests/.
 - No docstring or comment in `bridge/` or `policy_server/` cites an issue ("issue 34"):
   why the code is as it is belongs in the code's words, its history in git and docs/.
 """
@@ -50,7 +54,8 @@ FOREIGN = frozenset({
     "AdjustResources", "WithResources", "MergeFrom", "AddLinuxResourcesHugepageLimit",
     "AddLinuxResourcesUnified", "AddLinuxResourcesDevice", "SetUnitProperties", "MemoryMax",
     "NodePolicy", "StateChange", "nri.pkg.api.v1alpha1.Bogus", "has", "l.sum", "l.min", "l.max",
-    "l.isSorted", "cel.expr.CheckedExpr", "ParsedExpr",
+    "l.isSorted", "cel.expr.CheckedExpr", "ParsedExpr", "Quantity.Value", "getrandom",
+    "RunPodSandbox", "CreateContainer", "my_policy.py",
 })
 # "issue 34", "Issue #7", "issues 25 and 27", "issue-33".
 ISSUE = re.compile(r"\b[Ii]ssues?[ -]#?\d+")
@@ -317,6 +322,43 @@ def test_module_docstrings_name_only_what_exists() -> None:
     assert not missing, "module docstrings name what does not exist:\n" + "\n".join(missing)
 
 
+def _parameters(node: ast.AST) -> set[str]:
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    args = node.args
+    return {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                            *filter(None, [args.vararg, args.kwarg])]}
+
+
+def inner_docstrings(module: Module) -> list[tuple[str, str, set[str]]]:
+    """(qualified name, docstring, parameters) of every class and function in `module`."""
+    found = []
+    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            docstring = ast.get_docstring(node)
+            if docstring:
+                found.append((node.name, docstring, _parameters(node)))
+    return found
+
+
+def test_class_and_function_docstrings_name_only_what_exists() -> None:
+    """Below the module docstring too: a docstring naming a function, attribute or module that
+    does not exist (its own parameters count as existing)."""
+    missing = [f"{module.path.relative_to(ROOT)}:{name}: {ref}"
+               for module in checked_modules()
+               for name, docstring, params in inner_docstrings(module)
+               for ref in unresolved(module, docstring)
+               if ref.split(".")[0] not in params and ref not in FOREIGN]
+    assert not missing, "docstrings name what does not exist:\n" + "\n".join(missing)
+
+
+def test_a_method_docstring_naming_a_stale_path_fails() -> None:
+    module = project()["policy_server.engine.evaluate"]
+    assert unresolved(module, "the server's: ``engine.settle.Settled.reply``") == [
+        "engine.settle.Settled.reply"]
+    assert unresolved(module, "the server's: ``engine.settled.Settled.reply``") == []
+
+
 def issue_citations(source: str) -> list[str]:
     """Every docstring and comment of `source` that cites an issue number, as `line: text`."""
     found: list[str] = []
@@ -381,3 +423,65 @@ def test_an_issue_number_in_a_docstring_or_comment_fails() -> None:
               '    y = "issue 3 in a string is data"\n')
     assert issue_citations(source) == ["1: issue 25", "4: Issue #34", "5: issues 25"]
     assert issue_citations('"""An issue of containerd; 3 issues."""\n') == []
+
+
+# -- product functions no product code calls ---------------------------------------------------
+
+# Packages whose public functions are an API for people outside the products (policy authors,
+# plugin authors testing on the simulator), so a caller in tests only is expected.
+PUBLIC_API = ("policy_server/sdk/", "policy_server/testing/", "bridge/simulator/")
+
+
+def _product_sources() -> dict[str, str]:
+    """Every product module's source by its path in the repository."""
+    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+            for product in PRODUCTS for p in sorted((ROOT / product).rglob("*.py"))
+            if GENERATED not in p.parents}
+
+
+def _names_used(tree: ast.AST) -> set[str]:
+    """Every name a module mentions: names, attributes, imports, and identifier strings
+    (`__all__`, a function looked up by name)."""
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.add(node.name.rsplit(".", 1)[-1])
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and node.value.isidentifier()):
+            used.add(node.value)
+    return used
+
+
+def only_test_callers(sources: dict[str, str]) -> list[str]:
+    """Public module-level functions of `sources` (path -> text) whose name no product module
+    uses (outside PUBLIC_API)."""
+    defined: dict[str, str] = {}
+    used: set[str] = set()
+    for relative, text in sources.items():
+        tree = ast.parse(text)
+        for node in tree.body:
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not node.name.startswith("_")
+                    and not relative.startswith(PUBLIC_API)):
+                defined[node.name] = f"{relative}:{node.name}"
+        used |= _names_used(tree)
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    used |= set(re.findall(IDENT, pyproject))  # console scripts name their functions
+    return sorted(where for name, where in defined.items() if name not in used)
+
+
+def test_every_public_product_function_has_a_product_caller() -> None:
+    """A function only tests call is a test helper shipped in the product: it belongs in tests/
+    (or is dead)."""
+    assert only_test_callers(_product_sources()) == []
+
+
+def test_a_function_only_tests_call_is_found() -> None:
+    sources = _product_sources()
+    where = "bridge/contract/request_body.py"
+    sources[where] += "\n\ndef only_a_test_calls_this() -> None:\n    pass\n"
+    assert only_test_callers(sources) == [f"{where}:only_a_test_calls_this"]

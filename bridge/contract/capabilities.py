@@ -30,12 +30,10 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from bridge.contract.applied_view import set_leaves
 from bridge.contract.field_table import LEAVES
 from bridge.contract.nri_version import Version, format_version
 from bridge.contract.runtime_effects import Effect, Route, Runtime, applied_leaves, effect_of
 from bridge.contract.runtime_hazards import Hazard, hazards_for
-from bridge.proto.nri import api_pb2 as api
 
 # The routes of an event's reply: its adjustment and its updates (bridge.contract.runtime_effects).
 REPLY_ROUTES = (Route.ADJUST, Route.UPDATE)
@@ -99,12 +97,3 @@ def runtime_ref(name: str, version: str, nri: Version | None) -> dict[str, Any]:
     ref = connected(name, version, nri).envelope
     return {**ref, "capabilities": None if ref["capabilities"] is None
             else list(ref["capabilities"])}
-
-
-def dropped_fields(runtime: Runtime, adjust: api.ContainerAdjustment | None,
-                   updates: Iterable[api.ContainerUpdate] = ()) -> list[str]:
-    """The leaves of an event's reply `runtime` would silently ignore, from the messages (the
-    bridge's event path has them from its reply walk: `ConnectedRuntime.dropped`)."""
-    update_leaves = [leaf for update in updates for leaf in set_leaves(update)]
-    return connected(runtime.name, runtime.version, runtime.nri).dropped(
-        set_leaves(adjust) if adjust is not None else (), update_leaves)

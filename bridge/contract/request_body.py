@@ -83,11 +83,6 @@ def event_payload(event: str, req: Message) -> Payload:
     return _event_payload(event, req, _encode_pod)
 
 
-def sync_payload(pods: Sequence[api.PodSandbox], containers: Sequence[api.Container]) -> Payload:
-    return {"pods": encode([to_json(p) for p in pods]),
-            "containers": encode([to_json(c) for c in containers])}
-
-
 class PayloadBuilder:
     """Encodes event payloads as `event_payload` does, with a pod cache (one per handler)."""
 

@@ -97,9 +97,5 @@ class Pod:
     static: bool = False  # kubernetes.io/config.source other than "api" (a static pod)
 
     @property
-    def init_containers(self) -> tuple[Container, ...]:
-        return tuple(c for c in self.containers if c.kind is not ContainerKind.REGULAR)
-
-    @property
     def regular_containers(self) -> tuple[Container, ...]:
         return tuple(c for c in self.containers if c.kind is ContainerKind.REGULAR)

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError, Message
 from bridge.contract.catalogue import EVENTS_BY_RPC, POD_EVENTS, SPEC_OF, NriEvent
 from bridge.errors import RpcError
 from bridge.nri.event_call import Answer, EventHandler
-from bridge.nri.runtime_setup import RuntimeSetup
+from bridge.nri.runtime_setup import CallFactory
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.ttrpc_server import MethodHandler
 from bridge.wire.envelope import Request
@@ -67,17 +67,18 @@ class Method(Generic[Req]):
 
 
 class EventDispatch:
-    def __init__(self, setup: RuntimeSetup, chain: EventHandler) -> None:
-        self._setup = setup
+    """The event RPCs and StateChange, each made one EventCall by the CallFactory the last
+    Configure handed over (`start`; before any, the unconfigured one it was built with)."""
+
+    def __init__(self, chain: EventHandler, calls: CallFactory) -> None:
         self._chain = chain
+        self._calls = calls
+
+    def start(self, calls: CallFactory) -> None:
+        self._calls = calls
 
     def table(self) -> dict[str, MethodHandler]:
-        setup = self._setup
         methods: dict[str, MethodHandler] = {
-            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, setup.configure),
-            "Synchronize": Method(api.SynchronizeRequest, api.SynchronizeResponse,
-                                  setup.synchronize),
-            "Shutdown": Method(api.Empty, api.Empty, setup.shutdown_rpc),
             "StateChange": Method(api.StateChangeEvent, api.Empty, self._state_change),
         }
         for rpc, event in EVENTS_BY_RPC.items():
@@ -108,9 +109,9 @@ class EventDispatch:
 
     async def _dispatch(self, event: NriEvent, req: Message, request: Request,
                         via_state_change: bool) -> Message | None:
-        setup = self._setup
-        call = setup.call(event, event.rpc_name, setup.deadline(request), request=req,
-                         via_state_change=via_state_change)
+        calls = self._calls
+        call = calls(event, event.rpc_name, calls.deadline(request), request=req,
+                     via_state_change=via_state_change)
         return _reply(event, await self._chain.handle(call))
 
 

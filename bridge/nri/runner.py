@@ -19,8 +19,7 @@ from bridge.call_watch import CallWatch
 from bridge.contract.plugin_lifecycle import Phase
 from bridge.errors import BridgeError
 from bridge.nri.cache import StateCache
-from bridge.nri.event_call import EventHandler
-from bridge.nri.service import ServiceOptions
+from bridge.nri.service import ServiceFactory
 from bridge.nri.session import RUNTIME_CALLS, Opener, PluginIdentity, PluginSession
 from bridge.nri.update_routes import UpdateSettings
 from bridge.nri.updates import UpdateOutcome
@@ -45,16 +44,17 @@ class Backoff:
 
 
 class PluginRunner:
-    def __init__(self, identity: PluginIdentity, handler: EventHandler, *,
+    """Built by bridge.nri.stub.new_plugin: `services` makes each connection's Plugin service."""
+
+    def __init__(self, identity: PluginIdentity, services: ServiceFactory, *,
                  socket_path: str = connect.DEFAULT_SOCKET_PATH, fd: int | None = None,
-                 options: ServiceOptions | None = None, backoff: Backoff | None = None,
+                 backoff: Backoff | None = None,
                  cache: StateCache | None = None, updates: UpdateSettings | None = None,
                  calls: CallWatch | None = None) -> None:
         self.identity = identity
-        self.handler = handler
+        self.services = services
         self.socket_path = socket_path
         self.fd = fd
-        self.options = options or ServiceOptions()
         self.backoff = backoff or Backoff()
         self.cache = cache if cache is not None else StateCache()
         self.update_settings = updates or UpdateSettings()
@@ -102,7 +102,7 @@ class PluginRunner:
         attempt = 0
         while not self._stopping:
             self.cache.clear()
-            session = PluginSession(self.identity, self.handler, self.cache, self.options,
+            session = PluginSession(self.identity, self.services, self.cache,
                                     updates=self.update_settings, calls=self.calls)
             self.session = session
             tried: SocketId | None = (socket_identity(self.socket_path) if self.fd is None

@@ -79,21 +79,54 @@ class _SyncBuffer:
     deadline: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CallFactory:
+    """How EventCalls are made under what Configure said (`runtime`; UNCONFIGURED before it):
+    their uid, runtime, deadline and where late updates go. Made once per Configure and handed
+    to the event dispatch then, so no event asks the setup again."""
+
+    runtime: RuntimeInfo
+    defer: Callable[[Sequence[api.ContainerUpdate]], None]
+    options: ServiceOptions
+
+    def deadline(self, request: Request) -> float:
+        """When our answer must be written: the tighter of the request's own
+        deadline and the configured request timeout, minus a safety margin."""
+        budget = self.runtime.request_timeout_s
+        if request.timeout_nano > 0:
+            budget = min(budget, request.timeout_nano / 1e9)
+        margin = max(self.options.margin_s, budget * self.options.margin_fraction)
+        return asyncio.get_running_loop().time() + max(budget - margin, budget / 2)
+
+    def __call__(self, event: NriEvent | None, name: str, deadline: float, *,
+                 request: Message | None = None, via_state_change: bool = False,
+                 pods: Sequence[api.PodSandbox] = (),
+                 containers: Sequence[api.Container] = ()) -> EventCall:
+        return EventCall(event=event, name=name, uid=next(_UIDS), deadline=deadline,
+                         runtime=self.runtime, via_state_change=via_state_change,
+                         defer_updates=self.defer, request=request, pods=pods,
+                         containers=containers)
+
+
 class RuntimeSetup:
     """What the runtime told the plugin (RuntimeInfo, the subscribed events) and the
-    methods that learn it; see the module docstring."""
+    methods that learn it; see the module docstring. `on_calls` gets the CallFactory each
+    Configure makes."""
 
     def __init__(self, chain: EventHandler,
                  defer_updates: Callable[[Sequence[api.ContainerUpdate]], None],
                  options: ServiceOptions, stats: GuardStats,
                  on_configured: Callable[[RuntimeInfo], None],
-                 on_synchronized: Callable[[], None]) -> None:
+                 on_synchronized: Callable[[], None],
+                 on_calls: Callable[[CallFactory], None] = lambda _: None) -> None:
         self._chain = chain
         self._defer = defer_updates
         self._options = options
         self._stats = stats
         self._on_configured = on_configured
         self._on_synchronized = on_synchronized
+        self._on_calls = on_calls
+        self.calls = CallFactory(UNCONFIGURED, defer_updates, options)
         self.runtime: RuntimeInfo | None = None
         self.subscribed: frozenset[NriEvent] = frozenset()
         self._sync = _SyncBuffer()
@@ -102,26 +135,6 @@ class RuntimeSetup:
     def shutdown(self) -> None:
         for task in list(self._late):
             task.cancel()
-
-    # -- calls and deadlines ---------------------------------------------------------
-
-    def deadline(self, request: Request) -> float:
-        """When our answer must be written: the tighter of the request's own
-        deadline and the configured request timeout, minus a safety margin."""
-        budget = self.runtime.request_timeout_s if self.runtime else DEFAULT_REQUEST_TIMEOUT_S
-        if request.timeout_nano > 0:
-            budget = min(budget, request.timeout_nano / 1e9)
-        margin = max(self._options.margin_s, budget * self._options.margin_fraction)
-        return asyncio.get_running_loop().time() + max(budget - margin, budget / 2)
-
-    def call(self, event: NriEvent | None, name: str, deadline: float, *,
-             request: Message | None = None, via_state_change: bool = False,
-             pods: Sequence[api.PodSandbox] = (),
-             containers: Sequence[api.Container] = ()) -> EventCall:
-        return EventCall(event=event, name=name, uid=next(_UIDS), deadline=deadline,
-                         runtime=self.runtime or UNCONFIGURED, via_state_change=via_state_change,
-                         defer_updates=self._defer, request=request, pods=pods,
-                         containers=containers)
 
     # -- Configure -------------------------------------------------------------------
 
@@ -159,6 +172,8 @@ class RuntimeSetup:
             mask = NriEvent.REMOVE_CONTAINER.bit
         self.subscribed = events_of(mask)
         self.runtime = runtime
+        self.calls = CallFactory(runtime, self._defer, self._options)
+        self._on_calls(self.calls)
         log.info("configured by %s %s (NRI %s): events 0x%04x, request timeout %.0f ms",
                  runtime.name, runtime.version, format_version(nri), mask,
                  runtime.request_timeout_s * 1000,
@@ -173,7 +188,7 @@ class RuntimeSetup:
                           request: Request) -> api.SynchronizeResponse:
         buffer = self._sync
         if buffer.deadline is None:
-            buffer.deadline = self.deadline(request)
+            buffer.deadline = self.calls.deadline(request)
         dropped = (_extend_bounded(buffer.pods, req.pods)
                    + _extend_bounded(buffer.containers, req.containers))
         if dropped:
@@ -182,8 +197,8 @@ class RuntimeSetup:
         if req.more:
             return api.SynchronizeResponse(more=True)
         self._sync = _SyncBuffer()
-        call = self.call(None, "Synchronize", buffer.deadline, pods=buffer.pods,
-                         containers=buffer.containers)
+        call = self.calls(None, "Synchronize", buffer.deadline, pods=buffer.pods,
+                          containers=buffer.containers)
         task = asyncio.get_running_loop().create_task(self._late_bounded(call))
         updates: Sequence[api.ContainerUpdate] = ()
         try:

@@ -1,45 +1,40 @@
-"""The Plugin service (conn 1): the runtime's setup calls and the event dispatch over one chain.
+"""The Plugin service (conn 1) of one connection: the runtime setup and the event dispatch.
 
-Builds the plugin core's event path around the handler it is given:
-`StateTracking(DeadlineGuard(handler))` (the tracking only with `track_state`), and the method
-table from bridge.nri.runtime_setup (Configure, Synchronize, Shutdown) and bridge.nri.dispatch
-(every event RPC and StateChange). Must not hold protocol logic of its own.
+Built by bridge.nri.stub (the composition root) for each connection; its method table joins
+the setup calls of bridge.nri.runtime_setup (Configure, Synchronize, Shutdown) and the event
+RPCs of bridge.nri.dispatch (every event RPC and StateChange). Must not build anything or hold
+protocol logic of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bridge.contract.catalogue import NriEvent
-from bridge.nri.cache import StateCache
-from bridge.nri.dispatch import PLUGIN_SERVICE, EventDispatch
-from bridge.nri.event_call import EventHandler, RuntimeInfo
-from bridge.nri.layers import DeadlineGuard, GuardStats, StateTracking
-from bridge.nri.runtime_setup import DEFAULT_REGISTRATION_TIMEOUT_S, RuntimeSetup, ServiceOptions
+from bridge.nri.dispatch import PLUGIN_SERVICE, EventDispatch, Method
+from bridge.nri.event_call import RuntimeInfo
+from bridge.nri.layers import GuardStats
+from bridge.nri.runtime_setup import RuntimeSetup
 from bridge.proto.nri import api_pb2 as api
 from bridge.transport.ttrpc_server import MethodHandler
 
-__all__ = ["DEFAULT_REGISTRATION_TIMEOUT_S", "PLUGIN_SERVICE", "PluginService",
-           "ServiceOptions"]
+
+@dataclass(frozen=True, slots=True)
+class SessionHooks:
+    """What a connection's session gives its service: where late updates go and what it is
+    told when Configure and Synchronize are done."""
+
+    defer: Callable[[Sequence[api.ContainerUpdate]], None]
+    on_configured: Callable[[RuntimeInfo], None]
+    on_synchronized: Callable[[], None]
 
 
 class PluginService:
-    def __init__(
-        self,
-        handler: EventHandler,
-        cache: StateCache,
-        defer_updates: Callable[[Sequence[api.ContainerUpdate]], None],
-        options: ServiceOptions,
-        on_configured: Callable[[RuntimeInfo], None],
-        on_synchronized: Callable[[], None],
-    ) -> None:
-        self.stats = GuardStats()
-        chain: EventHandler = DeadlineGuard(handler, self.stats)
-        if options.track_state:
-            chain = StateTracking(chain, cache)
-        self._setup = RuntimeSetup(chain, defer_updates, options, self.stats,
-                                    on_configured, on_synchronized)
-        self._dispatch = EventDispatch(self._setup, chain)
+    def __init__(self, setup: RuntimeSetup, dispatch: EventDispatch, stats: GuardStats) -> None:
+        self.stats = stats
+        self._setup = setup
+        self._dispatch = dispatch
 
     @property
     def runtime(self) -> RuntimeInfo | None:
@@ -50,7 +45,17 @@ class PluginService:
         return self._setup.subscribed
 
     def table(self) -> dict[str, dict[str, MethodHandler]]:
-        return {PLUGIN_SERVICE: self._dispatch.table()}
+        setup = self._setup
+        return {PLUGIN_SERVICE: {
+            "Configure": Method(api.ConfigureRequest, api.ConfigureResponse, setup.configure),
+            "Synchronize": Method(api.SynchronizeRequest, api.SynchronizeResponse,
+                                  setup.synchronize),
+            "Shutdown": Method(api.Empty, api.Empty, setup.shutdown_rpc),
+            **self._dispatch.table(),
+        }}
 
     def shutdown(self) -> None:
         self._setup.shutdown()
+
+
+ServiceFactory = Callable[[SessionHooks], PluginService]

@@ -18,8 +18,9 @@ from bridge.call_watch import CallWatch
 from bridge.contract.plugin_lifecycle import Lifecycle, Phase, Step
 from bridge.errors import BridgeError, ConfigError, ConnectionClosed, RpcError
 from bridge.nri.cache import StateCache
-from bridge.nri.event_call import EventHandler, RuntimeInfo
-from bridge.nri.service import DEFAULT_REGISTRATION_TIMEOUT_S, PluginService, ServiceOptions
+from bridge.nri.event_call import RuntimeInfo
+from bridge.nri.runtime_setup import DEFAULT_REGISTRATION_TIMEOUT_S
+from bridge.nri.service import ServiceFactory, SessionHooks
 from bridge.nri.update_routes import CRI_UPDATE_CALL, CriRoute, UpdateSettings, choose_route
 from bridge.nri.updates import Deliver, UpdateOutcome, UpdateSender
 from bridge.proto.nri import api_pb2 as api
@@ -58,8 +59,8 @@ Opener = Callable[[Callable[[], Trunk]], Awaitable[Trunk]]
 
 
 class PluginSession:
-    def __init__(self, identity: PluginIdentity, handler: EventHandler, cache: StateCache,
-                 options: ServiceOptions, updates: UpdateSettings | None = None,
+    def __init__(self, identity: PluginIdentity, connect: ServiceFactory, cache: StateCache,
+                 updates: UpdateSettings | None = None,
                  calls: CallWatch | None = None) -> None:
         self.identity = identity
         self._cache = cache
@@ -71,11 +72,9 @@ class PluginSession:
         self.sender: UpdateSender | None = None
         self._configured = asyncio.Event()
         self._synchronized = asyncio.Event()
-        self.service = PluginService(
-            handler, cache, self._defer, options,
-            on_configured=lambda _: self._configured.set(),
-            on_synchronized=self._synchronized.set,
-        )
+        self.service = connect(SessionHooks(
+            defer=self._defer, on_configured=lambda _: self._configured.set(),
+            on_synchronized=self._synchronized.set))
 
     @property
     def runtime(self) -> RuntimeInfo | None:

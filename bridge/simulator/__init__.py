@@ -12,8 +12,9 @@ Tests, the demo and the benchmarks drive plugins through it.
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.bench import BenchResult, run_bench
 from bridge.simulator.delivery import EventResult
-from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+from bridge.simulator.simulator_error import SimulatorError
 
 __all__ = [
     "DEFAULT_PROFILE",

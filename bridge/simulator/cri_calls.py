@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from bridge.proto.nri import api_pb2 as api
 from bridge.runtime_facts.cri_events import CRI_EVENTS
 from bridge.simulator.delivery import EventResult
-from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.simulator.runtime import SimulatedRuntime
+from bridge.simulator.simulator_error import SimulatorError
 
 
 class CriUnimplemented(SimulatorError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ WORKERS = 4
 class CriServer:
     """Serves `runtime`'s CRI socket at `path` between `start()` and `stop()`."""
 
-    def __init__(self, runtime: SimulatedRuntime, path: str | Path) -> None:
+    def __init__(self, runtime: SimulatedRuntime, path: str | os.PathLike[str]) -> None:
         self.runtime = runtime
         self.path = Path(path)
         self._server: Any = None
@@ -126,3 +127,11 @@ async def update_resources(runtime: SimulatedRuntime, request: cri.UpdateContain
         applied.linux.resources.CopyFrom(after.linux.resources)
         runtime.state.apply_update(applied, route=None)  # the event's result, already as applied
     return None
+
+
+def serve_cri(runtime: SimulatedRuntime, path: str | os.PathLike[str]) -> SimulatedRuntime:
+    """`runtime`, also serving its CRI socket at `path` while it runs (composed here, outside the
+    runtime class, so the runtime never imports its CRI side)."""
+    runtime.cri_socket = Path(path)
+    runtime.attached.append(CriServer(runtime, path))
+    return runtime

@@ -10,16 +10,14 @@ back into the request the runtime actually sent by re-encoding those fields
 onto the parsed message.
 
 Owns: parsing a wire line into (rpc, event, request message, recorded
-response); the RPC sequence of a log. Must not: run anything (the scenario
+response). Must not: run anything (the scenario
 loader and the tests drive the simulator and the bridge with these).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from google.protobuf.json_format import ParseDict, ParseError
@@ -88,29 +86,6 @@ def parse_line(raw: Mapping[str, Any], where: str = "wire line") -> WireLine:
     else:
         event = EVENTS_BY_RPC.get(rpc)
     return WireLine(rpc, event, request, response)
-
-
-def load_wire_log(path: str | Path) -> list[WireLine]:
-    lines = []
-    text = Path(path).read_text(encoding="utf-8")
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordingError(f"{where}: invalid JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise RecordingError(f"{where}: a line is a JSON object")
-        lines.append(parse_line(raw, where))
-    return lines
-
-
-def rpc_sequence(lines: Sequence[WireLine], *,
-                 skip: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """The (rpc, StateChange event) steps of a log, leaving out the RPCs in `skip`."""
-    return [line.step for line in lines if line.rpc not in skip]
 
 
 # -- unknown fields -------------------------------------------------------------------------

@@ -17,8 +17,9 @@ inside an event handler deadlocks until the request timeout closes it, as it wou
 On a profile whose NRI can deadlock on a plugin's UpdateContainers even outside handlers
 (docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), every such call is applied and
 also kept in `unsafe_updates`, so a test can require that none came (the updates a runtime
-receives are kept by bridge.simulator.update_intake). With `cri_socket` the
-runtime also serves CRI UpdateContainerResources there (bridge.simulator.cri_server).
+receives are kept by bridge.simulator.update_intake). Servers that live with the runtime's
+socket (`attached`: its CRI socket, bridge.simulator.cri_server.serve_cri, composed outside this
+class) start after the listener and stop before it.
 
 A plugin response that sets off one of the profile's hazards
 (docs/protocol.md#reply-fields-that-crash-a-runtime) crashes the runtime as it would for real:
@@ -38,7 +39,7 @@ import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from google.protobuf.message import Message
 
@@ -66,6 +67,7 @@ from bridge.simulator.handshake import (
 )
 from bridge.simulator.launched_plugin import spawn_plugin
 from bridge.simulator.result_merge import RuntimeCrashed
+from bridge.simulator.simulator_error import SimulatorError
 from bridge.simulator.state import RuntimeState
 from bridge.simulator.update_intake import UpdateIntake
 from bridge.transport.trunk import Trunk
@@ -79,8 +81,12 @@ LISTEN_BACKLOG = 16
 CLOSE_WAIT_S = 2.0
 
 
-class SimulatorError(Exception):
-    """Misuse of the simulator (unknown event, event the profile does not have, ...)."""
+class Attached(Protocol):
+    """A server started and stopped with the runtime's socket."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class SimulatedRuntime:
@@ -96,11 +102,11 @@ class SimulatedRuntime:
         serialize_events: bool = True,
         config: str = "",
         default_validator: DefaultValidator | None = None,
-        cri_socket: str | os.PathLike[str] | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
-        self.cri_socket = Path(cri_socket) if cri_socket is not None else None
-        self._cri_server: Any = None
+        self.cri_socket: Path | None = None  # set by bridge.simulator.cri_server.serve_cri
+        self.attached: list[Attached] = []
+        self._serving: list[Attached] = []
         self.profile = get_profile(profile) if isinstance(profile, str) else profile
         self.request_timeout_s = request_timeout_s
         self.registration_timeout_s = registration_timeout_s
@@ -163,21 +169,18 @@ class SimulatedRuntime:
         self.crashed = None
         self._accept_task = asyncio.get_running_loop().create_task(
             self._accept_loop(listener), name="sim:accept")
-        if self.cri_socket is not None:
-            # Imported here: the CRI server runs this runtime's CRI calls (cri_calls), which
-            # import this module.
-            from bridge.simulator.cri_server import CriServer
-            self._cri_server = CriServer(self, self.cri_socket)
-            await self._cri_server.start()
+        for server in self.attached:
+            await server.start()
+            self._serving.append(server)
         log.info("simulated %s %s (NRI v%d.%d.%d) listening on %s", self.profile.runtime_name,
                  self.profile.runtime_version, *self.profile.nri, path)
 
     async def stop(self, unlink: bool = True) -> None:
         """Close all plugins and the listener; `start()` may be called again. `unlink=False`
         leaves the socket path alone: another runtime has already taken it over."""
-        cri_server, self._cri_server = self._cri_server, None
-        if cri_server is not None:
-            await cri_server.stop()
+        serving, self._serving = self._serving, []
+        for server in reversed(serving):
+            await server.stop()
         task, self._accept_task = self._accept_task, None
         if task is not None:
             task.cancel()

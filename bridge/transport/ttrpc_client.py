@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from bridge.errors import ProtocolError, RpcError
+from bridge.transport.carrier import Carrier
 from bridge.wire import envelope, ttrpc
 from bridge.wire.status import Code
 from bridge.wire.streams import ClientStreamIds
-
-if TYPE_CHECKING:
-    from bridge.transport.trunk import Trunk
 
 log = logging.getLogger(__name__)
 
 
 class TtrpcClient:
-    def __init__(self, trunk: Trunk) -> None:
+    def __init__(self, trunk: Carrier) -> None:
         self._trunk = trunk
         self._ids = ClientStreamIds()
         self._pending: dict[int, asyncio.Future[envelope.Response]] = {}

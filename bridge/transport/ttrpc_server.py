@@ -12,15 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
 
 from bridge.errors import BridgeBug, ConnectionClosed, ProtocolError, RpcError
+from bridge.transport.carrier import Carrier
 from bridge.wire import envelope, ttrpc
 from bridge.wire.status import Code
 from bridge.wire.streams import ServerStreamCheck
-
-if TYPE_CHECKING:
-    from bridge.transport.trunk import Trunk
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +26,7 @@ ServiceTable = Mapping[str, Mapping[str, MethodHandler]]
 
 
 class TtrpcServer:
-    def __init__(self, trunk: Trunk, services: ServiceTable,
+    def __init__(self, trunk: Carrier, services: ServiceTable,
                  max_request_bytes: int = ttrpc.MAX_MESSAGE_BYTES) -> None:
         self._trunk = trunk
         self._services = services

@@ -51,7 +51,8 @@ from bridge.kube.resize import POD, KubeletView, Resize, ResizeStep, plan
 from bridge.replies.handler_crash import crashes
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
-from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.simulator.runtime import SimulatedRuntime
+from bridge.simulator.simulator_error import SimulatorError
 from bridge.trial.node_root import write_node
 from bridge.trial.process import stop_process
 from bridge.trial.relay import Exchange, Relay

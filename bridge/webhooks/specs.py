@@ -69,10 +69,6 @@ class Endpoint:
     base_url: str  # scheme://host[:port] the HTTP client talks to
     path: str  # HTTP path (with query) to POST to
 
-    @property
-    def is_tcp(self) -> bool:
-        return self.socket_path is None
-
 
 @dataclass(frozen=True, slots=True)
 class TlsSpec:

@@ -74,7 +74,7 @@ class Evaluation:
     @property
     def reply(self) -> dict[str, Any]:
         """The reply body the decision encodes to, before the server settles it (computed each
-        time, never stored; the server's: ``engine.settle.Settled.reply``)."""
+        time, never stored; the server's: ``engine.settled.Settled.reply``)."""
         return decision_to_reply(self.decision, self.notes)
 
 

@@ -21,8 +21,7 @@ docs/webhooks.md ("Refused requests", "Field limits") is the contract.
 
 ``node_synchronize`` builds the Synchronize the server sends itself (resync, the node
 reconciler) from the bridge's state, with the same Structs, checks and conversion; an entry
-they refuse is left out and reported, so one bad container never stops a pass
-(``synchronize_event``: the same, refusing the first bad entry).
+they refuse is left out and reported, so one bad container never stops a pass.
 
 Owns the request's shape for the policy server: which bodies are refused, with which error.
 Must not import web frameworks, do I/O, or evaluate anything.
@@ -45,7 +44,7 @@ from bridge.contract.catalogue import REQUEST_PAYLOAD, REQUIRED_PAYLOAD, EventNa
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
 from policy_server.engine.request_fields import Refusal, refusal, walk_needed
-from policy_server.exceptions import PayloadError, RequestError
+from policy_server.exceptions import RequestError
 from policy_server.sdk.model import Event
 
 _REQUEST = msgspec.json.Decoder(WebhookRequest)
@@ -117,27 +116,15 @@ class NodeSync:
     skipped: tuple[Skipped, ...]
 
 
-def synchronize_event(
-    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
-) -> Event:
-    """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
-    bridge's pods and containers (webhook JSON shape); raises ``PayloadError`` naming the
-    first entry refused."""
-    sync = node_synchronize(source, pods, containers)
-    if sync.skipped:
-        first = sync.skipped[0]
-        raise PayloadError(first.where(), first.message)
-    return sync.event
-
-
 def node_synchronize(
     source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]],
     raw: bytes = b"",
 ) -> NodeSync:
-    """The Synchronize for the bridge's pods and containers (``synchronize_event``), without
-    the entries the decoder refuses (``NodeSync.skipped`` says which and why). The whole state
-    is decoded at once, from ``raw`` when given (the bytes the bridge sent them as: decoded, not
-    encoded again); only when that fails is each entry decoded alone."""
+    """The Synchronize the server sends itself (``source``: ``resync``, ``reconcile``) for the
+    bridge's pods and containers (webhook JSON shape), without the entries the decoder refuses
+    (``NodeSync.skipped`` says which and why). The whole state is decoded at once, from ``raw``
+    when given (the bytes the bridge sent them as: decoded, not encoded again); only when that
+    fails is each entry decoded alone."""
     try:
         raw = raw or orjson.dumps({"pods": pods, "containers": containers})
         state = _decode(_STATE, raw)

@@ -72,20 +72,6 @@ def to_weight(formula: WeightFormula, shares: int) -> int:
     return linear_weight(shares)
 
 
-def to_shares(formula: WeightFormula, weight: int) -> int:
-    """The smallest shares ``formula`` turns into ``weight`` (or more): ``to_weight`` of the
-    result is ``weight`` for every weight in [1, 10000] (both formulas reach each one)."""
-    weight = min(max(weight, WEIGHT_MIN), WEIGHT_MAX)
-    low, high = SHARES_MIN, SHARES_MAX
-    while low < high:  # both formulas are non-decreasing in shares
-        middle = (low + high) // 2
-        if to_weight(formula, middle) >= weight:
-            high = middle
-        else:
-            low = middle + 1
-    return low
-
-
 @dataclass(frozen=True, slots=True)
 class FormulaVerdict:
     """What a set of (shares, weight) observations says about the runtime's formula."""

@@ -17,8 +17,9 @@ A module that reads its file itself (koordinator-qos watches it) sets ``READS_OW
 True`` and gets the path unread (``settings.path``). ``settings.node`` holds what the server
 found out about the host at start-up.
 
-Adding a policy: write ``policy_server/policies/<module>.py``, add one line to ``CATALOGUE``,
-and a page ``docs/policies/<name>.md``. Modules are imported only when their policy is enabled.
+Adding a policy: the files to touch are listed once, in docs/architecture.md ("Where to add
+things", "A policy"; tests/test_where_to_add.py checks each lists every ``CATALOGUE`` name).
+Modules are imported only when their policy is enabled.
 Must not import web frameworks; the policies' handlers stay pure (host lookups such as reading a
 hooks directory happen in the policy's context provider).
 """

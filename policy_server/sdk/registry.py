@@ -282,7 +282,7 @@ class Policy(Generic[C]):
 
     def reconcile(self, fn: RH) -> RH:
         """Have the node reconciler re-evaluate this policy on every pass and carry out the
-        ``NodePlan`` that ``fn(synchronize_event)`` returns."""
+        ``NodePlan`` that ``fn(event)`` returns for the Synchronize the server builds itself."""
         self._extend("reconcile", fn)
         return fn
 

@@ -149,7 +149,7 @@ class PolicyRunner:
     """
 
     def __init__(self, *policies: Policy[Any], facts: NodeFacts = UNKNOWN_NODE) -> None:
-        """``facts``: the node the server would run on (``node.facts``), e.g.
+        """``facts``: the node the server would run on (``NodeView.facts``), e.g.
         ``NodeFacts(cgroup_version=1)`` to test what a policy answers on cgroup v1, or
         ``NodeFacts(cgroup_version=2, cgroup_files=...)`` on a probed cgroup v2 node."""
         if not policies:

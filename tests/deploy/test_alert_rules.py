@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.app import watch_runner
 from bridge.metrics import Metrics
-from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import parse_webhooks
 from tests.deploy import dashboard as g
@@ -119,7 +119,7 @@ def exported() -> dict[str, frozenset[str]]:
     metrics = Metrics()
     handler = WebhookHandler(parse_webhooks([{"name": "p", "url": "unix:///run/p.sock/v1/policy"}]),
                              metrics, knows_container=lambda _: True)
-    watch_runner(metrics, PluginRunner(PluginIdentity("webhook-bridge", "50"), handler))
+    watch_runner(metrics, new_plugin(PluginIdentity("webhook-bridge", "50"), handler))
     declared = _declared_labels(metrics)
     names: dict[str, frozenset[str]] = {}
     for family in text_string_to_metric_families(metrics.exposition().decode()):

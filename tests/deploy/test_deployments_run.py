@@ -36,6 +36,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.simulator import SimulatedRuntime
+from bridge.simulator.cri_server import serve_cri
 from bridge.simulator.scenario import load_scenario, run_scenario
 from tests.deploy import support as s
 from tests.waiting import log_tail, path_exists, until
@@ -271,8 +272,8 @@ async def serving(d: Deployment, root: Path) -> AsyncIterator[Served]:
     for path in (policy_socket, control_socket, nri_socket, cri_socket):
         assert path.is_relative_to(root), f"{path} was not moved under the test directory"
     scenario = load_scenario("koordinator-qos.json")
-    runtime = SimulatedRuntime(nri_socket, scenario.profile or "containerd-2.1.9",
-                               cri_socket=cri_socket)
+    runtime = serve_cri(SimulatedRuntime(nri_socket, scenario.profile or "containerd-2.1.9"),
+                        cri_socket)
     scenario.seed(runtime)
     policy_log, bridge_log = root / "policy-server.log", root / "bridge.log"
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
+
 from .bridge_proc import LogLine
 from .containerd import Containerd, ContainerdError
 from .cri import CriClient
@@ -100,9 +102,14 @@ def test_containerd_launches_the_bridge_configured_from_conf_d(
         launched.install(json.dumps(conf))  # JSON is YAML
         cri.wait_ready()
         assert f"{PLUGIN}" in containerd.log_since(offset)
-        configured = [x for x in launched.lines()
-                      if x.get("msg") == "configured from the runtime's configuration string"]
-        assert configured and configured[0].get("webhooks") == ["label-env"], launched.lines()
+        # containerd names the plugin when it launches it; the bridge logs its configuration
+        # once Configure reached it, which a busy machine can put a few seconds later.
+        configured = wait_until(
+            lambda: [x for x in launched.lines()
+                     if x.get("msg") == "configured from the runtime's configuration string"],
+            what="the launched bridge's configuration in its log", timeout_s=30,
+            details=lambda: str(launched.lines())[-2000:])
+        assert configured[0].get("webhooks") == ["label-env"], launched.lines()
         pod = cri.run_pod("launched", labels={"example.com/team": "payments"})
         container_id = cri.run_container(pod)
         env = environ_after_exec(cri.container_pid(container_id))

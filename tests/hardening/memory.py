@@ -1,7 +1,8 @@
 """The plugin's trunk without a socket: an in-memory transport and a checker for what it wrote.
 
 `plugin_trunk()` builds the same objects a session builds (Trunk on conns 1/2,
-PluginService table) over `MemoryTransport`, so the fuzzers can call
+PluginService table, from bridge.nri.stub.plugin_service) over `MemoryTransport`, so the
+fuzzers can call
 `data_received` directly and inspect every write.
 """
 
@@ -13,7 +14,9 @@ from typing import Any
 from bridge.contract.catalogue import NriEvent
 from bridge.nri.cache import StateCache
 from bridge.nri.handler_api import Handler
-from bridge.nri.service import PluginService, ServiceOptions
+from bridge.nri.runtime_setup import ServiceOptions
+from bridge.nri.service import PluginService, SessionHooks
+from bridge.nri.stub import plugin_service
 from bridge.transport.trunk import Trunk
 from bridge.wire import mux, ttrpc
 
@@ -51,8 +54,9 @@ class EveryEvent(Handler):
 
 
 def plugin_trunk(max_request_bytes: int) -> tuple[Trunk, MemoryTransport, PluginService]:
-    service = PluginService(EveryEvent(), StateCache(), lambda updates: None, ServiceOptions(),
-                            on_configured=lambda runtime: None, on_synchronized=lambda: None)
+    hooks = SessionHooks(defer=lambda updates: None, on_configured=lambda runtime: None,
+                         on_synchronized=lambda: None)
+    service = plugin_service(EveryEvent(), StateCache(), hooks, ServiceOptions())
     trunk = Trunk(server_conn=mux.PLUGIN_SERVICE_CONN, client_conn=mux.RUNTIME_SERVICE_CONN,
                   services=service.table(), max_request_bytes=max_request_bytes, name="fuzz")
     transport = MemoryTransport(trunk)

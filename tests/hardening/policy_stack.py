@@ -27,6 +27,7 @@ from bridge.contract.catalogue import EVENTS_BY_RPC
 from bridge.logs import JsonFormatter
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import EventResult, SimulatedRuntime
+from bridge.simulator.cri_server import serve_cri
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
 from tests.hardening.policy_http import Behaviour, RawPolicy
 from tests.integration.harness import Bridge, pod_and_container, running_bridge
@@ -97,8 +98,9 @@ async def stack(workdir: Path, served: Behaviour | RawPolicy, *, tcp: bool = Fal
     else:
         await server.start_unix(workdir / "policy.sock")
         url = f"unix://{workdir}/policy.sock/v1/policy"
-    runtime = SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9",
-                               request_timeout_s=REQUEST_TIMEOUT_S, cri_socket=workdir / "cri.sock")
+    runtime = serve_cri(SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9",
+                                         request_timeout_s=REQUEST_TIMEOUT_S),
+                        workdir / "cri.sock")
     runtime.state.seed(list(seed[0]), list(seed[1]))
     try:
         webhooks = hooks(url) if hooks is not None else specs(url, **hook)

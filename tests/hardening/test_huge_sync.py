@@ -32,6 +32,7 @@ import pytest
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticHandler, StaticSettings
+from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import ttrpc
@@ -118,7 +119,7 @@ async def test_huge_syncs_are_served_and_resyncs_replace_state(workdir: Path,
     state_kb = api.SynchronizeRequest(pods=pods, containers=containers).ByteSize() // 1024
     del pods, containers
     assert state_kb > 4 * (ttrpc.MAX_MESSAGE_BYTES // 1024)
-    runner = PluginRunner(PluginIdentity("hardening", "40"), StaticHandler(StaticSettings()),
+    runner = new_plugin(PluginIdentity("hardening", "40"), StaticHandler(StaticSettings()),
                           socket_path=str(sock), backoff=Backoff(0.05, 2.0, 0.2))
     task = asyncio.create_task(runner.run(), name="hardening:runner")
     try:

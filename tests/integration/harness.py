@@ -19,6 +19,7 @@ from bridge.metrics import Metrics
 from bridge.nri.cache import StateCache
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.webhooks.call_sequence import WebhookHandler
@@ -57,7 +58,7 @@ async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], wor
     cache = StateCache()
     handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container,
                              lookup=cache.lookup)
-    runner = PluginRunner(PluginIdentity("webhook-bridge", "50"), handler,
+    runner = new_plugin(PluginIdentity("webhook-bridge", "50"), handler,
                           socket_path=str(rt.socket_path), cache=cache, updates=updates_for(rt))
     watch_runner(metrics, runner)
     control_sock = workdir / "control.sock"

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from bridge.contract.catalogue import EVENT_NAMES
-from bridge.simulator.recording import load_wire_log, message_types
+from bridge.simulator.recording import message_types
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.scenario import SCENARIO_DIR
 from tests.integration.harness import running_bridge, short_tmpdir, webhook
 from tests.integration.policy_app import Knobs, serve_policy
+from tests.recordings import load_wire_log
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bridge.simulator.cri_server import serve_cri
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir, webhook
@@ -30,8 +31,8 @@ def workdir() -> Iterator[Path]:
 
 @pytest.fixture
 async def runtime(workdir: Path) -> AsyncIterator[SimulatedRuntime]:
-    rt = SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9", request_timeout_s=1.0,
-                          cri_socket=workdir / "cri.sock")
+    rt = serve_cri(SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9",
+                                    request_timeout_s=1.0), workdir / "cri.sock")
     await rt.start()
     try:
         yield rt
@@ -154,8 +155,8 @@ async def test_late_synchronize_updates_are_delivered_afterwards(workdir: Path) 
         replies={"Synchronize": {"update": [
             {"container_id": target, "linux": {"resources": {"cpu": {"shares": 123}}}}]}},
         delay_s={"Synchronize": 0.8})
-    rt = SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9", request_timeout_s=0.5,
-                          cri_socket=workdir / "cri.sock")
+    rt = serve_cri(SimulatedRuntime(workdir / "nri.sock", "containerd-2.1.9",
+                                    request_timeout_s=0.5), workdir / "cri.sock")
     rt.state.seed(pods, containers)
     await rt.start()
     hook = webhook(workdir / "policy.sock", events=["Synchronize"], sync_timeout="3s")

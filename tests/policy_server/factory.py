@@ -4,10 +4,12 @@ and a policy that reads the node view (``node_reader``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from policy_server.engine.request import parse_request, synchronize_event
+from policy_server.engine.request import node_synchronize, parse_request
+from policy_server.exceptions import PayloadError
 from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
 from policy_server.policies.koordinator_qos.rules import Rules, Trust, rules_from_doc
 from policy_server.policies.koordinator_qos.target import ContainerTarget, PodTarget
@@ -27,6 +29,19 @@ BE_POOLS_2_NUMA = [
     {"socket": 0, "node": 0, "cpuset": "2-7"},
     {"socket": 1, "node": 1, "cpuset": "10-15"},
 ]
+
+
+
+def synchronize_event(
+    source: str, pods: Sequence[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]]
+) -> Event:
+    """The server's own Synchronize (engine.request.node_synchronize) for these pods and
+    containers; raises PayloadError naming the first entry refused."""
+    sync = node_synchronize(source, pods, containers)
+    if sync.skipped:
+        first = sync.skipped[0]
+        raise PayloadError(first.where(), first.message)
+    return sync.event
 
 
 def pod(

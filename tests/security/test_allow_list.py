@@ -26,6 +26,7 @@ import pytest
 
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import EventResult, SimulatedRuntime
+from bridge.simulator.cri_server import serve_cri
 from tests.hardening.policy_http import HttpRequest, RawPolicy, json_reply
 from tests.hardening.processes import BridgeProcess, bridge_process
 from tests.integration.harness import pod_and_container
@@ -126,8 +127,8 @@ async def stack(workdir: Path) -> AsyncIterator[Stack]:
 
     policy = RawPolicy(json_reply(answer))
     await policy.start_unix(policy_sock)
-    runtime = SimulatedRuntime(nri_sock, "containerd-2.1.9", request_timeout_s=3.0,
-                               cri_socket=workdir / "cri.sock")
+    runtime = serve_cri(SimulatedRuntime(nri_sock, "containerd-2.1.9", request_timeout_s=3.0),
+                        workdir / "cri.sock")
     await runtime.start()
     config = bridge_config(policy_sock, fake_sysfs(workdir / "sys"), runtime.cri_socket)
     try:

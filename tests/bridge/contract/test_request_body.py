@@ -27,9 +27,10 @@ from bridge.record.recording_handler import RecordingHandler
 from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.webhook import Webhook
-from policy_server.engine.request import parse_request, synchronize_event
+from policy_server.engine.request import parse_request
 from tests.bridge.webhooks.helpers import context, request, spec
 from tests.json_schemas import validate
+from tests.policy_server.factory import synchronize_event
 
 # Per call; the envelope keys that are per call rather than per event.
 PER_CALL = ("uid", "budget_ms", "runtime")

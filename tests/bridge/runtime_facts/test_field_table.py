@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.contract.applied_view import as_applied
-from bridge.contract.capabilities import capabilities, dropped_fields
+from bridge.contract.applied_view import as_applied, set_leaves
+from bridge.contract.capabilities import capabilities, connected
 from bridge.contract.cri_service import CARRIED
 from bridge.contract.field_table import LEAVES, RESOURCES, UPDATE_LEAVES
 from bridge.contract.runtime_effects import Effect, Route, Runtime, effect_of
@@ -48,7 +48,8 @@ def test_an_adjustment_s_memory_is_only_its_limit_and_swap_follows() -> None:
     created = apply_adjustment(api.Container(id="c"), adjust, CONTAINERD_2_1)
     memory = created.linux.resources.memory
     assert memory.limit.value == memory.swap.value == GI and not memory.HasField("swappiness")
-    assert dropped_fields(CONTAINERD_2_1, adjust) == [RESOURCES + "memory.swappiness"]
+    runtime = connected(CONTAINERD_2_1.name, CONTAINERD_2_1.version, CONTAINERD_2_1.nri)
+    assert runtime.dropped(set_leaves(adjust), ()) == [RESOURCES + "memory.swappiness"]
     caps = capabilities((0, 8, 0), "containerd", "2.1.9")
     assert caps is not None and RESOURCES + "memory.limit" in caps
     assert RESOURCES + "memory.swappiness" not in caps

@@ -20,10 +20,12 @@ from bridge.call_watch import CallWatch
 from bridge.nri.handler_api import Handler
 from bridge.nri.runner import Backoff, PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.nri.update_routes import UpdateSettings
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.connection import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginConnection
+from bridge.simulator.cri_server import serve_cri
 from bridge.transport.trunk import Trunk
 from bridge.wire import envelope, mux
 from tests.waiting import until
@@ -71,12 +73,14 @@ async def connected(path: Path, handler: Handler, profile: str = "containerd-2.1
                     **runtime_kwargs: Any) -> AsyncIterator[Harness]:
     # Like a real runtime, the simulated one serves CRI beside NRI: the bridge sends its
     # updates there on profiles where NRI UpdateContainers can deadlock.
-    runtime_kwargs.setdefault("cri_socket", cri_socket_beside(path))
+    cri_socket = runtime_kwargs.pop("cri_socket", cri_socket_beside(path))
     runtime = SimulatedRuntime(path, profile, **runtime_kwargs)
+    if cri_socket is not None:
+        serve_cri(runtime, cri_socket)
     if seed is not None:
         seed(runtime)
     await runtime.start()
-    runner = PluginRunner(PluginIdentity(name, index), handler, socket_path=str(path),
+    runner = new_plugin(PluginIdentity(name, index), handler, socket_path=str(path),
                           backoff=FAST_BACKOFF, updates=updates or updates_for(runtime),
                           calls=calls)
     task = asyncio.create_task(runner.run(), name="test:runner")

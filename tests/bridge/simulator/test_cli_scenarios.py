@@ -15,6 +15,7 @@ import pytest
 from bridge.nri.handler_api import EventContext, EventRejected, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import ScenarioError, load_scenario, run_bench
 from bridge.simulator import commands as sim_cli
@@ -121,7 +122,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 @contextlib.asynccontextmanager
 async def plugin(path: Path, handler: Handler) -> AsyncIterator[PluginRunner]:
-    runner = PluginRunner(PluginIdentity("cli", "20"), handler, socket_path=str(path),
+    runner = new_plugin(PluginIdentity("cli", "20"), handler, socket_path=str(path),
                           backoff=FAST_BACKOFF)
     task = asyncio.create_task(runner.run())
     try:

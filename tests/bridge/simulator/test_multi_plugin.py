@@ -10,8 +10,8 @@ import pytest
 
 from bridge.contract.catalogue import NriEvent, mask_of
 from bridge.nri.handler_api import EventContext, Handler
-from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime, SimulatorError
 from bridge.wire import envelope
@@ -38,9 +38,9 @@ async def run_two(path: Path, first: Handler, second: Handler,
                   pod: api.PodSandbox, container: api.Container) -> tuple[Any, SimulatedRuntime]:
     runtime = SimulatedRuntime(path, "containerd-2.1.9")
     await runtime.start()
-    runners = [PluginRunner(PluginIdentity("late", "20"), second, socket_path=str(path),
+    runners = [new_plugin(PluginIdentity("late", "20"), second, socket_path=str(path),
                             backoff=FAST_BACKOFF),
-               PluginRunner(PluginIdentity("early", "10"), first, socket_path=str(path),
+               new_plugin(PluginIdentity("early", "10"), first, socket_path=str(path),
                             backoff=FAST_BACKOFF)]
     tasks = []
     try:

@@ -24,11 +24,13 @@ from bridge.simulator.connection import PluginConnection
 from bridge.simulator.cri_calls import CriUnimplemented, run_cri
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.handshake import configure_request
-from bridge.simulator.recording import WireLine, load_wire_log, rpc_sequence
-from bridge.simulator.runtime import SimulatedRuntime, SimulatorError
+from bridge.simulator.recording import WireLine
+from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.scenario import SCENARIO_DIR
+from bridge.simulator.simulator_error import SimulatorError
 from bridge.simulator.synthetic import template
 from bridge.wire import envelope
+from tests.recordings import load_wire_log, rpc_sequence
 
 from .harness import RawPlugin, connected, raw_connected
 

@@ -16,6 +16,11 @@ from bridge.wire import envelope
 from .harness import RawPlugin, assert_no_leaked_tasks, connected
 
 BIG = {"pods": 100, "containers": 3000, "annotation_bytes": 2048}  # about 12 MiB of state
+# These tests are about how 12 MiB of state travels, not about time: building, encoding and
+# decoding it takes seconds on a busy 2-core machine, more than the runtime's default 2 s
+# request timeout, so the big ones give the runtime and the wait room (the deadline itself is
+# tested elsewhere, on loop time).
+ROOMY_S = 30.0
 
 
 class SyncUpdater(Handler):
@@ -37,10 +42,12 @@ def seed_big(runtime: SimulatedRuntime) -> None:
                                         annotation_bytes=BIG["annotation_bytes"]))
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(120)
 async def test_split_sync_above_4mib(sock_path: Path) -> None:
     handler = SyncUpdater()
-    async with connected(sock_path, handler, "containerd-2.1.9", seed=seed_big) as h:
+    async with connected(sock_path, handler, "containerd-2.1.9", seed=seed_big,
+                         wait_s=2 * ROOMY_S, request_timeout_s=ROOMY_S,
+                         registration_timeout_s=ROOMY_S) as h:
         assert h.conn.sync_chunks >= 3  # 12 MiB cannot go in fewer than three 4 MiB chunks
         assert h.runtime.closed_plugins == []
         assert handler.synced == (BIG["pods"], BIG["containers"])  # buffered until more=false
@@ -50,10 +57,12 @@ async def test_split_sync_above_4mib(sock_path: Path) -> None:
         assert first.linux.resources.cpu.shares.value == 777  # sync updates are applied
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(120)
 async def test_v0_6_sends_one_oversized_sync(sock_path: Path) -> None:
     handler = SyncUpdater()
-    async with connected(sock_path, handler, "containerd-1.7.24", seed=seed_big) as h:
+    async with connected(sock_path, handler, "containerd-1.7.24", seed=seed_big,
+                         wait_s=2 * ROOMY_S, request_timeout_s=ROOMY_S,
+                         registration_timeout_s=ROOMY_S) as h:
         # Never split: one message of ~12 MiB (legal for old ttrpc, up to 16 MiB).
         assert h.conn.sync_chunks == 1
         assert h.runtime.closed_plugins == []
@@ -70,13 +79,14 @@ async def test_small_sync_is_one_message(sock_path: Path) -> None:
         assert len(h.runner.cache.pods) == 3 and len(h.runner.cache.containers) == 10
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(120)
 async def test_wrong_answer_to_intermediate_chunk_closes_plugin(sock_path: Path) -> None:
     async def always_final(request: envelope.Request) -> bytes:
         return api.SynchronizeResponse(more=False).SerializeToString()  # breaks the split rule
 
     plugin = RawPlugin(sock_path, {"Synchronize": always_final})
-    runtime = SimulatedRuntime(sock_path, "containerd-2.1.9")
+    runtime = SimulatedRuntime(sock_path, "containerd-2.1.9",
+                               request_timeout_s=ROOMY_S, registration_timeout_s=ROOMY_S)
     seed_big(runtime)
     await runtime.start()
     try:

@@ -24,6 +24,7 @@ from bridge.nri.update_routes import (
 )
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
+from bridge.simulator.cri_server import serve_cri
 from bridge.simulator.synthetic import synthetic_state
 
 from .harness import connected
@@ -96,8 +97,8 @@ async def test_a_cri_socket_of_another_runtime_is_refused(sock_path: Path) -> No
     """The bridge is registered with containerd 1.7.24; the socket serves 2.1.9."""
     pods, containers = synthetic_state(1, 1)
     cri_sock = sock_path.with_name("other.cri")
-    other = SimulatedRuntime(sock_path.with_name("other.nri"), "containerd-2.1.9",
-                             cri_socket=cri_sock)
+    other = serve_cri(SimulatedRuntime(sock_path.with_name("other.nri"), "containerd-2.1.9"),
+                      cri_sock)
     other.state.seed(pods, containers)
     await other.start()
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bridge.nri.handler_api import EventContext, Handler
-from bridge.nri.runner import Backoff, PluginRunner
+from bridge.nri.runner import Backoff
 from bridge.nri.session import PluginIdentity
+from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
@@ -45,7 +46,7 @@ async def test_reconnects_when_the_socket_reappears_not_after_the_backoff(
     runtime = SimulatedRuntime(sock_path, "containerd-2.1.9")
     await runtime.start()
     handler = SyncPolicy()
-    runner = PluginRunner(PluginIdentity("test", "10"), handler, socket_path=str(sock_path),
+    runner = new_plugin(PluginIdentity("test", "10"), handler, socket_path=str(sock_path),
                           backoff=SLOW_BACKOFF)
     task = asyncio.create_task(runner.run(), name="test:runner")
     try:

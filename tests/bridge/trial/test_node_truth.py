@@ -33,8 +33,16 @@ policy = Policy("pin-all", description="pins every container to CPUs 0-15")
 def pin(event: Event) -> Decision:
     return Decision(adjust=Adjustment(resources=ResourcePatch(cpu_cpus="0-15")))
 '''
-SHIPPED_RULES = ("examples/koordinator-rules.yaml", "deploy/kubernetes/base/rules.yaml",
-                 "deploy/systemd/rules.yaml")
+# Every koordinator rules file the project ships: the example, the systemd units' and each
+# kustomize base, overlay and component's (found, so a new overlay's rules are covered too).
+SHIPPED_RULES = ("examples/koordinator-rules.yaml", "deploy/systemd/rules.yaml",
+                 *sorted(str(p.relative_to(REPO))
+                         for p in (REPO / "deploy" / "kubernetes").rglob("rules.yaml")))
+
+
+def test_every_kustomize_rules_file_is_among_the_shipped() -> None:
+    assert {"deploy/kubernetes/base/rules.yaml", "deploy/kubernetes/overlays/production/rules.yaml",
+            "deploy/kubernetes/components/node-effects/rules.yaml"} <= set(SHIPPED_RULES)
 
 
 def test_a_16_cpu_rules_file_is_refused_on_a_2_cpu_node(tmp_path: Path) -> None:

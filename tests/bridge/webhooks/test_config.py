@@ -46,12 +46,12 @@ def test_defaults() -> None:
 ])
 def test_unix_url_splits_after_the_sock_component(url: str, socket: str, path: str) -> None:
     endpoint = _one(url=url).endpoint
-    assert (endpoint.socket_path, endpoint.path, endpoint.is_tcp) == (socket, path, False)
+    assert (endpoint.socket_path, endpoint.path) == (socket, path)
 
 
 def test_tcp_urls() -> None:
     endpoint = _one(url="https://policy.example:8443/v1/x").endpoint
-    assert (endpoint.base_url, endpoint.path, endpoint.is_tcp) == (
+    assert (endpoint.base_url, endpoint.path, endpoint.socket_path is None) == (
         "https://policy.example:8443", "/v1/x", True)
     assert _one(url="http://[::1]:80/p").endpoint.base_url == "http://[::1]:80"
     assert _one(url="http://10.0.0.1/p", allow_insecure_http=True).endpoint.path == "/p"

@@ -4,8 +4,7 @@ the first bad value, and the guard, the merge and the handler use what it found.
 
 from __future__ import annotations
 
-from bridge.contract.capabilities import dropped_fields
-from bridge.contract.runtime_effects import Runtime
+from bridge.contract.capabilities import connected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
 from bridge.webhooks.reply_walk import CREATED, ReplyWalk
@@ -52,8 +51,8 @@ def test_one_pass_finds_kinds_claims_paths_and_no_problem() -> None:
                          "linux.resources.memory"}
     # What containerd 2.1.9 (NRI v0.8) would drop, leaf by leaf (the field table): args and
     # sysctl are newer than its NRI, cgroup device rules in an adjustment are read from v0.10.
-    containerd = Runtime("containerd", "2.1.9", (0, 8, 0))
-    assert dropped_fields(containerd, _adjustment(), [update]) == [
+    containerd = connected("containerd", "2.1.9", (0, 8, 0))
+    assert containerd.dropped(walk.adjust_leaves, walk.update_leaves) == [
         "args", "linux.resources.devices", "linux.sysctl"]
 
 

@@ -20,11 +20,22 @@ from policy_server.node.cpu_weight import (
     detect,
     linear_weight,
     quadratic_weight,
-    to_shares,
     to_weight,
 )
 
 LINEAR, QUADRATIC = WeightFormula.LINEAR, WeightFormula.QUADRATIC
+
+
+def smallest_shares(formula: WeightFormula, weight: int) -> int:
+    """The smallest shares `formula` turns into `weight` or more (both are non-decreasing)."""
+    low, high = 2, 262144
+    while low < high:
+        middle = (low + high) // 2
+        if to_weight(formula, middle) >= weight:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def exact_linear(shares: int) -> int:
@@ -79,8 +90,8 @@ def test_out_of_range_shares_are_clamped(formula: WeightFormula) -> None:
 
 @pytest.mark.parametrize("formula", list(WeightFormula))
 @given(weight=st.integers(min_value=1, max_value=10000))
-def test_to_shares_inverts_to_weight(formula: WeightFormula, weight: int) -> None:
-    shares = to_shares(formula, weight)
+def test_every_weight_is_reached_by_some_shares(formula: WeightFormula, weight: int) -> None:
+    shares = smallest_shares(formula, weight)
     assert 2 <= shares <= 262144
     assert to_weight(formula, shares) == weight
     assert shares == 2 or to_weight(formula, shares - 1) < weight  # the smallest such shares

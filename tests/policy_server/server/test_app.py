@@ -39,7 +39,8 @@ EXAMPLES = Path(__file__).parents[3] / "schemas" / "webhook" / "examples"
 broken = Policy("broken")
 
 # In-process ServerOptions read no topology: the node is not known, so nothing is checked.
-UNREAD_TOPOLOGY = {"cpus": None, "memory_bytes": None, "mems": None, "node_cpus": {}}
+UNREAD_TOPOLOGY: dict[str, object] = {"cpus": None, "memory_bytes": None, "mems": None,
+                                      "node_cpus": {}}
 
 
 @broken.on(EventName.CREATE_CONTAINER)

@@ -27,9 +27,7 @@ from bridge.contract.request_body import (
     DEFAULT_RUNTIME,
     envelope_document,
     event_payload,
-    sync_payload,
 )
-from bridge.simulator.recording import load_wire_log
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.engine.loader import load_policies
 from policy_server.policies import build_builtin
@@ -42,6 +40,7 @@ from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import InvalidRequest, PolicyRunner, make_request
 from tests.hardening.processes import POLICY_SERVER, Process
 from tests.integration.harness import short_tmpdir
+from tests.recordings import load_wire_log, sync_payload
 from tests.waiting import accepts, until
 
 ROOT = Path(__file__).parents[3]

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from policy_server.engine.request import synchronize_event
 from policy_server.exceptions import RulesError
 from policy_server.policies.koordinator_qos.hooks import normalization
 from policy_server.policies.koordinator_qos.qos_node_plan import plan
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk import CgroupWrite
-from tests.policy_server.factory import container, container_target, pod, rules
+from tests.policy_server.factory import container, container_target, pod, rules, synchronize_event
 
 PARENT = "/kubepods/burstable/podUID"
 ON = {"cpu_normalization_ratio": 1.2, "features": {"CPUNormalization": True}}
