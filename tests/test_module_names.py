@@ -8,6 +8,12 @@
   so it follows packages wherever they move.
 - Every `bridge/...py`, `policy_server/...py`, `tests/...py` or `benchmarks/...py` path
   written in the repository's text exists (tests move with the modules they test).
+- No two public module-level classes of both products share a name, and no two public
+  module-level functions do, except the role names modules implement by convention
+  (`ROLE_FUNCTIONS`, each with its reason): `Target` in four modules makes every import,
+  traceback and review ask "which one?". Where one of a pair is the policy SDK's public name
+  (`policy_server.sdk`), the other one is renamed. `STILL_SHARED_*` lists the pairs not yet
+  renamed, each with its reason; it may only shrink (an entry no longer shared fails).
 """
 
 from __future__ import annotations
@@ -32,6 +38,148 @@ OWNS = re.compile(r"\bOwns\b(.*?)(?:\n\s*\n|\bMust not\b|\Z)", re.DOTALL)
 # A source path, not part of a longer one (tests/policy_server/... is a test path).
 SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:bridge|policy_server|tests|benchmarks)/[\w/]+\.py)\b")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".txt", ".sh", ""}
+
+
+# Function names that modules implement by convention: a caller picks the module, the name
+# says the role. Each entry: the reason the name repeats.
+ROLE_FUNCTIONS: dict[str, str] = {
+    "main": "a command module's or generator's entry point (`python -m ...`, console script)",
+    "add_arguments": "a subcommand module adds its flags to the CLI's subparser (bridge/cli.py)",
+    "build": "a policy module builds its Policy from a config (the CATALOGUE's factories), and a "
+             "generator builds the document it writes",
+    "pod": "a koordinator hook module's pod-level step (koordinator_qos/hooks/, by name)",
+    "container": "a koordinator hook module's container-level step (koordinator_qos/hooks/, by "
+                 "name), and a manifest module's container builder",
+    "render": "a generated file's module renders its text (`make generate` / the drift tests)",
+    "write": "a generated file's module writes its file (`make generate`)",
+}
+
+# Public names still defined in more than one module, each with its reason. This list only
+# shrinks: rename one of the pair and delete its line (a line whose name is no longer shared
+# fails the test).
+STILL_SHARED_CLASSES: dict[str, str] = {
+    "Adjustment": (
+        "the bridge's contract classes (bridge/contract/reply_models.py, "
+        "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
+        "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
+        "name stays"),
+    "Container": (
+        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
+        "policy_server/sdk/model.py"),
+    "CounterSample": (
+        "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
+        "policy_server/telemetry.py"),
+    "Device": (
+        "not yet renamed (rename the non-SDK one): "
+        "policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py"),
+    "Eviction": (
+        "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
+        "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
+        "public contract files; the SDK's name stays"),
+    "FailurePolicy": (
+        "not yet renamed (rename the non-SDK one): bridge/webhooks/specs.py, "
+        "policy_server/sdk/registry.py"),
+    "Limit": (
+        "not yet renamed (rename the non-SDK one): bridge/contract/field_limits.py, "
+        "policy_server/sdk/contract_limits.py"),
+    "Metrics": (
+        "not yet renamed (rename the non-SDK one): bridge/metrics.py, "
+        "policy_server/telemetry.py"),
+    "Pod": (
+        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
+        "policy_server/sdk/model.py"),
+    "Refusal": (
+        "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
+        "policy_server/policies/koordinator_qos/authority.py"),
+    "Rules": (
+        "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
+        "policy_server/policies/koordinator_qos/rules.py"),
+    "Step": (
+        "not yet renamed (rename the non-SDK one): bridge/contract/plugin_lifecycle.py, "
+        "bridge/kube/call_order.py"),
+    "Update": (
+        "the bridge's contract classes (bridge/contract/reply_models.py, "
+        "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
+        "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
+        "name stays"),
+}
+STILL_SHARED_FUNCTIONS: dict[str, str] = {
+    "adjustment_from_json": (
+        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
+    "adjustment_to_json": (
+        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
+    "apply": (
+        "not yet renamed: bridge/runtime_config/toml_change.py, "
+        "policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py"),
+    "build_parser": (
+        "not yet renamed: bridge/cli.py, policy_server/main.py"),
+    "build_policy": (
+        "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
+        "policy_server/policies/koordinator_qos/bundle.py"),
+    "change": (
+        "not yet renamed: bridge/runtime_config/runtime_config_command.py, "
+        "policy_server/policies/cel/mutation_check.py"),
+    "check": (
+        "not yet renamed: bridge/suite/expect.py, "
+        "policy_server/policies/cel/mutation_check.py"),
+    "check_cpu_list": (
+        "not yet renamed: bridge/contract/cpu_list_grammar.py, policy_server/sdk/cpu_list.py"),
+    "container_of": (
+        "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
+    "create_app": (
+        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+    "create_metrics_app": (
+        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+    "describe": (
+        "not yet renamed: bridge/demo.py, bridge/webhooks/reply_walk.py, "
+        "policy_server/engine/evaluate.py, policy_server/node/probe.py"),
+    "field_name": (
+        "not yet renamed: bridge/simulator/ownership.py, bridge/suite/problems.py, "
+        "policy_server/sdk/validation.py"),
+    "guarded": (
+        "not yet renamed: policy_server/policies/trusted_keys.py, "
+        "policy_server/service/policy_host.py"),
+    "load": (
+        "not yet renamed: bridge/strict_yaml.py, bridge/suite/load.py, "
+        "policy_server/policies/cel/policy_set.py"),
+    "milli_cpu_to_quota": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/formulas.py"),
+    "milli_cpu_to_shares": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/formulas.py"),
+    "oom_score_adj": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/annotations.py"),
+    "page_size_name": (
+        "not yet renamed: bridge/kube/resources.py, bridge/webhooks/node_hugepages.py"),
+    "parse": (
+        "not yet renamed: bridge/config_file.py, bridge/contract/quantity.py"),
+    "plan": (
+        "not yet renamed: bridge/kube/resize.py, policy_server/engine/request_fields.py, "
+        "policy_server/policies/koordinator_qos/qos_node_plan.py"),
+    "problem": (
+        "not yet renamed: bridge/contract/field_limits.py, bridge/suite/paths.py"),
+    "qos_class": (
+        "not yet renamed: bridge/kube/resources.py, "
+        "policy_server/policies/koordinator_qos/qos.py"),
+    "read_documents": (
+        "not yet renamed: bridge/kube/documents.py, "
+        "policy_server/policies/cel/node_policy_doc.py"),
+    "refusal": (
+        "not yet renamed: bridge/webhooks/named_items.py, "
+        "policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py"),
+    "requested": (
+        "not yet renamed: bridge/process/stop_signals.py, "
+        "policy_server/service/resync_schedule.py"),
+    "run": (
+        "not yet renamed: bridge/app.py, bridge/record/replay_cli.py, "
+        "bridge/simulator/commands.py, policy_server/policies/cel/policy_program.py"),
+    "set_leaves": (
+        "not yet renamed: bridge/contract/applied_view.py, bridge/contract/cri_service.py"),
+    "unix_listener": (
+        "not yet renamed: bridge/control/serving.py, bridge/transport/listen.py"),
+}
 
 
 def modules() -> list[Path]:
@@ -121,3 +269,72 @@ def test_module_exists_resolves_relative_and_absolute_names() -> None:
     assert module_exists(ROOT / "bridge", "contract")
     assert not module_exists(webhooks, "payload")
     assert not module_exists(webhooks, "bridge.webhooks.merge")
+
+
+def public_definitions(sources: dict[str, str]) -> tuple[dict[str, list[str]],
+                                                          dict[str, list[str]]]:
+    """Module-level public class and function names of each module ({path: source}), each
+    name with the modules that define it."""
+    classes: dict[str, list[str]] = defaultdict(list)
+    functions: dict[str, list[str]] = defaultdict(list)
+    for path, source in sources.items():
+        for node in ast.parse(source).body:
+            if node_name := getattr(node, "name", ""):
+                if node_name.startswith("_"):
+                    continue
+                if isinstance(node, ast.ClassDef):
+                    classes[node_name].append(path)
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    functions[node_name].append(path)
+    return classes, functions
+
+
+def shared(definitions: dict[str, list[str]], allowed: set[str]) -> dict[str, list[str]]:
+    return {name: paths for name, paths in definitions.items()
+            if len(paths) > 1 and name not in allowed}
+
+
+@cache
+def product_definitions() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    return public_definitions({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+                               for p in modules()})
+
+
+def test_public_class_names_are_unique_across_both_products() -> None:
+    classes, _ = product_definitions()
+    assert len(classes) > 200, "the scan reads the products' classes"
+    repeated = shared(classes, set(STILL_SHARED_CLASSES))
+    assert not repeated, "give each class a name that says what it holds:\n" + "\n".join(
+        f"{name}: {', '.join(paths)}" for name, paths in sorted(repeated.items()))
+
+
+def test_public_function_names_are_unique_except_role_names() -> None:
+    _, functions = product_definitions()
+    assert len(functions) > 300, "the scan reads the products' functions"
+    repeated = shared(functions, set(ROLE_FUNCTIONS) | set(STILL_SHARED_FUNCTIONS))
+    assert not repeated, "give each function a name that says what it does (or declare a " \
+        "role in ROLE_FUNCTIONS, with its reason):\n" + "\n".join(
+            f"{name}: {', '.join(paths)}" for name, paths in sorted(repeated.items()))
+
+
+def test_the_lists_of_shared_names_only_shrink() -> None:
+    classes, functions = product_definitions()
+    stale = [f"class {name}" for name in STILL_SHARED_CLASSES if len(classes[name]) < 2]
+    stale += [f"function {name}" for name in STILL_SHARED_FUNCTIONS if len(functions[name]) < 2]
+    stale += [f"role {name}" for name in ROLE_FUNCTIONS if len(functions[name]) < 2]
+    assert not stale, "no longer shared: delete from the list:\n" + "\n".join(stale)
+    for reasons in (ROLE_FUNCTIONS, STILL_SHARED_CLASSES, STILL_SHARED_FUNCTIONS):
+        assert all(reason.strip() for reason in reasons.values()), "each entry gives a reason"
+
+
+def test_the_scan_finds_a_repeated_public_name_and_ignores_private_and_nested_ones() -> None:
+    sources = {
+        "a.py": "class Target: pass\ndef plan(): pass\ndef main(): pass\nclass _Hidden: pass\n",
+        "b.py": "class Target:\n    class Inner: pass\n    def plan(self): pass\n"
+                "def main(): pass\nclass _Hidden: pass\n",
+        "c.py": "async def plan(): pass\nclass Inner: pass\n",
+    }
+    classes, functions = public_definitions(sources)
+    assert shared(classes, set()) == {"Target": ["a.py", "b.py"]}
+    assert shared(functions, {"main"}) == {"plan": ["a.py", "c.py"]}
+    assert shared(functions, set()) == {"plan": ["a.py", "c.py"], "main": ["a.py", "b.py"]}

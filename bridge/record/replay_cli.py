@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from bridge.errors import ConfigError
-from bridge.replies.replay import Outcome, ReplayInputError, compare, load_cases, replay_body
+from bridge.replies.replay import ReplayInputError, ReplayOutcome, compare, load_cases, replay_body
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.specs import parse_duration, webhook_from_url
@@ -40,14 +40,14 @@ async def run(args: argparse.Namespace) -> int:
         print("replay: the recordings hold no events")
         return EXIT_USAGE
     client = PolicyClient(spec)
-    outcomes: list[Outcome] = []
+    outcomes: list[ReplayOutcome] = []
     try:
         for case in cases:
             try:
                 reply = await client.post(replay_body(case.request, int(timeout_s * 1000)),
                                           timeout_s)
             except WebhookFailure as exc:
-                outcomes.append(Outcome(case, None, f"{exc.kind.value}: {exc.reason}", ""))
+                outcomes.append(ReplayOutcome(case, None, f"{exc.kind.value}: {exc.reason}", ""))
             else:
                 outcomes.append(compare(case, reply))
             _print(outcomes[-1], args.quiet)
@@ -58,7 +58,7 @@ async def run(args: argparse.Namespace) -> int:
     return EXIT_OK if not failed else EXIT_DIFFERENT
 
 
-def _print(outcome: Outcome, quiet: bool) -> None:
+def _print(outcome: ReplayOutcome, quiet: bool) -> None:
     request = outcome.case.request
     label = f"{request.get('event', '?')} {_who(request)} ({outcome.case.where})"
     if outcome.error:

@@ -35,15 +35,15 @@ class ReplayInputError(BridgeError):
 
 
 @dataclass(frozen=True, slots=True)
-class Case:
+class ReplayCase:
     where: str  # file:line, for messages
     request: dict[str, Any]
     expected: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    case: Case
+class ReplayOutcome:
+    case: ReplayCase
     actual: dict[str, Any] | None
     error: str | None
     diff: str
@@ -71,7 +71,7 @@ def read_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield where, record
 
 
-def load_cases(recordings: Iterable[Path], expected: Path | None) -> list[Case]:
+def load_cases(recordings: Iterable[Path], expected: Path | None) -> list[ReplayCase]:
     overrides: dict[str, dict[str, Any]] = {}
     if expected is not None:
         for where, record in read_records(expected):
@@ -84,7 +84,7 @@ def load_cases(recordings: Iterable[Path], expected: Path | None) -> list[Case]:
         for where, record in read_records(path):
             uid = record["request"].get("uid")
             reply = overrides.get(uid) if isinstance(uid, str) and uid in overrides else None
-            cases.append(Case(where, record["request"],
+            cases.append(ReplayCase(where, record["request"],
                               reply if reply is not None else _reply_of(record, where)))
     return cases
 
@@ -117,22 +117,22 @@ def canonical(event: str, reply: Any, where: str = "reply") -> dict[str, Any]:
     return out
 
 
-def compare(case: Case, actual: Any) -> Outcome:
+def compare(case: ReplayCase, actual: Any) -> ReplayOutcome:
     event = str(case.request.get("event", ""))
     try:
         want = canonical(event, case.expected, "expected")
     except ConversionError as exc:
-        return Outcome(case, None, f"recorded reply is invalid: {exc}", "")
+        return ReplayOutcome(case, None, f"recorded reply is invalid: {exc}", "")
     try:
         got = canonical(event, actual)
     except ConversionError as exc:
-        return Outcome(case, None, f"policy reply is invalid: {exc}", "")
+        return ReplayOutcome(case, None, f"policy reply is invalid: {exc}", "")
     if got == want:
-        return Outcome(case, got, None, "")
+        return ReplayOutcome(case, got, None, "")
     diff = "\n".join(difflib.unified_diff(
         _pretty(want).splitlines(), _pretty(got).splitlines(),
         fromfile="expected", tofile="policy", lineterm=""))
-    return Outcome(case, got, None, diff)
+    return ReplayOutcome(case, got, None, diff)
 
 
 def _pretty(value: Any) -> str:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from bridge.contract.nri_version import format_version
-from bridge.runtime_config.runtime_tables import RuntimeConfigError, Target
+from bridge.runtime_config.runtime_tables import ConfigTarget, RuntimeConfigError
 from bridge.transport.connect import DEFAULT_SOCKET_PATH as DEFAULT_SOCKET_PATH
 
 # The runtimes' own defaults (NRI pkg/adaptation: DefaultPluginPath, DefaultPluginConfigPath,
@@ -134,7 +134,7 @@ class Entry:
     comment: str
 
 
-def _nri_entries(target: Target, s: NriSettings) -> list[Entry]:
+def _nri_entries(target: ConfigTarget, s: NriSettings) -> list[Entry]:
     why = {
         "enabled": "NRI on (containerd 1.7 and older CRI-O releases ship it off).",
         "accept_connections": "Accept external plugins on the socket: the bridge connects as one.",
@@ -159,7 +159,7 @@ def _nri_entries(target: Target, s: NriSettings) -> list[Entry]:
     return out
 
 
-def _validator_entries(target: Target, fc: FailClosed) -> list[Entry]:
+def _validator_entries(target: ConfigTarget, fc: FailClosed) -> list[Entry]:
     if not target.has_validator:
         raise RuntimeConfigError(
             f"--fail-closed: {target.name()} vendors NRI {format_version(target.nri)}, which "
@@ -186,7 +186,7 @@ def _validator_entries(target: Target, fc: FailClosed) -> list[Entry]:
             for name, value in values]
 
 
-def entries(target: Target, settings: NriSettings) -> tuple[Entry, ...]:
+def entries(target: ConfigTarget, settings: NriSettings) -> tuple[Entry, ...]:
     """Every key the change sets for `target`, in the order a new table lists them."""
     out = _nri_entries(target, settings)
     if settings.fail_closed is not None:

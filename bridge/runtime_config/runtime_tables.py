@@ -83,7 +83,7 @@ _CRIO_VALIDATOR = _keys(**{
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class ConfigTarget:
     """One runtime release and the config file format it is written in."""
 
     runtime: str
@@ -125,7 +125,7 @@ def max_config_version(version: Version) -> int:
 
 
 def target(runtime: str, runtime_version: str, config_version: int | None = None,
-           source: str = "<new>") -> Target:
+           source: str = "<new>") -> ConfigTarget:
     """The target for `--runtime`/`--runtime-version`; `config_version` is the `version` of
     the existing file `source` (containerd), else the release's own format."""
     if runtime not in RUNTIMES:
@@ -140,7 +140,7 @@ def target(runtime: str, runtime_version: str, config_version: int | None = None
                                  f"plugin to configure (first: {first})")
     nri = nri_version_of(runtime, runtime_version, "")
     if runtime == CRIO:
-        return Target(CRIO, version, nri, None, ("crio", "nri"), _CRIO_KEYS, _CRIO_VALIDATOR)
+        return ConfigTarget(CRIO, version, nri, None, ("crio", "nri"), _CRIO_KEYS, _CRIO_VALIDATOR)
     newest = max_config_version(version)
     chosen = newest if config_version is None else config_version
     if not 2 <= chosen <= newest:
@@ -149,7 +149,7 @@ def target(runtime: str, runtime_version: str, config_version: int | None = None
             f"{source}: version: the file is in containerd config format {chosen}; containerd "
             f"{runtime_version} reads {reads} (this command writes no format 1: run "
             "`containerd config migrate`)")
-    return Target(CONTAINERD, version, nri, chosen, ("plugins", NRI_PLUGIN), _CONTAINERD_KEYS,
+    return ConfigTarget(CONTAINERD, version, nri, chosen, ("plugins", NRI_PLUGIN), _CONTAINERD_KEYS,
                   _CONTAINERD_VALIDATOR)
 
 

@@ -26,7 +26,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Item, Table, Whitespace
 
 from bridge.runtime_config.nri_settings import Entry, Value
-from bridge.runtime_config.runtime_tables import RuntimeConfigError, Target, dotted
+from bridge.runtime_config.runtime_tables import ConfigTarget, RuntimeConfigError, dotted
 
 _POSITION = re.compile(r"^(?P<msg>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 INDENT = "  "
@@ -121,7 +121,7 @@ def _add_keys(table: Any, items: Sequence[Entry]) -> None:
     body.extend(trailing)
 
 
-def _misplaced(data: Mapping[str, Any], target: Target) -> Iterator[str]:
+def _misplaced(data: Mapping[str, Any], target: ConfigTarget) -> Iterator[str]:
     """Keys named as an NRI setting but outside the NRI tables."""
     names = {k for k, _ in target.keys.values()} | {k for k, _ in target.validator_keys.values()}
     own = {target.table, target.validator_table}
@@ -146,7 +146,7 @@ def _describe(table: tuple[str, ...], entry: Entry, old: Any, literal: bool) -> 
     return f"{key} = {_toml(entry.value)} (was {_toml(old)})"
 
 
-def apply(text: str, source: str, target: Target, entries: Sequence[Entry],
+def apply(text: str, source: str, target: ConfigTarget, entries: Sequence[Entry],
           header: Sequence[str] = ()) -> Change:
     """The text with every entry set. `header` comment lines open a new (empty) file."""
     data = read(text, source)
@@ -164,7 +164,7 @@ def _implicit(doc: tomlkit.TOMLDocument, path: Sequence[str]) -> bool:
 
 
 def _apply(text: str, data: dict[str, Any], expected: dict[str, Any], source: str,
-           target: Target, entries: Sequence[Entry], header: Sequence[str]) -> Change:
+           target: ConfigTarget, entries: Sequence[Entry], header: Sequence[str]) -> Change:
     doc = tomlkit.parse(text)
     changed: list[str] = []
     new_tables: dict[tuple[str, ...], list[Entry]] = {}

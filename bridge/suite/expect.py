@@ -64,7 +64,7 @@ def _structured(value: Any) -> bool:
 def _show(value: Any) -> str:
     if value is ABSENT:
         return "<absent>"
-    if isinstance(value, Text):
+    if isinstance(value, Description):
         return str(value)
     operator = operator_of(value)
     if operator is not None:
@@ -74,7 +74,7 @@ def _show(value: Any) -> str:
     return json.dumps(value)
 
 
-class Text(str):
+class Description(str):
     """A description rather than a value: shown without quotes."""
 
 
@@ -87,7 +87,7 @@ def check(expectation: Expectation, objects: Sequence[dict[str, Any]]) -> list[M
         what = f"pod {expectation.pod}" + (f" container {expectation.container}"
                                           if expectation.container else "")
         found = sorted({f"{o['pod']} {o['container']}" for o in objects})
-        return [Mismatch(what, Text("a matching container"), found)]
+        return [Mismatch(what, Description("a matching container"), found)]
     return [m for o in chosen for m in _check_one(expectation, o)]
 
 
@@ -114,22 +114,23 @@ def _check_one(e: Expectation, o: dict[str, Any]) -> list[Mismatch]:
         if got == "unchanged" and o["effective"] is None:
             got = _never_created(o)  # not `unchanged`: nothing ran to be left alone
         if not got.startswith(verdict):
-            out.append(Mismatch(f"{label}: verdict", Text(verdict), Text(got)))
+            out.append(Mismatch(f"{label}: verdict", Description(verdict), Description(got)))
     if e.qos_class is not None and o["qos_class"] != e.qos_class:
         out.append(Mismatch(f"{label}: qos_class", e.qos_class, o["qos_class"]))
     if e.cgroup_parent is not None and not re.search(e.cgroup_parent, o["cgroup_parent"]):
-        out.append(Mismatch(f"{label}: cgroup_parent", Text(f"matching /{e.cgroup_parent}/"),
+        out.append(Mismatch(f"{label}: cgroup_parent", Description(f"matching /{e.cgroup_parent}/"),
                             o["cgroup_parent"]))
     if e.reject is not None and reject is not None \
             and not re.search(e.reject, str(reject["reason"])):
-        out.append(Mismatch(f"{label}: reject reason", Text(f"matching /{e.reject}/"),
+        out.append(Mismatch(f"{label}: reject reason", Description(f"matching /{e.reject}/"),
                             reject["reason"]))
     for path, expected in (e.adjust or {}).items():
         got = next((v for v in (lookup(a, path) for _, a in adjusts) if v is not ABSENT), ABSENT)
         if not matches(expected, got):
             out.append(Mismatch(f"{label}: adjust {path}", expected, got))
     for path, expected in (e.effective or {}).items():
-        got = Text("<never created>") if o["effective"] is None else lookup(o["effective"], path)
+        got = (Description("<never created>") if o["effective"] is None
+               else lookup(o["effective"], path))
         if o["effective"] is None or not matches(expected, got):
             out.append(Mismatch(f"{label}: effective {path}", expected, got))
     out += _warnings(label, e.warnings, warnings)
@@ -163,7 +164,7 @@ def _warnings(label: str, patterns: list[str] | None, messages: list[str],
         return []
     if not patterns:
         return [Mismatch(f"{label}: {what}", [], messages)] if messages else []
-    return [Mismatch(f"{label}: {what}", Text(f"one matching /{p}/"), messages)
+    return [Mismatch(f"{label}: {what}", Description(f"one matching /{p}/"), messages)
             for p in patterns if not any(re.search(p, m) for m in messages)]
 
 

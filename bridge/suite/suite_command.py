@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.suite import junit
-from bridge.suite.expect import ABSENT, Text
+from bridge.suite.expect import ABSENT, Description
 from bridge.suite.load import LoadedSuite, load
 from bridge.suite.problems import SuiteError
 from bridge.suite.run import CaseResult, run_suite
@@ -178,6 +178,6 @@ def _value(value: Any) -> Any:
     """A value as JSON: an absent path as null, a description as its text."""
     if value is ABSENT:
         return None
-    if isinstance(value, Text):
+    if isinstance(value, Description):
         return str(value)
     return value

@@ -71,7 +71,7 @@ from bridge.webhooks.node_cpusets import NodeCpus
 from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.reply_merge import Merger
 from bridge.webhooks.specs import WebhookSpec
-from bridge.webhooks.value_bounds import Target
+from bridge.webhooks.value_bounds import ReplyTarget
 from bridge.webhooks.webhook import CallRequest, Webhook
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ class WebhookHandler:
         _, known, runtime_json = self._connection(call.runtime)
         payload = self._payloads.event(call.name, req)
         who = {"event": call.name, "uid": call.uid, **log_subject(req)}
-        target = Target(_container_of(req), pod)
+        target = ReplyTarget(_container_of(req), pod)
         merger = Merger()
         try:
             for hook in selected:

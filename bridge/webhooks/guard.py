@@ -45,7 +45,7 @@ from bridge.webhooks.node_cpusets import UNKNOWN as UNKNOWN_CPUS
 from bridge.webhooks.node_cpusets import NodeCpus, check_node_cpuset
 from bridge.webhooks.reply_walk import Part, ReplyWalk
 from bridge.webhooks.selector import Selector
-from bridge.webhooks.value_bounds import Target
+from bridge.webhooks.value_bounds import ReplyTarget
 from bridge.webhooks.values import ValueProblem
 
 _REASON = re.compile(REASON_PATTERN)
@@ -97,7 +97,7 @@ def _no_node_cpus() -> NodeCpus:
     return UNKNOWN_CPUS
 
 
-NO_TARGET = Target()
+NO_TARGET = ReplyTarget()
 EVERY_POD = Selector()
 
 
@@ -110,7 +110,7 @@ class Scope:
     knows_container: Callable[[str], bool]
     creating: str | None = None  # CreateContainer: the id being created
     # The event's own container and pod: what `adjust` changes.
-    target: Target = NO_TARGET
+    target: ReplyTarget = NO_TARGET
     # Update and eviction targets with their pods; without it `knows_container` decides and
     # nothing more is known of them (so a restricted selector refuses them).
     lookup: Lookup | None = None
@@ -118,29 +118,29 @@ class Scope:
     hugepages: Callable[[], Mapping[str, int]] = _no_hugepages  # the node's, by page size
     node_cpus: Callable[[], NodeCpus] = _no_node_cpus  # the node's online CPUs and mems
 
-    def find(self, container_id: str) -> Target | None:
+    def find(self, container_id: str) -> ReplyTarget | None:
         own = self.target.container
         if own is not None and own.id == container_id:
             return self.target  # the event's own container, in scope by being selected
         if self.lookup is not None:
             found = self.lookup(container_id)
-            return None if found is None else Target(*found)
-        return Target() if self.knows_container(container_id) else None
+            return None if found is None else ReplyTarget(*found)
+        return ReplyTarget() if self.knows_container(container_id) else None
 
-    def known(self, container_id: str, where: str) -> Target:
+    def known(self, container_id: str, where: str) -> ReplyTarget:
         """The target `container_id` names, or ValueProblem if the bridge does not know it."""
         target = self.find(container_id)
         if target is None:
             raise ValueProblem(where, f"unknown container {container_id[:80]!r}")
         return target
 
-    def bound(self, container_id: str, where: str) -> Target:
+    def bound(self, container_id: str, where: str) -> ReplyTarget:
         """The target `container_id` names, known and inside the webhook's selector."""
         target = self.known(container_id, where)
         self.in_selector(container_id, target, where)
         return target
 
-    def in_selector(self, container_id: str, target: Target, where: str) -> None:
+    def in_selector(self, container_id: str, target: ReplyTarget, where: str) -> None:
         """WebhookFailure(DISALLOWED) naming the container and its pod unless the webhook's
         selector matches the target's pod."""
         if not self.selector.matches(target.pod):

@@ -19,7 +19,7 @@ from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.named_items import refusal
 from bridge.webhooks.value_bounds import (
     OutOfBounds,
-    Target,
+    ReplyTarget,
     check_hugepages,
     check_oom_score_adj,
     check_pids,
@@ -33,7 +33,7 @@ def _refuse(path: str, cls: str, name: str, reason: str) -> WebhookFailure:
                           f"default: {reason} (allow it by name: {cls}:{name[:80]})")
 
 
-def check_adjustment(adjust: api.ContainerAdjustment, allow: Collection[str], target: Target,
+def check_adjustment(adjust: api.ContainerAdjustment, allow: Collection[str], target: ReplyTarget,
                      hugepages: Hugepages, where: str = "adjust") -> None:
     for key in sorted(adjust.annotations):  # protobuf map order varies: name the same key
         name = key.removeprefix("-")
@@ -59,7 +59,7 @@ def check_adjustment(adjust: api.ContainerAdjustment, allow: Collection[str], ta
         raise WebhookFailure(FailureKind.DISALLOWED, str(exc)) from None
 
 
-def check_resources(resources: api.LinuxResources, allow: Collection[str], target: Target,
+def check_resources(resources: api.LinuxResources, allow: Collection[str], target: ReplyTarget,
                     hugepages: Hugepages, where: str) -> None:
     """The items of LinuxResources (an adjustment's or an update's). Raises WebhookFailure
     for a refused unified key, OutOfBounds for a bounded value."""
@@ -74,7 +74,7 @@ def check_resources(resources: api.LinuxResources, allow: Collection[str], targe
                         f"{where}.hugepage_limits")
 
 
-def check_update(update: api.ContainerUpdate, allow: Collection[str], target: Target,
+def check_update(update: api.ContainerUpdate, allow: Collection[str], target: ReplyTarget,
                  hugepages: Hugepages, where: str) -> None:
     if not update.linux.HasField("resources"):
         return

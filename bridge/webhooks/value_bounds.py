@@ -31,7 +31,7 @@ LIMIT_NAMES = ("oom_score_adj", "pids", "hugepages")  # the names of `limits:<na
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class ReplyTarget:
     """The container a part of a reply changes, and its pod, as the bridge knows them."""
 
     container: api.Container | None = None
@@ -45,7 +45,7 @@ class OutOfBounds(Exception):
         self.problem = problem
 
 
-def qos_floor(target: Target) -> int:
+def qos_floor(target: ReplyTarget) -> int:
     """The lowest oom_score_adj the container's QoS class gets from kubelet: read from the
     value kubelet gave the container, else from the pod's cgroup parent, else Guaranteed's."""
     container = target.container
@@ -64,7 +64,7 @@ def qos_floor(target: Target) -> int:
     return GUARANTEED_FLOOR
 
 
-def check_oom_score_adj(value: int, target: Target, allow: Collection[str], path: str) -> None:
+def check_oom_score_adj(value: int, target: ReplyTarget, allow: Collection[str], path: str) -> None:
     if "limits:oom_score_adj" in allow:
         return
     container = target.container
@@ -77,7 +77,7 @@ def check_oom_score_adj(value: int, target: Target, allow: Collection[str], path
                           "class (allow it by name: limits:oom_score_adj)")
 
 
-def check_pids(limit: int, target: Target, allow: Collection[str], path: str) -> None:
+def check_pids(limit: int, target: ReplyTarget, allow: Collection[str], path: str) -> None:
     if limit >= 1 or "limits:pids" in allow:
         return
     container = target.container
@@ -91,7 +91,7 @@ def check_pids(limit: int, target: Target, allow: Collection[str], path: str) ->
                       "limits:pids)")
 
 
-def check_hugepages(limits: Collection[api.HugepageLimit], target: Target,
+def check_hugepages(limits: Collection[api.HugepageLimit], target: ReplyTarget,
                     allow: Collection[str], node: Callable[[], Mapping[str, int]],
                     path: str) -> None:
     if "limits:hugepages" in allow:

@@ -54,7 +54,7 @@ def _cpu_period_us(base: str, names: tuple[str, ...]) -> int | None:
     return int(fields[1]) if len(fields) == 2 and fields[1].isdigit() else None
 
 
-class Target:
+class CgroupTarget:
     """One confined cgroup file: the trusted base (the root, or a v1 controller's hierarchy),
     the checked components below it, the file, and the text to write."""
 
@@ -184,7 +184,7 @@ class CgroupWriter:
         target = self._target(write, self.version)
         return Path(target.path), target.text
 
-    def _target(self, write: CgroupWrite, version: CgroupVersion) -> Target:
+    def _target(self, write: CgroupWrite, version: CgroupVersion) -> CgroupTarget:
         # Strings, not Paths: a Synchronize writes several files of every pod, and building
         # Path objects was most of that time (docs/performance.md#numbers-behind-the-code).
         if write.file not in FILES:
@@ -194,8 +194,8 @@ class CgroupWriter:
         root = str(self.root).rstrip("/") or "/"
         if version is CgroupVersion.V2:
             text = v2_value(write.file, write.value, self.weights.for_writes)
-            return Target(root, names, v2_file, text)
-        return Target(f"{root}/{controller}", names, write.file, str(write.value))
+            return CgroupTarget(root, names, v2_file, text)
+        return CgroupTarget(f"{root}/{controller}", names, write.file, str(write.value))
 
     def prepare(self, writes: Sequence[CgroupWrite], run: ApplyRun) -> None:
         """Once per call, before the files: the version, and the systemd unit properties."""
@@ -281,7 +281,7 @@ class CgroupWriter:
         log.info("wrote %s pod=%s %s", line, write.pod, context)
 
     def _missing(
-        self, write: CgroupWrite, target: Target, line: str, exc: OSError, run: ApplyRun
+        self, write: CgroupWrite, target: CgroupTarget, line: str, exc: OSError, run: ApplyRun
     ) -> bool:
         """A file that could not be opened: its pod cgroup is gone, the kernel lacks it (True),
         or it is a failure."""

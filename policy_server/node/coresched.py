@@ -87,7 +87,7 @@ def probe(prctl: Prctl | None = None) -> tuple[bool, str]:
 
 
 @dataclass(slots=True)
-class Outcome:
+class CoreSchedOutcome:
     """What one pass did (PIDs per action) and what went wrong."""
 
     assigned: list[int] = field(default_factory=list)
@@ -103,7 +103,7 @@ def _cookie(prctl: Prctl, pid: int) -> int | None:
         return None  # the process is gone (restarting container): next pass
 
 
-def _clear(prctl: Prctl, pids: Sequence[int], out: Outcome) -> None:
+def _clear(prctl: Prctl, pids: Sequence[int], out: CoreSchedOutcome) -> None:
     # The worker thread starts with cookie 0 (no share_from yet): pushing it clears.
     for pid in pids:
         cookie = _cookie(prctl, pid)
@@ -117,7 +117,7 @@ def _clear(prctl: Prctl, pids: Sequence[int], out: Outcome) -> None:
 
 
 def _assign_group(
-    prctl: Prctl, group: str, pids: Sequence[int], claimed: set[int], out: Outcome
+    prctl: Prctl, group: str, pids: Sequence[int], claimed: set[int], out: CoreSchedOutcome
 ) -> None:
     cookies = {pid: _cookie(prctl, pid) for pid in pids}
     alive = [pid for pid in pids if cookies[pid] is not None]
@@ -155,8 +155,9 @@ def _assign_group(
             out.errors.append(f"assign cookie of group {group} to pid {pid}: {exc.strerror}")
 
 
-def _run(prctl: Prctl, groups: Mapping[str, Sequence[int]], clear: Sequence[int]) -> Outcome:
-    out = Outcome()
+def _run(prctl: Prctl, groups: Mapping[str, Sequence[int]],
+         clear: Sequence[int]) -> CoreSchedOutcome:
+    out = CoreSchedOutcome()
     _clear(prctl, clear, out)
     claimed: set[int] = set()
     for group in sorted(groups):
@@ -164,20 +165,21 @@ def _run(prctl: Prctl, groups: Mapping[str, Sequence[int]], clear: Sequence[int]
     return out
 
 
-def apply(prctl: Prctl, groups: Mapping[str, Sequence[int]], clear: Sequence[int]) -> Outcome:
+def apply(prctl: Prctl, groups: Mapping[str, Sequence[int]],
+          clear: Sequence[int]) -> CoreSchedOutcome:
     """Give every group's processes one cookie and the ``clear`` processes cookie 0.
 
     Runs in a fresh thread (see the module docstring) and waits for it.
     """
-    result: list[Outcome] = []
+    result: list[CoreSchedOutcome] = []
 
     def work() -> None:
         try:
             result.append(_run(prctl, groups, clear))
         except Exception as exc:  # keep the reconciler alive whatever the kernel says
-            result.append(Outcome(errors=[f"core scheduling pass failed: {exc!r}"]))
+            result.append(CoreSchedOutcome(errors=[f"core scheduling pass failed: {exc!r}"]))
 
     worker = threading.Thread(target=work, name="core-sched", daemon=True)
     worker.start()
     worker.join()
-    return result[0] if result else Outcome(errors=["core scheduling pass did not finish"])
+    return result[0] if result else CoreSchedOutcome(errors=["core scheduling pass did not finish"])

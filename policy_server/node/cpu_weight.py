@@ -73,7 +73,7 @@ def to_weight(formula: WeightFormula, shares: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class FormulaVerdict:
     """What a set of (shares, weight) observations says about the runtime's formula."""
 
     formula: WeightFormula | None
@@ -83,7 +83,7 @@ class Verdict:
     reason: str = ""
 
 
-def detect(observations: Iterable[tuple[int, int]]) -> Verdict:
+def detect(observations: Iterable[tuple[int, int]]) -> FormulaVerdict:
     """Which formula produced these (OCI shares, ``cpu.weight`` read) pairs of containers.
 
     Pairs where both formulas give the same weight (only shares 2 and 262144, or beyond) and
@@ -107,12 +107,12 @@ def detect(observations: Iterable[tuple[int, int]]) -> Verdict:
     counts = f"{linear} linear, {quadratic} quadratic, {unexplained} neither"
     if linear and quadratic:
         reason = f"containers disagree ({counts}): set --cpu-weight-formula"
-        return Verdict(None, linear, quadratic, unexplained, reason)
+        return FormulaVerdict(None, linear, quadratic, unexplained, reason)
     if not (linear or quadratic):
         reason = f"no container whose shares the two formulas map apart shows either ({counts})"
-        return Verdict(None, linear, quadratic, unexplained, reason)
+        return FormulaVerdict(None, linear, quadratic, unexplained, reason)
     formula = WeightFormula.LINEAR if linear else WeightFormula.QUADRATIC
-    return Verdict(formula, linear, quadratic, unexplained, counts)
+    return FormulaVerdict(formula, linear, quadratic, unexplained, counts)
 
 
 class CpuWeights:

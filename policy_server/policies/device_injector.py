@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import policy_server.policies.pod_annotations as notes
-from policy_server.policies.pod_annotations import AnnotationError
+from policy_server.policies.pod_annotations import PodAnnotationError
 from policy_server.policies.policy_config import (
     NonEmptyString,
     PolicyConfig,
@@ -124,11 +124,11 @@ class Rules:
 
 def _abs_path(key: str, where: str, value: object) -> str:
     if not isinstance(value, str) or not value.startswith("/"):
-        raise AnnotationError(key, f"{where}: expected an absolute path, got {value!r}")
+        raise PodAnnotationError(key, f"{where}: expected an absolute path, got {value!r}")
     if ".." in value.split("/"):
-        raise AnnotationError(key, f"{where}: {value!r} contains '..'")
+        raise PodAnnotationError(key, f"{where}: {value!r} contains '..'")
     if "\0" in value:
-        raise AnnotationError(key, f"{where}: {value!r} contains a NUL byte")
+        raise PodAnnotationError(key, f"{where}: {value!r} contains a NUL byte")
     return posixpath.normpath(value)
 
 
@@ -137,17 +137,18 @@ def _device(rules: Rules, key: str, i: int, item: object) -> Device:
     if isinstance(item, str):
         item = {"path": item}
     if not isinstance(item, dict):
-        raise AnnotationError(key, f"{where}: expected a device path or a mapping with a path")
+        raise PodAnnotationError(key, f"{where}: expected a device path or a mapping with a path")
     notes.check_fields(key, where, item, _DEVICE_FIELDS)
     path = _abs_path(key, f"{where}.path", item.get("path"))
     if not any(fnmatch.fnmatchcase(path, pattern) for pattern in rules.allowed_devices):
-        raise AnnotationError(key, f"device {path} is not allowed on this node (allowed_devices)")
+        raise PodAnnotationError(
+            key, f"device {path} is not allowed on this node (allowed_devices)")
     host = rules.host.device(path)
     if host is None:
-        raise AnnotationError(key, f"device {path} does not exist on this node")
+        raise PodAnnotationError(key, f"device {path} does not exist on this node")
     for field, actual in (("type", host.type), ("major", host.major), ("minor", host.minor)):
         if field in item and item[field] != actual:
-            raise AnnotationError(
+            raise PodAnnotationError(
                 key, f"device {path}: {field} {item[field]!r} does not match the host's {actual!r}"
             )
     optional = {
@@ -167,10 +168,10 @@ def _file_mode(key: str, where: str, value: object) -> int | None:
         try:
             value = int(value.removeprefix("0o"), 8)
         except ValueError:
-            raise AnnotationError(key, f"{where}: {value!r} is not an octal mode") from None
+            raise PodAnnotationError(key, f"{where}: {value!r} is not an octal mode") from None
     mode = notes.non_negative_int(key, where, value)
     if mode > 0o7777:
-        raise AnnotationError(key, f"{where}: {oct(mode)} is not a file mode")
+        raise PodAnnotationError(key, f"{where}: {oct(mode)} is not a file mode")
     return mode
 
 
@@ -181,32 +182,33 @@ def _under(path: str, directory: str) -> bool:
 def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
     where = f"item {i}"
     if not isinstance(item, dict):
-        raise AnnotationError(key, f"{where}: expected a mapping with source and destination")
+        raise PodAnnotationError(key, f"{where}: expected a mapping with source and destination")
     notes.check_fields(key, where, item, _MOUNT_FIELDS)
     destination = _abs_path(key, f"{where}.destination", item.get("destination"))
     if destination == "/":
-        raise AnnotationError(key, f"{where}.destination: cannot mount over the container's /")
+        raise PodAnnotationError(key, f"{where}.destination: cannot mount over the container's /")
     kind = item.get("type", "bind")
     options = item.get("options", [])
     if not isinstance(kind, str) or not kind:
-        raise AnnotationError(key, f"{where}.type: expected a string, got {describe_value(kind)}")
+        raise PodAnnotationError(
+            key, f"{where}.type: expected a string, got {describe_value(kind)}")
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-        raise AnnotationError(key, f"{where}.options: expected a list of strings")
+        raise PodAnnotationError(key, f"{where}.options: expected a list of strings")
     is_bind = kind == "bind" or "bind" in options or "rbind" in options
     if not is_bind:
         if kind not in rules.allowed_mount_types:
-            raise AnnotationError(
+            raise PodAnnotationError(
                 key, f"mount type {kind!r} is not allowed on this node (allowed_mount_types)"
             )
         source = item.get("source", kind)
         if not isinstance(source, str):
-            raise AnnotationError(key, f"{where}.source: expected a string")
+            raise PodAnnotationError(key, f"{where}.source: expected a string")
         return Mount(destination, kind, source, tuple(options))
     source = _abs_path(key, f"{where}.source", item.get("source"))
     real = rules.host.resolve(source)
     if not any(_under(real, allowed) for allowed in rules.allowed_mount_sources):
         shown = source if real == source else f"{source} (resolves to {real})"
-        raise AnnotationError(
+        raise PodAnnotationError(
             key, f"mount source {shown} is not allowed on this node (allowed_mount_sources)"
         )
     if "bind" not in options and "rbind" not in options:
@@ -218,11 +220,11 @@ def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
 
 def _cdi(rules: Rules, key: str, i: int, item: object) -> str:
     if not isinstance(item, str) or not _CDI_NAME.match(item):
-        raise AnnotationError(
+        raise PodAnnotationError(
             key, f"item {i}: expected a CDI device name like vendor.com/class=name, got {item!r}"
         )
     if not any(fnmatch.fnmatchcase(item, pattern) for pattern in rules.allowed_cdi_devices):
-        raise AnnotationError(
+        raise PodAnnotationError(
             key, f"CDI device {item} is not allowed on this node (allowed_cdi_devices)"
         )
     return item
@@ -248,7 +250,7 @@ def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ..
     seen: set[str] = set()
     for item in items:
         if _identity(item) in seen:
-            raise AnnotationError(request.key, f"{_identity(item)} is given twice")
+            raise PodAnnotationError(request.key, f"{_identity(item)} is given twice")
         seen.add(_identity(item))
     return tuple(items)
 
@@ -264,7 +266,7 @@ def _check_runtime_carries_cdi(event: Event) -> None:
     request = notes.find(event, CDI_DEVICES)
     if dropped and request is not None:
         shown = ".".join(map(str, nri)) if nri is not None else "an NRI version"
-        raise AnnotationError(
+        raise PodAnnotationError(
             request.key,
             f"CDI devices need NRI 0.7 or later; {event.runtime_name} {event.runtime_version} "
             f"speaks NRI {shown} and would start the container without them",
@@ -318,7 +320,7 @@ def build(settings: PolicySettings) -> Policy[Rules]:
             cdi = _parse(rules, event, CDI_DEVICES, _cdi)
             if cdi:
                 _check_runtime_carries_cdi(event)
-        except AnnotationError as exc:
+        except PodAnnotationError as exc:
             return Decision(reject=str(exc))
         if not (nodes or mounts or cdi):
             return None

@@ -25,7 +25,7 @@ from policy_server.sdk import Event
 MAX_VALUE_CHARS = 64 * 1024
 
 
-class AnnotationError(Exception):
+class PodAnnotationError(Exception):
     """An annotation this policy reads is malformed; ``str()`` is the reject reason."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -34,7 +34,7 @@ class AnnotationError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class AnnotationRequest:
     """The annotation that applies to the event's container: its key and parsed YAML value."""
 
     key: str
@@ -57,12 +57,12 @@ class NamespaceScope:
     def allows(self, namespace: str) -> bool:
         return ALL_NAMESPACES in self.namespaces or namespace in self.namespaces
 
-    def refusal(self, event: Event, key: str, what: str) -> AnnotationError | None:
+    def refusal(self, event: Event, key: str, what: str) -> PodAnnotationError | None:
         """Why the event's pod may not ask for ``what`` through ``key``, else ``None``."""
         namespace = event.pod.namespace if event.pod is not None else ""
         if self.allows(namespace):
             return None
-        return AnnotationError(
+        return PodAnnotationError(
             key, f"{what} from annotations are not granted to pods of namespace {namespace!r} "
             "on this node (the policy's namespaces)",
         )  # fmt: skip
@@ -76,7 +76,7 @@ def pod_key(domain: str) -> str:
     return f"{domain}/pod"
 
 
-def find(event: Event, domain: str) -> Request | None:
+def find(event: Event, domain: str) -> AnnotationRequest | None:
     """The container's own annotation, else the pod-wide one, parsed; None if neither."""
     if event.pod is None or event.container is None:
         return None
@@ -84,42 +84,42 @@ def find(event: Event, domain: str) -> Request | None:
     for key in (container_key(domain, event.container.name), pod_key(domain)):
         raw = annotations.get(key)
         if raw is not None:
-            return Request(key, parse_yaml(key, raw))
+            return AnnotationRequest(key, parse_yaml(key, raw))
     return None
 
 
 def parse_yaml(key: str, raw: str) -> Any:
     if len(raw) > MAX_VALUE_CHARS:
-        raise AnnotationError(key, f"longer than {MAX_VALUE_CHARS} characters")
+        raise PodAnnotationError(key, f"longer than {MAX_VALUE_CHARS} characters")
     try:
         return yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "syntax error"
-        raise AnnotationError(key, f"not valid YAML{where}: {problem}") from None
+        raise PodAnnotationError(key, f"not valid YAML{where}: {problem}") from None
 
 
-def as_list(request: Request) -> list[Any]:
+def as_list(request: AnnotationRequest) -> list[Any]:
     """The value as a list; a single mapping or string counts as a list of one."""
     value = request.value
     if isinstance(value, dict | str):
         return [value]
     if not isinstance(value, list) or not value:
         got = describe_value(value)
-        raise AnnotationError(request.key, f"expected a non-empty list, got {got}")
+        raise PodAnnotationError(request.key, f"expected a non-empty list, got {got}")
     return value
 
 
 def check_fields(key: str, where: str, item: Mapping[str, Any], known: frozenset[str]) -> None:
     unknown = sorted(str(k) for k in item if k not in known)
     if unknown:
-        raise AnnotationError(
+        raise PodAnnotationError(
             key, f"{where}: unknown field {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
 
 
 def non_negative_int(key: str, where: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise AnnotationError(key, f"{where}: expected a non-negative integer, got {value!r}")
+        raise PodAnnotationError(key, f"{where}: expected a non-negative integer, got {value!r}")
     return value

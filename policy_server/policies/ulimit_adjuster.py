@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import policy_server.policies.pod_annotations as notes
-from policy_server.policies.pod_annotations import AnnotationError, NamespaceScope
+from policy_server.policies.pod_annotations import NamespaceScope, PodAnnotationError
 from policy_server.policies.policy_config import AnyMapping, PolicyConfig, PolicySettings, Strings
 from policy_server.sdk import Adjustment, Decision, Event, EventName, FailurePolicy, Policy, Rlimit
 
@@ -64,7 +64,7 @@ def _value(key: str, where: str, value: object) -> int:
         return UNLIMITED
     number = notes.non_negative_int(key, where, value)
     if number > UNLIMITED:
-        raise AnnotationError(key, f"{where}: {number} does not fit in 64 bits")
+        raise PodAnnotationError(key, f"{where}: {number} does not fit in 64 bits")
     return number
 
 
@@ -77,7 +77,7 @@ def _check_raise(key: str, kind: str, hard: int, runtime: Rlimit | None, limits:
     cap = limits.max_hard.get(kind)
     if cap is not None:
         if hard > cap:
-            raise AnnotationError(
+            raise PodAnnotationError(
                 key, f"{kind}: hard limit {_shown(hard)} exceeds this node's maximum {cap}"
             )
         return
@@ -85,14 +85,14 @@ def _check_raise(key: str, kind: str, hard: int, runtime: Rlimit | None, limits:
         return
     floor = f"the runtime's {_shown(runtime.hard)}" if runtime is not None else "the runtime's"
     name = kind.removeprefix("RLIMIT_").lower()
-    raise AnnotationError(
+    raise PodAnnotationError(
         key, f"{kind}: hard limit {_shown(hard)} raises {floor} default and this node sets no "
         f"maximum for it (max.{name})",
     )  # fmt: skip
 
 
 def parse_rlimits(
-    request: notes.Request, limits: Limits, runtime: tuple[Rlimit, ...] = ()
+    request: notes.AnnotationRequest, limits: Limits, runtime: tuple[Rlimit, ...] = ()
 ) -> tuple[Rlimit, ...]:
     """The rlimits asked for; ``runtime`` the container's own (what an annotation may lower)."""
     given = {r.type: r for r in runtime}
@@ -100,22 +100,23 @@ def parse_rlimits(
     for i, item in enumerate(notes.as_list(request)):
         where = f"item {i}"
         if not isinstance(item, dict):
-            raise AnnotationError(request.key, f"{where}: expected a mapping with type, soft, hard")
+            raise PodAnnotationError(
+                request.key, f"{where}: expected a mapping with type, soft, hard")
         notes.check_fields(request.key, where, item, _FIELDS)
         kind = rlimit_type(item.get("type"))
         if kind is None:
             known = ", ".join(sorted(t.removeprefix("RLIMIT_").lower() for t in RLIMIT_TYPES))
-            raise AnnotationError(
+            raise PodAnnotationError(
                 request.key, f"{where}: unknown rlimit type {item.get('type')!r} (known: {known})"
             )
         if "hard" not in item:
-            raise AnnotationError(request.key, f"{where} ({kind}): hard is required")
+            raise PodAnnotationError(request.key, f"{where} ({kind}): hard is required")
         hard = _value(request.key, f"{where} ({kind}).hard", item["hard"])
         soft = _value(request.key, f"{where} ({kind}).soft", item.get("soft", item["hard"]))
         if soft > hard:
-            raise AnnotationError(request.key, f"{kind}: soft limit {soft} exceeds hard {hard}")
+            raise PodAnnotationError(request.key, f"{kind}: soft limit {soft} exceeds hard {hard}")
         if kind in out:
-            raise AnnotationError(request.key, f"{kind} is given twice")
+            raise PodAnnotationError(request.key, f"{kind} is given twice")
         _check_raise(request.key, kind, hard, given.get(kind), limits)
         out[kind] = Rlimit(kind, soft, hard)
     return tuple(out.values())
@@ -161,7 +162,7 @@ def build(settings: PolicySettings) -> Policy[Limits]:
                 raise refused
             runtime = event.container.rlimits if event.container is not None else ()
             found = parse_rlimits(request, limits, runtime)
-        except AnnotationError as exc:
+        except PodAnnotationError as exc:
             return Decision(reject=str(exc))
         return Decision(adjust=Adjustment(rlimits=found))
 

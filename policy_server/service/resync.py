@@ -30,7 +30,7 @@ from policy_server.node.reconciler import NodeReconciler, PassReport
 from policy_server.sdk.extension import ReloadResult
 from policy_server.service import resync_schedule as schedule
 from policy_server.service.options import ServerOptions
-from policy_server.service.resync_schedule import RESYNC_RETRY_INITIAL_S, Action, Schedule
+from policy_server.service.resync_schedule import RESYNC_RETRY_INITIAL_S, ResyncAction, Schedule
 from policy_server.service.settle import Settle
 
 log = logging.getLogger(__name__)
@@ -87,9 +87,9 @@ class Resync:
         self.schedule, action = schedule.tick(
             self.schedule, time.monotonic(), every_s, self._lock.locked()
         )
-        if action is Action.FULL:
+        if action is ResyncAction.FULL:
             await self.run_pass()
-        elif action is Action.PERIODIC:
+        elif action is ResyncAction.PERIODIC:
             await self.run_pass(full=False)
 
     async def run_pass(self, full: bool = True) -> bool:

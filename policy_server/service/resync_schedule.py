@@ -22,7 +22,7 @@ RESYNC_RETRY_INITIAL_S = 1.0
 RESYNC_RETRY_MAX_S = 30.0
 
 
-class Action(enum.Enum):
+class ResyncAction(enum.Enum):
     """What a tick asks for."""
 
     NONE = "none"
@@ -54,16 +54,17 @@ def config_applied(s: Schedule) -> Schedule:
     return replace(requested(s), next_attempt=0.0, backoff_s=RESYNC_RETRY_INITIAL_S)
 
 
-def tick(s: Schedule, now: float, reconcile_every_s: float, busy: bool) -> tuple[Schedule, Action]:
+def tick(s: Schedule, now: float, reconcile_every_s: float,
+         busy: bool) -> tuple[Schedule, ResyncAction]:
     """One poll tick: the reconciler's pass becomes due every ``reconcile_every_s`` (0: never);
     a pass runs unless one is running (``busy``) or the retry time has not come."""
     if reconcile_every_s > 0 and now - s.last_reconcile >= reconcile_every_s:
         s = replace(s, last_reconcile=now, periodic=True)
     if busy or now < s.next_attempt:
-        return s, Action.NONE
+        return s, ResyncAction.NONE
     if s.pending:
-        return s, Action.FULL
-    return s, Action.PERIODIC if s.periodic else Action.NONE
+        return s, ResyncAction.FULL
+    return s, ResyncAction.PERIODIC if s.periodic else ResyncAction.NONE
 
 
 def nothing_to_do(s: Schedule) -> Schedule:

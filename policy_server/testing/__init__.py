@@ -30,7 +30,7 @@ from typing import Any
 from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
 from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
-from bridge.replies.replay import Case, Outcome, compare, load_cases
+from bridge.replies.replay import ReplayCase, ReplayOutcome, compare, load_cases
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine, Evaluation
@@ -115,10 +115,10 @@ class Reply:
 class Replay:
     """The outcome of replaying recordings: one ``Outcome`` per recorded event."""
 
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[ReplayOutcome, ...]
 
     @property
-    def failed(self) -> tuple[Outcome, ...]:
+    def failed(self) -> tuple[ReplayOutcome, ...]:
         return tuple(o for o in self.outcomes if not o.ok)
 
     @property
@@ -223,12 +223,12 @@ class PolicyRunner:
         cases = load_cases([Path(p) for p in recordings], Path(expected) if expected else None)
         return Replay(tuple(self._replay_one(case, policy) for case in cases))
 
-    def _replay_one(self, case: Case, policy: str | None) -> Outcome:
+    def _replay_one(self, case: ReplayCase, policy: str | None) -> ReplayOutcome:
         # As `nri-webhook-bridge replay` sends it: a dry run of the recorded request.
         try:
             reply = self.send(dict(case.request, dry_run=True), policy)
         except (InvalidRequest, InvalidReply) as exc:
-            return Outcome(case, None, str(exc), "")
+            return ReplayOutcome(case, None, str(exc), "")
         return compare(case, reply.json)
 
     def send_pod(

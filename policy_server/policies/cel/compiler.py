@@ -36,7 +36,12 @@ from policy_server.policies.cel import (
     references,
     schema_types,
 )
-from policy_server.policies.cel.node_policy_doc import Action, PatchType, Source, read_params
+from policy_server.policies.cel.node_policy_doc import (
+    PatchType,
+    Source,
+    ValidationAction,
+    read_params,
+)
 from policy_server.policies.cel.references import Path as ReadPath
 
 # Events whose reply carries a change to the event's own container (docs/webhooks.md).
@@ -76,7 +81,7 @@ class CompiledPolicy:
     params: Any
     params_file: Path | None
     validations: tuple[CompiledValidation, ...]
-    actions: frozenset[Action]
+    actions: frozenset[ValidationAction]
     audit: tuple[tuple[str, Program], ...]
     mutations: tuple[tuple[PatchType, Program], ...]
     program: Any  # every expression as one cel.Expression (``policy_program``), or None

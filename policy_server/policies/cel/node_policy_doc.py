@@ -29,7 +29,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class Action(StrEnum):
+class ValidationAction(StrEnum):
     DENY = "Deny"
     WARN = "Warn"
     AUDIT = "Audit"
@@ -75,8 +75,8 @@ class Spec(_Model):
     params: dict[str, Any] | None = None
     params_file: str | None = Field(None, alias="paramsFile")
     validations: tuple[Validation, ...] = ()
-    validation_actions: tuple[Action, ...] = Field((Action.DENY,), alias="validationActions",
-                                                   min_length=1)
+    validation_actions: tuple[ValidationAction, ...] = Field(
+        (ValidationAction.DENY,), alias="validationActions", min_length=1)
     audit_annotations: tuple[AuditAnnotation, ...] = Field((), alias="auditAnnotations")
     mutations: tuple[Mutation, ...] = ()
 

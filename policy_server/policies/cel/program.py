@@ -31,7 +31,7 @@ from cel_expr_python import cel
 from policy_server import Decision, EventName
 from policy_server.policies.cel import json_patch, mutation_check, policy_program
 from policy_server.policies.cel.compiler import CompiledPolicy, Program, eval_env
-from policy_server.policies.cel.node_policy_doc import Action, PatchType
+from policy_server.policies.cel.node_policy_doc import PatchType, ValidationAction
 from policy_server.policies.cel.policy_program import (
     ALL_HOLD,
     DOES_NOT_APPLY,
@@ -231,7 +231,7 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
                 warnings.append(f"{policy.name}/{key}: {value}")
         failed = [message for _, message in out.failed]
         change = (_change(event, request, _mutate(policy, out.mutations)) if policy.mutations
-                  and not (failed and Action.DENY in policy.actions) else None)
+                  and not (failed and ValidationAction.DENY in policy.actions) else None)
     except (EvaluationError, ValueError) as exc:
         tally.evaluated(policy.name)
         tally.error(policy.name, rejected=policy.fail)
@@ -241,11 +241,11 @@ def evaluate(policy: CompiledPolicy, event: EventName, request: Mapping[str, Any
     reject = None
     if failed:
         text = "; ".join(failed)
-        if Action.DENY in policy.actions:
+        if ValidationAction.DENY in policy.actions:
             reject = f"{policy.name}: {text}"
-        if Action.WARN in policy.actions:
+        if ValidationAction.WARN in policy.actions:
             warnings += [f"{policy.name}: {m}" for m in failed]
-        if Action.AUDIT in policy.actions:
+        if ValidationAction.AUDIT in policy.actions:
             log.info("cel policy %s failed validation (audit): %s uid=%s", policy.name, text,
                      request.get("uid", ""))
     base = change or Decision()

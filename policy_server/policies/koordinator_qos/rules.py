@@ -71,7 +71,7 @@ class CPUSharedPool:
 
 
 @dataclass(frozen=True, slots=True)
-class Topology:
+class TopologyRule:
     """NodeResourceTopology-derived rule; its presence means "a rule has been received"."""
 
     cpu_shared_pools: tuple[CPUSharedPool, ...] = ()
@@ -123,7 +123,7 @@ class Rules:
     """Everything the koordinator hooks read besides the event itself."""
 
     node_slo: NodeSLO = field(default_factory=_default_node_slo)
-    topology: Topology | None = None
+    topology: TopologyRule | None = None
     cpu_normalization_ratio: float | None = None
     cpu_normalization_via: str = keys.NORMALIZE_VIA_NRI
     features: Features = field(default_factory=Features)
@@ -265,9 +265,9 @@ class _Topology(_Section):
         None, validation_alias=keys.ANNOTATION_KUBELET_CPU_MANAGER_POLICY
     )
 
-    def value(self) -> Topology:
+    def value(self) -> TopologyRule:
         system, kubelet = self.system_qos or _SystemQOS(), self.kubelet or _Kubelet()
-        return Topology(
+        return TopologyRule(
             cpu_shared_pools=tuple(CPUSharedPool(p.socket, p.node, p.cpuset)
                                    for p in self.cpu_shared_pools),
             be_cpu_shared_pools=tuple(CPUSharedPool(p.socket, p.node, p.cpuset)

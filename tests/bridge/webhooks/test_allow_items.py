@@ -18,7 +18,7 @@ from bridge.webhooks.named_items import refusal
 from bridge.webhooks.node_hugepages import NodeSettings, read_hugepages
 from bridge.webhooks.selector import Selector
 from bridge.webhooks.specs import parse_webhooks
-from bridge.webhooks.value_bounds import Target, qos_floor
+from bridge.webhooks.value_bounds import ReplyTarget, qos_floor
 
 GIB = 1 << 30
 
@@ -49,10 +49,10 @@ def lookup(cid: str) -> tuple[api.Container, api.PodSandbox | None] | None:
 
 
 def scope(allow: frozenset[str] = DEFAULT_ALLOW, *, event: str = "CreateContainer",
-          namespaces: list[str] | None = None, target: Target | None = None,
+          namespaces: list[str] | None = None, target: ReplyTarget | None = None,
           hugepages: dict[str, int] | None = None) -> Scope:
     selector = Selector(namespaces=frozenset(namespaces)) if namespaces else Selector()
-    own = target or Target(container("new", "pa"), PODS["pa"])
+    own = target or ReplyTarget(container("new", "pa"), PODS["pa"])
     return Scope(event, allow, CONTAINERS.__contains__, "new", own, lookup, selector,
                  lambda: dict(hugepages or {}))
 
@@ -164,25 +164,25 @@ def test_updates_get_the_unified_check() -> None:
     (None, "kubepods-besteffort-pod1.slice", 1000), (None, "/kubepods/burstable/pod1", 3),
     (None, "/kubepods/pod1", -997), (None, "", -997)])
 def test_qos_floor(oom: int | None, parent: str, floor: int) -> None:
-    assert qos_floor(Target(container("c", "p", oom=oom), pod("p", "x", parent))) == floor
+    assert qos_floor(ReplyTarget(container("c", "p", oom=oom), pod("p", "x", parent))) == floor
 
 
 def test_oom_score_adj_below_the_qos_floor_is_refused() -> None:
     def reply(value: int) -> dict[str, Any]:
         return {"adjust": {"linux": {"oom_score_adj": value}}}
 
-    burstable = Target(container("new", "pa", oom=500), PODS["pa"])
+    burstable = ReplyTarget(container("new", "pa", oom=500), PODS["pa"])
     refused(reply(-1000), scope(target=burstable), "adjust.linux.oom_score_adj", "-1000",
             "limits:oom_score_adj")
     refused(reply(2), scope(target=burstable))
     check(reply(3), scope(target=burstable))
     check(reply(1000), scope(target=burstable))
     check(reply(-1000), scope(DEFAULT_ALLOW | {"limits:oom_score_adj"}, target=burstable))
-    guaranteed = Target(container("new", "pa", oom=-997), PODS["pa"])
+    guaranteed = ReplyTarget(container("new", "pa", oom=-997), PODS["pa"])
     check(reply(-997), scope(target=guaranteed))
     refused(reply(-998), scope(target=guaranteed))
     # A value at or above the container's own is never refused (kube-proxy style -999).
-    node_daemon = Target(container("new", "pa", oom=-999), PODS["pa"])
+    node_daemon = ReplyTarget(container("new", "pa", oom=-999), PODS["pa"])
     check(reply(-999), scope(target=node_daemon))
 
 
@@ -219,7 +219,7 @@ def test_hugepage_limits_are_bounded_by_the_node() -> None:
     # The container's own limit bounds it too (the node read is not even needed).
     own = container("new", "pa")
     own.linux.resources.hugepage_limits.add(page_size="1GB", limit=4 * GIB)
-    check(reply("1GB", 4 * GIB), scope(target=Target(own, PODS["pa"])))
+    check(reply("1GB", 4 * GIB), scope(target=ReplyTarget(own, PODS["pa"])))
 
 
 def test_node_hugepages_from_a_fake_sysfs(tmp_path: Path) -> None:

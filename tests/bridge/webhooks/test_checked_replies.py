@@ -12,7 +12,7 @@ from bridge.webhooks import webhook as webhook_module
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply
 from bridge.webhooks.kinds import DEFAULT_ALLOW
-from bridge.webhooks.value_bounds import Target
+from bridge.webhooks.value_bounds import ReplyTarget
 from bridge.webhooks.webhook import CallRequest, Webhook
 from tests.bridge.webhooks.helpers import spec
 from tests.bridge.webhooks.policy_double import Reply, Seen, policy_double
@@ -105,7 +105,7 @@ async def test_a_reply_bounded_by_its_target_is_checked_every_time() -> None:
         container = api.Container(id="new-container")
         container.linux.oom_score_adj.value = kubelet_oom
         scope = Scope("CreateContainer", DEFAULT_ALLOW, set().__contains__, "new-container",
-                      Target(container, None))
+                      ReplyTarget(container, None))
         return CallRequest("CreateContainer", "uid", b'{"name":"containerd"}', {}, scope, 1.0)
 
     reply = {"adjust": {"linux": {"oom_score_adj": 3}}}

@@ -6,7 +6,7 @@ from policy_server.service import resync_schedule as s
 from policy_server.service.resync_schedule import (
     RESYNC_RETRY_INITIAL_S,
     RESYNC_RETRY_MAX_S,
-    Action,
+    ResyncAction,
     Schedule,
 )
 
@@ -20,23 +20,23 @@ def fresh() -> Schedule:
 
 
 def test_a_requested_resync_runs_at_the_next_tick_unless_a_pass_is_running() -> None:
-    assert s.tick(fresh(), START, EVERY_S, busy=False)[1] is Action.FULL
-    assert s.tick(fresh(), START, EVERY_S, busy=True)[1] is Action.NONE
+    assert s.tick(fresh(), START, EVERY_S, busy=False)[1] is ResyncAction.FULL
+    assert s.tick(fresh(), START, EVERY_S, busy=True)[1] is ResyncAction.NONE
     idle = Schedule(started=START, last_reconcile=START)
-    assert s.tick(idle, START + 1, EVERY_S, busy=False)[1] is Action.NONE
+    assert s.tick(idle, START + 1, EVERY_S, busy=False)[1] is ResyncAction.NONE
 
 
 def test_the_periodic_pass_becomes_due_every_interval_and_never_without_one() -> None:
     idle = Schedule(started=START, last_reconcile=START)
     later, action = s.tick(idle, START + EVERY_S - 0.5, EVERY_S, busy=False)
-    assert action is Action.NONE and later == idle
+    assert action is ResyncAction.NONE and later == idle
     due, action = s.tick(idle, START + EVERY_S, EVERY_S, busy=False)
-    assert action is Action.PERIODIC and due.last_reconcile == START + EVERY_S
+    assert action is ResyncAction.PERIODIC and due.last_reconcile == START + EVERY_S
     # Marked due even while a pass runs: it runs at the next free tick.
     busy, action = s.tick(idle, START + EVERY_S, EVERY_S, busy=True)
-    assert action is Action.NONE and busy.periodic
-    assert s.tick(busy, START + EVERY_S + 1, EVERY_S, busy=False)[1] is Action.PERIODIC
-    assert s.tick(idle, START + 10 * EVERY_S, 0.0, busy=False)[1] is Action.NONE
+    assert action is ResyncAction.NONE and busy.periodic
+    assert s.tick(busy, START + EVERY_S + 1, EVERY_S, busy=False)[1] is ResyncAction.PERIODIC
+    assert s.tick(idle, START + 10 * EVERY_S, 0.0, busy=False)[1] is ResyncAction.NONE
 
 
 def test_failures_back_off_doubling_up_to_the_ceiling_and_a_success_resets() -> None:
@@ -47,9 +47,9 @@ def test_failures_back_off_doubling_up_to_the_ceiling_and_a_success_resets() -> 
         sched = s.failed(sched, now, full=True, unreachable=True, start_wait_s=WAIT_S)
         waits.append(sched.next_attempt - now)
         assert sched.pending
-        assert s.tick(sched, now + waits[-1] - 0.1, 0.0, busy=False)[1] is Action.NONE
+        assert s.tick(sched, now + waits[-1] - 0.1, 0.0, busy=False)[1] is ResyncAction.NONE
         now = sched.next_attempt
-        assert s.tick(sched, now, 0.0, busy=False)[1] is Action.FULL
+        assert s.tick(sched, now, 0.0, busy=False)[1] is ResyncAction.FULL
     assert waits[:4] == [1.0, 2.0, 4.0, 8.0] and waits[-1] == RESYNC_RETRY_MAX_S
     done = s.succeeded(sched, True, sched.requests)
     assert not done.pending and done.backoff_s == RESYNC_RETRY_INITIAL_S
@@ -88,7 +88,7 @@ def test_an_unsynchronized_bridge_delays_a_resync_and_drops_a_periodic_pass() ->
     assert not dropped.periodic and not dropped.pending
     delayed = s.not_synchronized(fresh(), START, full=True)
     assert delayed.pending and delayed.next_attempt == START + RESYNC_RETRY_INITIAL_S
-    assert s.tick(delayed, START + 0.5, 0.0, busy=False)[1] is Action.NONE
+    assert s.tick(delayed, START + 0.5, 0.0, busy=False)[1] is ResyncAction.NONE
 
 
 def test_a_configuration_applied_skips_the_back_off() -> None:
@@ -97,5 +97,5 @@ def test_a_configuration_applied_skips_the_back_off() -> None:
     assert sched.next_attempt > START + 1
     applied = s.config_applied(sched)
     assert applied.backoff_s == RESYNC_RETRY_INITIAL_S and applied.next_attempt == 0.0
-    assert s.tick(applied, START, 0.0, busy=False)[1] is Action.FULL
+    assert s.tick(applied, START, 0.0, busy=False)[1] is ResyncAction.FULL
     assert not s.nothing_to_do(applied).pending
