@@ -58,9 +58,17 @@ def cgroup_root(workdir: Path) -> Path:
 def serve(workdir: Path, cgroup_root: Path, rules: dict[str, Any]) -> Iterator[PolicyServer]:
     """A policy server with `rules` on fake node roots below `workdir` (cgroup v2 at
     `cgroup_root`, proc and resctrl beside it), stopped when the fixture ends."""
+    # The node itself is fake too (issue 45's node truth reads it): 8 CPUs, 32 GiB, whatever
+    # the machine running the test has.
+    cpu = workdir / "sys" / "devices" / "system" / "cpu"
+    cpu.mkdir(parents=True, exist_ok=True)
+    (cpu / "online").write_text("0-7\n")
+    (workdir / "proc").mkdir(exist_ok=True)
+    (workdir / "proc" / "meminfo").write_text(f"MemTotal: {32 * 1024 * 1024} kB\n")
     server = PolicyServer(workdir / "ps", rules=rules, extra_args=(
         "--cgroup-root", str(cgroup_root), "--cgroup-version", "2",
-        "--proc-root", str(workdir / "proc"), "--resctrl-root", str(workdir / "resctrl")))
+        "--proc-root", str(workdir / "proc"), "--resctrl-root", str(workdir / "resctrl"),
+        "--sys-root", str(workdir / "sys")))
     server.start()
     try:
         server.wait_healthy()
