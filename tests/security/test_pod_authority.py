@@ -29,7 +29,9 @@ from tests.policy_server.factory import (
 pytestmark = pytest.mark.processes  # starts processes: not in make check
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCTION = REPO / "deploy/kubernetes/overlays/production/rules.yaml"
+# The production rules as the node-effects component ships them (Resctrl and OOMScoreAdj on:
+# the production overlay alone has both off since they became a per-node-pool choice).
+PRODUCTION = REPO / "deploy/kubernetes/components/node-effects/rules.yaml"
 EXAMPLE = REPO / "examples/koordinator-rules.yaml"
 UID = "0f0e0d0c-0000-4000-8000-000000000042"
 BURSTABLE = f"kubepods-burstable-pod{UID.replace('-', '_')}.slice"
