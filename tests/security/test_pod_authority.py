@@ -15,6 +15,8 @@ import httpx
 import pytest
 import yaml
 
+from bridge.kube.node import NodeSpec
+from bridge.trial.node_root import write_node
 from policy_server.policies.koordinator_qos.qos_node_plan import plan
 from policy_server.policies.koordinator_qos.rules import rules_from_yaml
 from tests.e2e.policy_proc import PolicyServer
@@ -60,17 +62,13 @@ def cgroup_root(workdir: Path) -> Path:
 def serve(workdir: Path, cgroup_root: Path, rules: dict[str, Any]) -> Iterator[PolicyServer]:
     """A policy server with `rules` on fake node roots below `workdir` (cgroup v2 at
     `cgroup_root`, proc and resctrl beside it), stopped when the fixture ends."""
-    # The node itself is fake too (issue 45's node truth reads it): 8 CPUs, 32 GiB, whatever
-    # the machine running the test has.
-    cpu = workdir / "sys" / "devices" / "system" / "cpu"
-    cpu.mkdir(parents=True, exist_ok=True)
-    (cpu / "online").write_text("0-7\n")
-    (workdir / "proc").mkdir(exist_ok=True)
-    (workdir / "proc" / "meminfo").write_text(f"MemTotal: {32 * 1024 * 1024} kB\n")
+    # The node itself is fake too (issue 45's node truth reads it): `try`'s default node (8 CPUs,
+    # 32 GiB), whatever the machine running the test has.
+    sys_root = write_node(NodeSpec(), workdir)
     server = PolicyServer(workdir / "ps", rules=rules, extra_args=(
         "--cgroup-root", str(cgroup_root), "--cgroup-version", "2",
         "--proc-root", str(workdir / "proc"), "--resctrl-root", str(workdir / "resctrl"),
-        "--sys-root", str(workdir / "sys")))
+        "--sys-root", str(sys_root)))
     server.start()
     try:
         server.wait_healthy()
