@@ -27,11 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from bridge.contract.convert import to_json
+from bridge.contract.cpu_list_grammar import format_cpu_list
+from bridge.kube.node import NodeSpec
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import PROFILES, EventResult, SimulatedRuntime, load_scenario, run_scenario
 from bridge.simulator.cri_server import serve_cri
+from bridge.trial.node_root import write_node
 
 REPO = Path(__file__).resolve().parents[1]
 RULES_EXAMPLE = REPO / "examples" / "koordinator-rules.yaml"
@@ -46,6 +50,8 @@ webhooks:
     events: [RunPodSandbox, CreateContainer, UpdateContainer, RemoveContainer, Synchronize]
     timeout: 500ms
     failure_policy: Ignore
+node:
+  sysfs_root: {sysfs}  # the demo node's: replies are checked against its CPUs
 """
 
 BOLD, DIM, GREEN, YELLOW, RED, RESET = (
@@ -193,13 +199,27 @@ async def wait_first_resync(sock: Path) -> None:
 # The policy server's node effects go to these directories under the work dir, never to the
 # machine's /sys/fs/cgroup, /proc, resctrl or system D-Bus.
 FAKE_ROOTS = {"--cgroup-root": "node/cgroup", "--proc-root": "node/proc",
-              "--resctrl-root": "node/resctrl"}
+              "--resctrl-root": "node/resctrl", "--sys-root": "node/sys"}
+# The node the demo plays: the simulator's default (8 CPUs, one NUMA node, 32 GiB), which the
+# policy server reads from the fake sysfs and procfs (its rules are checked against it).
+DEMO_NODE = NodeSpec()
+SHARED_POOLS = "node.koordinator.sh/cpu-shared-pools"
 
 
 def fake_node_roots(work: Path) -> None:
-    """Empty cgroup, proc and resctrl roots: the policy server's probe finds nothing to write."""
+    """Empty cgroup, proc and resctrl roots (the policy server's probe finds nothing to write)
+    and the demo node's sysfs and meminfo."""
     for rel in FAKE_ROOTS.values():
         (work / rel).mkdir(parents=True, exist_ok=True)
+    write_node(DEMO_NODE, work / "node")
+
+
+def write_demo_rules(rules: Path, ls_pool: str) -> None:
+    """The example rules with one LS share pool, `ls_pool`, on the demo node's NUMA node 0
+    (the example names no CPUs: its pools are the node's own)."""
+    doc = yaml.safe_load(RULES_EXAMPLE.read_text())
+    doc["topology"][SHARED_POOLS] = [{"socket": 0, "node": 0, "cpuset": ls_pool}]
+    rules.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 def demo_policy_argv(work: Path, control_sock: Path) -> list[str]:
@@ -216,9 +236,9 @@ async def demo(work: Path) -> int:
     policy_sock, control_sock = work / "policy.sock", work / "control.sock"
     nri_sock, cri_sock = work / "nri.sock", work / "cri.sock"
     rules = work / "rules.yaml"
-    shutil.copy(RULES_EXAMPLE, rules)
+    write_demo_rules(rules, format_cpu_list(range(DEMO_NODE.cpus)))
     config = work / "bridge.yaml"
-    config.write_text(BRIDGE_CONFIG.format(sock=policy_sock))
+    config.write_text(BRIDGE_CONFIG.format(sock=policy_sock, sysfs=work / FAKE_ROOTS['--sys-root']))
     bridge_log = work / "bridge.log"
 
     scenario = load_scenario(SCENARIO)
@@ -283,14 +303,10 @@ def _report(results: list[EventResult], scenario: Any, bridge_log: Path) -> int:
     return failures
 
 
-def _shrink_ls_pool(rules: Path) -> None:
-    rules.write_text(rules.read_text().replace('cpuset: "0-7"}', 'cpuset: "4-7"}'))
-
-
 async def _rule_change(runtime: SimulatedRuntime, rules: Path) -> int:
     """Move the LS share pool; the policy server pushes updates through the bridge."""
     before = len(runtime.updates)
-    _shrink_ls_pool(rules)
+    write_demo_rules(rules, "4-7")
     print(f"\n{BOLD}rule change:{RESET} LS share pool of NUMA node 0 shrinks from 0-7 to 4-7")
     try:
         await runtime.wait_updates(count=before + 1, timeout_s=10)
