@@ -2,7 +2,7 @@
 
 Owns: filling an event's request type (from the catalogue) with the pod, the container and the
 resources the event carries; fields the request type does not have are left out. Must not: run
-the event (bridge.simulator.runtime) or decide which events a runtime has.
+the event (bridge.simulator.event_runner) or decide which events a runtime has.
 """
 
 from __future__ import annotations

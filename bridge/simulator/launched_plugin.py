@@ -3,7 +3,7 @@
 Owns the process side of a launched plugin: the plugin's end of a socketpair becomes its fd 3;
 its environment is exactly NRI_PLUGIN_NAME, NRI_PLUGIN_IDX and NRI_PLUGIN_SOCKET=3; stdin,
 stdout and stderr are /dev/null. Must not: speak the protocol on the runtime's end (the
-runtime serves it as it serves a plugin that connected: bridge.simulator.runtime).
+runtime serves it as it serves a plugin that connected: bridge.simulator.plugin_start).
 """
 
 from __future__ import annotations

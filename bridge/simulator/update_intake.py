@@ -5,7 +5,7 @@ containerd does (unknown ids skipped silently, a failed one kept in `failed_upda
 UpdateContainers on a profile where it can deadlock the runtime (`unsafe_updates`,
 docs/protocol.md#unsolicited-updates-and-the-runtimes-locks), the updates that came through CRI
 UpdateContainerResources (`cri_updates`), and waiting for a number of them. Must not: take the
-runtime's lock or answer the plugin (bridge.simulator.runtime does both).
+runtime's lock or answer the plugin (bridge.simulator.plugin_start does both).
 """
 
 from __future__ import annotations
