@@ -121,6 +121,8 @@ def accepts(path: Path) -> Callable[[], bool]:
 def healthz(sock: Path, path: str = "/healthz") -> Callable[[], bool]:
     """True once the HTTP server on the Unix socket `sock` answers `path` with 200."""
     def check() -> bool:
+        if not accepts(sock)():
+            return False  # httpx would leave the socket of a refused connect open
         transport = httpx.HTTPTransport(uds=str(sock))
         with httpx.Client(transport=transport, base_url="http://local", timeout=2) as client:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -19,6 +20,7 @@ from bridge.record.recorder import REDACTED, Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
 from tests.event_path import serve
 
+NewRecorder = Callable[..., Recorder]
 RUNTIME = RuntimeInfo("containerd", "2.1.9", (0, 8, 0), "", 5.0, 2.0)
 
 
@@ -37,14 +39,29 @@ def create_request() -> api.CreateContainerRequest:
     return req
 
 
+@pytest.fixture
+def new_recorder() -> Iterator[NewRecorder]:
+    """Make Recorders that the test's teardown closes (a Recorder keeps its file open)."""
+    made: list[Recorder] = []
+
+    def make(path: str, *redaction: Redaction) -> Recorder:
+        made.append(Recorder(path, *redaction))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
 def lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
+async def test_records_envelope_and_reply_that_validate(tmp_path: Path,
+        new_recorder: NewRecorder) -> None:
     out = tmp_path / "rec.jsonl"
     settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
-    handler = RecordingHandler(StaticHandler(settings), Recorder(str(out)))
+    handler = RecordingHandler(StaticHandler(settings), new_recorder(str(out)))
     assert NriEvent.CREATE_CONTAINER in handler.wanted_events()
     resp = await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                           create_request())
@@ -57,10 +74,11 @@ async def test_records_envelope_and_reply_that_validate(tmp_path: Path) -> None:
     assert rec["request"]["container"]["env"] == ["PATH=/bin", "TOKEN=abc"]  # type: ignore[index]
 
 
-async def test_redaction_hides_values_keeps_keys(tmp_path: Path) -> None:
+async def test_redaction_hides_values_keeps_keys(tmp_path: Path,
+        new_recorder: NewRecorder) -> None:
     out = tmp_path / "rec.jsonl"
     handler = RecordingHandler(StaticHandler(StaticSettings()),
-                               Recorder(str(out), Redaction(annotations=True, env=True)))
+                               new_recorder(str(out), Redaction(annotations=True, env=True)))
     handler.wanted_events()
     await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
                                    create_request())
@@ -76,9 +94,10 @@ class Rejecting(Handler):
         raise EventRejected("no privileged pods")
 
 
-async def test_rejection_is_recorded_and_still_raised(tmp_path: Path) -> None:
+async def test_rejection_is_recorded_and_still_raised(tmp_path: Path,
+        new_recorder: NewRecorder) -> None:
     out = tmp_path / "rec.jsonl"
-    handler = RecordingHandler(Rejecting(), Recorder(str(out)))
+    handler = RecordingHandler(Rejecting(), new_recorder(str(out)))
     handler.wanted_events()
     with pytest.raises(EventRejected):
         await serve(handler, ctx("CreateContainer", NriEvent.CREATE_CONTAINER),
@@ -86,8 +105,8 @@ async def test_rejection_is_recorded_and_still_raised(tmp_path: Path) -> None:
     assert lines(out)[0]["reply"] == {"reject": {"reason": "no privileged pods"}}
 
 
-async def test_disk_full_never_breaks_serving() -> None:
-    recorder = Recorder("/dev/full")  # every write fails with ENOSPC
+async def test_disk_full_never_breaks_serving(new_recorder: NewRecorder) -> None:
+    recorder = new_recorder("/dev/full")  # every write fails with ENOSPC
     settings = StaticSettings.parse({"adjust": {"env": [{"key": "X", "value": "1"}]}})
     handler = RecordingHandler(StaticHandler(settings), recorder)
     handler.wanted_events()
@@ -98,9 +117,10 @@ async def test_disk_full_never_breaks_serving() -> None:
     assert recorder.written == 0 and recorder.dropped == 3
 
 
-async def test_events_the_inner_handler_ignores_are_recorded_as_no_change(tmp_path: Path) -> None:
+async def test_events_the_inner_handler_ignores_are_recorded_as_no_change(tmp_path: Path,
+        new_recorder: NewRecorder) -> None:
     out = tmp_path / "rec.jsonl"
-    handler = RecordingHandler(Rejecting(), Recorder(str(out)))
+    handler = RecordingHandler(Rejecting(), new_recorder(str(out)))
     assert NriEvent.REMOVE_CONTAINER in handler.wanted_events()
     full = create_request()
     req = api.RemoveContainerRequest(pod=full.pod, container=full.container)
