@@ -7,7 +7,7 @@ control API.
 With webhooks configured (config file, --policy-url, or — for a plugin the
 runtime launches — the conf.d YAML it sends in Configure) the handler is the
 WebhookHandler; without, the built-in static handler (bridge.configured). Stops on SIGTERM/SIGINT
-(caught by the entry point, bridge.process.stop_signals):
+(caught by the entry point, bridge.process_setup.stop_signals):
 in-flight events get a bounded grace period to be answered, then the
 connection is closed cleanly, the control API stops, HTTP clients close.
 """
@@ -33,7 +33,7 @@ from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticSettings
 from bridge.nri.stub import Wrap, new_plugin
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
@@ -102,7 +102,7 @@ def _task_count() -> int:
 
 
 async def run(options: RunOptions) -> int:
-    """Serve until the runner ends or a stop signal (bridge.process.stop_signals, caught by the
+    """Serve until the runner ends or a stop signal (bridge.process_setup.stop_signals, caught by the
     entry point) arrives; the latch stays in place throughout: the loop never owns the signals, so
     none is left to its default action while the loop starts or closes."""
     stop = asyncio.Event()

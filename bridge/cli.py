@@ -20,7 +20,7 @@ from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
 from bridge.listening.listener_config import Access, TlsFiles
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 from bridge.record.recorder import Redaction
 from bridge.transport import connect
 
@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK  # stopped during start-up: nothing is open yet
     # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
     # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
-    # loop. A stop signal from here on stops app.run (bridge.process.stop_signals.waking).
+    # loop. A stop signal from here on stops app.run (bridge.process_setup.stop_signals.waking).
     code = uvloop.run(app.run(options))
     stop_signals.checkpoint("loop-closed")
     return code
@@ -274,7 +274,7 @@ def _validate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (``argv`` None: this process's own; a list: an in-process caller).
 
-    ``run`` and ``record`` serve: their stop signals stay caught (bridge.process.stop_signals) until
+    ``run`` and ``record`` serve: their stop signals stay caught (bridge.process_setup.stop_signals) until
     the process exits, or, in-process, until main returns. The other commands get the
     handlers from before the entry point caught them (Ctrl-C stops them as usual)."""
     args, parser = _parse(list(sys.argv[1:] if argv is None else argv))

@@ -28,8 +28,8 @@ from bridge.errors import ConfigError
 from bridge.metrics import Metrics
 from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.guard import Lookup
+from bridge.webhooks.webhook_handler import WebhookHandler
 
 log = logging.getLogger(__name__)
 

@@ -6,14 +6,14 @@ uvicorn's own ``uds`` option would make it 0666; peers checked by their credenti
 (``--tls-*``) or ``--bearer-token-file``, or ``--insecure``; with ``--metrics-address`` also
 serves ``GET /metrics`` alone on a TCP address for Prometheus. Every listener is bounded
 (bridge.listening: body size, header and idle timeouts, a connection cap).
-Logs in the bridge's line formats (``--log-format text|json``, bridge.process.logformat),
+Logs in the bridge's line formats (``--log-format text|json``, bridge.process_setup.logformat),
 uvicorn's own lines included. Startup errors (bad rules file, bad policy module, socket in
 use) print one line and exit 2.
 """
 
 from __future__ import annotations
 
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 
 if __name__ == "__main__":
     # python -m policy_server.main: the stop signals are caught before the imports below
@@ -54,7 +54,7 @@ from bridge.listening.listener_config import (
     check_tcp_access,
 )
 from bridge.listening.peer_creds import default_rule
-from bridge.process.logformat import LOG_FORMATS, handler
+from bridge.process_setup.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server import file_checks
 from policy_server.bridge_link.control_client import BridgeTrust
@@ -509,7 +509,7 @@ METRICS_GUARD = GuardSettings(
 
 
 class _MainServer(uvicorn.Server):
-    """The policy listener: takes the stop signals over from the latch (bridge.process.stop_signals)
+    """The policy listener: takes the stop signals over from the latch (bridge.process_setup.stop_signals)
     while it serves; uvicorn puts the latch back afterwards and re-raises what it caught."""
 
     @contextlib.contextmanager
@@ -610,7 +610,7 @@ def _main(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.handlers[:] = [handler(args.log_format)]
     root.setLevel(args.log_level.upper())
-    # A stop signal is only recorded (bridge.process.stop_signals) until uvicorn takes it over:
+    # A stop signal is only recorded (bridge.process_setup.stop_signals) until uvicorn takes it over:
     # start-up goes on to the next point where stopping is clean (below), so that nothing is left
     # half made, such as a socket file without the code that removes it.
     try:

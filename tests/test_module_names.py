@@ -170,7 +170,7 @@ STILL_SHARED_FUNCTIONS: dict[str, str] = {
         "not yet renamed: bridge/webhooks/named_items.py, "
         "policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py"),
     "requested": (
-        "not yet renamed: bridge/process/stop_signals.py, "
+        "not yet renamed: bridge/process_setup/stop_signals.py, "
         "policy_server/service/resync_schedule.py"),
     "run": (
         "not yet renamed: bridge/app.py, bridge/record/replay_cli.py, "
@@ -264,7 +264,7 @@ def test_owned_names_reads_only_the_owns_part(docstring: str, names: list[str]) 
 
 def test_module_exists_resolves_relative_and_absolute_names() -> None:
     webhooks = ROOT / "bridge" / "webhooks"
-    assert module_exists(webhooks, "call_sequence")
+    assert module_exists(webhooks, "webhook_handler")
     assert module_exists(webhooks, "bridge.contract.request_body")
     assert module_exists(ROOT / "bridge", "contract")
     assert not module_exists(webhooks, "payload")

@@ -18,9 +18,9 @@ the plugin connection's lifecycle table (plugin_lifecycle.py); and the value gra
 products check (cpu_list_grammar.py, quantity.py, systemd_slice.py).
 
 Helpers both programs share but that are not the contract live beside it: bridge.node_tables
-(the fold of NRI events into a node's pods and containers), bridge.replies (handler-crash
-notes, replay comparison) and bridge.process (stop signals, log line formats, the
-GC pause). The policy server imports the bridge through these (and, for its test kit,
+(the fold of NRI events into a node's pods and containers), bridge.reply_review (handler-crash
+notes, replay comparison), bridge.process_setup (stop signals, log line formats, the
+GC pause) and bridge.file_trust (which paths on the node may be trusted). The policy server imports the bridge through these (and, for its test kit,
 bridge.kube and bridge.runtime_facts).
 
 The pydantic models are loaded on first use: the bridge's serving path only needs the

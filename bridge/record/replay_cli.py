@@ -7,7 +7,13 @@ import asyncio
 from pathlib import Path
 
 from bridge.errors import ConfigError
-from bridge.replies.replay import ReplayInputError, ReplayOutcome, compare, load_cases, replay_body
+from bridge.reply_review.replay import (
+    ReplayInputError,
+    ReplayOutcome,
+    compare,
+    load_cases,
+    replay_body,
+)
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.specs import parse_duration, webhook_from_url

@@ -48,7 +48,7 @@ from bridge.kube import (
     pod_sandbox,
 )
 from bridge.kube.resize import POD, KubeletView, Resize, ResizeStep, plan
-from bridge.replies.handler_crash import crashes
+from bridge.reply_review.handler_crash import crashes
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime
@@ -65,7 +65,7 @@ BRIDGE_STOP_TIMEOUT_S = 10.0
 # kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
 # the profile has it, PostUpdateContainer).
 RESIZE = "UpdateContainerResources"
-# The bridge's log line for every failed webhook call (bridge.webhooks.call_sequence).
+# The bridge's log line for every failed webhook call (bridge.webhooks.webhook_handler).
 CALL_FAILED = "webhook call failed"
 
 
@@ -213,7 +213,7 @@ def _size(path: Path) -> int:
 
 
 def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
-    """`exchanges` with a reply that says a handler raised (bridge.replies.handler_crash)
+    """`exchanges` with a reply that says a handler raised (bridge.reply_review.handler_crash)
     marked failed: a crash is a failed call, as a reply that is not JSON is."""
     out = []
     for ex in exchanges:

@@ -14,7 +14,7 @@ URL forms:
   for anything but a loopback host unless `allow_insecure_http: true`.
 
 The files a webhook reads (`bearer_token_file`, `tls.*`) must pass the node's file rule
-(bridge.process.file_trust, docs/security.md#files); `webhook_file_problems` lists every one
+(bridge.file_trust, docs/security.md#files); `webhook_file_problems` lists every one
 that does not, parsing refuses the first (unless told not to look, for `validate-config`,
 which lists them all). A `unix://` policy must be served by root, the bridge's own uid or one
 of `peer_uids` (checked on every connection: bridge.webhooks.client).
@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
+from bridge import file_trust
 from bridge.contract.catalogue import EVENT_NAMES
 from bridge.errors import ConfigError
-from bridge.process import file_trust
 from bridge.webhooks.kinds import DEFAULT_ALLOW, check_allow
 from bridge.webhooks.selector import Operator, Requirement, Selector
 

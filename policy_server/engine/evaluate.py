@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from bridge.contract.catalogue import REPLY_KEYS, REQUEST_PAYLOAD, EventName
-from bridge.replies.handler_crash import crash_note
+from bridge.reply_review.handler_crash import crash_note
 from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import parse_request
 from policy_server.engine.request_event import names_of, without_payload

@@ -30,7 +30,7 @@ from typing import Any
 from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
 from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
-from bridge.replies.replay import ReplayCase, ReplayOutcome, compare, load_cases
+from bridge.reply_review.replay import ReplayCase, ReplayOutcome, compare, load_cases
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine, Evaluation

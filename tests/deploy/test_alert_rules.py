@@ -26,8 +26,8 @@ from bridge.app import watch_runner
 from bridge.metrics import Metrics
 from bridge.nri.session import PluginIdentity
 from bridge.nri.stub import new_plugin
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import parse_webhooks
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.deploy import dashboard as g
 from tests.deploy.support import DEPLOY, REPO
 

@@ -22,8 +22,8 @@ from bridge.nri.session import PluginIdentity
 from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.bridge.simulator.harness import updates_for
 
 

@@ -17,7 +17,7 @@ from bridge.nri.handler_api import RuntimeInfo
 from bridge.nri.static import StaticHandler
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import template
-from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.waiting import until_exited
 
 # Python's start and the bridge's imports can take seconds on a busy machine: the runtime's

@@ -25,7 +25,7 @@ import uvloop
 from bridge.contract import applied_view, runtime_effects, runtime_hazards
 from bridge.metrics import Metrics
 from bridge.webhooks import reply_walk
-from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.webhook_handler import WebhookHandler
 
 from .helpers import RUNTIME, context, request, spec
 from .policy_double import Reply, Seen, policy_double
@@ -110,7 +110,7 @@ def test_latencies_have_sub_millisecond_resolution_under_uvloop(
     async def calls() -> None:
         await _run(EVENTS * 4, distinct=True)
 
-    with caplog.at_level(logging.INFO, logger="bridge.webhooks.call_sequence"):
+    with caplog.at_level(logging.INFO, logger="bridge.webhooks.webhook_handler"):
         uvloop.run(calls())
     latencies = [r.__dict__["latency_ms"] for r in caplog.records
                  if r.getMessage() == "webhook call"]

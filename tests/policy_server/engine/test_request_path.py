@@ -20,7 +20,7 @@ from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import REQUEST_TYPES, EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.request_body import envelope_document, event_payload
-from bridge.replies.replay import load_cases
+from bridge.reply_review.replay import load_cases
 from bridge.simulator.scenario import SCENARIO_DIR
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PayloadError

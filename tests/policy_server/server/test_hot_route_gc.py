@@ -1,5 +1,5 @@
 """The hot route holds the cyclic collector off while it answers a body the size of the node
-(a Synchronize), and only then (bridge.process.gc_pause; docs/performance.md)."""
+(a Synchronize), and only then (bridge.process_setup.gc_pause; docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ async def test_a_synchronize_of_many_pods_is_answered_with_the_collector_paused_
     tmp_path: Path,
 ) -> None:
     # Bodies from BULK_BODY_BYTES up are answered with the cyclic GC off until the reply has
-    # left (bridge.process.gc_pause); the answer is the same, and the collector is on after.
+    # left (bridge.process_setup.gc_pause); the answer is the same, and the collector is on after.
     pods_n = 700
     pods, containers = [], []
     for i in range(pods_n):

@@ -8,7 +8,7 @@ from types import FrameType
 
 import pytest
 
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 
 
 @pytest.fixture

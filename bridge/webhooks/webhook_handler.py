@@ -60,7 +60,7 @@ from bridge.nri.event_call import (
     EventRejected,
     RuntimeInfo,
 )
-from bridge.process.gc_pause import paused_gc
+from bridge.process_setup.gc_pause import paused_gc
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -364,7 +364,7 @@ class WebhookHandler:
         who = {"event": "Synchronize", "uid": call.uid}
         _, runtime, runtime_json = self._connection(call.runtime)
         # The whole node: the payload and the replies are built with the collector paused
-        # until the calls are done (bridge.process.gc_pause).
+        # until the calls are done (bridge.process_setup.gc_pause).
         with paused_gc():
             for hook in hooks:
                 # Called even when nothing is chosen: "no pods" is the node's state too, and a
