@@ -509,15 +509,16 @@ METRICS_GUARD = GuardSettings(
 
 
 class _MainServer(uvicorn.Server):
-    """The policy listener: takes the stop signals over from the latch (bridge.process_setup.stop_signals)
-    while it serves; uvicorn puts the latch back afterwards and re-raises what it caught."""
+    """The policy listener: takes the stop signals over from the latch
+    (bridge.process_setup.stop_signals) while it serves; uvicorn puts the latch back afterwards
+    and re-raises what it caught."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         stop_signals.checkpoint("loop")
         with super().capture_signals():
             # Handlers first, then the latch: a stop signal lands in one of the two.
-            signum = stop_signals.requested()
+            signum = stop_signals.stop_requested()
             if signum is not None:
                 self.handle_exit(signum, None)
             stop_signals.checkpoint("handlers")
@@ -610,9 +611,9 @@ def _main(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.handlers[:] = [handler(args.log_format)]
     root.setLevel(args.log_level.upper())
-    # A stop signal is only recorded (bridge.process_setup.stop_signals) until uvicorn takes it over:
-    # start-up goes on to the next point where stopping is clean (below), so that nothing is left
-    # half made, such as a socket file without the code that removes it.
+    # A stop signal is only recorded (bridge.process_setup.stop_signals) until uvicorn takes it
+    # over: start-up goes on to the next point where stopping is clean (below), so that nothing
+    # is left half made, such as a socket file without the code that removes it.
     try:
         if args.check_rules:
             return _check_rules(args.rules, args.sys_root, args.proc_root)
@@ -633,7 +634,7 @@ def _main(args: argparse.Namespace) -> int:
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
         )
-        if stop_signals.requested() is not None:
+        if stop_signals.stop_requested() is not None:
             return 0  # stopped during start-up: nothing is bound yet
         sock, where, uds_path, listener = _listen(args)
     except PolicyServerError as exc:
@@ -646,7 +647,7 @@ def _main(args: argparse.Namespace) -> int:
             where += f", metrics on http://{args.metrics_address}/metrics"
         log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
         stop_signals.checkpoint("bound")
-        if stop_signals.requested() is None:
+        if stop_signals.stop_requested() is None:
             # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the
             # loop. A stop signal from here on is handed to uvicorn (_MainServer).
             uvloop.run(serve(server, sock, args.log_level, metrics_sock, listener))

@@ -63,9 +63,6 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
         "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
         "name stays"),
-    "Container": (
-        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
-        "policy_server/sdk/model.py"),
     "CounterSample": (
         "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
         "policy_server/telemetry.py"),
@@ -76,27 +73,12 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
         "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
         "public contract files; the SDK's name stays"),
-    "FailurePolicy": (
-        "not yet renamed (rename the non-SDK one): bridge/webhooks/specs.py, "
-        "policy_server/sdk/registry.py"),
-    "Limit": (
-        "not yet renamed (rename the non-SDK one): bridge/contract/field_limits.py, "
-        "policy_server/sdk/contract_limits.py"),
-    "Metrics": (
-        "not yet renamed (rename the non-SDK one): bridge/metrics.py, "
-        "policy_server/telemetry.py"),
-    "Pod": (
-        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
-        "policy_server/sdk/model.py"),
     "Refusal": (
         "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
         "policy_server/policies/koordinator_qos/authority.py"),
     "Rules": (
         "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
         "policy_server/policies/koordinator_qos/rules.py"),
-    "Step": (
-        "not yet renamed (rename the non-SDK one): bridge/contract/plugin_lifecycle.py, "
-        "bridge/kube/call_order.py"),
     "Update": (
         "the bridge's contract classes (bridge/contract/reply_models.py, "
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
@@ -104,81 +86,30 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "name stays"),
 }
 STILL_SHARED_FUNCTIONS: dict[str, str] = {
-    "adjustment_from_json": (
-        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
-    "adjustment_to_json": (
-        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
     "apply": (
-        "not yet renamed: bridge/runtime_config/toml_change.py, "
-        "policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py"),
-    "build_parser": (
-        "not yet renamed: bridge/cli.py, policy_server/main.py"),
+        "not yet renamed: policy_server/node/coresched.py, "
+        "policy_server/policies/cel/json_patch.py"),
     "build_policy": (
         "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
         "policy_server/policies/koordinator_qos/bundle.py"),
-    "change": (
-        "not yet renamed: bridge/runtime_config/runtime_config_command.py, "
-        "policy_server/policies/cel/mutation_check.py"),
-    "check": (
-        "not yet renamed: bridge/suite/expect.py, "
-        "policy_server/policies/cel/mutation_check.py"),
-    "check_cpu_list": (
-        "not yet renamed: bridge/contract/cpu_list_grammar.py, policy_server/sdk/cpu_list.py"),
     "container_of": (
         "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
-    "create_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
-    "create_metrics_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
     "describe": (
-        "not yet renamed: bridge/demo.py, bridge/webhooks/reply_walk.py, "
-        "policy_server/engine/evaluate.py, policy_server/node/probe.py"),
+        "not yet renamed: policy_server/engine/evaluate.py, policy_server/node/probe.py"),
     "field_name": (
-        "not yet renamed: bridge/simulator/ownership.py, bridge/suite/problems.py, "
-        "policy_server/sdk/validation.py"),
+        "not yet renamed: bridge/simulator/ownership.py, policy_server/sdk/validation.py"),
     "guarded": (
         "not yet renamed: policy_server/policies/trusted_keys.py, "
         "policy_server/service/policy_host.py"),
-    "load": (
-        "not yet renamed: bridge/strict_yaml.py, bridge/suite/load.py, "
-        "policy_server/policies/cel/policy_set.py"),
-    "milli_cpu_to_quota": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/formulas.py"),
-    "milli_cpu_to_shares": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/formulas.py"),
-    "oom_score_adj": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/annotations.py"),
-    "page_size_name": (
-        "not yet renamed: bridge/kube/resources.py, bridge/webhooks/node_hugepages.py"),
-    "parse": (
-        "not yet renamed: bridge/config_file.py, bridge/contract/quantity.py"),
     "plan": (
-        "not yet renamed: bridge/kube/resize.py, policy_server/engine/request_fields.py, "
+        "not yet renamed: policy_server/engine/request_fields.py, "
         "policy_server/policies/koordinator_qos/qos_node_plan.py"),
-    "problem": (
-        "not yet renamed: bridge/contract/field_limits.py, bridge/suite/paths.py"),
-    "qos_class": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/qos.py"),
-    "read_documents": (
-        "not yet renamed: bridge/kube/documents.py, "
-        "policy_server/policies/cel/node_policy_doc.py"),
     "refusal": (
-        "not yet renamed: bridge/webhooks/named_items.py, "
-        "policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py"),
-    "requested": (
-        "not yet renamed: bridge/process_setup/stop_signals.py, "
-        "policy_server/service/resync_schedule.py"),
+        "not yet renamed: policy_server/engine/request_fields.py, "
+        "policy_server/policies/cel/mutation_check.py"),
     "run": (
-        "not yet renamed: bridge/app.py, bridge/record/replay_cli.py, "
-        "bridge/simulator/commands.py, policy_server/policies/cel/policy_program.py"),
-    "set_leaves": (
-        "not yet renamed: bridge/contract/applied_view.py, bridge/contract/cri_service.py"),
-    "unix_listener": (
-        "not yet renamed: bridge/control/serving.py, bridge/transport/listen.py"),
+        "not yet renamed: bridge/simulator/commands.py, "
+        "policy_server/policies/cel/policy_program.py"),
 }
 
 

@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 from bridge.contract.adjustment_fields import ADJUSTMENT_FIELDS, REMOVABLE
 from bridge.contract.cpu_list_grammar import MAX_CPU_ID as MAX_CPU_ID
-from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
+from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list_syntax
 
 INT64_MAX = 2**63 - 1
 
@@ -107,7 +107,7 @@ def _cpu_list(text: str) -> str | None:
     if not text:
         return None  # empty: unset, as absent
     try:
-        check_cpu_list(text)
+        check_cpu_list_syntax(text)
     except CpuListError as exc:
         if exc.element is None:
             return f"invalid cpuset {_short(text)} (expected e.g. 0-3,8)"

@@ -50,7 +50,7 @@ class _Server(uvicorn.Server):
         yield  # bridge.app owns SIGTERM/SIGINT
 
 
-def unix_listener(path: str, mode: int) -> socket.socket:
+def control_listener(path: str, mode: int) -> socket.socket:
     """The control socket (see bridge.transport.listen); failures as BridgeError."""
     try:
         return listen.unix_listener(path, mode)
@@ -101,7 +101,7 @@ class ControlServer:
         where: list[str] = []
         if s.socket_path is not None:
             try:
-                sock = unix_listener(s.socket_path, s.socket_mode)
+                sock = control_listener(s.socket_path, s.socket_mode)
             except (OSError, BridgeError) as exc:
                 if s.explicit_socket:
                     raise BridgeError(f"control socket {s.socket_path}: {exc}") from None

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print only differences and the summary")
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run_replay(args: argparse.Namespace) -> int:
     try:
         timeout_s = parse_duration(args.timeout)
         spec = webhook_from_url(args.policy_url)
@@ -87,4 +87,4 @@ def _who(request: dict[str, object]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    return asyncio.run(run(args))
+    return asyncio.run(run_replay(args))

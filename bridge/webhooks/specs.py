@@ -52,7 +52,7 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhos
 # -- immutable results ----------------------------------------------------------------
 
 
-class FailurePolicy(Enum):
+class WebhookFailurePolicy(Enum):
     IGNORE = "Ignore"
     FAIL = "Fail"
 
@@ -91,7 +91,7 @@ class WebhookSpec:
     events: frozenset[str]
     timeout_s: float = DEFAULT_TIMEOUT_S
     sync_timeout_s: float = DEFAULT_TIMEOUT_S
-    failure_policy: FailurePolicy = FailurePolicy.IGNORE
+    failure_policy: WebhookFailurePolicy = WebhookFailurePolicy.IGNORE
     mode: Mode = Mode.ENFORCE
     selector: Selector = field(default_factory=Selector)
     allow: frozenset[str] = DEFAULT_ALLOW
@@ -246,7 +246,7 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
         events=frozenset(m.events),
         timeout_s=m.timeout,
         sync_timeout_s=m.sync_timeout if m.sync_timeout is not None else m.timeout,
-        failure_policy=FailurePolicy(m.failure_policy),
+        failure_policy=WebhookFailurePolicy(m.failure_policy),
         mode=Mode(m.mode),
         selector=_selector(m),
         allow=allow,

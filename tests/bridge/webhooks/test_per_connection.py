@@ -23,7 +23,7 @@ import pytest
 import uvloop
 
 from bridge.contract import applied_view, runtime_effects, runtime_hazards
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.webhooks import reply_walk
 from bridge.webhooks.webhook_handler import WebhookHandler
 
@@ -61,7 +61,7 @@ async def _run(events: int, distinct: bool) -> tuple[dict[str, int], list[Any]]:
             return Reply(json=_reply(next(served) if distinct else 0))
         double.route("/v1/policy", answer)
         handler = WebhookHandler([spec(sock=double.sock, allow=["env", "resources"])],
-                                 Metrics())
+                                 BridgeMetrics())
         await handler.configure(RUNTIME)  # the connection's Configure
         answers = []
         call = dataclasses.replace(context("CreateContainer"), request=request("CreateContainer"))
