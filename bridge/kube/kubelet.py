@@ -124,5 +124,7 @@ def _mounts(pod: PodSpec, c: ContainerSpec, index: int) -> tuple[CriMount, ...]:
 
 def _hash(c: ContainerSpec) -> str:
     """A stand-in for kubelet's spec hash: stable per container spec (kubelet's own value is
-    an FNV hash of its Go structure, which `try` does not reproduce)."""
-    return f"{zlib.crc32(repr(c).encode()):x}"
+    an FNV hash of its Go structure, which `try` does not reproduce). The repr is hashed under
+    the class's first name, `Container`, so renaming the class leaves every hash as it was."""
+    fields = repr(c).removeprefix(type(c).__name__)
+    return f"{zlib.crc32(f'Container{fields}'.encode()):x}"
