@@ -75,8 +75,8 @@ from policy_server.policies import (
     parse_policy_arg,
 )
 from policy_server.sdk.node_facts import NodeFacts
-from policy_server.server.asgi import create_app, create_metrics_app
-from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
+from policy_server.http_edge.asgi import create_app, create_metrics_app
+from policy_server.http_edge.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.service import (
     BRIDGE_START_WAIT_S,
     POLL_INTERVAL_S,

@@ -81,7 +81,7 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "policy_server/sdk/registry.py"),
     "Limit": (
         "not yet renamed (rename the non-SDK one): bridge/contract/field_limits.py, "
-        "policy_server/sdk/contract_limits.py"),
+        "policy_server/sdk/limit_checks.py"),
     "Metrics": (
         "not yet renamed (rename the non-SDK one): bridge/metrics.py, "
         "policy_server/telemetry.py"),
@@ -127,9 +127,9 @@ STILL_SHARED_FUNCTIONS: dict[str, str] = {
     "container_of": (
         "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
     "create_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+        "not yet renamed: bridge/control/api.py, policy_server/http_edge/asgi.py"),
     "create_metrics_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
+        "not yet renamed: bridge/control/api.py, policy_server/http_edge/asgi.py"),
     "describe": (
         "not yet renamed: bridge/demo.py, bridge/webhooks/reply_walk.py, "
         "policy_server/engine/evaluate.py, policy_server/node/probe.py"),

@@ -6,7 +6,7 @@ bridge client and pusher, the node reconciler, the settle step (``service.settle
 (``service.resync``) and the node status (``service.node_status``); runs the policies'
 background tasks (``service.policy_host``: the SDK's extension points seen from the server) and
 the resync's ticks until stopped. ``PolicyServer.handle`` is one request: the engine decides, the
-settle step settles the decision, and ``server.hot_route`` sends the settled reply's bytes
+settle step settles the decision, and ``http_edge.hot_route`` sends the settled reply's bytes
 (``engine.settled.Settled.body``: encoded once). Must not: name a policy (the catalogue,
 ``policy_server.policies``, says which built-ins are served) or import one, or encode a reply.
 """

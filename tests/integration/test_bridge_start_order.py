@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI, Response
 
 from bridge.simulator.runtime import SimulatedRuntime
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
 from tests.policy_server.factory import node_reader

@@ -16,7 +16,7 @@ import pytest
 
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.integration.harness import running_bridge, short_tmpdir, webhook
 from tests.policy_server.factory import node_reader

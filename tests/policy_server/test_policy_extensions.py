@@ -17,7 +17,7 @@ import pytest
 from policy_server import NO_PLAN, Policy, PolicyHost
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]
@@ -118,7 +118,7 @@ def test_the_framework_contract_names_every_builtin() -> None:
     forbidden = set(contract["forbidden_modules"].split())
     assert forbidden == set(CATALOGUE.values())
     sources = set(contract["source_modules"].split())
-    assert {"policy_server.main", "policy_server.server", "policy_server.engine",
+    assert {"policy_server.main", "policy_server.http_edge", "policy_server.engine",
             "policy_server.node", "policy_server.service"} <= sources  # fmt: skip
 
 

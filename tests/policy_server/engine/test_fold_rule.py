@@ -8,7 +8,7 @@ import json
 from policy_server import Event, EventName, NodeView, Payload, Policy
 from policy_server.engine.evaluate import Engine
 from policy_server.sdk.registry import Registry
-from policy_server.server.hot_route import evaluate_body
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.engine.test_request_path import CREATE
 from tests.policy_server.factory import container, envelope, node_reader, pod

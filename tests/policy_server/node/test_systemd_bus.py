@@ -32,7 +32,7 @@ from policy_server.node.unit_properties import (
     SystemdBusError,
     UnitProperty,
 )
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import cgroup_v2_root, envelope, pod
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.servers import serve_on_uds
 

@@ -25,7 +25,7 @@ from policy_server import (
 from policy_server.engine.evaluate import Engine
 from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
-from policy_server.sdk.contract_limits import MAX_WARNINGS
+from policy_server.sdk.limit_checks import MAX_WARNINGS
 from policy_server.sdk.decision_merge import Conflict, merge
 from policy_server.sdk.oci import Mount
 from policy_server.sdk.registry import Registry

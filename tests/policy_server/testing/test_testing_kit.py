@@ -24,7 +24,7 @@ from policy_server import (
 )
 from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import (
     InvalidReply,

@@ -17,7 +17,7 @@ from bridge.contract import WebhookReply
 from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine import evaluate as engine
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.json_schemas import validate
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 
 from bridge.contract import WebhookReply
-from policy_server.server.asgi import create_app
-from policy_server.server.hot_route import BULK_BODY_BYTES
+from policy_server.http_edge.asgi import create_app
+from policy_server.http_edge.hot_route import BULK_BODY_BYTES
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import batch_spec, container, envelope, pod
 from tests.policy_server.servers import FakeBridgeControl, serve_on_uds
