@@ -59,6 +59,8 @@ from bridge.transport import listen
 from policy_server import file_checks
 from policy_server.bridge_link.control_client import BridgeTrust
 from policy_server.exceptions import PolicyServerError
+from policy_server.http_edge.asgi import create_app, create_metrics_app
+from policy_server.http_edge.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
 from policy_server.node.cpu_weight import WeightSetting
 from policy_server.node.execution import ExecutorMode
@@ -75,8 +77,6 @@ from policy_server.policies import (
     parse_policy_arg,
 )
 from policy_server.sdk.node_facts import NodeFacts
-from policy_server.http_edge.asgi import create_app, create_metrics_app
-from policy_server.http_edge.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.service import (
     BRIDGE_START_WAIT_S,
     POLL_INTERVAL_S,

@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.sdk.limit_checks import fit_reject, fit_warnings
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
+from policy_server.sdk.limit_checks import fit_reject, fit_warnings
 
 
 def updates_to_json(decision: Decision) -> list[dict[str, Any]]:

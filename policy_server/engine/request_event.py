@@ -20,8 +20,8 @@ from typing import Any, TypedDict
 import msgspec
 
 from bridge.contract.catalogue import EventName
-from policy_server.sdk.limit_checks import request_values
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
+from policy_server.sdk.limit_checks import request_values
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.oci import Mount, Rlimit, no_strings
 from policy_server.sdk.validation import NO_OWNERS, FieldOwners, Owners, Plugin, field_name

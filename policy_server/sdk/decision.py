@@ -32,8 +32,8 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from bridge.contract.value_rules import REMOVAL_KEYS
-from policy_server.sdk.limit_checks import Pairs, checks
 from policy_server.sdk.effects import Effect
+from policy_server.sdk.limit_checks import Pairs, checks
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 

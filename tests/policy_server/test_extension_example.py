@@ -15,8 +15,8 @@ from types import ModuleType
 import httpx
 
 from policy_server.bridge_link.control_client import BridgeControl
-from policy_server.node.execution import ExecutorMode
 from policy_server.http_edge.asgi import create_app
+from policy_server.node.execution import ExecutorMode
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import pod
 from tests.policy_server.node.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup

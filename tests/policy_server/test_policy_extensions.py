@@ -16,8 +16,8 @@ import pytest
 
 from policy_server import NO_PLAN, Policy, PolicyHost
 from policy_server.exceptions import PolicyLoadError
-from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
 from policy_server.http_edge.asgi import create_app
+from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
 from policy_server.service import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]

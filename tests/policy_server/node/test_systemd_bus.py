@@ -24,6 +24,7 @@ from jeepney import HeaderFields, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import DBusConnection, open_dbus_connection
 
+from policy_server.http_edge.asgi import create_app
 from policy_server.node.execution import ExecutorMode
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import (
@@ -32,7 +33,6 @@ from policy_server.node.unit_properties import (
     SystemdBusError,
     UnitProperty,
 )
-from policy_server.http_edge.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import cgroup_v2_root, envelope, pod
 

@@ -21,13 +21,13 @@ import pytest
 from bridge.contract import WebhookReply
 from policy_server import Event, EventName, FailurePolicy, Policy
 from policy_server.engine.reply import encode_reply
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.sdk import limit_checks
-from policy_server.sdk.limit_checks import checks
 from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
 from policy_server.sdk.effects import CgroupWrite
+from policy_server.sdk.limit_checks import checks
 from policy_server.sdk.oci import Device, DeviceRule, Hook, HookStage, Mount, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import ResourcePatch
-from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.engine.test_request_path import CREATE
 

@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from bridge.contract import WebhookReply
 from policy_server.engine.reply import encode_reply
 from policy_server.sdk import limit_checks, oci
-from policy_server.sdk.limit_checks import LIMITS, Limit, fit_reject, fit_warnings
 from policy_server.sdk.decision import (
     REMOVAL_FIELDS,
     Adjustment,
@@ -28,6 +27,7 @@ from policy_server.sdk.decision import (
     Eviction,
 )
 from policy_server.sdk.decision_merge import merge
+from policy_server.sdk.limit_checks import LIMITS, Limit, fit_reject, fit_warnings
 from policy_server.sdk.oci import Device, DeviceRule, Hook, HookStage, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import SCALAR_PATHS, ResourcePatch
 
