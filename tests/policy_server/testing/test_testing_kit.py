@@ -33,6 +33,7 @@ from policy_server.testing import (
     load_request,
     make_request,
 )
+from tests.policy_server.factory import evaluate_json
 from tests.policy_server.servers import serve_on_uds
 
 ROOT = Path(__file__).parents[3]
@@ -109,7 +110,7 @@ def test_the_kit_checks_replies_as_the_bridge_does() -> None:
     def untyped(event: Event) -> Decision:
         return Decision(adjust=_past_the_sdk())
 
-    evaluation = PolicyRunner(bad).engine.evaluate_json("bad-env",
+    evaluation = evaluate_json(PolicyRunner(bad).engine, "bad-env",
                                                         make_request("CreateContainer"))
     with pytest.raises(InvalidReplyError) as check:
         check_reply(encode_reply(evaluation.decision))
