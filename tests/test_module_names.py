@@ -66,12 +66,6 @@ STILL_SHARED_CLASSES: dict[str, str] = {
     "Container": (
         "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
         "policy_server/sdk/model.py"),
-    "CounterSample": (
-        "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
-        "policy_server/telemetry.py"),
-    "Device": (
-        "not yet renamed (rename the non-SDK one): "
-        "policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py"),
     "Eviction": (
         "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
         "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
@@ -88,12 +82,6 @@ STILL_SHARED_CLASSES: dict[str, str] = {
     "Pod": (
         "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
         "policy_server/sdk/model.py"),
-    "Refusal": (
-        "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
-        "policy_server/policies/koordinator_qos/authority.py"),
-    "Rules": (
-        "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
-        "policy_server/policies/koordinator_qos/rules.py"),
     "Step": (
         "not yet renamed (rename the non-SDK one): bridge/contract/plugin_lifecycle.py, "
         "bridge/kube/call_order.py"),
@@ -113,9 +101,6 @@ STILL_SHARED_FUNCTIONS: dict[str, str] = {
         "policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py"),
     "build_parser": (
         "not yet renamed: bridge/cli.py, policy_server/main.py"),
-    "build_policy": (
-        "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
-        "policy_server/policies/koordinator_qos/bundle.py"),
     "change": (
         "not yet renamed: bridge/runtime_config/runtime_config_command.py, "
         "policy_server/policies/cel/mutation_check.py"),
@@ -136,9 +121,6 @@ STILL_SHARED_FUNCTIONS: dict[str, str] = {
     "field_name": (
         "not yet renamed: bridge/simulator/ownership.py, bridge/suite/problems.py, "
         "policy_server/sdk/validation.py"),
-    "guarded": (
-        "not yet renamed: policy_server/policies/trusted_keys.py, "
-        "policy_server/service/policy_host.py"),
     "load": (
         "not yet renamed: bridge/strict_yaml.py, bridge/suite/load.py, "
         "policy_server/policies/cel/policy_set.py"),

@@ -182,7 +182,7 @@ class PolicyServer:
                 if task is not None:
                     host = policy_host.Host(self, policy.name)
                     tasks.create_task(
-                        policy_host.guarded(policy.name, task(host)), name=policy.name
+                        policy_host.run_guarded(policy.name, task(host)), name=policy.name
                     )
             if self.bridge is not None:
                 tasks.create_task(self._ticks(), name="resync-ticks")
