@@ -7,7 +7,8 @@ bridge client and pusher, the node reconciler, the settle step (``service.settle
 background tasks (``service.policy_host``: the SDK's extension points seen from the server) and
 the resync's ticks until stopped. ``PolicyServer.handle`` is one request: the engine decides, the
 settle step settles the decision, and ``http_edge.hot_route`` sends the settled reply's bytes
-(``engine.settled.Settled.body``: encoded once). Must not: name a policy (the catalogue,
+(``engine.settled.Settled.body``: encoded once). ``policy_server.assemble`` puts it together with
+its HTTP edge. Must not: name a policy (the catalogue,
 ``policy_server.policies``, says which built-ins are served) or import one, or encode a reply.
 """
 

@@ -22,10 +22,10 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
+from policy_server.assemble import assemble
 from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.http_edge.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import ServerOptions
 from policy_server.testing import (
     InvalidReply,
     InvalidRequest,
@@ -173,9 +173,9 @@ def test_state_carries_over_between_requests() -> None:
 @pytest.mark.processes
 async def test_the_cli_replay_of_a_served_policy_agrees(tmp_path: Path) -> None:
     """Authors in other languages get the same check from `nri-webhook-bridge replay`."""
-    server = PolicyServer(ServerOptions(default_policies=False,
-                                        policy_modules=(str(EXAMPLE / "downward_env.py"),)))
-    async with serve_on_uds(create_app(server), tmp_path / "p.sock") as sock:
+    assembly = assemble(ServerOptions(default_policies=False,
+                                      policy_modules=(str(EXAMPLE / "downward_env.py"),)))
+    async with serve_on_uds(assembly.app, tmp_path / "p.sock") as sock:
         async def replay(*extra: str) -> tuple[int, str]:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bridge", "replay", str(RECORDING), *extra,
