@@ -4,8 +4,9 @@ Owns `PromptServer`: `uvicorn.Server` without its signal capture (the process's 
 owns SIGTERM/SIGINT), whose main loop waits for `request_exit()` instead of waking every
 0.1 s to look at `should_exit`, and whose shutdown skips uvicorn's fixed 0.1 s pause when no
 connection is open or the exit is forced (otherwise uvicorn's own shutdown runs: each open
-connection is asked to finish and given its grace time). A listener with the date header switched on keeps uvicorn's
-main loop: that loop refreshes the header once a second.
+connection is asked to finish and given its grace time). A listener with the date header
+switched on (or a request limit) keeps uvicorn's main loop: that loop refreshes the header once
+a second and counts requests.
 
 Leans on uvicorn's Server.main_loop, Server.shutdown, Server.servers,
 Server.server_state.connections (and their shutdown()) and Server.lifespan (checked by
