@@ -111,7 +111,7 @@ def repository_files() -> tuple[str, ...]:
     """The product and docs files (tests, recordings, build output and this doc aside), walked
     without git: a test here starts no process (tests/in_process.py). Skipped directories are
     not entered (.venv and .git alone hold more files than the repository)."""
-    found = []
+    found: list[str] = []
     for top, dirs, files in os.walk(ROOT):
         rel = Path(top).relative_to(ROOT).parts
         dirs[:] = sorted(d for d in dirs if not _skipped_dir(d, top_level=not rel))
