@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parsed, parsed_source, source_text
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
@@ -209,7 +211,7 @@ def test_every_module_a_package_owns_exists() -> None:
     for init in modules():
         if init.name != "__init__.py":
             continue
-        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        docstring = ast.get_docstring(parsed(init)) or ""
         for name in owned_names(docstring):
             checked += 1
             if not module_exists(init.parent, name):
@@ -260,7 +262,7 @@ def public_definitions(sources: dict[str, str]) -> tuple[dict[str, list[str]],
     classes: dict[str, list[str]] = defaultdict(list)
     functions: dict[str, list[str]] = defaultdict(list)
     for path, source in sources.items():
-        for node in ast.parse(source).body:
+        for node in parsed_source(source).body:
             if node_name := getattr(node, "name", ""):
                 if node_name.startswith("_"):
                     continue
@@ -278,7 +280,7 @@ def shared(definitions: dict[str, list[str]], allowed: set[str]) -> dict[str, li
 
 @cache
 def product_definitions() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    return public_definitions({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    return public_definitions({p.relative_to(ROOT).as_posix(): source_text(p)
                                for p in modules()})
 
 
