@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parsed, parsed_source, source_text
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
@@ -63,22 +65,10 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
         "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
         "name stays"),
-    "CounterSample": (
-        "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
-        "policy_server/telemetry.py"),
-    "Device": (
-        "not yet renamed (rename the non-SDK one): "
-        "policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py"),
     "Eviction": (
         "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
         "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
         "public contract files; the SDK's name stays"),
-    "Refusal": (
-        "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
-        "policy_server/policies/koordinator_qos/authority.py"),
-    "Rules": (
-        "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
-        "policy_server/policies/koordinator_qos/rules.py"),
     "Update": (
         "the bridge's contract classes (bridge/contract/reply_models.py, "
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
@@ -89,18 +79,12 @@ STILL_SHARED_FUNCTIONS: dict[str, str] = {
     "apply": (
         "not yet renamed: policy_server/node/coresched.py, "
         "policy_server/policies/cel/json_patch.py"),
-    "build_policy": (
-        "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
-        "policy_server/policies/koordinator_qos/bundle.py"),
     "container_of": (
         "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
     "describe": (
         "not yet renamed: policy_server/engine/evaluate.py, policy_server/node/probe.py"),
     "field_name": (
         "not yet renamed: bridge/simulator/ownership.py, policy_server/sdk/validation.py"),
-    "guarded": (
-        "not yet renamed: policy_server/policies/trusted_keys.py, "
-        "policy_server/service/policy_host.py"),
     "plan": (
         "not yet renamed: policy_server/engine/request_fields.py, "
         "policy_server/policies/koordinator_qos/qos_node_plan.py"),
@@ -158,7 +142,7 @@ def test_every_module_a_package_owns_exists() -> None:
     for init in modules():
         if init.name != "__init__.py":
             continue
-        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        docstring = ast.get_docstring(parsed(init)) or ""
         for name in owned_names(docstring):
             checked += 1
             if not module_exists(init.parent, name):
@@ -209,7 +193,7 @@ def public_definitions(sources: dict[str, str]) -> tuple[dict[str, list[str]],
     classes: dict[str, list[str]] = defaultdict(list)
     functions: dict[str, list[str]] = defaultdict(list)
     for path, source in sources.items():
-        for node in ast.parse(source).body:
+        for node in parsed_source(source).body:
             if node_name := getattr(node, "name", ""):
                 if node_name.startswith("_"):
                     continue
@@ -227,7 +211,7 @@ def shared(definitions: dict[str, list[str]], allowed: set[str]) -> dict[str, li
 
 @cache
 def product_definitions() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    return public_definitions({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    return public_definitions({p.relative_to(ROOT).as_posix(): source_text(p)
                                for p in modules()})
 
 

@@ -8,7 +8,7 @@ limits (warnings, the reject reason). Everything that checks a reply reads this 
 - the pydantic reply models and so the published JSON Schemas (bridge.contract.reply_models,
   ``python -m bridge.contract.schema``: ``minimum``/``maximum``, ``anyOf``, ``pattern``,
   ``format``, ``propertyNames``, ``maxItems``/``maxLength``);
-- the policy SDK's construction checks (policy_server.sdk.contract_limits, read off that schema);
+- the policy SDK's construction checks (policy_server.sdk.limit_checks, read off that schema);
 - the bridge's value checks (bridge.webhooks.values.CHECKS) and reply limits
   (bridge.webhooks.guard);
 - the tables of docs/webhooks.md ("Value ranges", generated: bridge.contract.value_docs).

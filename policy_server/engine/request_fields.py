@@ -41,7 +41,7 @@ Step = str | int
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class FieldRefusal:
     """Where a string breaks its limit (``loc``: keys and indexes from the request's root) and
     how (``message``: ``contains a NUL byte``; ``a key contains ...`` when a map's key broke it,
     ``loc`` then ends at the map)."""
@@ -221,7 +221,7 @@ def walk_needed(raw: bytes) -> str:
     return STRICT if _SOFT_CONTROL.search(raw) is not None else SHAPES
 
 
-def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> Refusal | None:
+def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> FieldRefusal | None:
     """The first string of ``value`` whose field refuses it (``walk``: ``walk_needed``'s
     answer for the body it came from). ``prefix``: ``value``'s place."""
     check = plan(type(value), walk)
@@ -229,4 +229,4 @@ def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> Re
     if found is None:
         return None
     steps, message = found
-    return Refusal((*prefix, *reversed(steps)), message)
+    return FieldRefusal((*prefix, *reversed(steps)), message)

@@ -40,7 +40,7 @@ from bridge.contract.field_limits import CGROUP, FIELDS, PATH, TEXT, FieldLimit,
 from bridge.contract.field_limits import KEY as KEY_LIMIT
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_fields import FULL, refusal, walk_needed
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from tests.hardening.processes import POLICY_SERVER, Process
 from tests.policy_server.factory import container, envelope
 from tests.policy_server.node.test_node_reconciler import LSR_PARENT, node
