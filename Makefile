@@ -6,6 +6,10 @@ STAMP := $(VENV)/.installed
 # The steps that install or fetch system tools share machine-wide state (apt sources, among
 # them install-runtimes.sh's temporary sid source, apt's lists and dpkg): one at a time.
 SETUP_LOCK := /run/nri-webhook-bridge-setup.lock
+# Python's bytecode caches stay on, pytest's rewritten test modules among them: with
+# PYTHONDONTWRITEBYTECODE set (this machine's image sets it) every run compiles ~700 modules
+# again, about 8 s of each pytest worker's start (docs/performance.md#make-check).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup tools demo check test lint typecheck proto e2e shipped node-v2 bench clean
 

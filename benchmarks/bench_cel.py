@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_policy import UnixHTTPConnection, stats, wait_for_socket  # noqa: E402
-from policy_server.server.hot_route import evaluate_body  # noqa: E402
+from policy_server.http_edge.hot_route import evaluate_body  # noqa: E402
 from policy_server.service import PolicyServer, ServerOptions  # noqa: E402
 
 CEL_FILE = ROOT / "benchmarks" / "cel" / "five-rules.yaml"

@@ -40,7 +40,7 @@ from bridge.contract.request_body import encode, envelope, event_payload  # noqa
 from bridge.proto.nri import api_pb2 as api  # noqa: E402
 from bridge.simulator.synthetic import template  # noqa: E402
 from policy_server.engine.request import parse_request  # noqa: E402
-from policy_server.server.hot_route import evaluate_body  # noqa: E402
+from policy_server.http_edge.hot_route import evaluate_body  # noqa: E402
 from policy_server.service import PolicyServer, ServerOptions  # noqa: E402
 
 RULES = ROOT / "examples" / "koordinator-rules.yaml"

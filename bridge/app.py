@@ -7,7 +7,7 @@ control API.
 With webhooks configured (config file, --policy-url, or — for a plugin the
 runtime launches — the conf.d YAML it sends in Configure) the handler is the
 WebhookHandler; without, the built-in static handler (bridge.configured). Stops on SIGTERM/SIGINT
-(caught by the entry point, bridge.process.stop_signals):
+(caught by the entry point, bridge.process_setup.stop_signals):
 in-flight events get a bounded grace period to be answered, then the
 connection is closed cleanly, the control API stops, HTTP clients close.
 """
@@ -23,17 +23,17 @@ from typing import Any
 
 from bridge.config_file import BridgeConfig
 from bridge.configured import ConfiguredHandler, handler_kind
-from bridge.control.api import ControlDeps, create_app, create_metrics_app
+from bridge.control.api import ControlDeps, create_bridge_metrics_app, create_control_app
 from bridge.control.serving import ControlServer
 from bridge.control.settings import ControlSettings
 from bridge.errors import BridgeError
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.cache import StateCache
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.nri.static import StaticSettings
 from bridge.nri.stub import Wrap, new_plugin
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder, Redaction
 from bridge.record.recording_handler import RecordingHandler
@@ -60,7 +60,7 @@ class RunOptions:
     config_from_file: bool = False  # --config given: it wins over the runtime's string
 
 
-def control_deps(runner: PluginRunner, metrics: Metrics,
+def control_deps(runner: PluginRunner, metrics: BridgeMetrics,
                  config: BridgeConfig | None = None) -> ControlDeps:
     """What the control API may see and do, as callables (it imports neither side). Its
     updates are checked like a webhook's (bridge.webhooks.guard): the kinds and items of
@@ -85,7 +85,7 @@ def control_deps(runner: PluginRunner, metrics: Metrics,
     )
 
 
-def watch_runner(metrics: Metrics, runner: PluginRunner) -> None:
+def watch_runner(metrics: BridgeMetrics, runner: PluginRunner) -> None:
     """Expose the runner's connection state and its calls to the runtime through the metrics
     (read at scrape time)."""
     metrics.watch_runner(lambda: runner.ready, lambda: runner.reconnects,
@@ -101,10 +101,10 @@ def _task_count() -> int:
         return 0
 
 
-async def run(options: RunOptions) -> int:
-    """Serve until the runner ends or a stop signal (bridge.process.stop_signals, caught by the
-    entry point) arrives; the latch stays in place throughout: the loop never owns the signals, so
-    none is left to its default action while the loop starts or closes."""
+async def run_bridge(options: RunOptions) -> int:
+    """Serve until the runner ends or a stop signal (bridge.process_setup.stop_signals, caught by
+    the entry point) arrives; the latch stays in place throughout: the loop never owns the
+    signals, so none is left to its default action while the loop starts or closes."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with stop_signals.waking(lambda: loop.call_soon_threadsafe(stop.set)):
@@ -112,7 +112,7 @@ async def run(options: RunOptions) -> int:
 
 
 async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
-    metrics = Metrics()
+    metrics = BridgeMetrics()
     cache = StateCache()
     handler = ConfiguredHandler(options.config, metrics, from_file=options.config_from_file,
                                 knows_container=cache.knows_container, lookup=cache.lookup)
@@ -125,7 +125,7 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
                         socket_path=options.socket_path, fd=options.fd, cache=cache,
                         updates=options.config.updates)
     watch_runner(metrics, runner)
-    control = ControlServer(create_app(control_deps(runner, metrics, options.config)),
+    control = ControlServer(create_control_app(control_deps(runner, metrics, options.config)),
                             options.config.control)
     servers = [control]
     metrics_address = options.config.control.metrics_address
@@ -133,7 +133,7 @@ async def _serve(options: RunOptions, stop: asyncio.Event) -> int:
         # A second listener with its own app: only /metrics is reachable through it.
         control_settings = options.config.control
         servers.append(ControlServer(
-            create_metrics_app(metrics),
+            create_bridge_metrics_app(metrics),
             ControlSettings(socket_path=None, address=metrics_address,
                             header_timeout_s=control_settings.header_timeout_s,
                             idle_timeout_s=control_settings.idle_timeout_s,

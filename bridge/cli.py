@@ -20,7 +20,7 @@ from bridge.control.settings import DEFAULT_SOCKET as DEFAULT_CONTROL_SOCKET
 from bridge.control.settings import parse_address, parse_listen_address
 from bridge.errors import ConfigError
 from bridge.listening.listener_config import Access, TlsFiles
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 from bridge.record.recorder import Redaction
 from bridge.transport import connect
 
@@ -84,7 +84,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="log to this file instead of stderr (launched plugins have no stderr)")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_bridge_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The full parser; given the `command` about to run, the other subcommands'
     own arguments are left out, so `run` never imports the simulator or the
     replay tooling (about 2 MB of RSS for a long-running plugin)."""
@@ -244,12 +244,12 @@ def _run(args: argparse.Namespace) -> int:
     options = app.RunOptions(identity=identity, socket_path=args.nri_socket, fd=fd, config=config,
                              record=record, config_from_file=bool(args.config))
     stop_signals.checkpoint("configured")
-    if stop_signals.requested() is not None:
+    if stop_signals.stop_requested() is not None:
         return EXIT_OK  # stopped during start-up: nothing is open yet
     # uvloop: the event loop in C (libuv); less bridge CPU per webhook event
     # (docs/performance.md#numbers-behind-the-code). The simulator and tools keep the stdlib
-    # loop. A stop signal from here on stops app.run (bridge.process.stop_signals.waking).
-    code = uvloop.run(app.run(options))
+    # loop. A stop signal from here on stops app.run (bridge.process_setup.stop_signals.waking).
+    code = uvloop.run(app.run_bridge(options))
     stop_signals.checkpoint("loop-closed")
     return code
 
@@ -274,9 +274,10 @@ def _validate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (``argv`` None: this process's own; a list: an in-process caller).
 
-    ``run`` and ``record`` serve: their stop signals stay caught (bridge.process.stop_signals) until
-    the process exits, or, in-process, until main returns. The other commands get the
-    handlers from before the entry point caught them (Ctrl-C stops them as usual)."""
+    ``run`` and ``record`` serve: their stop signals stay caught
+    (bridge.process_setup.stop_signals) until the process exits, or, in-process, until main
+    returns. The other commands get the handlers from before the entry point caught them
+    (Ctrl-C stops them as usual)."""
     args, parser = _parse(list(sys.argv[1:] if argv is None else argv))
     if args.command in ("run", "record"):
         with stop_signals.held(process=argv is None):
@@ -293,7 +294,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.ArgumentParser
     if argv[0] == "try":
         from bridge.trial import try_command as try_cli
         argv = try_cli.attach_values(argv)
-    parser = build_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
+    parser = build_bridge_parser(argv[0] if argv[0] in SUBCOMMANDS else None)
     return parser.parse_args(argv), parser
 
 

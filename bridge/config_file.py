@@ -7,7 +7,7 @@ section by bridge.control.settings, the updates section by bridge.nri.update_rou
 `allow` list with bridge.webhooks.kinds), the node section by bridge.webhooks.node_hugepages.
 
 The file itself and every file and socket directory it names are held to the node's file rule
-(bridge.process.file_trust, docs/security.md#files): `file_problems` lists each one that fails,
+(bridge.file_trust, docs/security.md#files): `file_problems` lists each one that fails,
 naming its key and path; `validate-config` prints them all and `run` refuses to start on any.
 """
 
@@ -19,12 +19,11 @@ from typing import Any
 
 import yaml
 
-from bridge import strict_yaml
+from bridge import file_trust, strict_yaml
 from bridge.control.settings import ControlSettings, parse_control
 from bridge.errors import ConfigError
 from bridge.nri.static import StaticSettings
 from bridge.nri.update_routes import UpdateSettings
-from bridge.process import file_trust
 from bridge.webhooks.kinds import CONTROL_UPDATE_KINDS, check_allow
 from bridge.webhooks.node_hugepages import NodeSettings
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks, webhook_file_problems

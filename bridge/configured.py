@@ -25,18 +25,18 @@ from collections.abc import Callable
 from bridge.config_file import BridgeConfig, load_text
 from bridge.contract.catalogue import NriEvent
 from bridge.errors import ConfigError
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.event_call import Answer, EventCall, RuntimeInfo
 from bridge.nri.static import StaticHandler
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.guard import Lookup
+from bridge.webhooks.webhook_handler import WebhookHandler
 
 log = logging.getLogger(__name__)
 
 RUNTIME_CONFIG_SOURCE = "runtime config (Configure.config)"
 
 
-def build_handler(config: BridgeConfig, metrics: Metrics,
+def build_handler(config: BridgeConfig, metrics: BridgeMetrics,
                   knows_container: Callable[[str], bool],
                   lookup: Lookup | None = None) -> WebhookHandler | StaticHandler:
     if config.webhooks:
@@ -55,7 +55,7 @@ class ConfiguredHandler:
     exists and `lookup` finds it with its pod (the plugin's state cache), for the webhooks'
     reply guard."""
 
-    def __init__(self, config: BridgeConfig, metrics: Metrics, *, from_file: bool,
+    def __init__(self, config: BridgeConfig, metrics: BridgeMetrics, *, from_file: bool,
                  knows_container: Callable[[str], bool] = lambda _: False,
                  lookup: Lookup | None = None) -> None:
         self._metrics = metrics

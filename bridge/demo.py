@@ -83,7 +83,7 @@ def _bytes(value: int) -> str:
     return str(value)
 
 
-def describe(result: EventResult) -> tuple[str, str]:
+def describe_result(result: EventResult) -> tuple[str, str]:
     """(decision, adjustment summary) for one event."""
     if result.error:
         return f"{RED}failed{RESET}", result.error[:70]
@@ -288,7 +288,7 @@ def _report(results: list[EventResult], scenario: Any, bridge_log: Path) -> int:
     failures = 0
     for result, step in zip(results, scenario.events, strict=True):
         name, qos = who(result, step)
-        decision, adjustment = describe(result)
+        decision, adjustment = describe_result(result)
         webhook = next((o for o in outcomes if o.get("event") == result.event
                         and o.get("pod", "").endswith(step.request.pod.name)), None)
         if webhook is not None:

@@ -1,4 +1,4 @@
-"""Logging setup of the bridge: text or JSON lines (formats in bridge.process.logformat).
+"""Logging setup of the bridge: text or JSON lines (formats in bridge.process_setup.logformat).
 
 Structured context travels in `extra=` (event, uid, pod, container, webhook,
 outcome, latency_ms, ...). Both formats print it; JSON puts each key at the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
-from bridge.process.logformat import JsonFormatter, TextFormatter, handler
+from bridge.process_setup.logformat import JsonFormatter, TextFormatter, handler
 
 __all__ = ["JsonFormatter", "TextFormatter", "setup"]
 

@@ -93,7 +93,7 @@ class _Sources(Collector):
         yield became
 
 
-class Metrics:
+class BridgeMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry

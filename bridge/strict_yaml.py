@@ -54,7 +54,7 @@ def _loader(text: str, name: str) -> _StrictLoader:
     return loader
 
 
-def load(text: str, name: str) -> Any:
+def load_yaml(text: str, name: str) -> Any:
     """The one document in `text` (None when empty); yaml.YAMLError naming `name`."""
     return load_with_lines(text, name)[0]
 

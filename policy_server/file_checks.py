@@ -3,7 +3,7 @@
 A root policy server acts on what its files say: a rules file, a ``--policy NAME=CONFIG`` file
 or CEL directory or a ``--policy-module`` file another user can change is that user's root.
 Owns listing which of them (and the ``--uds`` socket's directory, and whatever is at its path
-already) fail the rule of ``bridge.process.file_trust`` (docs/security.md#files), each problem
+already) fail the rule of ``bridge.file_trust`` (docs/security.md#files), each problem
 naming its path; ``main`` refuses to start (exit 2) on any, ``--check-rules`` and
 ``--check-policies`` report them. Must not read what the files hold.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from bridge.process import file_trust
+from bridge import file_trust
 
 
 def _message(flag: str, path: Path, exc: file_trust.UntrustedPath) -> str:

@@ -6,14 +6,14 @@ uvicorn's own ``uds`` option would make it 0666; peers checked by their credenti
 (``--tls-*``) or ``--bearer-token-file``, or ``--insecure``; with ``--metrics-address`` also
 serves ``GET /metrics`` alone on a TCP address for Prometheus. Every listener is bounded
 (bridge.listening: body size, header and idle timeouts, a connection cap).
-Logs in the bridge's line formats (``--log-format text|json``, bridge.process.logformat),
+Logs in the bridge's line formats (``--log-format text|json``, bridge.process_setup.logformat),
 uvicorn's own lines included. Startup errors (bad rules file, bad policy module, socket in
 use) print one line and exit 2.
 """
 
 from __future__ import annotations
 
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 
 if __name__ == "__main__":
     # python -m policy_server.main: the stop signals are caught before the imports below
@@ -28,7 +28,6 @@ import contextlib
 import gc
 import json
 import logging
-import math
 import socket
 import sys
 from collections.abc import Iterator, Sequence
@@ -39,13 +38,10 @@ import uvicorn
 import uvloop
 
 from bridge.listening.auth_files import load_token, uvicorn_tls
-from bridge.listening.bounded_protocol import protocol_class
-from bridge.listening.http_guard import GuardSettings, ListenerGuard, allowed_names
+from bridge.listening.http_guard import GuardSettings, allowed_names
 from bridge.listening.listener_config import (
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
-    METRICS_BODY_BYTES,
-    METRICS_MAX_CONNECTIONS,
     MIB,
     Access,
     Bounds,
@@ -54,9 +50,10 @@ from bridge.listening.listener_config import (
     check_tcp_access,
 )
 from bridge.listening.peer_creds import default_rule
-from bridge.process.logformat import LOG_FORMATS, handler
+from bridge.process_setup.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server import file_checks
+from policy_server.assemble import Assembly, Listener, assemble
 from policy_server.bridge_link.control_client import BridgeTrust
 from policy_server.exceptions import PolicyServerError
 from policy_server.node.cgroup_layout import DEFAULT_CGROUP_ROOT, CgroupVersion
@@ -75,12 +72,9 @@ from policy_server.policies import (
     parse_policy_arg,
 )
 from policy_server.sdk.node_facts import NodeFacts
-from policy_server.server.asgi import create_app, create_metrics_app
-from policy_server.server.http_protocol import CoalescingHttpToolsProtocol
 from policy_server.service import (
     BRIDGE_START_WAIT_S,
     POLL_INTERVAL_S,
-    PolicyServer,
     ServerOptions,
 )
 
@@ -493,31 +487,17 @@ def _listen(args: argparse.Namespace) -> tuple[socket.socket, str, Path | None, 
     return sock, f"unix://{path}", path, Listener(guard, {})
 
 
-class Listener:
-    """What the main listener is served with: its guard and uvicorn's TLS options."""
-
-    def __init__(self, guard: GuardSettings, tls: dict[str, Any]) -> None:
-        self.guard = guard
-        self.tls = tls
-
-
-METRICS_GUARD = GuardSettings(
-    bounds=Bounds(max_body_bytes=METRICS_BODY_BYTES, max_connections=METRICS_MAX_CONNECTIONS),
-    check_origin=False,
-    json_only=False,
-)
-
-
 class _MainServer(uvicorn.Server):
-    """The policy listener: takes the stop signals over from the latch (bridge.process.stop_signals)
-    while it serves; uvicorn puts the latch back afterwards and re-raises what it caught."""
+    """The policy listener: takes the stop signals over from the latch
+    (bridge.process_setup.stop_signals) while it serves; uvicorn puts the latch back afterwards
+    and re-raises what it caught."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         stop_signals.checkpoint("loop")
         with super().capture_signals():
             # Handlers first, then the latch: a stop signal lands in one of the two.
-            signum = stop_signals.requested()
+            signum = stop_signals.stop_requested()
             if signum is not None:
                 self.handle_exit(signum, None)
             stop_signals.checkpoint("handlers")
@@ -542,32 +522,13 @@ class _MetricsServer(uvicorn.Server):
 
 
 async def serve(
-    server: PolicyServer,
+    assembly: Assembly,
+    listener: Listener,
     sock: socket.socket,
-    log_level: str,
     metrics_sock: socket.socket | None = None,
-    listener: Listener | None = None,
 ) -> None:
-    # log_config=None: uvicorn's loggers propagate to our root handler (same line format).
-    # http: httptools with a response's header and body writes sent as one (http_protocol).
-    # proxy_headers=False: no X-Forwarded-* rewriting, a middleware layer less per request
-    # (the bridge connects directly); no Server and Date headers either, which nobody reads.
-    # Every request passes the listener's guard first (peer, token, Host/Origin, JSON, body
-    # size: bridge.listening.http_guard); the protocol bounds the connection (timeouts, cap).
-    listener = listener or Listener(GuardSettings(bounds=Bounds()), {})
-    config = uvicorn.Config(
-        ListenerGuard(create_app(server), listener.guard),
-        log_level=log_level,
-        access_log=False,
-        lifespan="on",
-        log_config=None,
-        http=protocol_class(listener.guard.bounds, CoalescingHttpToolsProtocol),
-        timeout_keep_alive=max(1, math.ceil(listener.guard.bounds.idle_timeout_s)),
-        proxy_headers=False,
-        server_header=False,
-        date_header=False,
-        **listener.tls,
-    )
+    """Serve what ``assemble`` built on the bound sockets until a stop signal."""
+    config = assembly.config(listener)
     config.load()  # imports and builds the app now, so that the freeze below covers it
     # The app, the policies and every module live as long as the process: out of the
     # collector's sight, a full collection no longer walks them (before, a pause of tens of
@@ -578,16 +539,7 @@ async def serve(
     if metrics_sock is None:
         await main.serve(sockets=[sock])
         return
-    metrics = _MetricsServer(
-        uvicorn.Config(
-            ListenerGuard(create_metrics_app(server), METRICS_GUARD),
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            http=protocol_class(METRICS_GUARD.bounds),
-            timeout_keep_alive=max(1, math.ceil(METRICS_GUARD.bounds.idle_timeout_s)),
-        )
-    )
+    metrics = _MetricsServer(assembly.metrics_config())
     metrics_task = asyncio.create_task(metrics.serve(sockets=[metrics_sock]), name="metrics")
     try:
         await main.serve(sockets=[sock])
@@ -610,9 +562,9 @@ def _main(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.handlers[:] = [handler(args.log_format)]
     root.setLevel(args.log_level.upper())
-    # A stop signal is only recorded (bridge.process.stop_signals) until uvicorn takes it over:
-    # start-up goes on to the next point where stopping is clean (below), so that nothing is left
-    # half made, such as a socket file without the code that removes it.
+    # A stop signal is only recorded (bridge.process_setup.stop_signals) until uvicorn takes it
+    # over: start-up goes on to the next point where stopping is clean (below), so that nothing
+    # is left half made, such as a socket file without the code that removes it.
     try:
         if args.check_rules:
             return _check_rules(args.rules, args.sys_root, args.proc_root)
@@ -628,12 +580,14 @@ def _main(args: argparse.Namespace) -> int:
             raise StartupError("--reconcile-interval must be >= 0")
         if args.bridge_start_wait < 0:
             raise StartupError("--bridge-start-wait must be >= 0")
-        server = PolicyServer(options_from(args))  # builds and configures every policy
+        # Builds and configures every policy, and the app in front of them.
+        assembly = assemble(options_from(args), log_level=args.log_level)
+        server = assembly.server
         server.probe_node()
         metrics_address = (
             parse_metrics_address(args.metrics_address) if args.metrics_address else None
         )
-        if stop_signals.requested() is not None:
+        if stop_signals.stop_requested() is not None:
             return 0  # stopped during start-up: nothing is bound yet
         sock, where, uds_path, listener = _listen(args)
     except PolicyServerError as exc:
@@ -646,10 +600,10 @@ def _main(args: argparse.Namespace) -> int:
             where += f", metrics on http://{args.metrics_address}/metrics"
         log.info("serving %s on %s", ", ".join(p.name for p in server.registry), where)
         stop_signals.checkpoint("bound")
-        if stop_signals.requested() is None:
+        if stop_signals.stop_requested() is None:
             # uvloop: the event loop in C (libuv); uvicorn picks it only when it creates the
             # loop. A stop signal from here on is handed to uvicorn (_MainServer).
-            uvloop.run(serve(server, sock, args.log_level, metrics_sock, listener))
+            uvloop.run(serve(assembly, listener, sock, metrics_sock))
         stop_signals.checkpoint("loop-closed")
     except StartupError as exc:
         print(f"nri-policy-server: {exc}", file=sys.stderr)

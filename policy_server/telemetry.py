@@ -30,7 +30,7 @@ _LATENCY_BUCKETS_S = (
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-class CounterSample(Protocol):
+class CounterReading(Protocol):
     """The SDK's ``CounterSample`` as read here (telemetry sits below the SDK)."""
 
     @property
@@ -47,7 +47,7 @@ class PolicyCounters:
     """A collector of policies' own counters: ``samples()`` yields (policy, sample) pairs,
     exported as ``policy_<policy>_<name>_total`` (a policy's names cannot clash with ours)."""
 
-    def __init__(self, samples: Callable[[], Iterable[tuple[str, CounterSample]]]) -> None:
+    def __init__(self, samples: Callable[[], Iterable[tuple[str, CounterReading]]]) -> None:
         self._samples = samples
 
     def collect(self) -> Iterator[Metric]:
@@ -156,7 +156,7 @@ class Metrics:
         )
 
     def export_policy_counters(
-        self, samples: Callable[[], Iterable[tuple[str, CounterSample]]]
+        self, samples: Callable[[], Iterable[tuple[str, CounterReading]]]
     ) -> None:
         self.registry.register(PolicyCounters(samples))
 

@@ -2,7 +2,9 @@
 
 Hypothesis: a shared 2-core CI machine can be slow for a moment; timing is not
 what these properties check, so per-example deadlines and the "input generation
-is slow" health check are off. Example counts stay as each test sets them.
+is slow" health check are off. Example counts stay as each test sets them. Runs
+are derandomized (each test draws the same examples every run, so a failure in CI
+is the failure on a laptop) and keep no example database (nothing written to disk).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from tests import in_process
 pytest_plugins = ["pytester"]
 
 settings.register_profile(
-    "nri-webhook-bridge", deadline=None,
+    "nri-webhook-bridge", deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("nri-webhook-bridge")
 

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parsed, parsed_source, source_text
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
@@ -108,7 +110,7 @@ def _module_name(path: Path) -> str:
 
 
 def _read(path: Path) -> Module:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     module = Module(_module_name(path), path, _bound(tree.body))
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
@@ -305,7 +307,7 @@ def checked_modules() -> list[Module]:
 
 
 def module_docstring(module: Module) -> str:
-    return ast.get_docstring(ast.parse(module.path.read_text(encoding="utf-8"))) or ""
+    return ast.get_docstring(parsed(module.path)) or ""
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -333,7 +335,7 @@ def _parameters(node: ast.AST) -> set[str]:
 def inner_docstrings(module: Module) -> list[tuple[str, str, set[str]]]:
     """(qualified name, docstring, parameters) of every class and function in `module`."""
     found = []
-    for node in ast.walk(ast.parse(module.path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(module.path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             docstring = ast.get_docstring(node)
             if docstring:
@@ -362,7 +364,7 @@ def test_a_method_docstring_naming_a_stale_path_fails() -> None:
 def issue_citations(source: str) -> list[str]:
     """Every docstring and comment of `source` that cites an issue number, as `line: text`."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed_source(source)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             doc = ast.get_docstring(node, clean=False)
             if doc and (hit := ISSUE.search(doc)):
@@ -375,7 +377,7 @@ def issue_citations(source: str) -> list[str]:
 
 def test_no_issue_numbers_in_docstrings_or_comments() -> None:
     found = [f"{m.path.relative_to(ROOT)}:{hit}" for m in checked_modules()
-             for hit in issue_citations(m.path.read_text(encoding="utf-8"))]
+             for hit in issue_citations(source_text(m.path))]
     assert not found, ("say why in the code's words; history belongs in git and docs/:\n"
                        + "\n".join(found))
 
@@ -434,7 +436,7 @@ PUBLIC_API = ("policy_server/sdk/", "policy_server/testing/", "bridge/simulator/
 
 def _product_sources() -> dict[str, str]:
     """Every product module's source by its path in the repository."""
-    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    return {p.relative_to(ROOT).as_posix(): source_text(p)
             for product in PRODUCTS for p in sorted((ROOT / product).rglob("*.py"))
             if GENERATED not in p.parents}
 
@@ -462,7 +464,7 @@ def only_test_callers(sources: dict[str, str]) -> list[str]:
     defined: dict[str, str] = {}
     used: set[str] = set()
     for relative, text in sources.items():
-        tree = ast.parse(text)
+        tree = parsed_source(text)
         for node in tree.body:
             if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                     and not node.name.startswith("_")

@@ -15,6 +15,8 @@ from collections.abc import Set as AbstractSet
 from functools import cache
 from pathlib import Path
 
+from tests.source_tree import parsed
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
@@ -47,7 +49,7 @@ def imports_of(module: str, path: Path, modules: Iterable[str]) -> frozenset[str
     names = frozenset(modules)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

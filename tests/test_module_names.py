@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parsed, parsed_source, source_text
+
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ("bridge", "policy_server")
 GENERATED = ROOT / "bridge" / "proto"
@@ -63,40 +65,10 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
         "(schemas/webhook/*.json): renaming them changes the public contract files; the SDK's "
         "name stays"),
-    "Container": (
-        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
-        "policy_server/sdk/model.py"),
-    "CounterSample": (
-        "not yet renamed (rename the non-SDK one): policy_server/sdk/extension.py, "
-        "policy_server/telemetry.py"),
-    "Device": (
-        "not yet renamed (rename the non-SDK one): "
-        "policy_server/policies/koordinator_qos/annotations.py, policy_server/sdk/oci.py"),
     "Eviction": (
         "the bridge's contract classes (bridge/contract/reply_models.py) name the $defs of "
         "the published JSON Schemas (schemas/webhook/*.json): renaming them changes the "
         "public contract files; the SDK's name stays"),
-    "FailurePolicy": (
-        "not yet renamed (rename the non-SDK one): bridge/webhooks/specs.py, "
-        "policy_server/sdk/registry.py"),
-    "Limit": (
-        "not yet renamed (rename the non-SDK one): bridge/contract/field_limits.py, "
-        "policy_server/sdk/contract_limits.py"),
-    "Metrics": (
-        "not yet renamed (rename the non-SDK one): bridge/metrics.py, "
-        "policy_server/telemetry.py"),
-    "Pod": (
-        "not yet renamed (rename the non-SDK one): bridge/kube/pod_spec.py, "
-        "policy_server/sdk/model.py"),
-    "Refusal": (
-        "not yet renamed (rename the non-SDK one): policy_server/engine/request_fields.py, "
-        "policy_server/policies/koordinator_qos/authority.py"),
-    "Rules": (
-        "not yet renamed (rename the non-SDK one): policy_server/policies/device_injector.py, "
-        "policy_server/policies/koordinator_qos/rules.py"),
-    "Step": (
-        "not yet renamed (rename the non-SDK one): bridge/contract/plugin_lifecycle.py, "
-        "bridge/kube/call_order.py"),
     "Update": (
         "the bridge's contract classes (bridge/contract/reply_models.py, "
         "bridge/contract/request_structs.py) name the $defs of the published JSON Schemas "
@@ -104,81 +76,24 @@ STILL_SHARED_CLASSES: dict[str, str] = {
         "name stays"),
 }
 STILL_SHARED_FUNCTIONS: dict[str, str] = {
-    "adjustment_from_json": (
-        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
-    "adjustment_to_json": (
-        "not yet renamed: bridge/contract/adjustment.py, policy_server/sdk/decision_json.py"),
     "apply": (
-        "not yet renamed: bridge/runtime_config/toml_change.py, "
-        "policy_server/node/coresched.py, policy_server/policies/cel/json_patch.py"),
-    "build_parser": (
-        "not yet renamed: bridge/cli.py, policy_server/main.py"),
-    "build_policy": (
-        "not yet renamed: policy_server/policies/cpu_pools/__init__.py, "
-        "policy_server/policies/koordinator_qos/bundle.py"),
-    "change": (
-        "not yet renamed: bridge/runtime_config/runtime_config_command.py, "
-        "policy_server/policies/cel/mutation_check.py"),
-    "check": (
-        "not yet renamed: bridge/suite/expect.py, "
-        "policy_server/policies/cel/mutation_check.py"),
-    "check_cpu_list": (
-        "not yet renamed: bridge/contract/cpu_list_grammar.py, policy_server/sdk/cpu_list.py"),
+        "not yet renamed: policy_server/node/coresched.py, "
+        "policy_server/policies/cel/json_patch.py"),
     "container_of": (
         "not yet renamed: bridge/simulator/delivery.py, policy_server/engine/request_event.py"),
-    "create_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
-    "create_metrics_app": (
-        "not yet renamed: bridge/control/api.py, policy_server/server/asgi.py"),
     "describe": (
-        "not yet renamed: bridge/demo.py, bridge/webhooks/reply_walk.py, "
-        "policy_server/engine/evaluate.py, policy_server/node/probe.py"),
+        "not yet renamed: policy_server/engine/evaluate.py, policy_server/node/probe.py"),
     "field_name": (
-        "not yet renamed: bridge/simulator/ownership.py, bridge/suite/problems.py, "
-        "policy_server/sdk/validation.py"),
-    "guarded": (
-        "not yet renamed: policy_server/policies/trusted_keys.py, "
-        "policy_server/service/policy_host.py"),
-    "load": (
-        "not yet renamed: bridge/strict_yaml.py, bridge/suite/load.py, "
-        "policy_server/policies/cel/policy_set.py"),
-    "milli_cpu_to_quota": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/formulas.py"),
-    "milli_cpu_to_shares": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/formulas.py"),
-    "oom_score_adj": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/annotations.py"),
-    "page_size_name": (
-        "not yet renamed: bridge/kube/resources.py, bridge/webhooks/node_hugepages.py"),
-    "parse": (
-        "not yet renamed: bridge/config_file.py, bridge/contract/quantity.py"),
+        "not yet renamed: bridge/simulator/ownership.py, policy_server/sdk/validation.py"),
     "plan": (
-        "not yet renamed: bridge/kube/resize.py, policy_server/engine/request_fields.py, "
+        "not yet renamed: policy_server/engine/request_fields.py, "
         "policy_server/policies/koordinator_qos/qos_node_plan.py"),
-    "problem": (
-        "not yet renamed: bridge/contract/field_limits.py, bridge/suite/paths.py"),
-    "qos_class": (
-        "not yet renamed: bridge/kube/resources.py, "
-        "policy_server/policies/koordinator_qos/qos.py"),
-    "read_documents": (
-        "not yet renamed: bridge/kube/documents.py, "
-        "policy_server/policies/cel/node_policy_doc.py"),
     "refusal": (
-        "not yet renamed: bridge/webhooks/named_items.py, "
-        "policy_server/engine/request_fields.py, policy_server/policies/cel/mutation_check.py"),
-    "requested": (
-        "not yet renamed: bridge/process/stop_signals.py, "
-        "policy_server/service/resync_schedule.py"),
+        "not yet renamed: policy_server/engine/request_fields.py, "
+        "policy_server/policies/cel/mutation_check.py"),
     "run": (
-        "not yet renamed: bridge/app.py, bridge/record/replay_cli.py, "
-        "bridge/simulator/commands.py, policy_server/policies/cel/policy_program.py"),
-    "set_leaves": (
-        "not yet renamed: bridge/contract/applied_view.py, bridge/contract/cri_service.py"),
-    "unix_listener": (
-        "not yet renamed: bridge/control/serving.py, bridge/transport/listen.py"),
+        "not yet renamed: bridge/simulator/commands.py, "
+        "policy_server/policies/cel/policy_program.py"),
 }
 
 
@@ -227,7 +142,7 @@ def test_every_module_a_package_owns_exists() -> None:
     for init in modules():
         if init.name != "__init__.py":
             continue
-        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        docstring = ast.get_docstring(parsed(init)) or ""
         for name in owned_names(docstring):
             checked += 1
             if not module_exists(init.parent, name):
@@ -264,7 +179,7 @@ def test_owned_names_reads_only_the_owns_part(docstring: str, names: list[str]) 
 
 def test_module_exists_resolves_relative_and_absolute_names() -> None:
     webhooks = ROOT / "bridge" / "webhooks"
-    assert module_exists(webhooks, "call_sequence")
+    assert module_exists(webhooks, "webhook_handler")
     assert module_exists(webhooks, "bridge.contract.request_body")
     assert module_exists(ROOT / "bridge", "contract")
     assert not module_exists(webhooks, "payload")
@@ -278,7 +193,7 @@ def public_definitions(sources: dict[str, str]) -> tuple[dict[str, list[str]],
     classes: dict[str, list[str]] = defaultdict(list)
     functions: dict[str, list[str]] = defaultdict(list)
     for path, source in sources.items():
-        for node in ast.parse(source).body:
+        for node in parsed_source(source).body:
             if node_name := getattr(node, "name", ""):
                 if node_name.startswith("_"):
                     continue
@@ -296,7 +211,7 @@ def shared(definitions: dict[str, list[str]], allowed: set[str]) -> dict[str, li
 
 @cache
 def product_definitions() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    return public_definitions({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    return public_definitions({p.relative_to(ROOT).as_posix(): source_text(p)
                                for p in modules()})
 
 

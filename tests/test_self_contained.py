@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parsed_source
+
 ROOT = Path(__file__).resolve().parents[1]
 THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".txt", ".json", ".jsonl",
@@ -86,7 +88,7 @@ def comments_and_docstrings(source: str) -> list[tuple[int, str]]:
     """(line, text) of every comment and docstring of a Python source."""
     out = [(tok.start[0], tok.string) for tok in
            tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT]
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed_source(source)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             first = node.body[0] if node.body else None
             if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)

@@ -11,6 +11,7 @@ list with a file taken out.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
@@ -108,18 +109,20 @@ _SKIPPED_TOP = frozenset({"tests", "build", "dist"})
 @cache
 def repository_files() -> tuple[str, ...]:
     """The product and docs files (tests, recordings, build output and this doc aside), walked
-    without git: a test here starts no process (tests/in_process.py)."""
-    found = []
-    for path in sorted(ROOT.rglob("*")):
-        parts = path.relative_to(ROOT).parts
-        if (not path.is_file() or parts[0] in _SKIPPED_TOP or path.name == ".git"
-                or any((d.startswith(".") and d != ".ci") or d in ("__pycache__", ".build")
-                       or d.endswith(".egg-info") for d in parts[:-1])):
-            continue
-        name = "/".join(parts)
-        if not name.endswith((".jsonl", ".pyc")) and name != "docs/architecture.md":
-            found.append(name)
-    return tuple(found)
+    without git: a test here starts no process (tests/in_process.py). Skipped directories are
+    not entered (.venv and .git alone hold more files than the repository)."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(ROOT):
+        rel = Path(top).relative_to(ROOT).parts
+        dirs[:] = sorted(d for d in dirs if not _skipped_dir(d, top_level=not rel))
+        found.extend("/".join((*rel, name)) for name in files
+                     if name != ".git" and not name.endswith((".jsonl", ".pyc")))
+    return tuple(sorted(f for f in found if f != "docs/architecture.md"))
+
+
+def _skipped_dir(name: str, *, top_level: bool) -> bool:
+    return ((top_level and name in _SKIPPED_TOP) or (name.startswith(".") and name != ".ci")
+            or name in ("__pycache__", ".build") or name.endswith(".egg-info"))
 
 
 def profiles() -> dict[str, tuple[str, ...]]:

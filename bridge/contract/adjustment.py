@@ -28,7 +28,7 @@ E = TypeVar("E", bound=Message)
 REMOVABLE = tuple(REMOVABLE_FIELDS)
 
 
-def adjustment_from_json(data: Any, path: str = "adjust") -> api.ContainerAdjustment:
+def nri_adjustment_from_json(data: Any, path: str = "adjust") -> api.ContainerAdjustment:
     if not isinstance(data, dict):
         raise ConversionError(path, "expected an object")
     body = dict(data)
@@ -91,7 +91,7 @@ def _refuse_markers(adjust: api.ContainerAdjustment, path: str) -> None:
                                       f"removals go in {path}.remove.{kind}")
 
 
-def adjustment_to_json(adjust: api.ContainerAdjustment) -> dict[str, Any]:
+def nri_adjustment_to_json(adjust: api.ContainerAdjustment) -> dict[str, Any]:
     """The inverse: marked entries become `remove`, everything else stays."""
     remove = {kind: [k[1:] for k in keys if k.startswith("-")]
               for kind, keys in _keys(adjust).items()}

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf.message import Message
 
-from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.adjustment import nri_adjustment_from_json
 from bridge.contract.adjustment_fields import WALKED_PATHS
 from bridge.contract.convert import from_json
 from bridge.contract.field_table import RESOURCES, leaf_paths
@@ -147,7 +147,7 @@ def reply_notices(webhook: str, event: str, reply: dict[str, Any],
     """What `runtime` does not apply as a webhook's JSON reply (`adjust`, `update`) says."""
     out: list[dict[str, str]] = []
     if reply.get("adjust"):
-        view = as_applied(adjustment_from_json(reply["adjust"]), Route.ADJUST, runtime)
+        view = as_applied(nri_adjustment_from_json(reply["adjust"]), Route.ADJUST, runtime)
         out += [notice_json(webhook, event, n) for n in view.notices]
     for item in reply.get("update") or []:
         update = from_json(item, api.ContainerUpdate)

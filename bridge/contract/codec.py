@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.adjustment import nri_adjustment_to_json
 from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
 
@@ -26,7 +26,7 @@ def reply_json(response: Message | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd, value in response.ListFields():
         if fd.name == "adjust":
-            out["adjust"] = adjustment_to_json(value)
+            out["adjust"] = nri_adjustment_to_json(value)
         elif fd.name in ("update", "evict"):
             out[fd.name] = [to_json(v) for v in value]
         elif fd.name == "reject" and value:

@@ -39,7 +39,7 @@ class CpuListError(ValueError):
         super().__init__(f"invalid cpu list {text[:64]!r}: {what}")
 
 
-def check_cpu_list(text: str) -> None:
+def check_cpu_list_syntax(text: str) -> None:
     """Raise CpuListError unless `text` is a non-empty CPU list (whitespace is not allowed)."""
     if not _LIST_RE.fullmatch(text):
         raise CpuListError(text, None)
@@ -52,7 +52,7 @@ def check_cpu_list(text: str) -> None:
 
 def parse_cpu_list(text: str) -> frozenset[int]:
     """The set of CPU ids in a CPU list; CpuListError if it is not one."""
-    check_cpu_list(text)
+    check_cpu_list_syntax(text)
     out: set[int] = set()
     for element in text.split(","):
         low, _, high = element.partition("-")

@@ -73,7 +73,7 @@ class CriUpdate:
     carried: api.ContainerUpdate  # the update without the dropped leaves (what gets applied)
 
 
-def set_leaves(resources: api.LinuxResources) -> list[str]:
+def set_resource_leaves(resources: api.LinuxResources) -> list[str]:
     """Dotted names of the leaves set in `resources` ("cpu.shares", "pids", "unified")."""
     names: list[str] = []
     for field, value in resources.ListFields():
@@ -87,7 +87,7 @@ def set_leaves(resources: api.LinuxResources) -> list[str]:
 def to_cri(update: api.ContainerUpdate, current: api.LinuxResources | None = None) -> CriUpdate:
     """The CRI request for `update`, CPU leaves it does not set taken from `current`."""
     wanted = update.linux.resources
-    dropped = tuple(name for name in set_leaves(wanted) if name not in CARRIED)
+    dropped = tuple(name for name in set_resource_leaves(wanted) if name not in CARRIED)
     linux = cri.LinuxContainerResources()
     if current is not None:
         _copy_cpu(current, linux)

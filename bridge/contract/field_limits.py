@@ -1,7 +1,7 @@
 """What a request's strings may hold: one table of limits, read by the request decoder.
 
 Every string of a webhook request (each field, list item, map key and map value of the envelope
-and of every NRI message it carries) obeys one ``Limit``: a length bound, which control
+and of every NRI message it carries) obeys one ``FieldLimit``: a length bound, which control
 characters it may hold and, for the fields that name a file or a cgroup, a path shape. The
 table (``FIELDS``) names the fields whose limit is not the default; everything else is
 ``TEXT`` and every map key is a ``NAME``. The msgspec Structs (request_structs) take the length
@@ -30,7 +30,7 @@ _CONTROL_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
-class Limit:
+class FieldLimit:
     """How long a string may be (characters), whether it may hold tab, line feed and carriage
     return, and its path shape (``shape(value)``: what is wrong, None: nothing)."""
 
@@ -69,16 +69,16 @@ def relative_ref(value: str) -> str | None:
     return _dots(value)
 
 
-TEXT = Limit("text", 256 << 10, newlines=True)
-NAME = Limit("name", 1 << 10)
-PATH = Limit("path", 4 << 10, shape=absolute_path)
-CGROUP = Limit("cgroup path", 4 << 10, shape=cgroup_path)
-REF = Limit("path reference", 4 << 10, shape=relative_ref)
+TEXT = FieldLimit("text", 256 << 10, newlines=True)
+NAME = FieldLimit("name", 1 << 10)
+PATH = FieldLimit("path", 4 << 10, shape=absolute_path)
+CGROUP = FieldLimit("cgroup path", 4 << 10, shape=cgroup_path)
+REF = FieldLimit("path reference", 4 << 10, shape=relative_ref)
 KEY = NAME  # every map key (labels, annotations, sysctls, unified, ...)
 
 # (message, field) -> its limit where it is not TEXT. Messages are NRI's (api_pb2) and the
 # envelope's Structs (``WebhookRequest``, ``RuntimeRef``, ``Update``).
-FIELDS: dict[tuple[str, str], Limit] = {
+FIELDS: dict[tuple[str, str], FieldLimit] = {
     ("WebhookRequest", "uid"): NAME,
     ("RuntimeRef", "name"): NAME,
     ("RuntimeRef", "version"): NAME,
@@ -123,12 +123,12 @@ FIELDS: dict[tuple[str, str], Limit] = {
 }
 
 
-def limit_of(message: str, field: str) -> Limit:
+def limit_of(message: str, field: str) -> FieldLimit:
     """The limit of ``message.field``'s strings (list items and map values alike)."""
     return FIELDS.get((message, field), TEXT)
 
 
-def problem(limit: Limit, value: str) -> str | None:
+def limit_problem(limit: FieldLimit, value: str) -> str | None:
     """How ``value`` breaks ``limit`` (``contains a NUL byte``, ...), or None. The length bound
     is the decoder's and is checked here too."""
     bad = (_CONTROL_IN_TEXT if limit.newlines else _CONTROL).search(value)

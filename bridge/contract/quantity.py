@@ -47,7 +47,7 @@ class QuantityError(ValueError):
     """Not a Kubernetes quantity; the message says what was given."""
 
 
-def parse(text: object) -> Fraction:
+def parse_quantity(text: object) -> Fraction:
     """The exact value of a quantity string (a YAML/JSON number is accepted too)."""
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise QuantityError(f"{_EXAMPLE}, got {text!r}")
@@ -105,4 +105,4 @@ def value(quantity: Fraction) -> int:
 
 def value_of(text: object) -> int:
     """`value(parse(text))`: Quantity.Value() of a quantity string or number."""
-    return value(parse(text))
+    return value(parse_quantity(text))

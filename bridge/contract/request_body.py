@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from google.protobuf.message import Message
 
-from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.adjustment import nri_adjustment_to_json
 from bridge.contract.catalogue import API_VERSION, REQUEST_PAYLOAD
 from bridge.contract.convert import to_json
 from bridge.proto.nri import api_pb2 as api
@@ -70,7 +70,7 @@ def _event_payload(event: str, req: Message, pod: Callable[[api.PodSandbox], byt
                 out[key] = pod(value)
         elif key == "adjust":
             if req.HasField("adjust"):
-                out[key] = encode(adjustment_to_json(value))
+                out[key] = encode(nri_adjustment_to_json(value))
         elif req.DESCRIPTOR.fields_by_name[key].is_repeated:
             out[key] = encode([to_json(item) for item in value])
         elif req.HasField(key):

@@ -36,7 +36,7 @@ from bridge.contract.adjustment_fields import REMOVABLE
 from bridge.contract.catalogue import API_VERSION, EVENT_NAMES, REQUEST_PAYLOAD, REQUIRED_PAYLOAD
 from bridge.contract.convert import INT_RANGES
 from bridge.contract.descriptor_types import field_type
-from bridge.contract.field_limits import KEY, NAME, Limit, limit_of
+from bridge.contract.field_limits import KEY, NAME, FieldLimit, limit_of
 from bridge.contract.request_body import ENVELOPE
 from bridge.proto.nri import api_pb2
 
@@ -75,12 +75,12 @@ ENUM_NAMES_ONLY = frozenset({("Container", "state")})
 _STRUCTS: dict[str, type[msgspec.Struct] | None] = {}
 
 
-def _text(limit: Limit) -> Any:
+def _text(limit: FieldLimit) -> Any:
     """A string within ``limit``'s length (its other rules: policy_server.engine.request_fields)."""
     return Annotated[str, msgspec.Meta(max_length=limit.max_length)]
 
 
-def _scalar_type(fd: Any, limit: Limit, names_only: bool = False) -> Any:
+def _scalar_type(fd: Any, limit: FieldLimit, names_only: bool = False) -> Any:
     if fd.type in (FD.TYPE_STRING, FD.TYPE_BYTES):
         return _text(limit)
     if fd.type == FD.TYPE_BOOL:

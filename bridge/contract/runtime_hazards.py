@@ -9,7 +9,7 @@ map a plugin's reply writes, per supported NRI version) is
 docs/protocol.md#reply-fields-that-crash-a-runtime.
 
 From this table the bridge drops such fields from every reply before merging and reports them
-as dropped (bridge.webhooks.call_sequence), `runtime.capabilities` leaves them out
+as dropped (bridge.webhooks.webhook_handler), `runtime.capabilities` leaves them out
 (bridge.contract.capabilities), and the simulator's profiles crash on them
 (bridge.runtime_facts.profiles, bridge.simulator.result_merge), so a bridge that lets one
 through fails its tests with a crashed runtime instead of a silently applied field.

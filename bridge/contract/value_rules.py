@@ -8,7 +8,7 @@ limits (warnings, the reject reason). Everything that checks a reply reads this 
 - the pydantic reply models and so the published JSON Schemas (bridge.contract.reply_models,
   ``python -m bridge.contract.schema``: ``minimum``/``maximum``, ``anyOf``, ``pattern``,
   ``format``, ``propertyNames``, ``maxItems``/``maxLength``);
-- the policy SDK's construction checks (policy_server.sdk.contract_limits, read off that schema);
+- the policy SDK's construction checks (policy_server.sdk.limit_checks, read off that schema);
 - the bridge's value checks (bridge.webhooks.values.CHECKS) and reply limits
   (bridge.webhooks.guard);
 - the tables of docs/webhooks.md ("Value ranges", generated: bridge.contract.value_docs).
@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 from bridge.contract.adjustment_fields import ADJUSTMENT_FIELDS, REMOVABLE
 from bridge.contract.cpu_list_grammar import MAX_CPU_ID as MAX_CPU_ID
-from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list
+from bridge.contract.cpu_list_grammar import CpuListError, check_cpu_list_syntax
 
 INT64_MAX = 2**63 - 1
 
@@ -107,7 +107,7 @@ def _cpu_list(text: str) -> str | None:
     if not text:
         return None  # empty: unset, as absent
     try:
-        check_cpu_list(text)
+        check_cpu_list_syntax(text)
     except CpuListError as exc:
         if exc.element is None:
             return f"invalid cpuset {_short(text)} (expected e.g. 0-3,8)"

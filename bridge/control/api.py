@@ -41,7 +41,7 @@ from bridge.call_watch import StuckCall
 from bridge.contract.convert import to_json
 from bridge.errors import BridgeError
 from bridge.listening.http_guard import ENV_READER_KEY
-from bridge.metrics import CONTENT_TYPE, Metrics
+from bridge.metrics import CONTENT_TYPE, BridgeMetrics
 from bridge.nri.updates import UpdateOutcome
 from bridge.proto.nri import api_pb2 as api
 
@@ -68,7 +68,7 @@ class ControlDeps:
     parse_updates: Callable[[Any], Sequence[api.ContainerUpdate]]
     # Queue and wait for the runtime's answer: what it refused, took and could not carry.
     send_updates: Callable[[list[api.ContainerUpdate]], Awaitable[UpdateOutcome]]
-    metrics: Metrics
+    metrics: BridgeMetrics
     # Our calls to the runtime that have not returned past the threshold (bridge.call_watch).
     stuck_calls: Callable[[], Sequence[StuckCall]]
 
@@ -95,7 +95,7 @@ async def _read_capped(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-def create_app(deps: ControlDeps) -> Starlette:
+def create_control_app(deps: ControlDeps) -> Starlette:
     async def post_updates(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -187,7 +187,7 @@ def create_app(deps: ControlDeps) -> Starlette:
     ])
 
 
-def create_metrics_app(metrics: Metrics) -> Starlette:
+def create_bridge_metrics_app(metrics: BridgeMetrics) -> Starlette:
     """`GET /metrics` and nothing else: updates and state stay on the control listeners."""
 
     async def exposition(request: Request) -> Response:

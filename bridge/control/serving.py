@@ -6,7 +6,7 @@ optional loopback TCP socket, each served by its own uvicorn server so that
 each has its own connection cap and its own guard (bridge.listening): the Unix
 socket checks its peers' credentials, the TCP address a bearer token or a client
 certificate (or nothing with `insecure`, loudly). Leaves signal handling to
-bridge.app: uvicorn's signal capture is switched off.
+bridge.app (bridge.listening.prompt_server: no signal capture, stops when asked).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Generator
 from typing import Any
 
 import uvicorn
@@ -37,6 +36,7 @@ from bridge.listening.listener_config import (
     check_tcp_access,
 )
 from bridge.listening.peer_creds import default_rule
+from bridge.listening.prompt_server import PromptServer
 from bridge.transport import listen
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,7 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 1.0
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield  # bridge.app owns SIGTERM/SIGINT
-
-
-def unix_listener(path: str, mode: int) -> socket.socket:
+def control_listener(path: str, mode: int) -> socket.socket:
     """The control socket (see bridge.transport.listen); failures as BridgeError."""
     try:
         return listen.unix_listener(path, mode)
@@ -67,7 +61,7 @@ class ControlServer:
         self.settings = settings
         self._app = app
         self._metrics_only = metrics_only
-        self._listeners: list[tuple[socket.socket, _Server]] = []
+        self._listeners: list[tuple[socket.socket, PromptServer]] = []
         self._socket_path: str | None = None
 
     def _bounds(self) -> Bounds:
@@ -79,14 +73,14 @@ class ControlServer:
         return Bounds(max_body_bytes=DEFAULT_BODY_BYTES, header_timeout_s=s.header_timeout_s,
                       idle_timeout_s=s.idle_timeout_s, max_connections=s.max_connections)
 
-    def _server(self, guard: GuardSettings, tls: dict[str, Any]) -> _Server:
+    def _server(self, guard: GuardSettings, tls: dict[str, Any]) -> PromptServer:
         config = uvicorn.Config(ListenerGuard(self._app, guard), lifespan="off",
                                 log_config=None, access_log=False,
                                 timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S) or 1,
                                 timeout_keep_alive=max(1, math.ceil(guard.bounds.idle_timeout_s)),
                                 http=protocol_class(guard.bounds),
                                 server_header=False, date_header=False, **tls)
-        return _Server(config)
+        return PromptServer(config)
 
     def open(self) -> list[str]:
         """Bind the listeners now (so failures surface before the bridge connects).
@@ -101,7 +95,7 @@ class ControlServer:
         where: list[str] = []
         if s.socket_path is not None:
             try:
-                sock = unix_listener(s.socket_path, s.socket_mode)
+                sock = control_listener(s.socket_path, s.socket_mode)
             except (OSError, BridgeError) as exc:
                 if s.explicit_socket:
                     raise BridgeError(f"control socket {s.socket_path}: {exc}") from None
@@ -155,7 +149,7 @@ class ControlServer:
 
     def stop(self) -> None:
         for _, server in self._listeners:
-            server.should_exit = True
+            server.request_exit()
 
     @property
     def started(self) -> bool:

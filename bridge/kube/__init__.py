@@ -10,14 +10,14 @@ rules and what kubelet does that this package does not. Must not: do I/O beyond 
 manifests it is given, or import the plugin's runtime layers.
 """
 
-from bridge.kube.call_order import IN_PLACE, SNAPSHOT, Step, kubelet_order
+from bridge.kube.call_order import IN_PLACE, SNAPSHOT, CallStep, kubelet_order
 from bridge.kube.cri_config import CriContainer, CriPod
-from bridge.kube.documents import parse_documents, read_documents
+from bridge.kube.documents import parse_documents, read_manifest_documents
 from bridge.kube.kubelet import translate
 from bridge.kube.manifest import Manifests, load_pods, manifests_from, read_manifests
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.node import NodeSpec
-from bridge.kube.pod_spec import ContainerKind, Pod
+from bridge.kube.pod_spec import ContainerKind, PodSpec
 from bridge.kube.runtime_view import (
     container,
     container_id,
@@ -30,14 +30,14 @@ from bridge.kube.workloads import pods_of
 __all__ = [
     "IN_PLACE",
     "SNAPSHOT",
+    "CallStep",
     "ContainerKind",
     "CriContainer",
     "CriPod",
     "ManifestError",
     "Manifests",
     "NodeSpec",
-    "Pod",
-    "Step",
+    "PodSpec",
     "container",
     "container_id",
     "effective",
@@ -47,7 +47,7 @@ __all__ = [
     "parse_documents",
     "pod_sandbox",
     "pods_of",
-    "read_documents",
+    "read_manifest_documents",
     "read_manifests",
     "sandbox_id",
     "translate",

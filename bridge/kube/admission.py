@@ -15,7 +15,7 @@ from typing import Any
 
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.manifest_fields import string
-from bridge.kube.pod_spec import Container, Volume, VolumeMount
+from bridge.kube.pod_spec import ContainerSpec, Volume, VolumeMount
 
 # What the Priority admission plugin fills in for the built-in classes when `spec.priority`
 # is not given (scheduling.SystemNodeCritical / SystemClusterCritical). Other classes are
@@ -27,8 +27,8 @@ TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def service_account(spec: Mapping[str, Any], name: str, namespace: str,
-                    volumes: list[Volume], containers: list[Container], where: str,
-                    prefix: str) -> tuple[str, bool, list[Volume], list[Container]]:
+                    volumes: list[Volume], containers: list[ContainerSpec], where: str,
+                    prefix: str) -> tuple[str, bool, list[Volume], list[ContainerSpec]]:
     """(service account, automount, volumes, containers) after the ServiceAccount admission."""
     automount = spec.get("automountServiceAccountToken", True) is not False
     account = string(spec.get("serviceAccountName") or spec.get("serviceAccount")
@@ -40,7 +40,8 @@ def service_account(spec: Mapping[str, Any], name: str, namespace: str,
 
 
 def _add_token_volume(name: str, namespace: str, volumes: Sequence[Volume],
-                      containers: Sequence[Container]) -> tuple[list[Volume], list[Container]]:
+                      containers: Sequence[ContainerSpec],
+                      ) -> tuple[list[Volume], list[ContainerSpec]]:
     digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()
     volume = Volume("kube-api-access-" + "".join("bcdfghjklmnpqrstvwxz2456789"[int(c, 16)]
                                                  for c in digest[:5]), "projected")

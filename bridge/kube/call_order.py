@@ -36,7 +36,7 @@ IN_PLACE = "in-place"
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class CallStep:
     """One CRI call (`RunPodSandbox`, `CreateContainer`, ...) or a SNAPSHOT; `container` is the
     container's name, None for the pod's calls."""
 
@@ -44,14 +44,14 @@ class Step:
     container: str | None = None
 
 
-# The generator yields a Step, takes whether it succeeded (ignored for teardown and SNAPSHOT
+# The generator yields a CallStep, takes whether it succeeded (ignored for teardown and SNAPSHOT
 # steps), and returns {container name: why kubelet never got to it}.
-Order = Generator[Step, bool, dict[str, str]]
+Order = Generator[CallStep, bool, dict[str, str]]
 
 
 def kubelet_order(pod: CriPod) -> Order:
     """See the module docstring."""
-    if not (yield Step("RunPodSandbox")):
+    if not (yield CallStep("RunPodSandbox")):
         return {c.name: "the pod sandbox was not created" for c in pod.containers}
     not_started: dict[str, str] = {}
     blocked: str | None = None
@@ -62,29 +62,29 @@ def kubelet_order(pod: CriPod) -> Order:
             not_started[spec.name] = blocked
             continue
         gate = spec.kind is not ContainerKind.REGULAR  # kubelet waits for it before the next
-        if not (yield Step("CreateContainer", spec.name)):
+        if not (yield CallStep("CreateContainer", spec.name)):
             if gate:
                 blocked = f"init container {spec.name} was not created"
             continue
         created.append(spec.name)
-        started = yield Step("StartContainer", spec.name)
-        yield Step(SNAPSHOT, spec.name)
+        started = yield CallStep("StartContainer", spec.name)
+        yield CallStep(SNAPSHOT, spec.name)
         if not started:
             if gate:
                 blocked = f"init container {spec.name} did not start"
         elif spec.runs_to_completion:
-            yield Step("StopContainer", spec.name)  # it exits; the runtime reports the stop
+            yield CallStep("StopContainer", spec.name)  # it exits; the runtime reports the stop
         else:
             running.append((spec.name, spec.kind))
-    yield Step(IN_PLACE)
+    yield CallStep(IN_PLACE)
     for name, _ in running:  # the effective values once every container is in place
-        yield Step(SNAPSHOT, name)
+        yield CallStep(SNAPSHOT, name)
     regular = [n for n, kind in running if kind is ContainerKind.REGULAR]
     sidecars = [n for n, kind in running if kind is not ContainerKind.REGULAR]
     for name in [*regular, *reversed(sidecars)]:
-        yield Step("StopContainer", name)
-    yield Step("StopPodSandbox")
+        yield CallStep("StopContainer", name)
+    yield CallStep("StopPodSandbox")
     for name in created:
-        yield Step("RemoveContainer", name)
-    yield Step("RemovePodSandbox")
+        yield CallStep("RemoveContainer", name)
+    yield CallStep("RemovePodSandbox")
     return not_started

@@ -16,12 +16,12 @@ from typing import Any
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.manifest_fields import DNS_LABEL, items, mapping, named_items, string, strings
-from bridge.kube.pod_spec import Container, ContainerKind, EnvVar, ResourceList, VolumeMount
+from bridge.kube.pod_spec import ContainerKind, ContainerSpec, EnvVar, ResourceList, VolumeMount
 
 _COMPUTE = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
-def container(item: Any, where: str, field: str, regular: bool, volumes: set[str]) -> Container:
+def container(item: Any, where: str, field: str, regular: bool, volumes: set[str]) -> ContainerSpec:
     """The container at `field`: a regular one, or an init container (a sidecar if it restarts
     Always); `volumes` are the pod's volume names its mounts may use."""
     obj = mapping(item, where, field)
@@ -38,7 +38,7 @@ def container(item: Any, where: str, field: str, regular: bool, volumes: set[str
     kind = _kind(obj, where, field, regular)
     requests, limits = _requests_and_limits(obj, where, field)
     security = mapping(obj.get("securityContext") or {}, where, f"{field}.securityContext")
-    return Container(
+    return ContainerSpec(
         name=name, image=image.strip(), kind=kind,
         command=strings(obj.get("command"), where, f"{field}.command"),
         args=strings(obj.get("args"), where, f"{field}.args"),
@@ -96,11 +96,11 @@ def resource_list(raw: Any, where: str, field: str) -> ResourceList:
                                 "ephemeral-storage, hugepages-<size>, or domain/name)")
         if name.startswith("hugepages-"):
             try:
-                quantity.parse(name.removeprefix("hugepages-"))
+                quantity.parse_quantity(name.removeprefix("hugepages-"))
             except quantity.QuantityError:
                 raise ManifestError(where, f"{field}.{name}", "bad hugepage size") from None
         try:
-            amount = quantity.parse(value)
+            amount = quantity.parse_quantity(value)
         except quantity.QuantityError as exc:
             raise ManifestError(where, f"{field}.{name}", str(exc)) from None
         if amount < 0:

@@ -17,7 +17,7 @@ from bridge import strict_yaml
 from bridge.kube.manifest_error import ManifestError
 
 
-def read_documents(paths: Sequence[str]) -> Iterator[tuple[str, Any]]:
+def read_manifest_documents(paths: Sequence[str]) -> Iterator[tuple[str, Any]]:
     """(label, parsed document) for every document in `paths` (`-` is stdin)."""
     for path in paths:
         if path == "-":

@@ -15,7 +15,7 @@ from fractions import Fraction
 from bridge.contract import quantity
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.node import NodeSpec
-from bridge.kube.pod_spec import Container, Pod, amount
+from bridge.kube.pod_spec import ContainerSpec, PodSpec, amount
 
 # The cluster-specific values `try` cannot know, chosen as kubeadm's defaults.
 SERVICE_HOST = "10.96.0.1"  # first address of kubeadm's default service CIDR
@@ -35,7 +35,7 @@ def service_env() -> tuple[tuple[str, str], ...]:
             (f"KUBERNETES_PORT_{port}_TCP_ADDR", host))
 
 
-def container_env(pod: Pod, container: Container, node: NodeSpec,
+def container_env(pod: PodSpec, container: ContainerSpec, node: NodeSpec,
                   field: str) -> tuple[tuple[str, str], ...]:
     services = dict(service_env())
     own: dict[str, str] = {}
@@ -59,7 +59,7 @@ def expand(text: str, own: Mapping[str, str], services: Mapping[str, str]) -> st
     return _VAR.sub(sub, text)
 
 
-def _resolve(pod: Pod, container: Container, node: NodeSpec, source: tuple[str, str, str],
+def _resolve(pod: PodSpec, container: ContainerSpec, node: NodeSpec, source: tuple[str, str, str],
              field: str) -> str:
     kind, ref, detail = source
     if kind == "fieldRef":
@@ -70,7 +70,7 @@ def _resolve(pod: Pod, container: Container, node: NodeSpec, source: tuple[str, 
     return f"<{what} {pod.namespace}/{ref} key {detail}>"
 
 
-def _field(pod: Pod, node: NodeSpec, path: str, field: str) -> str:
+def _field(pod: PodSpec, node: NodeSpec, path: str, field: str) -> str:
     simple = {"metadata.name": pod.name, "metadata.namespace": pod.namespace,
               "metadata.uid": pod.uid, "spec.nodeName": node.name,
               "spec.serviceAccountName": pod.service_account, "status.hostIP": NODE_IP,
@@ -87,7 +87,7 @@ def _field(pod: Pod, node: NodeSpec, path: str, field: str) -> str:
                         f"unsupported field path {path!r}")
 
 
-def _resource(where: str, container: Container, node: NodeSpec, resource: str, divisor: str,
+def _resource(where: str, container: ContainerSpec, node: NodeSpec, resource: str, divisor: str,
               field: str) -> str:
     side, _, name = resource.partition(".")
     if side not in ("limits", "requests") or not name:
@@ -95,7 +95,7 @@ def _resource(where: str, container: Container, node: NodeSpec, resource: str, d
                             f"expected limits.<name> or requests.<name>, got {resource!r}")
     key = f"{field}.valueFrom.resourceFieldRef.divisor"
     try:
-        div = quantity.parse(divisor or "1")
+        div = quantity.parse_quantity(divisor or "1")
     except quantity.QuantityError as exc:
         raise ManifestError(where, key, str(exc)) from None
     if div <= 0:

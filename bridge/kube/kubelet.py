@@ -15,7 +15,7 @@ import zlib
 from bridge.kube import env, resources
 from bridge.kube.cri_config import CriContainer, CriMount, CriPod, CriResources
 from bridge.kube.node import NodeSpec
-from bridge.kube.pod_spec import Container, Pod, ResourceList
+from bridge.kube.pod_spec import ContainerSpec, PodSpec, ResourceList
 
 KUBELET_ROOT = "/var/lib/kubelet"
 POD_LOG_ROOT = "/var/log/pods"
@@ -31,9 +31,9 @@ _VOLUME_PLUGIN_DIRS = {
 _PROPAGATION = {"None": "private", "HostToContainer": "rslave", "Bidirectional": "rshared"}
 
 
-def translate(pod: Pod, node: NodeSpec) -> CriPod:
+def translate(pod: PodSpec, node: NodeSpec) -> CriPod:
     """The CRI view of `pod` on `node`."""
-    qos = resources.qos_class(pod)
+    qos = resources.pod_qos_class(pod)
     requests, limits = resources.pod_requests(pod), resources.pod_limits(pod)
     return CriPod(
         name=pod.name, namespace=pod.namespace, uid=pod.uid, qos_class=qos.value,
@@ -54,12 +54,12 @@ def translate(pod: Pod, node: NodeSpec) -> CriPod:
         runtime_handler=pod.runtime_handler, cgroup_version=node.cgroup_version)
 
 
-def _pod_labels(pod: Pod) -> dict[str, str]:
+def _pod_labels(pod: PodSpec) -> dict[str, str]:
     return {"io.kubernetes.pod.name": pod.name, "io.kubernetes.pod.namespace": pod.namespace,
             "io.kubernetes.pod.uid": pod.uid}
 
 
-def _hostname(pod: Pod) -> str:
+def _hostname(pod: PodSpec) -> str:
     # A hostname is a DNS label: at most 63 characters, no trailing '-' or '.'.
     return (pod.hostname or pod.name)[:63].rstrip("-.")
 
@@ -70,14 +70,14 @@ def _cpu_memory(requests: ResourceList, limits: ResourceList) -> CriResources:
                         cpu_period=values.cpu_period, memory_limit=values.memory_limit)
 
 
-def _container(pod: Pod, c: Container, node: NodeSpec, index: int) -> CriContainer:
+def _container(pod: PodSpec, c: ContainerSpec, node: NodeSpec, index: int) -> CriContainer:
     field = f"container {c.name}"
     values = resources.cpu_memory(c.requests, resources.container_limits(pod, c))
     swap, unified = resources.swap(values.memory_limit, node)
     res = CriResources(
         cpu_shares=values.cpu_shares, cpu_quota=values.cpu_quota, cpu_period=values.cpu_period,
         memory_limit=values.memory_limit, memory_swap_limit=swap,
-        oom_score_adj=resources.oom_score_adj(pod, c, node),
+        oom_score_adj=resources.kubelet_oom_score_adj(pod, c, node),
         hugepage_limits=resources.hugepage_limits(c, node), unified=tuple(sorted(unified.items())))
     annotations = {
         "io.kubernetes.container.hash": _hash(c),
@@ -98,7 +98,7 @@ def _container(pod: Pod, c: Container, node: NodeSpec, index: int) -> CriContain
         annotations=tuple(sorted(annotations.items())), resources=res, privileged=c.privileged)
 
 
-def _mounts(pod: Pod, c: Container, index: int) -> tuple[CriMount, ...]:
+def _mounts(pod: PodSpec, c: ContainerSpec, index: int) -> tuple[CriMount, ...]:
     pod_dir = f"{KUBELET_ROOT}/pods/{pod.uid}"
     volumes = {v.name: v for v in pod.volumes}
     out = []
@@ -122,7 +122,9 @@ def _mounts(pod: Pod, c: Container, index: int) -> tuple[CriMount, ...]:
     return tuple(out)
 
 
-def _hash(c: Container) -> str:
+def _hash(c: ContainerSpec) -> str:
     """A stand-in for kubelet's spec hash: stable per container spec (kubelet's own value is
-    an FNV hash of its Go structure, which `try` does not reproduce)."""
-    return f"{zlib.crc32(repr(c).encode()):x}"
+    an FNV hash of its Go structure, which `try` does not reproduce). The repr is hashed under
+    the class's first name, `Container`, so renaming the class leaves every hash as it was."""
+    fields = repr(c).removeprefix(type(c).__name__)
+    return f"{zlib.crc32(f'Container{fields}'.encode()):x}"

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bridge.kube.documents import read_documents
+from bridge.kube.documents import read_manifest_documents
 from bridge.kube.manifest_fields import object_name, string
-from bridge.kube.pod_spec import Pod
+from bridge.kube.pod_spec import PodSpec
 from bridge.kube.workloads import pods_of
 
 
@@ -23,7 +23,7 @@ from bridge.kube.workloads import pods_of
 class Manifests:
     """What the manifests describe: the pods, and a note per document that makes none."""
 
-    pods: tuple[Pod, ...]
+    pods: tuple[PodSpec, ...]
     skipped: tuple[str, ...] = ()
 
 
@@ -35,7 +35,7 @@ def read_manifests(paths: Sequence[str], *, strict: bool = False,
     skipped with a note, or, `strict`, refused. `replicas` overrides every replicated
     workload's `spec.replicas`. A RuntimeClass in the manifests gives its handler to the pods
     that name it."""
-    return manifests_from(read_documents(paths), strict=strict, replicas=replicas)
+    return manifests_from(read_manifest_documents(paths), strict=strict, replicas=replicas)
 
 
 def manifests_from(documents: Iterable[tuple[str, Any]], *, strict: bool = False,
@@ -44,7 +44,7 @@ def manifests_from(documents: Iterable[tuple[str, Any]], *, strict: bool = False
     docs = list(documents)
     handlers = _runtime_handlers(docs)
     skipped: list[str] | None = None if strict else []
-    pods: list[Pod] = []
+    pods: list[PodSpec] = []
     for where, doc in docs:
         for pod in pods_of(doc, where, replicas=replicas, skipped=skipped):
             handler = handlers.get(pod.runtime_handler)
@@ -53,7 +53,7 @@ def manifests_from(documents: Iterable[tuple[str, Any]], *, strict: bool = False
 
 
 def load_pods(paths: Sequence[str], *, strict: bool = False,
-              replicas: int | None = None) -> list[Pod]:
+              replicas: int | None = None) -> list[PodSpec]:
     """The pods of `read_manifests`."""
     return list(read_manifests(paths, strict=strict, replicas=replicas).pods)
 

@@ -19,7 +19,7 @@ from bridge.kube.container_manifest import container, resource_list
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.manifest_fields import mapping, named_items, string, string_map
 from bridge.kube.metadata_rules import check_annotations, check_labels
-from bridge.kube.pod_spec import Container, Pod, ResourceList, Volume
+from bridge.kube.pod_spec import ContainerSpec, PodSpec, ResourceList, Volume
 
 # Pod-level resources (`spec.resources`): the resources kubelet reads from them.
 POD_LEVEL_RESOURCES = ("cpu", "memory")
@@ -31,7 +31,7 @@ _VOLUME_KINDS = ("emptyDir", "hostPath", "configMap", "secret", "projected", "do
 
 def pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
         extra_labels: Mapping[str, str], prefix: str = "",
-        claims: Mapping[str, str] | None = None) -> Pod:
+        claims: Mapping[str, str] | None = None) -> PodSpec:
     """The pod `obj` describes; `prefix` is the path of a pod template in its workload,
     `extra_labels` what the workload's controller adds, `claims` a StatefulSet's volume claim
     per template name."""
@@ -65,7 +65,7 @@ def pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
         raise ManifestError(where, f"{prefix}spec.terminationGracePeriodSeconds",
                             f"expected a non-negative integer, got {grace!r}")
     source = annotations.get("kubernetes.io/config.source", "api")
-    return Pod(
+    return PodSpec(
         source=where, name=name, namespace=namespace, uid=uid,
         labels=tuple(sorted(labels.items())), annotations=tuple(sorted(annotations.items())),
         containers=tuple(containers), volumes=tuple(volumes),
@@ -82,9 +82,9 @@ def pod(obj: Mapping[str, Any], where: str, name: str, namespace: str,
 
 
 def _containers(spec: Mapping[str, Any], where: str, prefix: str,
-                volumes: set[str]) -> list[Container]:
+                volumes: set[str]) -> list[ContainerSpec]:
     """Init containers, then regular ones (at least one), names unique across both."""
-    out: list[Container] = []
+    out: list[ContainerSpec] = []
     for key, regular in (("initContainers", False), ("containers", True)):
         listed = spec.get(key)
         if listed is None and regular:

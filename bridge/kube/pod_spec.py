@@ -49,7 +49,7 @@ class Volume:
 
 
 @dataclass(frozen=True, slots=True)
-class Container:
+class ContainerSpec:
     name: str
     image: str
     kind: ContainerKind
@@ -66,14 +66,14 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
-class Pod:
+class PodSpec:
     source: str  # the document it came from, for messages
     name: str
     namespace: str
     uid: str
     labels: tuple[tuple[str, str], ...]
     annotations: tuple[tuple[str, str], ...]
-    containers: tuple[Container, ...]  # init containers (incl. sidecars) first, in spec order
+    containers: tuple[ContainerSpec, ...]  # init containers (incl. sidecars) first, in spec order
     volumes: tuple[Volume, ...] = ()
     overhead: ResourceList = ()
     # Pod-level resources (`spec.resources`, CPU and memory), the API server's defaulting
@@ -97,5 +97,5 @@ class Pod:
     static: bool = False  # kubernetes.io/config.source other than "api" (a static pod)
 
     @property
-    def regular_containers(self) -> tuple[Container, ...]:
+    def regular_containers(self) -> tuple[ContainerSpec, ...]:
         return tuple(c for c in self.containers if c.kind is ContainerKind.REGULAR)

@@ -99,7 +99,7 @@ class Resize:
         return out
 
 
-def plan(current: Mapping[str, KubeletView], resizes: Sequence[Resize]) -> list[ResizeStep]:
+def resize_steps(current: Mapping[str, KubeletView], resizes: Sequence[Resize]) -> list[ResizeStep]:
     """kubelet's steps resizing one pod whose running containers kubelet last actuated as
     `current` (name -> values, in the pod's order); `resizes` naming other containers are
     not this pod's. A later resize of the same container wins (one pod spec)."""
@@ -177,7 +177,7 @@ def parse_resize(text: str) -> Resize:
         if resource not in RESOURCES or not sep:
             raise ValueError(f"expected cpu:Q or memory:Q, got {item!r} in {text!r}")
         try:
-            values[resource] = quantity.parse(amount)
+            values[resource] = quantity.parse_quantity(amount)
         except quantity.QuantityError as exc:
             raise ValueError(f"{resource}: {exc}") from None
         if values[resource] <= 0:

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from bridge.contract import quantity, systemd_slice
 from bridge.kube.node import NodeSpec
-from bridge.kube.pod_spec import Container, ContainerKind, Pod, ResourceList, amount
+from bridge.kube.pod_spec import ContainerKind, ContainerSpec, PodSpec, ResourceList, amount
 
 # CPU shares (cgroup v1 cpu.shares; on v2 the runtime turns them into cpu.weight with its own
 # formula, docs/koordinator.md#cpuweight-on-cgroup-v2: `try` predicts shares, never weights).
@@ -56,7 +56,7 @@ class CpuMemory:
     memory_limit: int  # 0 = no limit
 
 
-def qos_class(pod: Pod) -> QosClass:
+def pod_qos_class(pod: PodSpec) -> QosClass:
     """Guaranteed, Burstable or BestEffort, from the pod-level resources when the pod has them,
     else from every container (init containers and sidecars count). Zero quantities are
     skipped, as if not given."""
@@ -90,15 +90,15 @@ def _positive(resources: ResourceList) -> ResourceList:
     return tuple((n, q) for n, q in resources if n in QOS_RESOURCES and q > 0)
 
 
-def pod_level_set(pod: Pod) -> bool:
+def pod_level_set(pod: PodSpec) -> bool:
     """Whether the pod has pod-level resources (`spec.resources`) for CPU or memory."""
     return bool(pod.pod_requests or pod.pod_limits)
 
 
-def cgroup_parent(pod: Pod, node: NodeSpec) -> str:
+def cgroup_parent(pod: PodSpec, node: NodeSpec) -> str:
     """The pod's cgroup as kubelet passes it in PodSandboxConfig.linux.cgroup_parent: the
     cgroup manager's full name for it, with either driver and either cgroup version."""
-    qos = qos_class(pod)
+    qos = pod_qos_class(pod)
     parts = [KUBEPODS]
     if qos is not QosClass.GUARANTEED:
         parts.append(qos.value.lower())  # burstable, besteffort
@@ -111,14 +111,14 @@ def cgroup_parent(pod: Pod, node: NodeSpec) -> str:
     return "/" + "/".join(parts)
 
 
-def milli_cpu_to_shares(milli_cpu: int) -> int:
+def kubelet_cpu_shares(milli_cpu: int) -> int:
     if milli_cpu == 0:
         return MIN_SHARES
     shares = milli_cpu * SHARES_PER_CPU // MILLI_CPU_PER_CPU
     return min(max(shares, MIN_SHARES), MAX_SHARES)
 
 
-def milli_cpu_to_quota(milli_cpu: int, period_us: int = QUOTA_PERIOD_US) -> int:
+def kubelet_cpu_quota(milli_cpu: int, period_us: int = QUOTA_PERIOD_US) -> int:
     if milli_cpu == 0:
         return 0
     return max(milli_cpu * period_us // MILLI_CPU_PER_CPU, MIN_QUOTA_US)
@@ -129,20 +129,20 @@ def cpu_memory(requests: ResourceList, limits: ResourceList) -> CpuMemory:
     cpu_request, cpu_limit = amount(requests, "cpu"), amount(limits, "cpu")
     limit_milli = quantity.milli_value(cpu_limit) if cpu_limit is not None else 0
     if cpu_request is None and limit_milli:
-        shares = milli_cpu_to_shares(limit_milli)
+        shares = kubelet_cpu_shares(limit_milli)
     else:
-        shares = milli_cpu_to_shares(quantity.milli_value(cpu_request or Fraction(0)))
+        shares = kubelet_cpu_shares(quantity.milli_value(cpu_request or Fraction(0)))
     memory = amount(limits, "memory")
-    return CpuMemory(cpu_shares=shares, cpu_quota=milli_cpu_to_quota(limit_milli),
+    return CpuMemory(cpu_shares=shares, cpu_quota=kubelet_cpu_quota(limit_milli),
                      cpu_period=QUOTA_PERIOD_US,
                      memory_limit=quantity.value(memory) if memory is not None else 0)
 
 
-def oom_score_adj(pod: Pod, container: Container, node: NodeSpec) -> int:
+def kubelet_oom_score_adj(pod: PodSpec, container: ContainerSpec, node: NodeSpec) -> int:
     critical = pod.static or pod.priority >= SYSTEM_CRITICAL_PRIORITY
     if critical and pod.priority_class == NODE_CRITICAL_CLASS:
         return GUARANTEED_OOM_SCORE_ADJ
-    qos = qos_class(pod)
+    qos = pod_qos_class(pod)
     if qos is QosClass.GUARANTEED:
         return GUARANTEED_OOM_SCORE_ADJ
     if qos is QosClass.BEST_EFFORT:
@@ -166,7 +166,7 @@ def oom_score_adj(pod: Pod, container: Container, node: NodeSpec) -> int:
     return score
 
 
-def _memory_request(container: Container) -> int:
+def _memory_request(container: ContainerSpec) -> int:
     memory = amount(container.requests, "memory")
     return quantity.value(memory) if memory is not None else 0
 
@@ -175,7 +175,7 @@ def _score(memory_request: int, node: NodeSpec) -> int:
     return 1000 - (1000 * memory_request) // node.memory_bytes
 
 
-def _unassigned_memory_share(pod: Pod) -> int:
+def _unassigned_memory_share(pod: PodSpec) -> int:
     memory = amount(pod.pod_requests, "memory")
     if not memory:
         return 0
@@ -185,18 +185,18 @@ def _unassigned_memory_share(pod: Pod) -> int:
     return -share if unassigned < 0 else share
 
 
-def hugepage_limits(container: Container, node: NodeSpec) -> tuple[tuple[str, int], ...]:
+def hugepage_limits(container: ContainerSpec, node: NodeSpec) -> tuple[tuple[str, int], ...]:
     """(page size as the runtime names it, bytes) for every size the node has, then any
     other size the container asks for; 0 where the container asks for none."""
     sizes = {size: 0 for size in node.hugepage_sizes_bytes}
     for name, limit in container.limits:
         if name.startswith("hugepages-"):
-            sizes[quantity.value(quantity.parse(name.removeprefix("hugepages-")))] = \
+            sizes[quantity.value(quantity.parse_quantity(name.removeprefix("hugepages-")))] = \
                 quantity.value(limit)
-    return tuple((page_size_name(size), limit) for size, limit in sorted(sizes.items()))
+    return tuple((page_size_name_from_bytes(size), limit) for size, limit in sorted(sizes.items()))
 
 
-def page_size_name(size_bytes: int) -> str:
+def page_size_name_from_bytes(size_bytes: int) -> str:
     """2097152 -> "2MB", 1073741824 -> "1GB" (the cgroup file names' spelling)."""
     for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
         if size_bytes >= scale and size_bytes % scale == 0:
@@ -212,18 +212,18 @@ def swap(memory_limit: int, node: NodeSpec) -> tuple[int, dict[str, str]]:
     return 0, {SWAP_MAX_FILE: "0"}
 
 
-def pod_requests(pod: Pod) -> ResourceList:
+def pod_requests(pod: PodSpec) -> ResourceList:
     """The pod's requests as kubelet sends them for the sandbox: the containers' totals, with
     the pod-level requests (`spec.resources`) in place of the totals they give."""
     return _override(pod_totals(pod.containers, limits=False), pod.pod_requests)
 
 
-def pod_limits(pod: Pod) -> ResourceList:
+def pod_limits(pod: PodSpec) -> ResourceList:
     """The pod's limits for the sandbox, likewise."""
     return _override(pod_totals(pod.containers, limits=True), pod.pod_limits)
 
 
-def container_limits(pod: Pod, container: Container) -> ResourceList:
+def container_limits(pod: PodSpec, container: ContainerSpec) -> ResourceList:
     """The limits kubelet computes a container's CPU and memory values from: a container
     without its own CPU (memory) limit takes the pod-level one, when the pod has pod-level
     resources."""
@@ -238,10 +238,10 @@ def _override(base: ResourceList, override: ResourceList) -> ResourceList:
     return tuple(sorted({**dict(base), **dict(override)}.items()))
 
 
-def pod_totals(containers: Iterable[Container], limits: bool) -> ResourceList:
+def pod_totals(containers: Iterable[ContainerSpec], limits: bool) -> ResourceList:
     """The pod's effective requests (or limits): the larger of what its running containers
     (regular + sidecars) need and what the largest init container step needs."""
-    def of(c: Container) -> ResourceList:
+    def of(c: ContainerSpec) -> ResourceList:
         return c.limits if limits else c.requests
 
     regular: dict[str, Fraction] = {}

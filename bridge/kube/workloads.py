@@ -18,7 +18,7 @@ from typing import Any
 from bridge.kube.manifest_error import ManifestError
 from bridge.kube.manifest_fields import items, mapping, object_name, string
 from bridge.kube.pod_manifest import pod
-from bridge.kube.pod_spec import Pod
+from bridge.kube.pod_spec import PodSpec
 
 # kind -> path to the pod template inside the object
 TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -46,7 +46,7 @@ API_VERSIONS: dict[str, str] = {
 
 
 def pods_of(doc: Any, where: str, *, replicas: int | None = None,
-            skipped: list[str] | None = None) -> list[Pod]:
+            skipped: list[str] | None = None) -> list[PodSpec]:
     """The pods one document describes (a List may describe several, a workload one per
     replica). A document that makes no pod raises ManifestError, or, given `skipped`, adds a
     note to it and gives no pod."""
@@ -59,7 +59,7 @@ def pods_of(doc: Any, where: str, *, replicas: int | None = None,
         listed = obj.get("items") or []
         if not isinstance(listed, list):
             raise ManifestError(where, "items", "must be a list")
-        out: list[Pod] = []
+        out: list[PodSpec] = []
         for i, item in enumerate(listed):
             out.extend(pods_of(item, f"{where} items[{i}]", replicas=replicas,
                                skipped=skipped))
@@ -83,7 +83,7 @@ def pods_of(doc: Any, where: str, *, replicas: int | None = None,
 
 
 def _workload_pods(obj: Mapping[str, Any], kind: str, label: str, name: str, namespace: str,
-                   replicas: int | None) -> list[Pod]:
+                   replicas: int | None) -> list[PodSpec]:
     path = TEMPLATE_PATHS[kind]
     mapping(obj.get("spec"), label, "spec")
     template: Any = obj

@@ -1,7 +1,7 @@
 """Loading what a listener authenticates with: the bearer token and the TLS files.
 
 One place for both products, so that the file rule (owner, mode, no symlink another user
-planted: `bridge.process.file_trust`, docs/security.md#files) applies to every listener at once.
+planted: `bridge.file_trust`, docs/security.md#files) applies to every listener at once.
 Each file is read once, through that rule, and only those checked bytes are used: the TLS
 files reach uvicorn's OpenSSL as anonymous memory files (memfd, held open for the life of the
 process), never by their configured paths. A missing, unreadable, untrusted or empty file is
@@ -14,8 +14,8 @@ import os
 import ssl
 from typing import Any
 
+from bridge import file_trust
 from bridge.listening.listener_config import ListenerConfigError, TlsFiles
-from bridge.process import file_trust
 
 MAX_TOKEN_BYTES = 4096
 # The memory files uvicorn reads its TLS files from; open until the process exits, because

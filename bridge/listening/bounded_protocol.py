@@ -12,7 +12,7 @@ address, a metrics port) leaves the others (the Unix socket the liveness probe u
 The peer's SO_PEERCRED (peer_creds) is read once per connection and put in each request's
 scope under `PEER_KEY`; http_guard checks it. Parsing, keep-alive and flow control stay
 uvicorn's: this subclasses its `HttpToolsProtocol` (pinned range in pyproject.toml, checked by
-tests/policy_server/server/test_uvicorn_pin.py).
+tests/policy_server/http_edge/test_uvicorn_pin.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from bridge.process import file_trust
+from bridge import file_trust
 
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux >= 4.13
 _MAX_GROUPS = 256

@@ -7,7 +7,13 @@ import asyncio
 from pathlib import Path
 
 from bridge.errors import ConfigError
-from bridge.replies.replay import ReplayInputError, ReplayOutcome, compare, load_cases, replay_body
+from bridge.reply_review.replay import (
+    ReplayInputError,
+    ReplayOutcome,
+    compare,
+    load_cases,
+    replay_body,
+)
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import WebhookFailure
 from bridge.webhooks.specs import parse_duration, webhook_from_url
@@ -27,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print only differences and the summary")
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run_replay(args: argparse.Namespace) -> int:
     try:
         timeout_s = parse_duration(args.timeout)
         spec = webhook_from_url(args.policy_url)
@@ -81,4 +87,4 @@ def _who(request: dict[str, object]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    return asyncio.run(run(args))
+    return asyncio.run(run_replay(args))

@@ -123,7 +123,8 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def change(args: argparse.Namespace, text: str | None = None) -> tuple[toml_change.Change, str]:
+def requested_change(args: argparse.Namespace,
+                     text: str | None = None) -> tuple[toml_change.Change, str]:
     """The change the parsed `args` ask for, and the name of the file it is for; `text` stands
     for the file's content (an in-process caller's), else `--file` is read."""
     source = args.file or "<new>"
@@ -140,7 +141,7 @@ def change(args: argparse.Namespace, text: str | None = None) -> tuple[toml_chan
     settings = _settings(args)
     header = [f"NRI for {tgt.describe()}, written by", f"  {command_line(args)}",
               "", *_wrap(_WHERE[tgt.runtime]), "See docs/runtime-config.md."]
-    return toml_change.apply(text, source, tgt, ns.entries(tgt, settings), header), source
+    return toml_change.set_entries(text, source, tgt, ns.entries(tgt, settings), header), source
 
 
 def _wrap(text: str) -> list[str]:
@@ -151,7 +152,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.write and not args.file:
             raise RuntimeConfigError("--write: needs --file")
-        result, source = change(args)
+        result, source = requested_change(args)
     except RuntimeConfigError as exc:
         print(f"runtime-config: {exc}", file=sys.stderr)
         return EXIT_USAGE

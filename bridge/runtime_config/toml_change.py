@@ -146,7 +146,7 @@ def _describe(table: tuple[str, ...], entry: Entry, old: Any, literal: bool) -> 
     return f"{key} = {_toml(entry.value)} (was {_toml(old)})"
 
 
-def apply(text: str, source: str, target: ConfigTarget, entries: Sequence[Entry],
+def set_entries(text: str, source: str, target: ConfigTarget, entries: Sequence[Entry],
           header: Sequence[str] = ()) -> Change:
     """The text with every entry set. `header` comment lines open a new (empty) file."""
     data = read(text, source)
@@ -217,4 +217,4 @@ def _check(out: str, expected: Mapping[str, Any], source: str) -> None:
                                  "changing other settings; is the NRI table written inline?")
 
 
-__all__ = ["Change", "apply", "config_version", "read"]
+__all__ = ["Change", "config_version", "read", "set_entries"]

@@ -78,7 +78,8 @@ class Description(str):
     """A description rather than a value: shown without quotes."""
 
 
-def check(expectation: Expectation, objects: Sequence[dict[str, Any]]) -> list[Mismatch]:
+def check_expectation(expectation: Expectation,
+                      objects: Sequence[dict[str, Any]]) -> list[Mismatch]:
     """Every way the containers `expectation` is about differ from it (empty: it holds)."""
     chosen = [o for o in objects if _pod_matches(expectation.pod, o["pod"])
               and (expectation.container is None

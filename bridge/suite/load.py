@@ -32,7 +32,7 @@ from bridge.kube import (
     NodeSpec,
     manifests_from,
     parse_documents,
-    read_documents,
+    read_manifest_documents,
     translate,
 )
 from bridge.kube.resize import Resize, parse_resize
@@ -80,7 +80,7 @@ class LoadedSuite:
             raise SuiteError(self.path, problems=problems)
 
 
-def load(path: str) -> LoadedSuite:
+def load_suite(path: str) -> LoadedSuite:
     """The suite at `path`, checked through; SuiteError (with every problem found) otherwise."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -146,7 +146,7 @@ def _target(path: str, base: Path, suite: Suite) -> Target:
         where = "webhooks.config"
         config_path = _file(path, base, where, hooks.config)
         try:
-            document = strict_yaml.load(Path(config_path).read_text(encoding="utf-8"),
+            document = strict_yaml.load_yaml(Path(config_path).read_text(encoding="utf-8"),
                                         config_path)
         except yaml.YAMLError as exc:
             raise SuiteError(path, where, f"{hooks.config}: not YAML: "
@@ -198,14 +198,14 @@ def _documents(path: str, base: Path, field: str,
                entries: list[str | dict[str, Any]]) -> Iterator[tuple[str, Any]]:
     for j, entry in enumerate(entries):
         if isinstance(entry, str):
-            yield from read_documents([_file(path, base, f"{field}[{j}]", entry)])
+            yield from read_manifest_documents([_file(path, base, f"{field}[{j}]", entry)])
         else:  # an inline document: messages name the suite and the field
             yield from parse_documents(yaml.safe_dump(entry), f"{path} {field}[{j}]")
 
 
 def _node(path: str, field: str, node: Node) -> NodeSpec:
     try:
-        memory = quantity.value(quantity.parse(node.memory))
+        memory = quantity.value(quantity.parse_quantity(node.memory))
     except quantity.QuantityError as exc:
         raise SuiteError(path, f"{field}.memory", str(exc)) from None
     if memory <= 0:

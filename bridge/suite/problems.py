@@ -45,7 +45,7 @@ class SuiteError(Exception):
         self.field, self.problem = self.problems[0].field, self.problems[0].problem
 
 
-def field_name(loc: Sequence[str | int]) -> str:
+def pydantic_field_path(loc: Sequence[str | int]) -> str:
     """`cases[0].expect[1].verdict` for pydantic's ("cases", 0, "expect", 1, "verdict")."""
     out = ""
     for part in loc:
@@ -87,7 +87,7 @@ def from_validation(exc: ValidationError, model: type[BaseModel],
             text = "required"
         else:
             text = str(error["msg"]).removeprefix("Value error, ")
-        problems.append((loc, Problem(field_name(loc), text, line_of(lines, loc))))
+        problems.append((loc, Problem(pydantic_field_path(loc), text, line_of(lines, loc))))
     # `manifest:` misspelt is one problem (an unknown key, with the suggestion), not two.
     kept = [p for loc, p in problems if not (p.problem == "required" and loc in suggested)]
     return sorted(kept, key=lambda p: p.line if p.line is not None else 1 << 30)

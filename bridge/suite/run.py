@@ -25,7 +25,7 @@ from typing import Any
 
 from bridge.config_file import BridgeConfig, parse
 from bridge.errors import ConfigError
-from bridge.suite.expect import Mismatch, check
+from bridge.suite.expect import Mismatch, check_expectation
 from bridge.suite.load import LoadedCase, LoadedSuite
 from bridge.suite.problems import SuiteError
 from bridge.trial import report
@@ -121,7 +121,7 @@ def judge(suite: LoadedSuite, case: LoadedCase, trial: TrialResult) -> CaseResul
     errors = [f"webhook {webhook}: call failed ({', '.join(events)}): {error}"
               for (webhook, error), events in failed.items()]
     objects = report.results(trial)
-    mismatches = tuple(m for e in case.expect for m in check(e, objects))
+    mismatches = tuple(m for e in case.expect for m in check_expectation(e, objects))
     return CaseResult(suite, case.name, mismatches, "\n".join(errors) or None,
                       objects=tuple(objects), calls_failed=bool(errors))
 

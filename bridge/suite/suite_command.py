@@ -28,7 +28,7 @@ from typing import Any
 
 from bridge.suite import junit
 from bridge.suite.expect import ABSENT, Description
-from bridge.suite.load import LoadedSuite, load
+from bridge.suite.load import LoadedSuite, load_suite
 from bridge.suite.problems import SuiteError
 from bridge.suite.run import CaseResult, run_suite
 from bridge.trial.stdout_pipe import reader_may_leave
@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     suites, bad = [], []
     for path in suite_paths(args.suites):  # every bad suite, with every problem it has
         try:
-            suites.append(load(path))
+            suites.append(load_suite(path))
         except SuiteError as exc:
             bad.append(exc)
     if args.junit and (problem := _unwritable(args.junit)):

@@ -7,10 +7,10 @@ per pod, kubelet's CRI calls in kubelet's order (bridge.kube.call_order, which t
 `send_pod` drives too) — RunPodSandbox; each init container created, started and (exited)
 stopped before the next; sidecars created and started; the regular containers created and
 started — then, once every pod is on the node, the pod's `--resize`s in kubelet's steps
-(bridge.kube.resize.plan: memory then CPU, one CRI UpdateContainerResources per container and
-resource, the pod cgroup's writes in their place but without an event), a snapshot of what
-each container ends with, and the teardowns (stop, remove), pod by pod: the pods of one
-trial share the node.
+(bridge.kube.resize.resize_steps: memory then CPU, one CRI UpdateContainerResources per
+container and resource, the pod cgroup's writes in their place but without an event), a
+snapshot of what each container ends with, and the teardowns (stop, remove), pod by pod: the
+pods of one trial share the node.
 Everything started is stopped by its handle before returning. Every failed webhook call is
 kept: the relay records those it saw, the bridge's log names the others (a reply the bridge
 refused, a call its circuit breaker skipped).
@@ -39,16 +39,16 @@ from bridge.errors import BridgeError
 from bridge.kube import (
     IN_PLACE,
     SNAPSHOT,
+    CallStep,
     CriPod,
     NodeSpec,
-    Step,
     container,
     effective,
     kubelet_order,
     pod_sandbox,
 )
-from bridge.kube.resize import POD, KubeletView, Resize, ResizeStep, plan
-from bridge.replies.handler_crash import crashes
+from bridge.kube.resize import POD, KubeletView, Resize, ResizeStep, resize_steps
+from bridge.reply_review.handler_crash import crashes
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
 from bridge.simulator.cri_calls import CriResult, run_cri
 from bridge.simulator.runtime import SimulatedRuntime
@@ -65,7 +65,7 @@ BRIDGE_STOP_TIMEOUT_S = 10.0
 # kubelet's in-place resize (`try --resize`): the runtime runs UpdateContainer (and, where
 # the profile has it, PostUpdateContainer).
 RESIZE = "UpdateContainerResources"
-# The bridge's log line for every failed webhook call (bridge.webhooks.call_sequence).
+# The bridge's log line for every failed webhook call (bridge.webhooks.webhook_handler).
 CALL_FAILED = "webhook call failed"
 
 
@@ -213,7 +213,7 @@ def _size(path: Path) -> int:
 
 
 def with_crashes(exchanges: list[Exchange]) -> list[Exchange]:
-    """`exchanges` with a reply that says a handler raised (bridge.replies.handler_crash)
+    """`exchanges` with a reply that says a handler raised (bridge.reply_review.handler_crash)
     marked failed: a crash is a failed call, as a reply that is not JSON is."""
     out = []
     for ex in exchanges:
@@ -337,11 +337,11 @@ class _Player:
         self.runs = {name: ContainerRun(pod, name, ctr.id) for name, ctr in self.ctrs.items()}
         self.run.containers = list(self.runs.values())
         self.order = kubelet_order(pod)
-        self.step: Step | None = next(self.order)  # the next step; None once the pod is done
+        self.step: CallStep | None = next(self.order)  # the next step; None once the pod is done
         self.running: list[str] = []  # started and not stopped, in kubelet's order
         self.resized = False
 
-    async def advance(self, stop: Callable[[Step], bool]) -> None:
+    async def advance(self, stop: Callable[[CallStep], bool]) -> None:
         """Perform steps until the next one satisfies `stop` (not performed) or none is left."""
         while self.step is not None and not stop(self.step):
             self._send(await self._perform(self.step))
@@ -358,7 +358,7 @@ class _Player:
             for name, why in done.value.items():
                 self.runs[name].not_started = why
 
-    async def _perform(self, step: Step) -> bool:
+    async def _perform(self, step: CallStep) -> bool:
         if step.container is None:
             result = await run_cri(self.runtime, step.call, self.sandbox)
             if step.call == "RunPodSandbox":
@@ -388,12 +388,12 @@ class _Player:
         return result.ok
 
     async def _resize(self) -> None:
-        """The pod's resizes in kubelet's steps (bridge.kube.resize.plan), each container's
+        """The pod's resizes in kubelet's steps (bridge.kube.resize.resize_steps), each container's
         values as kubelet asked for them (not as a plugin adjusted them); a failed call ends
         the resize, as kubelet stops there (it retries on a later sync)."""
         current = {name: KubeletView.of(self.ctrs[name].linux.resources)
                    for name in self.running}
-        for step in plan(current, self.resizes):
+        for step in resize_steps(current, self.resizes):
             self.run.resize.append(step)
             if step.container == POD or step.request is None:
                 continue  # kubelet writes the pod cgroup itself: no CRI call, no NRI event

@@ -30,7 +30,7 @@ from bridge import strict_yaml
 from bridge.config_file import parse
 from bridge.contract import quantity
 from bridge.errors import ConfigError
-from bridge.kube import CriPod, ManifestError, NodeSpec, Pod, read_manifests, translate
+from bridge.kube import CriPod, ManifestError, NodeSpec, PodSpec, read_manifests, translate
 from bridge.kube.node import CGROUP_DRIVERS, DEFAULT_NODE_CPUS, DEFAULT_NODE_NAME
 from bridge.kube.resize import Resize, parse_resize
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE, PROFILES, RuntimeProfile
@@ -222,7 +222,7 @@ def _node(args: argparse.Namespace) -> NodeSpec:
         raise ValueError(f"--node-numa-nodes: must be 1 to --node-cpus ({args.node_cpus}), "
                          f"got {args.node_numa_nodes}")
     try:
-        memory = quantity.value(quantity.parse(args.node_memory))
+        memory = quantity.value(quantity.parse_quantity(args.node_memory))
     except quantity.QuantityError as exc:
         raise ValueError(f"--node-memory: {exc}") from None
     if memory <= 0:
@@ -244,7 +244,7 @@ def _pairs(text: str, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def with_topology(pod: Pod, node: NodeSpec) -> Pod:
+def with_topology(pod: PodSpec, node: NodeSpec) -> PodSpec:
     """`pod` with the node's topology labels, as the PodTopologyLabels admission copies them."""
     copied = {k: v for k, v in node.labels if k in TOPOLOGY_LABELS}
     if not copied:

@@ -5,6 +5,6 @@ Owns nothing itself: `specs` (the config section, validated), `selector` (which 
 `webhook` (one call), `checked` (replies already checked, remembered by their bytes),
 `guard` + `reply_walk` + `values` + `kinds` (reply checks, allow list),
 `reply_merge` (ownership, conflicts), `failures` (why a call failed), `log_text` (reply text
-for a log line), `call_sequence` (the EventHandler: calls the webhooks one after another and
+for a log line), `webhook_handler` (the EventHandler: calls the webhooks one after another and
 merges their replies). The request envelope is the contract's (`bridge.contract.request_body`).
 """

@@ -10,7 +10,7 @@ the webhook path pays it once per NRI event while the runtime waits.
 What the bridge sends is guarded by whom it reaches (docs/security.md#files): on a Unix socket
 the server's uid (SO_PEERCRED) must be root, ours or one of the webhook's `peer_uids` before a
 byte is written, so a socket another user put at the policy's path gets no request; the token
-and the TLS files are read through bridge.process.file_trust (every entry on the way owned by
+and the TLS files are read through bridge.file_trust (every entry on the way owned by
 root or us and writable by nobody else, the file opened O_NOFOLLOW and checked on the
 descriptor read), so a token file swapped for a symlink to a root-only file is not sent.
 
@@ -43,7 +43,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from bridge.process import file_trust
+from bridge import file_trust
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.http1 import Http1Connection, Unanswered
 from bridge.webhooks.specs import TlsSpec, WebhookSpec

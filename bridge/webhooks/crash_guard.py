@@ -3,8 +3,8 @@
 Some reply fields panic the runtime that merges them (bridge.contract.runtime_hazards, e.g.
 any added sysctl on NRI v0.11.x). Unlike a field the runtime merely ignores, such a field must
 never reach it, so it is removed from the webhook's contribution before the merge: the
-container is created without it, and the handler (bridge.webhooks.call_sequence) warns and counts it
-as dropped. The whole field goes, removals included (on v0.11.x a sysctl removal does not
+container is created without it, and the handler (bridge.webhooks.webhook_handler) warns and
+counts it as dropped. The whole field goes, removals included (on v0.11.x a sysctl removal does not
 remove a sysctl either: docs/protocol.md#reply-fields-that-crash-a-runtime).
 
 The connected runtime's rows are derived once per connection

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.adjustment import nri_adjustment_from_json
 from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.convert import ConversionError, from_json
 from bridge.contract.value_rules import (
@@ -177,7 +177,7 @@ def parse_reply(data: Any, webhook: str, scope: Scope) -> Contribution:
 
 
 def _adjust(data: Any, scope: Scope, walk: ReplyWalk) -> api.ContainerAdjustment | None:
-    adjust = adjustment_from_json(data, "adjust")
+    adjust = nri_adjustment_from_json(data, "adjust")
     _check_part(walk.adjustment(adjust), scope.allow, "adjust")
     check_adjustment(adjust, scope.allow, scope.target, scope.hugepages)
     _in_node(adjust.linux, scope, "adjust")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
-from bridge.webhooks.named_items import refusal
+from bridge.webhooks.named_items import named_item_refusal
 from bridge.webhooks.value_bounds import (
     OutOfBounds,
     ReplyTarget,
@@ -37,14 +37,14 @@ def check_adjustment(adjust: api.ContainerAdjustment, allow: Collection[str], ta
                      hugepages: Hugepages, where: str = "adjust") -> None:
     for key in sorted(adjust.annotations):  # protobuf map order varies: name the same key
         name = key.removeprefix("-")
-        reason = refusal("annotations", name, allow)
+        reason = named_item_refusal("annotations", name, allow)
         if reason is not None:
             raise _refuse(f"{where}.annotations", "annotations", name, reason)
     for i, kv in enumerate(adjust.env):
         if kv.key.startswith("-"):
             continue  # a removal takes back what the pod spec set: it loads or routes nothing
         name = kv.key
-        reason = refusal("env", name, allow)
+        reason = named_item_refusal("env", name, allow)
         if reason is not None:
             raise _refuse(f"{where}.env[{i}].key", "env", name, reason)
     linux = adjust.linux
@@ -64,7 +64,7 @@ def check_resources(resources: api.LinuxResources, allow: Collection[str], targe
     """The items of LinuxResources (an adjustment's or an update's). Raises WebhookFailure
     for a refused unified key, OutOfBounds for a bounded value."""
     for key in sorted(resources.unified):
-        reason = refusal("unified", key, allow)
+        reason = named_item_refusal("unified", key, allow)
         if reason is not None:
             raise _refuse(f"{where}.unified", "unified", key, reason)
     if resources.HasField("pids"):

@@ -126,7 +126,7 @@ def unified_refusal(key: str) -> str | None:
     return None
 
 
-def refusal(cls: str, name: str, allow: Collection[str]) -> str | None:
+def named_item_refusal(cls: str, name: str, allow: Collection[str]) -> str | None:
     """Why `name` of class `cls` is refused under `allow`, or None if it may be set."""
     if cls == "unified":
         reason = unified_refusal(name)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution
-from bridge.webhooks.reply_walk import Claim, describe
+from bridge.webhooks.reply_walk import Claim, describe_claim
 
 
 @dataclass(slots=True)
@@ -42,13 +42,13 @@ class Merger:
         walk = c.walked
         if walk.duplicate is not None:
             raise WebhookFailure(FailureKind.INVALID,
-                                 f"reply sets {describe(walk.duplicate)} more than once")
+                                 f"reply sets {describe_claim(walk.duplicate)} more than once")
         claims = walk.claims
         for claim in sorted(claims):
             owner = self.owners.get(claim)
             if owner is not None:
                 raise WebhookFailure(FailureKind.CONFLICT, f'webhooks "{owner}" and '
-                                     f'"{c.webhook}" both tried to set {describe(claim)}')
+                                     f'"{c.webhook}" both tried to set {describe_claim(claim)}')
         return claims
 
     def add(self, c: Contribution) -> None:

@@ -37,7 +37,7 @@ CREATED = ""  # the container an adjustment applies to
 # (container id, field, key); key is "" for single-owner fields.
 Claim = tuple[str, str, str]
 
-def describe(claim: Claim) -> str:
+def describe_claim(claim: Claim) -> str:
     container, name, key = claim
     text = f"{name} {key!r}" if key else name
     return text if container == CREATED else f"{text} of container {container[:16]}"

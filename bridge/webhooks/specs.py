@@ -14,7 +14,7 @@ URL forms:
   for anything but a loopback host unless `allow_insecure_http: true`.
 
 The files a webhook reads (`bearer_token_file`, `tls.*`) must pass the node's file rule
-(bridge.process.file_trust, docs/security.md#files); `webhook_file_problems` lists every one
+(bridge.file_trust, docs/security.md#files); `webhook_file_problems` lists every one
 that does not, parsing refuses the first (unless told not to look, for `validate-config`,
 which lists them all). A `unix://` policy must be served by root, the bridge's own uid or one
 of `peer_uids` (checked on every connection: bridge.webhooks.client).
@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
+from bridge import file_trust
 from bridge.contract.catalogue import EVENT_NAMES
 from bridge.errors import ConfigError
-from bridge.process import file_trust
 from bridge.webhooks.kinds import DEFAULT_ALLOW, check_allow
 from bridge.webhooks.selector import Operator, Requirement, Selector
 
@@ -52,7 +52,7 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhos
 # -- immutable results ----------------------------------------------------------------
 
 
-class FailurePolicy(Enum):
+class WebhookFailurePolicy(Enum):
     IGNORE = "Ignore"
     FAIL = "Fail"
 
@@ -91,7 +91,7 @@ class WebhookSpec:
     events: frozenset[str]
     timeout_s: float = DEFAULT_TIMEOUT_S
     sync_timeout_s: float = DEFAULT_TIMEOUT_S
-    failure_policy: FailurePolicy = FailurePolicy.IGNORE
+    failure_policy: WebhookFailurePolicy = WebhookFailurePolicy.IGNORE
     mode: Mode = Mode.ENFORCE
     selector: Selector = field(default_factory=Selector)
     allow: frozenset[str] = DEFAULT_ALLOW
@@ -246,7 +246,7 @@ def _to_spec(m: _Webhook, where: str) -> WebhookSpec:
         events=frozenset(m.events),
         timeout_s=m.timeout,
         sync_timeout_s=m.sync_timeout if m.sync_timeout is not None else m.timeout,
-        failure_policy=FailurePolicy(m.failure_policy),
+        failure_policy=WebhookFailurePolicy(m.failure_policy),
         mode=Mode(m.mode),
         selector=_selector(m),
         allow=allow,

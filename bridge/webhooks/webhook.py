@@ -16,7 +16,7 @@ from bridge.webhooks.checked import MAX_BYTES, MAX_ENTRIES, CheckedReplies
 from bridge.webhooks.client import PolicyClient, decode_reply
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Contribution, Scope, parse_reply
-from bridge.webhooks.specs import FailurePolicy, Mode, WebhookSpec
+from bridge.webhooks.specs import Mode, WebhookFailurePolicy, WebhookSpec
 
 # Below this there is no point in starting an HTTP exchange.
 MIN_CALL_BUDGET_S = 0.002
@@ -45,7 +45,7 @@ class Webhook:
         self.spec = spec
         self.name = spec.name
         self.shadow = spec.mode is Mode.SHADOW
-        self.fails_closed = spec.failure_policy is FailurePolicy.FAIL
+        self.fails_closed = spec.failure_policy is WebhookFailurePolicy.FAIL
         self.client = client or PolicyClient(spec)
         self.breaker = CircuitBreaker(spec.name, spec.breaker.failure_threshold,
                                       spec.breaker.cool_down_s)

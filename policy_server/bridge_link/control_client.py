@@ -28,7 +28,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from bridge.process import file_trust
+from bridge import file_trust
 from policy_server.exceptions import BridgeControlError, BridgeUnreachableError
 
 log = logging.getLogger(__name__)

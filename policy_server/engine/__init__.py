@@ -12,8 +12,8 @@ Must not: import web frameworks, do host I/O, or know any particular policy.
 from policy_server.engine.evaluate import Engine, Evaluation, describe
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import decision_to_reply
-from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision_json import update_to_json
+from policy_server.sdk.limit_checks import MAX_WARNINGS
 
 __all__ = [
     "MAX_WARNINGS",

@@ -22,19 +22,14 @@ effects are returned, not executed.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from bridge.contract.catalogue import REPLY_KEYS, REQUEST_PAYLOAD, EventName
-from bridge.replies.handler_crash import crash_note
-from policy_server.engine.reply import decision_to_reply
-from policy_server.engine.request import parse_request
+from bridge.reply_review.handler_crash import crash_note
 from policy_server.engine.request_event import names_of, without_payload
 from policy_server.exceptions import PolicyError, UnknownPolicyError
 from policy_server.sdk.decision import ContainerUpdate, Decision, amended
@@ -71,12 +66,6 @@ class Evaluation:
     duration_s: float
     notes: tuple[str, ...] = ()
 
-    @property
-    def reply(self) -> dict[str, Any]:
-        """The reply body the decision encodes to, before the server settles it (computed each
-        time, never stored; the server's: ``engine.settled.Settled.reply``)."""
-        return decision_to_reply(self.decision, self.notes)
-
 
 def describe(event: Event) -> str:
     """``event=... uid=... pod=ns/name container=name`` for log lines; for an event without its
@@ -111,15 +100,6 @@ class Engine:
         # The dry-run copies (module docstring): the node view's, and each policy's state.
         self._dry_node: NodeSnapshot | None = None
         self._dry_states: dict[str, tuple[object, ...]] = {}
-
-    def evaluate_json(self, policy_name: str, body: object) -> Evaluation:
-        """Evaluate a request given as a JSON value (the test kit's recordings), through the one
-        request path (``RequestError`` if the server would refuse it)."""
-        try:
-            raw = orjson.dumps(body)
-        except TypeError:  # an integer beyond 64 bits: the standard library writes it
-            raw = json.dumps(body).encode()
-        return self.evaluate(policy_name, parse_request(raw, self.needs_payload(policy_name)))
 
     @property
     def folds(self) -> bool:

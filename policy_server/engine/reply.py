@@ -7,7 +7,7 @@ server's settle step act on the ``Decision`` and collect their own warnings besi
 SDK's values are the contract's; the bridge checks every reply it reads). It is the one place
 that fits what the framework joined to the contract's counts: the decision's warnings and the
 notes after them cut to ``maxItems`` (the last kept one says how many more went), a joined
-reject reason cut to ``maxLength`` (``contract_limits.fit_warnings`` / ``fit_reject``).
+reject reason cut to ``maxLength`` (``limit_checks.fit_warnings`` / ``fit_reject``).
 ``check_reply`` is the contract check for tools that want one (the test kit): never called on
 the hot path. Must not merge, edit a reply, or do I/O.
 """
@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.sdk.contract_limits import fit_reject, fit_warnings
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.decision_json import adjustment_to_json, update_to_json
+from policy_server.sdk.limit_checks import fit_reject, fit_warnings
 
 
 def updates_to_json(decision: Decision) -> list[dict[str, Any]]:

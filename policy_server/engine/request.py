@@ -43,7 +43,7 @@ from bridge.contract import request_structs
 from bridge.contract.catalogue import REQUEST_PAYLOAD, REQUIRED_PAYLOAD, EventName
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_event import EVENTS, container_of, event_of, pod_of
-from policy_server.engine.request_fields import Refusal, refusal, walk_needed
+from policy_server.engine.request_fields import FieldRefusal, refusal, walk_needed
 from policy_server.exceptions import RequestError
 from policy_server.sdk.model import Event
 
@@ -199,7 +199,7 @@ def _skipped(kind: str, index: int, entry: Any, field: str, message: str) -> Ski
     return Skipped(kind, index, text("id"), text("name"), pod, field, message)
 
 
-def _field_refused(found: Refusal) -> _Refused:
+def _field_refused(found: FieldRefusal) -> _Refused:
     return _Refused(FIELD_REFUSED, ["body", *found.loc], found.text(), 400)
 
 
@@ -234,7 +234,7 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
         raise _Refused("json_invalid", _BODY, "JSON nested too deeply") from None
 
 
-def _too_long(message: str, path: str) -> Refusal | None:
+def _too_long(message: str, path: str) -> FieldRefusal | None:
     """The 400 for msgspec's refusal of a string over its field's length, else None."""
     too_long = _TOO_LONG.fullmatch(message)
     if too_long is None:
@@ -242,7 +242,7 @@ def _too_long(message: str, path: str) -> Refusal | None:
     text = f"is longer than {too_long.group(1)} characters"
     key = path.startswith(_KEY_AT)  # "key` in `$.pod.labels": a map's key
     loc = _loc(path.removeprefix(_KEY_AT))[1:]
-    return Refusal(tuple(loc), f"a key {text}" if key else text)
+    return FieldRefusal(tuple(loc), f"a key {text}" if key else text)
 
 
 def _loc(path: str) -> list[str | int]:

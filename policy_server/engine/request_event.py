@@ -20,8 +20,8 @@ from typing import Any, TypedDict
 import msgspec
 
 from bridge.contract.catalogue import EventName
-from policy_server.sdk.contract_limits import request_values
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
+from policy_server.sdk.limit_checks import request_values
 from policy_server.sdk.model import CPU, Container, Event, Image, Memory, Pod, Resources, User
 from policy_server.sdk.oci import Mount, Rlimit, no_strings
 from policy_server.sdk.validation import NO_OWNERS, FieldOwners, Owners, Plugin, field_name
@@ -81,7 +81,7 @@ def _payload(request: Any) -> dict[str, Any]:
 
 def _merged(adjust: Any, updates: Any) -> dict[str, Any]:
     """ValidateContainerAdjustment's merged adjustment and updates: other plugins' values, read
-    without the reply's value limits (sdk.contract_limits.request_values)."""
+    without the reply's value limits (sdk.limit_checks.request_values)."""
     with request_values():
         return {"adjust": adjustment_from_json(_json(adjust)) if adjust is not None else None,
                 "update": tuple(update_from_json(_json(u)) for u in updates or ())}

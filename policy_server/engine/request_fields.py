@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
-from bridge.contract.field_limits import FIELDS, KEY, TEXT, Limit, problem
+from bridge.contract.field_limits import FIELDS, KEY, TEXT, FieldLimit, limit_problem
 
 # Escapes for control characters free text may hold, and for any other (module docstring).
 _SOFT_CONTROL = re.compile(rb"\\[nrt]")
@@ -41,7 +41,7 @@ Step = str | int
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class FieldRefusal:
     """Where a string breaks its limit (``loc``: keys and indexes from the request's root) and
     how (``message``: ``contains a NUL byte``; ``a key contains ...`` when a map's key broke it,
     ``loc`` then ends at the map)."""
@@ -76,7 +76,7 @@ Check = Callable[[Any], Found | None]
 _PLANS: dict[tuple[type, str], Check | None] = {}
 
 
-def _limit(cls: type, field: str) -> Limit:
+def _limit(cls: type, field: str) -> FieldLimit:
     for klass in cls.__mro__:  # Adjustment is a ContainerAdjustment
         found = FIELDS.get((klass.__name__, field))
         if found is not None:
@@ -84,7 +84,7 @@ def _limit(cls: type, field: str) -> Limit:
     return TEXT
 
 
-def _string(limit: Limit, walk: str) -> Check | None:
+def _string(limit: FieldLimit, walk: str) -> Check | None:
     rule = _rule(limit, walk)
     if rule is None:
         return None
@@ -110,7 +110,7 @@ def _items(inner: Check) -> Check:
 def _map(keyed: bool, inner: Check | None) -> Check:
     def entries(value: Any) -> Found | None:
         for key, item in value.items():
-            if keyed and (message := problem(KEY, key)) is not None:
+            if keyed and (message := limit_problem(KEY, key)) is not None:
                 return [], f"a key {message}"
             if inner is not None and item is not None and (found := inner(item)) is not None:
                 found[0].append(key)
@@ -120,7 +120,7 @@ def _map(keyed: bool, inner: Check | None) -> Check:
     return entries
 
 
-def _node(t: Any, limit: Limit, walk: str) -> Check | None:
+def _node(t: Any, limit: FieldLimit, walk: str) -> Check | None:
     t = _bare(t)
     if isinstance(t, mi.UnionType):  # X | None, an enum's Literal | int
         nodes = [n for n in (_node(x, limit, walk) for x in t.types) if n is not None]
@@ -191,13 +191,13 @@ def _is_string(t: Any) -> bool:
     )
 
 
-def _rule(limit: Limit, walk: str) -> Callable[[str], str | None] | None:
+def _rule(limit: FieldLimit, walk: str) -> Callable[[str], str | None] | None:
     """What a string of ``limit`` is checked with in ``walk`` (None: nothing)."""
     if walk == SHAPES:
         return limit.shape
     if walk == STRICT and limit.newlines:
         return None
-    return lambda value: problem(limit, value)
+    return lambda value: limit_problem(limit, value)
 
 
 def plan(cls: type[msgspec.Struct], walk: str) -> Check | None:
@@ -221,7 +221,7 @@ def walk_needed(raw: bytes) -> str:
     return STRICT if _SOFT_CONTROL.search(raw) is not None else SHAPES
 
 
-def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> Refusal | None:
+def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> FieldRefusal | None:
     """The first string of ``value`` whose field refuses it (``walk``: ``walk_needed``'s
     answer for the body it came from). ``prefix``: ``value``'s place."""
     check = plan(type(value), walk)
@@ -229,4 +229,4 @@ def refusal(value: msgspec.Struct, walk: str, prefix: Sequence[Step] = ()) -> Re
     if found is None:
         return None
     steps, message = found
-    return Refusal((*prefix, *reversed(steps)), message)
+    return FieldRefusal((*prefix, *reversed(steps)), message)

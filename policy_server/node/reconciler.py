@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bridge.process.gc_pause import paused_gc
+from bridge.process_setup.gc_pause import paused_gc
 from policy_server.bridge_link.control_client import BridgeControl, BridgeState
 from policy_server.bridge_link.pusher import PUSH_BATCH
 from policy_server.engine.evaluate import Engine, Evaluation
@@ -222,7 +222,7 @@ class NodeReconciler:
         started = time.perf_counter()
         if snapshot is None:
             snapshot = await self.bridge.state()
-        with paused_gc():  # the whole node (bridge.process.gc_pause)
+        with paused_gc():  # the whole node (bridge.process_setup.gc_pause)
             sync = node_synchronize("reconcile", snapshot.pods, snapshot.containers,
                                     snapshot.raw)
         for skipped in sync.skipped:
@@ -242,7 +242,7 @@ class NodeReconciler:
             event = _with_file_values(event, values, weights)
         effects: list[Effect] = []
         for name in self.plans:
-            with paused_gc():  # the whole node (bridge.process.gc_pause)
+            with paused_gc():  # the whole node (bridge.process_setup.gc_pause)
                 evaluation = self.engine.evaluate(name, event)
             settled = self.settle(evaluation)  # counted, its warnings logged
             await self._push(list(settled.pushes), report)

@@ -111,7 +111,7 @@ class HostView:
 
 
 @dataclass(frozen=True, slots=True)
-class Rules:
+class InjectorRules:
     """The configuration: allow lists and the host view."""
 
     allowed_devices: tuple[str, ...]
@@ -132,7 +132,7 @@ def _abs_path(key: str, where: str, value: object) -> str:
     return posixpath.normpath(value)
 
 
-def _device(rules: Rules, key: str, i: int, item: object) -> Device:
+def _device(rules: InjectorRules, key: str, i: int, item: object) -> Device:
     where = f"item {i}"
     if isinstance(item, str):
         item = {"path": item}
@@ -179,7 +179,7 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
+def _mount(rules: InjectorRules, key: str, i: int, item: object) -> Mount:
     where = f"item {i}"
     if not isinstance(item, dict):
         raise PodAnnotationError(key, f"{where}: expected a mapping with source and destination")
@@ -218,7 +218,7 @@ def _mount(rules: Rules, key: str, i: int, item: object) -> Mount:
     return Mount(destination, "bind", real, tuple(options))
 
 
-def _cdi(rules: Rules, key: str, i: int, item: object) -> str:
+def _cdi(rules: InjectorRules, key: str, i: int, item: object) -> str:
     if not isinstance(item, str) or not _CDI_NAME.match(item):
         raise PodAnnotationError(
             key, f"item {i}: expected a CDI device name like vendor.com/class=name, got {item!r}"
@@ -239,7 +239,7 @@ def _identity(item: Device | Mount | str) -> str:
     return item
 
 
-def _parse(rules: Rules, event: Event, domain: str, parse: Any) -> tuple[Any, ...]:
+def _parse(rules: InjectorRules, event: Event, domain: str, parse: Any) -> tuple[Any, ...]:
     request = notes.find(event, domain)
     if request is None:
         return ()
@@ -282,7 +282,7 @@ class _Config(PolicyConfig):
     namespaces: Strings = None
 
 
-def _rules_from(settings: PolicySettings) -> Rules:
+def _rules_from(settings: PolicySettings) -> InjectorRules:
     config = settings.parse(_Config)
     devices = config.allowed_devices or ()
     for i, pattern in enumerate(devices):
@@ -295,7 +295,7 @@ def _rules_from(settings: PolicySettings) -> Rules:
                 f"allowed_mount_sources[{i}]", f"expected an absolute directory below /, "
                 f"got {source!r}"
             )  # fmt: skip
-    return Rules(
+    return InjectorRules(
         allowed_devices=devices,
         allowed_mount_sources=tuple(posixpath.normpath(s) for s in sources),
         allowed_mount_types=frozenset(config.allowed_mount_types or ()),
@@ -305,7 +305,7 @@ def _rules_from(settings: PolicySettings) -> Rules:
     )
 
 
-def build(settings: PolicySettings) -> Policy[Rules]:
+def build(settings: PolicySettings) -> Policy[InjectorRules]:
     rules = _rules_from(settings)
     # A bug in here must not start the container without what it asked for.
     policy = Policy(
@@ -313,7 +313,7 @@ def build(settings: PolicySettings) -> Policy[Rules]:
     )
 
     @policy.on(EventName.CREATE_CONTAINER)
-    def devices(event: Event, rules: Rules) -> Decision | None:
+    def devices(event: Event, rules: InjectorRules) -> Decision | None:
         try:
             nodes = _parse(rules, event, DEVICES, _device)
             mounts = _parse(rules, event, MOUNTS, _mount)

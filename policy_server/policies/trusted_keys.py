@@ -31,8 +31,3 @@ ANNOTATION_DOMAINS: tuple[str, ...] = (
     TOLERATE_MISSING_NRI_PLUGINS,
 )
 EXACT_KEYS: tuple[str, ...] = (*KOORDINATOR_KEYS, TOLERATE_MISSING_NRI_PLUGINS)
-
-
-def guarded(key: str) -> bool:
-    """Whether a pod label/annotation ``key`` is one an admission policy must guard."""
-    return key in EXACT_KEYS or any(key.startswith(f"{d}/") for d in ANNOTATION_DOMAINS)

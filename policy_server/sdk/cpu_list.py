@@ -16,7 +16,7 @@ from bridge.contract.cpu_list_grammar import (
     format_cpu_list,
     parse_cpu_list,
 )
-from bridge.contract.cpu_list_grammar import check_cpu_list as _check
+from bridge.contract.cpu_list_grammar import check_cpu_list_syntax as _check
 
 __all__ = [
     "MAX_CPU_ID",

@@ -7,7 +7,7 @@ set; the rest of NRI's ``ContainerAdjustment`` (namespaces, net devices, I/O pri
 policy, scheduler, RDT, memory policy, cgroups path, ...) goes in its ``extra``: the reply's
 ``adjust`` JSON, checked against the webhook contract when the ``Adjustment`` is built, as the
 bridge checks an HTTP reply's shape. Every value is built with the reply contract's JSON types
-and inside its limits (``policy_server.sdk.contract_limits``: strings, integers (no bool),
+and inside its limits (``policy_server.sdk.limit_checks``: strings, integers (no bool),
 booleans, lists and maps of them where the schema has them; a non-empty container id, a reject
 reason of 1-4096 characters, at most 100 warnings of at most 1024 characters, the
 ranges and grammars of bridge.contract.value_rules) or raises
@@ -32,8 +32,8 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from bridge.contract.value_rules import REMOVAL_KEYS
-from policy_server.sdk.contract_limits import Pairs, checks
 from policy_server.sdk.effects import Effect
+from policy_server.sdk.limit_checks import Pairs, checks
 from policy_server.sdk.oci import Device, Mount, Rlimit, StagedHook, check_mount, no_strings
 from policy_server.sdk.resource_patch import NO_RESOURCES, ResourcePatch
 

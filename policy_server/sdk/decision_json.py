@@ -18,8 +18,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from policy_server.sdk.contract_limits import read_list, read_object, read_objects
 from policy_server.sdk.decision import REMOVAL_FIELDS, Adjustment, ContainerUpdate
+from policy_server.sdk.limit_checks import read_list, read_object, read_objects
 from policy_server.sdk.oci import Device, Hook, HookStage, Mount, Rlimit, StagedHook, hooks_to_json
 from policy_server.sdk.resource_patch import ResourcePatch
 

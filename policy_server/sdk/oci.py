@@ -7,7 +7,7 @@ field names), and the shared empty string map. Devices, hooks, rlimits and CDI d
 privileged kinds of an adjustment: the bridge refuses them unless the webhook's ``allow`` list
 names ``devices``, ``hooks``, ``rlimits`` or ``cdi_devices``. Hooks, devices, device rules and
 rlimits are built with the reply contract's JSON types and inside its integer ranges or raise
-``ValueError`` (``policy_server.sdk.contract_limits``); a mount is checked by ``check_mount``
+``ValueError`` (``policy_server.sdk.limit_checks``); a mount is checked by ``check_mount``
 when an ``Adjustment`` sends it. Must not do I/O or know about
 particular policies.
 """
@@ -20,7 +20,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from policy_server.sdk.contract_limits import checks
+from policy_server.sdk.limit_checks import checks
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 

@@ -4,7 +4,7 @@ Owns the patch value, its one table of fields (each scalar declared once with it
 inside ``LinuxResources``; ``SCALAR_PATHS``, attribute -> path, is read off the declarations
 and the reply JSON, the merge's conflict paths and the request's ``Resources`` all use it) and
 its JSON both ways; a patch is built with the reply contract's JSON types and inside its limits
-(``policy_server.sdk.contract_limits``) or raises ``ValueError``, and read from JSON strictly.
+(``policy_server.sdk.limit_checks``) or raises ``ValueError``, and read from JSON strictly.
 ``unified`` and ``hugepage_limits`` are owned per key (per page size), ``device_rules`` are
 appended, as NRI does. Must not do I/O or merge several handlers' patches
 (``policy_server.sdk.decision_merge``).
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from policy_server.sdk.contract_limits import Pairs, checks, read_object, read_objects
+from policy_server.sdk.limit_checks import Pairs, checks, read_object, read_objects
 from policy_server.sdk.oci import DeviceRule, no_strings
 
 _NO_PAGES: Mapping[str, int] = MappingProxyType({})

@@ -6,8 +6,9 @@ bridge client and pusher, the node reconciler, the settle step (``service.settle
 (``service.resync``) and the node status (``service.node_status``); runs the policies'
 background tasks (``service.policy_host``: the SDK's extension points seen from the server) and
 the resync's ticks until stopped. ``PolicyServer.handle`` is one request: the engine decides, the
-settle step settles the decision, and ``server.hot_route`` sends the settled reply's bytes
-(``engine.settled.Settled.body``: encoded once). Must not: name a policy (the catalogue,
+settle step settles the decision, and ``http_edge.hot_route`` sends the settled reply's bytes
+(``engine.settled.Settled.body``: encoded once). ``policy_server.assemble`` puts it together with
+its HTTP edge. Must not: name a policy (the catalogue,
 ``policy_server.policies``, says which built-ins are served) or import one, or encode a reply.
 """
 
@@ -182,7 +183,7 @@ class PolicyServer:
                 if task is not None:
                     host = policy_host.Host(self, policy.name)
                     tasks.create_task(
-                        policy_host.guarded(policy.name, task(host)), name=policy.name
+                        policy_host.run_guarded(policy.name, task(host)), name=policy.name
                     )
             if self.bridge is not None:
                 tasks.create_task(self._ticks(), name="resync-ticks")

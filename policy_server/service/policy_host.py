@@ -54,7 +54,7 @@ class Host:
         await self._server.config_polled(result, status)
 
 
-async def guarded(policy: str, task: Awaitable[None]) -> None:
+async def run_guarded(policy: str, task: Awaitable[None]) -> None:
     """A policy's background task: its failure is logged and ends only that task."""
     try:
         await task

@@ -27,15 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from bridge.contract.catalogue import CONTAINER_EVENTS, EventName
 from bridge.contract.request_body import default_envelope
 from bridge.kube import NodeSpec
-from bridge.replies.replay import ReplayCase, ReplayOutcome, compare, load_cases
+from bridge.reply_review.replay import ReplayCase, ReplayOutcome, compare, load_cases
 from bridge.runtime_facts.profiles import DEFAULT_PROFILE
 from policy_server.bridge_link.pusher import PushJob
 from policy_server.engine.evaluate import Engine, Evaluation
 from policy_server.engine.loader import load_policies
 from policy_server.engine.reply import check_reply
+from policy_server.engine.request import parse_request
 from policy_server.engine.settled import Settled
 from policy_server.exceptions import InvalidReplyError, PolicyServerError, RequestError
 from policy_server.node.execution import ExecutorMode
@@ -203,7 +206,8 @@ class PolicyRunner:
         body = load_request(request) if isinstance(request, str | Path) else dict(request)
         name = self._policy(policy)
         try:  # the server's one request path: the same 422s, as exceptions
-            evaluation = self.engine.evaluate_json(name, body)
+            event = parse_request(_body_bytes(body), self.engine.needs_payload(name))
+            evaluation = self.engine.evaluate(name, event)
         except RequestError as exc:
             raise InvalidRequest(f"not a webhook request: {_problems(exc)}") from None
         settled = self.settle.reply_now(evaluation)
@@ -263,6 +267,14 @@ class _TakenPushes:
 
     async def join(self) -> None:
         return None
+
+
+def _body_bytes(body: object) -> bytes:
+    """A request given as a JSON value, as the bytes the server's request path reads."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits: the standard library writes it
+        return json.dumps(body).encode()
 
 
 def _problems(error: RequestError) -> str:

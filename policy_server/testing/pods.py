@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.adjustment import nri_adjustment_from_json
 from bridge.contract.applied_view import reply_notices
 from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_TYPES
@@ -33,9 +33,9 @@ from bridge.contract.runtime_effects import Route
 from bridge.kube import (
     IN_PLACE,
     SNAPSHOT,
+    CallStep,
     CriPod,
     NodeSpec,
-    Step,
     container,
     effective,
     kubelet_order,
@@ -150,12 +150,12 @@ def _play(cri: CriPod, sandbox: api.PodSandbox, profile: Any,
                     apply_update(target, from_json(update, api.ContainerUpdate), profile.runtime,
                                  Route.UPDATE)
             if event.rpc_name == "CreateContainer" and ctr is not None:
-                ctr = apply_adjustment(ctr, adjustment_from_json(reply.adjust), profile.runtime)
+                ctr = apply_adjustment(ctr, nri_adjustment_from_json(reply.adjust), profile.runtime)
                 ctr.state = api.CONTAINER_CREATED
                 state[ctr.id] = ctr
         return True
 
-    def perform(step: Step) -> bool:
+    def perform(step: CallStep) -> bool:
         if step.call == IN_PLACE:  # one pod: nothing to wait for
             return True
         if step.container is None:

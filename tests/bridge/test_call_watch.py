@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from bridge.call_watch import CallWatch, StuckCall
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 
 
 class Clock:
@@ -131,7 +131,7 @@ def test_the_metrics_read_the_watch_at_scrape_time() -> None:
     clock = Clock()
     watch = CallWatch(stuck_after_s=5.0, clock=clock)
     watch.declare("RegisterPlugin")
-    metrics = Metrics()
+    metrics = BridgeMetrics()
     metrics.watch_calls(watch.stuck_now, lambda: watch.became_stuck)
     prefix = "nri_webhook_bridge_runtime_calls"
     text = metrics.exposition().decode()

@@ -13,7 +13,7 @@ from bridge import strict_yaml
 
 def _error(text: str) -> str:
     with pytest.raises(yaml.YAMLError) as caught:
-        strict_yaml.load(text, "f.yaml")
+        strict_yaml.load_yaml(text, "f.yaml")
     return strict_yaml.one_line(caught.value)
 
 

@@ -3,7 +3,8 @@
 Owns: reading deploy/kubernetes/admission as written (``sources``: the kustomization's resources
 and its params ConfigMap built from the generator's literals, as kustomize builds it;
 tests/deploy/test_admission_manifests.py checks that the rendering agrees), the keys the code
-declares the policy must guard (``guarded_keys``, from policy_server/policies/trusted_keys.py),
+declares the policy must guard (``guarded_keys``, from policy_server/policies/trusted_keys.py,
+and ``is_guarded`` for one key),
 builders of pods and AdmissionReview requests, and ``allowed``/``refused``, which assert a
 verdict and name it when it is the other one.
 
@@ -66,6 +67,13 @@ def guarded_keys() -> set[str]:
     # The runtime snippet's annotation is declared, by name and as a domain.
     assert TOLERATE in exact and TOLERATE in domains, TOLERATE
     return exact | {f"{d}/" for d in domains}
+
+
+def is_guarded(key: str) -> bool:
+    """Whether a pod label/annotation ``key`` is one the admission policy must guard: one of
+    ``trusted_keys.EXACT_KEYS`` or under one of ``trusted_keys.ANNOTATION_DOMAINS``."""
+    return (key in trusted_keys.EXACT_KEYS
+            or any(key.startswith(f"{d}/") for d in trusted_keys.ANNOTATION_DOMAINS))
 
 
 def sources() -> list[dict[str, Any]]:

@@ -100,7 +100,7 @@ def parse_command(argv: Sequence[str]) -> tuple[str, Any]:
     if program == BRIDGE:
         if not rest or rest[0] not in bridge_cli.SUBCOMMANDS:
             rest.insert(0, "run")
-        return program, _parse(bridge_cli.build_parser(), rest, BRIDGE)
+        return program, _parse(bridge_cli.build_bridge_parser(), rest, BRIDGE)
     if program == POLICY_SERVER:
         return program, _parse(policy_cli.build_parser(), rest, POLICY_SERVER)
     raise AssertionError(f"{argv[0]!r} is neither {BRIDGE} nor {POLICY_SERVER}")

@@ -23,11 +23,11 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.app import watch_runner
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.session import PluginIdentity
 from bridge.nri.stub import new_plugin
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import parse_webhooks
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.deploy import dashboard as g
 from tests.deploy.support import DEPLOY, REPO
 
@@ -107,7 +107,7 @@ def test_an_alert_that_never_fires_fails_its_cases(alert: str, tmp_path: Path) -
     assert f"alertname: {alert}," in done.stdout + done.stderr
 
 
-def _declared_labels(metrics: Metrics) -> dict[str, frozenset[str]]:
+def _declared_labels(metrics: BridgeMetrics) -> dict[str, frozenset[str]]:
     return {w._name: frozenset(w._labelnames) for w in vars(metrics).values()
             if isinstance(w, MetricWrapperBase)}
 
@@ -116,7 +116,7 @@ def _declared_labels(metrics: Metrics) -> dict[str, frozenset[str]]:
 def exported() -> dict[str, frozenset[str]]:
     """Sample name -> label names, from a real bridge registry: a runner (its call watch and
     connection state) and a webhook (its circuit) wired as bridge.app wires them."""
-    metrics = Metrics()
+    metrics = BridgeMetrics()
     handler = WebhookHandler(parse_webhooks([{"name": "p", "url": "unix:///run/p.sock/v1/policy"}]),
                              metrics, knows_container=lambda _: True)
     watch_runner(metrics, new_plugin(PluginIdentity("webhook-bridge", "50"), handler))

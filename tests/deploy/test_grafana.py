@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from bridge.metrics import Metrics as BridgeMetrics
+from bridge.metrics import BridgeMetrics
 from bridge.webhooks.failures import FailureKind
 from policy_server.telemetry import Metrics as PolicyMetrics
 from tests.deploy import dashboard as g

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bridge.cli import build_parser
+from bridge.cli import build_bridge_parser
 from bridge.runtime_config import runtime_config_command
 from bridge.transport import connect
 from tests.deploy import support as s
@@ -102,8 +102,9 @@ def _named_command(text: str) -> list[str]:
 
 
 def _printed(argv: list[str]) -> str:
-    args: argparse.Namespace = build_parser("runtime-config").parse_args(["runtime-config", *argv])
-    return runtime_config_command.change(args)[0].text
+    args: argparse.Namespace = build_bridge_parser("runtime-config").parse_args(
+        ["runtime-config", *argv])
+    return runtime_config_command.requested_change(args)[0].text
 
 
 def _stale(name: str, text: str) -> str | None:

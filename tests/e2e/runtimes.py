@@ -213,9 +213,9 @@ def render_base_config(runtime: Runtime, dirs: InstanceDirs) -> str:
 def render_config(runtime: Runtime, dirs: InstanceDirs) -> str:
     """The config.toml containerd starts from: the base plus what `runtime-config` adds
     (in-process; containerd.py runs the command itself)."""
-    from bridge.cli import build_parser
+    from bridge.cli import build_bridge_parser
     from bridge.runtime_config import runtime_config_command
 
-    args = build_parser("runtime-config").parse_args(runtime_config_args(runtime, dirs))
-    result, _ = runtime_config_command.change(args, render_base_config(runtime, dirs))
+    args = build_bridge_parser("runtime-config").parse_args(runtime_config_args(runtime, dirs))
+    result, _ = runtime_config_command.requested_change(args, render_base_config(runtime, dirs))
     return result.text

@@ -31,7 +31,7 @@ import grpc
 import httpx
 import pytest
 
-from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.adjustment import nri_adjustment_from_json
 from bridge.contract.convert import from_json, to_json
 from bridge.contract.field_table import LEAVES, UPDATE_LEAVES
 from bridge.contract.runtime_effects import Route, Runtime
@@ -212,7 +212,7 @@ class Play:
         for case in CASES:
             name, cid = name_of(Route.ADJUST, case.leaf), ids[case.leaf]
             container = self.request_container("CreateContainer", name)
-            predicted = apply_adjustment(container, adjustment_from_json(case.adjust),
+            predicted = apply_adjustment(container, nri_adjustment_from_json(case.adjust),
                                          self.runtime)
             expected = self.expect(case, container, predicted, control_spec)
             spec = self.spec(cid)

@@ -33,7 +33,7 @@ import httpx
 import pytest
 
 from bridge.cli import main as bridge_main
-from bridge.control.serving import unix_listener
+from bridge.control.serving import control_listener
 from bridge.errors import BridgeError, ConfigError
 from bridge.simulator.synthetic import synthetic_state
 from bridge.webhooks.failures import WebhookFailure
@@ -231,7 +231,7 @@ def test_a_path_that_is_not_a_socket_is_never_replaced(squatter: str, workdir: P
         else:
             path.symlink_to(target)
     with pytest.raises(BridgeError, match="not a socket"):
-        unix_listener(str(workdir / "control.sock"), 0o660)
+        control_listener(str(workdir / "control.sock"), 0o660)
     with pytest.raises(StartupError, match="not a socket"):
         bind_unix_socket(workdir / "policy.sock", 0o600)
     assert target.read_text() == "keep"

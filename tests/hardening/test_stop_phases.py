@@ -1,11 +1,11 @@
 """SIGTERM at every phase of start-up and shutdown: both programs always exit 0, cleanly.
 
-The phases are made exact with the programs' test hook (bridge.process.stop_signals.checkpoint):
-with ``NRI_STOP_CHECKPOINT`` naming a phase, the process stops itself there (SIGSTOP); the test sees
-it stopped (waitpid WUNTRACED), sends SIGTERM, then SIGCONT, so the signal is delivered exactly
-at that point. For a shutdown phase the first SIGTERM is sent at the program's ready phase and
-the second one at the phase under test. No sleeps decide anything here; the waits only have
-generous ceilings against hangs.
+The phases are made exact with the programs' test hook
+(bridge.process_setup.stop_signals.checkpoint): with ``NRI_STOP_CHECKPOINT`` naming a phase,
+the process stops itself there (SIGSTOP); the test sees it stopped (waitpid WUNTRACED), sends
+SIGTERM, then SIGCONT, so the signal is delivered exactly at that point. For a shutdown phase
+the first SIGTERM is sent at the program's ready phase and the second one at the phase under
+test. No sleeps decide anything here; the waits only have generous ceilings against hangs.
 
 Before the stop-signal latch, a SIGTERM in the first second (the imports) or after the event
 loop had closed ended either program with the default action: exit -15.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.process.stop_signals import CHECKPOINT_ENV
+from bridge.process_setup.stop_signals import CHECKPOINT_ENV
 from tests.waiting import WaitTimeout, wait_until
 
 pytestmark = pytest.mark.processes  # starts processes: not in make check

@@ -12,18 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from bridge.app import control_deps, watch_runner
-from bridge.control.api import create_app
+from bridge.control.api import create_control_app
 from bridge.control.serving import ControlServer, wait_started
 from bridge.control.settings import ControlSettings
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.cache import StateCache
 from bridge.nri.runner import PluginRunner
 from bridge.nri.session import PluginIdentity
 from bridge.nri.stub import new_plugin
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator.runtime import SimulatedRuntime
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.specs import WebhookSpec, parse_webhooks
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.bridge.simulator.harness import updates_for
 
 
@@ -46,7 +46,7 @@ def webhook(policy_sock: Path, **kw: Any) -> WebhookSpec:
 class Bridge:
     runner: PluginRunner
     handler: WebhookHandler
-    metrics: Metrics
+    metrics: BridgeMetrics
     control_sock: Path
 
 
@@ -54,7 +54,7 @@ class Bridge:
 async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], workdir: Path,
                          ) -> AsyncIterator[Bridge]:
     """Connect a bridge to `rt` and wait until it serves; control API on workdir/control.sock."""
-    metrics = Metrics()
+    metrics = BridgeMetrics()
     cache = StateCache()
     handler = WebhookHandler(specs, metrics, knows_container=cache.knows_container,
                              lookup=cache.lookup)
@@ -62,7 +62,7 @@ async def running_bridge(rt: SimulatedRuntime, specs: Sequence[WebhookSpec], wor
                           socket_path=str(rt.socket_path), cache=cache, updates=updates_for(rt))
     watch_runner(metrics, runner)
     control_sock = workdir / "control.sock"
-    control = ControlServer(create_app(control_deps(runner, metrics)),
+    control = ControlServer(create_control_app(control_deps(runner, metrics)),
                             ControlSettings(socket_path=str(control_sock), explicit_socket=True))
     control.open()
     async with asyncio.TaskGroup() as tasks:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
+from bridge.listening.prompt_server import PromptServer
 from tests.waiting import until
 
 
@@ -49,12 +50,6 @@ def make_app(knobs: Knobs) -> FastAPI:
     return app
 
 
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 @contextlib.asynccontextmanager
 async def serve_policy(path: str, knobs: Knobs) -> AsyncIterator[None]:
     """Serve the policy app on Unix socket `path` for the duration of the block."""
@@ -64,8 +59,9 @@ async def serve_policy(path: str, knobs: Knobs) -> AsyncIterator[None]:
     sock.bind(path)
     sock.listen(64)
     sock.setblocking(False)
-    config = uvicorn.Config(make_app(knobs), lifespan="off", log_config=None, access_log=False)
-    server = _QuietServer(config)
+    config = uvicorn.Config(make_app(knobs), lifespan="off", log_config=None, access_log=False,
+                            date_header=False)
+    server = PromptServer(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
         # uvicorn exposes only a flag to poll.
@@ -73,8 +69,7 @@ async def serve_policy(path: str, knobs: Knobs) -> AsyncIterator[None]:
                     interval_s=0.005)
         yield
     finally:
-        server.should_exit = True
-        server.force_exit = True
+        server.request_exit(force=True)
         async with asyncio.timeout(5):
             await task
         sock.close()

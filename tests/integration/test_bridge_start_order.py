@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI, Response
 
 from bridge.simulator.runtime import SimulatedRuntime
-from policy_server.server.asgi import create_app
-from policy_server.service import BRIDGE_START_WAIT_S, PolicyServer, ServerOptions
+from policy_server.assemble import Assembly, assemble
+from policy_server.service import BRIDGE_START_WAIT_S, ServerOptions
 from tests.integration.harness import pod_and_container, running_bridge, short_tmpdir
 from tests.policy_server.factory import node_reader
 from tests.policy_server.servers import serve_on_uds
@@ -32,11 +32,12 @@ def workdir() -> Iterator[Path]:
         yield path
 
 
-def _server(workdir: Path, bridge_start_wait_s: float = BRIDGE_START_WAIT_S) -> PolicyServer:
+def _server(workdir: Path, bridge_start_wait_s: float = BRIDGE_START_WAIT_S) -> Assembly:
     # node_reader: the test reads the server's node view, kept only when a policy reads it.
-    return PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock",
-                                      rules_poll_interval_s=0.05,
-                                      bridge_start_wait_s=bridge_start_wait_s), [node_reader()])
+    return assemble(ServerOptions(bridge_control=f"unix://{workdir}/control.sock",
+                                  rules_poll_interval_s=0.05,
+                                  bridge_start_wait_s=bridge_start_wait_s),
+                    extra_policies=[node_reader()])
 
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
@@ -55,9 +56,9 @@ async def test_policy_server_started_before_the_bridge_logs_no_error(
     pod, container = pod_and_container("started-before-us")
     runtime.state.seed([pod], [container])
     await runtime.start()
-    server = _server(workdir)
+    assembly = _server(workdir)
     try:
-        async with serve_on_uds(create_app(server), workdir / "policy.sock"):
+        async with serve_on_uds(assembly.app, workdir / "policy.sock"):
             # The start-up resync found no control socket and said so, once, at INFO.
             await until(lambda: bool(_logged(caplog, WAITING)), what="the bridge logs WAITING",
                     timeout_s=WAIT_S)
@@ -67,8 +68,8 @@ async def test_policy_server_started_before_the_bridge_logs_no_error(
                             what="the bridge logs ANSWERED",
                     timeout_s=WAIT_S)
                 # It resynced from the bridge's state: the runtime's pod is in its node view.
-                assert pod.id in server.engine.node.pods
-                assert container.id in server.engine.node.containers
+                assert pod.id in assembly.server.engine.node.pods
+                assert container.id in assembly.server.engine.node.containers
     finally:
         await runtime.stop()
     assert [r.levelname for r in _logged(caplog, WAITING)] == ["INFO"]
@@ -88,9 +89,9 @@ async def test_a_bad_reply_from_the_bridge_is_still_an_error(
     async def state() -> Response:
         return Response("bridge broke", status_code=500)
 
-    server = _server(workdir)
+    assembly = _server(workdir)
     async with serve_on_uds(broken, workdir / "control.sock"), \
-            serve_on_uds(create_app(server), workdir / "policy.sock"):
+            serve_on_uds(assembly.app, workdir / "policy.sock"):
         await until(lambda: bool(_logged(caplog, FAILED)), what="the bridge logs FAILED",
                     timeout_s=WAIT_S)
     failed = _logged(caplog, FAILED)[0]
@@ -102,8 +103,8 @@ async def test_a_bad_reply_from_the_bridge_is_still_an_error(
 async def test_a_bridge_that_never_comes_is_an_error_after_the_start_wait(
         workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    server = _server(workdir, bridge_start_wait_s=0.0)
-    async with serve_on_uds(create_app(server), workdir / "policy.sock"):
+    assembly = _server(workdir, bridge_start_wait_s=0.0)
+    async with serve_on_uds(assembly.app, workdir / "policy.sock"):
         await until(lambda: bool(_logged(caplog, FAILED)), what="the bridge logs FAILED",
                     timeout_s=WAIT_S)
     failed = _logged(caplog, FAILED)[0]

@@ -33,7 +33,7 @@ from tests.waiting import log_tail, path_exists, until
 pytestmark = pytest.mark.timeout(60)
 BIN = Path(sys.executable).parent
 START_TIMEOUT_S = 15.0
-# The shape both programs promise (bridge.process.logformat): these keys first, in order.
+# The shape both programs promise (bridge.process_setup.logformat): these keys first, in order.
 HEAD = ["ts", "level", "logger", "msg"]
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

@@ -46,7 +46,7 @@ async def _create_with_a_sysctl(workdir: Path, profile: str, caplog: pytest.LogC
         async with serve_policy(str(sock), knobs), \
                 running_bridge(runtime, [webhook(sock, name="tuner", allow=ALLOW)],
                                workdir) as bridge:
-            with caplog.at_level(logging.WARNING, logger="bridge.webhooks.call_sequence"):
+            with caplog.at_level(logging.WARNING, logger="bridge.webhooks.webhook_handler"):
                 result = await runtime.create_container(*pod_and_container())
             exposition = bridge.metrics.exposition().decode()
     finally:

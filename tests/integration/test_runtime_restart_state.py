@@ -16,8 +16,8 @@ import pytest
 
 from bridge.simulator.runtime import SimulatedRuntime
 from bridge.simulator.synthetic import synthetic_state
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.assemble import assemble
+from policy_server.service import ServerOptions
 from tests.integration.harness import running_bridge, short_tmpdir, webhook
 from tests.policy_server.factory import node_reader
 from tests.policy_server.servers import serve_on_uds
@@ -47,13 +47,14 @@ async def test_pods_removed_while_the_runtime_was_down_are_gone_after_the_resync
         runtime.state.seed(pods, containers)
         await runtime.start()
         # node_reader: the view the test reads is kept only when a policy reads it.
-        server = PolicyServer(ServerOptions(bridge_control=f"unix://{workdir}/control.sock"),
-                              [node_reader()])
+        assembly = assemble(ServerOptions(bridge_control=f"unix://{workdir}/control.sock"),
+                            extra_policies=[node_reader()])
+        server = assembly.server
         hook = webhook(workdir / "policy.sock", events=SHIPPED_EVENTS,
                        url=f"unix://{workdir}/policy.sock/v1/policies/koordinator-qos",
                        timeout="25s")
         try:
-            async with serve_on_uds(create_app(server), workdir / "policy.sock"), \
+            async with serve_on_uds(assembly.app, workdir / "policy.sock"), \
                     running_bridge(runtime, [hook], workdir) as bridge, \
                     httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(
                         uds=str(bridge.control_sock)), base_url="http://bridge",

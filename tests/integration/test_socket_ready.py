@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.control.serving import unix_listener as control_listener
+from bridge.control.serving import control_listener
 from bridge.transport.listen import unix_listener
 from tests.hardening.processes import POLICY_SERVER
 

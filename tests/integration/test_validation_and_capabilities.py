@@ -79,7 +79,7 @@ async def test_a_field_the_runtime_would_drop_is_warned_about_counted_and_still_
     try:
         async with serve_policy(str(sock), knobs), \
                 running_bridge(runtime, [webhook(sock)], workdir) as bridge:
-            with caplog.at_level(logging.WARNING, logger="bridge.webhooks.call_sequence"):
+            with caplog.at_level(logging.WARNING, logger="bridge.webhooks.webhook_handler"):
                 result = await runtime.create_container(*pod_and_container())
             exposition = bridge.metrics.exposition().decode()
     finally:

@@ -109,7 +109,7 @@ async def test_shadow_mode_applies_nothing_and_logs_the_diff(
         runtime: SimulatedRuntime, workdir: Path, caplog: pytest.LogCaptureFixture) -> None:
     knobs = Knobs(replies={"CreateContainer": ADJUST})
     hook = webhook(workdir / "policy.sock", mode="shadow")
-    with caplog.at_level(logging.INFO, logger="bridge.webhooks.call_sequence"):
+    with caplog.at_level(logging.INFO, logger="bridge.webhooks.webhook_handler"):
         async with serve_policy(str(workdir / "policy.sock"), knobs), \
                 running_bridge(runtime, [hook], workdir):
             result = await runtime.create_container(*pod_and_container())

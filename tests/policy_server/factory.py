@@ -1,5 +1,6 @@
 """Builders for webhook request bodies and koordinator pods used across the policy-server tests,
-and a policy that reads the node view (``node_reader``)."""
+a policy that reads the node view (``node_reader``), and an engine's evaluation of a request
+given as a JSON value (``evaluate_json``) with the reply it encodes to (``reply_of``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from policy_server.engine.evaluate import Engine, Evaluation
+from policy_server.engine.reply import decision_to_reply
 from policy_server.engine.request import node_synchronize, parse_request
 from policy_server.exceptions import PayloadError
 from policy_server.policies.koordinator_qos import POLICY_NAME, KoordinatorQoS
@@ -20,6 +25,22 @@ from policy_server.service import PolicyServer
 from policy_server.service.policy_host import Host
 
 API = "nri-webhook-bridge/v1"
+
+
+def evaluate_json(engine: Engine, policy_name: str, body: object) -> Evaluation:
+    """Evaluate a request given as a JSON value through the server's one request path
+    (``RequestError`` if the server would refuse it)."""
+    try:
+        raw = orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits: the standard library writes it
+        raw = json.dumps(body).encode()
+    return engine.evaluate(policy_name, parse_request(raw, engine.needs_payload(policy_name)))
+
+
+def reply_of(evaluation: Evaluation) -> dict[str, Any]:
+    """The reply body an evaluation's decision encodes to, before the server settles it (the
+    server's: ``engine.settled.Settled.reply``)."""
+    return decision_to_reply(evaluation.decision, evaluation.notes)
 
 POOLS_2_NUMA = [
     {"socket": 0, "node": 0, "cpuset": "0-7"},

@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 
+from bridge.listening.prompt_server import PromptServer
 from policy_server.main import bind_unix_socket
 from tests.waiting import until
 
@@ -21,7 +22,8 @@ START_TIMEOUT_S = 5.0
 async def serve_on_uds(app: Any, path: Path, mode: int = 0o600,
                        http: Any = "auto") -> AsyncIterator[Path]:
     sock = bind_unix_socket(path, mode)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))
+    server = PromptServer(uvicorn.Config(app, log_level="warning", lifespan="on", http=http,
+                                         date_header=False))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await until(lambda: server.started or task.done(), what=f"uvicorn serves {path}",
@@ -30,7 +32,7 @@ async def serve_on_uds(app: Any, path: Path, mode: int = 0o600,
             task.result()  # it ended before it served: raise why
         yield path
     finally:
-        server.should_exit = True
+        server.request_exit()
         await asyncio.wait_for(task, START_TIMEOUT_S)
         sock.close()
 

@@ -19,6 +19,7 @@ from policy_server.engine.loader import load_policies
 from policy_server.exceptions import PolicyLoadError
 from policy_server.sdk.registry import Registry
 from policy_server.service import PolicyServer, ServerOptions
+from tests.policy_server.factory import evaluate_json, reply_of
 from tests.waiting import healthz, wait_until
 
 ROOT = Path(__file__).parents[2]
@@ -35,9 +36,12 @@ def test_label_env_policy_module() -> None:
     for policy in load_policies([str(ROOT / "examples/label_env_policy.py")]):
         registry.add(policy)
     engine = Engine(registry)
-    assert engine.evaluate_json("label-env", request("label-env-create.json")).reply == {
+    def reply(name: str) -> dict[str, Any]:
+        return reply_of(evaluate_json(engine, "label-env", request(name)))
+
+    assert reply("label-env-create.json") == {
         "adjust": {"env": [{"key": "TEAM", "value": "payments"}]}}
-    assert engine.evaluate_json("label-env", request("label-env-create-unlabelled.json")).reply == {
+    assert reply("label-env-create-unlabelled.json") == {
         "warnings": ["pod default/orphan has no example.com/team"]}
 
 
@@ -45,7 +49,7 @@ def test_koordinator_examples_give_the_documented_replies() -> None:
     server = PolicyServer(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml"))
 
     def reply(name: str) -> dict[str, Any]:
-        return server.engine.evaluate_json("koordinator-qos", request(name)).reply
+        return reply_of(evaluate_json(server.engine, "koordinator-qos", request(name)))
 
     assert reply("koord-create-lsr-pinned.json")["adjust"] == {
         "linux": {"resources": {"cpu": {"quota": -1, "cpus": "2-3"}}}}

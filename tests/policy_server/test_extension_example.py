@@ -14,10 +14,10 @@ from types import ModuleType
 
 import httpx
 
+from policy_server.assemble import assemble
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.node.execution import ExecutorMode
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import ServerOptions
 from tests.policy_server.factory import pod
 from tests.policy_server.node.test_node_reconciler import V1_UNLIMITED, FakeBridge, cgroup
 from tests.waiting import until
@@ -54,7 +54,8 @@ async def test_memory_cap_example_end_to_end(tmp_path: Path) -> None:
     options = ServerOptions(
         default_policies=False, bridge_control="http://bridge", executor_mode=ExecutorMode.ON,
         cgroup_root=cg, rules_poll_interval_s=0.02, reconcile_interval_s=0.05)  # fmt: skip
-    server = PolicyServer(options, [load_example().build(caps)], bridge=bridge)
+    assembly = assemble(options, extra_policies=[load_example().build(caps)], bridge=bridge)
+    server = assembly.server
     server.probe_node()
     assert server.reconciler is not None  # the reconcile hook put the policy under it
 
@@ -75,7 +76,7 @@ async def test_memory_cap_example_end_to_end(tmp_path: Path) -> None:
         await until(
             lambda: 'policy_rules_last_load_valid 0.0' in server.metrics.render().decode(),
             what="the invalid caps file is reported", timeout_s=10)
-        app = create_app(server)
+        app = assembly.app
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://p") as client:  # fmt: skip
             state = (await client.get("/v1/policies/memory-cap/state")).json()

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from policy_server import NO_PLAN, Policy, PolicyHost
+from policy_server.assemble import assemble
 from policy_server.exceptions import PolicyLoadError
 from policy_server.policies import CATALOGUE, DEFAULT_POLICY, enabled_builtins
-from policy_server.server.asgi import create_app
 from policy_server.service import PolicyServer, ServerOptions
 
 ROOT = Path(__file__).parents[2]
@@ -80,13 +80,13 @@ def test_koordinator_is_listed_and_checked_like_any_builtin() -> None:
 
 
 async def test_the_rules_alias_and_the_state_page_agree() -> None:
-    by_alias = PolicyServer(ServerOptions(rules_path=RULES))
-    by_name = PolicyServer(ServerOptions(default_policies=False,
-                                         builtin_policies=((DEFAULT_POLICY, RULES),)))  # fmt: skip
+    by_alias = assemble(ServerOptions(rules_path=RULES))
+    by_name = assemble(ServerOptions(default_policies=False,
+                                     builtin_policies=((DEFAULT_POLICY, RULES),)))  # fmt: skip
     pages = []
-    for server in (by_alias, by_name):
-        assert [p.name for p in server.registry] == [DEFAULT_POLICY]
-        transport = httpx.ASGITransport(app=create_app(server))
+    for assembly in (by_alias, by_name):
+        assert [p.name for p in assembly.server.registry] == [DEFAULT_POLICY]
+        transport = httpx.ASGITransport(app=assembly.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
             state = (await client.get(f"/v1/policies/{DEFAULT_POLICY}/state")).json()
             assert (await client.get("/v1/rules")).json() == state
@@ -98,8 +98,8 @@ async def test_the_rules_alias_and_the_state_page_agree() -> None:
 
 
 async def test_without_the_rules_policy_its_pages_say_so() -> None:
-    server = PolicyServer(ServerOptions(default_policies=False), [Policy("plain")])
-    transport = httpx.ASGITransport(app=create_app(server))
+    assembly = assemble(ServerOptions(default_policies=False), extra_policies=[Policy("plain")])
+    transport = httpx.ASGITransport(app=assembly.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
         assert (await client.get("/v1/rules")).status_code == 404
         no_state = await client.get("/v1/policies/plain/state")
@@ -107,7 +107,7 @@ async def test_without_the_rules_policy_its_pages_say_so() -> None:
     assert no_state.status_code == 404 and "describes no state" in no_state.json()["detail"]
     assert health["rules"] == {"file": None, "generation": 0, "last_error": None}
     # As before the move: nothing invalid is in force (no false alert on this gauge).
-    assert "policy_rules_last_load_valid 1.0" in server.metrics.render().decode()
+    assert "policy_rules_last_load_valid 1.0" in assembly.server.metrics.render().decode()
 
 
 def test_the_framework_contract_names_every_builtin() -> None:
@@ -118,7 +118,7 @@ def test_the_framework_contract_names_every_builtin() -> None:
     forbidden = set(contract["forbidden_modules"].split())
     assert forbidden == set(CATALOGUE.values())
     sources = set(contract["source_modules"].split())
-    assert {"policy_server.main", "policy_server.server", "policy_server.engine",
+    assert {"policy_server.main", "policy_server.http_edge", "policy_server.engine",
             "policy_server.node", "policy_server.service"} <= sources  # fmt: skip
 
 

@@ -10,7 +10,7 @@ also shown refused once one thing about it is wrong (a key renamed, another serv
 and the other way round. The policy's key lists are held equal to the one declaration of the
 guarded keys (policy_server/policies/trusted_keys.py: koordinator's keys, the tolerate
 annotation, and the annotation domains of device-injector and ulimit-adjuster), and its decision
-equal to ``trusted_keys.guarded`` on generated keys, look-alikes among them.
+equal to ``admission_fixtures.is_guarded`` on generated keys, look-alikes among them.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from tests.deploy.admission_fixtures import (
     allowed,
     create,
     guarded_keys,
+    is_guarded,
     params_of,
     pod,
     policy_of,
@@ -91,15 +92,15 @@ def uncovered(policy: ar.AdmissionPolicy, wanted: set[str]) -> set[str]:
 
 def disagreements(policy: ar.AdmissionPolicy, candidates: set[str]) -> set[str]:
     """The keys on which the policy, for a pod author's pod carrying the key as a label or
-    as an annotation, decides otherwise than ``trusted_keys.guarded`` (guarded: refused)."""
+    as an annotation, decides otherwise than ``is_guarded`` (guarded: refused)."""
     out = set()
     for key in candidates:
-        want = trusted_keys.guarded(key)
+        want = is_guarded(key)
         for where, carried in (("labels", pod(labels={key: "x"})),
                                ("annotations", pod(annotations={key: "x"}))):
             verdict = policy.review(create(carried))
             if verdict.allowed == want:
-                out.add(f"{where} {key!r}: guarded() says {want}, allowed: {verdict.allowed}")
+                out.add(f"{where} {key!r}: is_guarded() says {want}, allowed: {verdict.allowed}")
     return out
 
 
@@ -135,7 +136,7 @@ def test_the_built_in_lists_equal_the_declaration() -> None:
 def test_the_policy_decides_as_guarded_on_lookalikes(policy: ar.AdmissionPolicy) -> None:
     candidates = lookalikes()
     # Both answers occur: the list is not all guarded, nor all not.
-    assert {trusted_keys.guarded(k) for k in candidates} == {True, False}
+    assert {is_guarded(k) for k in candidates} == {True, False}
     assert len(candidates) > 150
     assert disagreements(policy, candidates) == set()
 
@@ -191,7 +192,7 @@ def test_a_key_dropped_from_the_policy_is_found_uncovered() -> None:
         f"label {RESOURCE_STATUS}", f"annotation {RESOURCE_STATUS}"}
     assert _built_in(vap) != guarded_keys()
     assert disagreements(mutated, lookalikes()) == {
-        f"{where} {RESOURCE_STATUS!r}: guarded() says True, allowed: True"
+        f"{where} {RESOURCE_STATUS!r}: is_guarded() says True, allowed: True"
         for where in ("labels", "annotations")}
 
 
@@ -221,7 +222,7 @@ def test_a_domain_matched_otherwise_than_as_domain_slash_is_found() -> None:
     assert "map(d, d + '/')" in var["expression"]
     var["expression"] = var["expression"].replace("map(d, d + '/')", "map(d, d)")
     found = disagreements(policy_of(docs), lookalikes())
-    assert f"annotations '{DEVICES}/container.app': guarded() says True, allowed: True" in found
+    assert f"annotations '{DEVICES}/container.app': is_guarded() says True, allowed: True" in found
     # As a bare prefix (without the "/"): the look-alike domains are refused too.
     docs = sources()
     var = _variable(docs, "newAnnotationKeys")
@@ -230,7 +231,7 @@ def test_a_domain_matched_otherwise_than_as_domain_slash_is_found() -> None:
     var["expression"] = var["expression"].replace(
         match, "(t.endsWith('/') && k.startsWith(t.substring(0, size(t) - 1)))")
     found = disagreements(policy_of(docs), lookalikes())
-    assert f"annotations '{DEVICES}.evil/x': guarded() says False, allowed: False" in found
+    assert f"annotations '{DEVICES}.evil/x': is_guarded() says False, allowed: False" in found
     assert not any(f.startswith("labels") for f in found)
 
 
@@ -309,7 +310,7 @@ def test_a_pod_author_cannot_ask_for_devices_mounts_or_rlimits(policy: ar.Admiss
                                  f"{ULIMITS}", f"{DEVICES}", "noderesource.dev/pod"])
 def test_a_lookalike_of_a_guarded_domain_is_not_guarded(policy: ar.AdmissionPolicy,
                                                         key: str) -> None:
-    assert not trusted_keys.guarded(key)
+    assert not is_guarded(key)
     verdict = allowed(policy, create(pod(annotations={key: "x"}, labels={key: "x"})))
     assert verdict.matched, "checked, and found to carry no guarded key"
 

@@ -463,7 +463,7 @@ def test_the_policy_server_refuses_to_start_with_files_the_attacker_controls(
 
 def test_a_read_only_mount_of_an_open_directory_passes(workdir: Path) -> None:
     """A Kubernetes ConfigMap volume's directory is 0777 but mounted read-only."""
-    from bridge.process import file_trust
+    from bridge import file_trust
 
     volume = workdir / "volume"
     volume.mkdir()

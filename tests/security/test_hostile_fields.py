@@ -36,11 +36,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.contract.field_limits import CGROUP, FIELDS, PATH, TEXT, Limit, problem
+from bridge.contract.field_limits import CGROUP, FIELDS, PATH, TEXT, FieldLimit, limit_problem
 from bridge.contract.field_limits import KEY as KEY_LIMIT
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.engine.request_fields import FULL, refusal, walk_needed
-from policy_server.server.asgi import create_app
+from policy_server.http_edge.asgi import create_app
 from tests.hardening.processes import POLICY_SERVER, Process
 from tests.policy_server.factory import container, envelope
 from tests.policy_server.node.test_node_reconciler import LSR_PARENT, node
@@ -56,15 +56,15 @@ KEY_OF_OBJECTS = "<key of objects>"  # the same, in a map whose values are objec
 KEYS = (KEY, KEY_OF_OBJECTS)
 
 
-def table_limit(cls: type, field: str) -> Limit:
+def table_limit(cls: type, field: str) -> FieldLimit:
     """The contract's table, read here on its own: the limit of ``cls.field``."""
     names = [k.__name__ for k in cls.__mro__]  # Adjustment is a ContainerAdjustment
     return next((FIELDS[(n, field)] for n in names if (n, field) in FIELDS), TEXT)
 
 
 def string_paths(
-    t: Any, prefix: Path_ = (), limit: Limit = TEXT, depth: int = 0
-) -> Iterator[tuple[Path_, Limit]]:
+    t: Any, prefix: Path_ = (), limit: FieldLimit = TEXT, depth: int = 0
+) -> Iterator[tuple[Path_, FieldLimit]]:
     """Every place a string can be under type ``t``, with the limit the table gives it:
     fields, list items (index 0), map keys (``KEY``) and values (key ``k``)."""
     if isinstance(t, mi.Metadata):  # the declaration's schema text around a type
@@ -185,7 +185,7 @@ def assert_clean_answer(status: int, answer: bytes, path: Path_, value: str) -> 
         assert status == 422, (path, answer[:300])
         assert json.loads(answer)["detail"][0]["type"] == "json_invalid"
         return
-    broken = problem(LIMITS[path], value)
+    broken = limit_problem(LIMITS[path], value)
     if broken is None:
         assert status == 200, (path, value[:40], answer[:300])
         return

@@ -68,7 +68,7 @@ EVENTS = (
     EventName.REMOVE_POD_SANDBOX,
 )
 
-__all__ = ["DESCRIPTION", "NAME", "build", "build_policy", "settings_from"]
+__all__ = ["DESCRIPTION", "NAME", "build", "build_cpu_pools", "settings_from"]
 
 
 def _min_shared(value: object) -> int:
@@ -132,10 +132,10 @@ def settings_from(settings: PolicySettings) -> Settings:
 
 def build(settings: PolicySettings) -> Policy[None]:
     """The catalogue's entry point (``--policy cpu-pools[=FILE]``)."""
-    return build_policy(settings_from(settings))
+    return build_cpu_pools(settings_from(settings))
 
 
-def build_policy(settings: Settings) -> Policy[None]:
+def build_cpu_pools(settings: Settings) -> Policy[None]:
     policy = Policy(NAME, description=DESCRIPTION)
     pools = policy.state(CpuPools(settings))  # a dry run leaves the real table alone
 

@@ -279,7 +279,7 @@ def _extended_resource_spec(raw: str) -> Mapping[str, ContainerBatchSpec] | None
 
 
 @dataclass(frozen=True, slots=True)
-class Device:
+class AllocatedDevice:
     """One allocated device (minor number, per-device resources, id)."""
 
     minor: int
@@ -289,7 +289,7 @@ class Device:
 
 def device_allocations(
     annotations: Mapping[str, str],
-) -> Mapping[str, tuple[Device, ...]] | None:
+) -> Mapping[str, tuple[AllocatedDevice, ...]] | None:
     """Device type (``gpu``, ``rdma``, ``fpga``) -> allocated devices."""
     raw = annotations.get(keys.ANNOTATION_DEVICE_ALLOCATED)
     return None if raw is None else _device_allocations(raw)
@@ -317,19 +317,20 @@ _DEVICE_ALLOCATIONS = TypeAdapter(
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
-def _device_allocations(raw: str) -> Mapping[str, tuple[Device, ...]]:
+def _device_allocations(raw: str) -> Mapping[str, tuple[AllocatedDevice, ...]]:
     key = keys.ANNOTATION_DEVICE_ALLOCATED
     doc = _shape(_DEVICE_ALLOCATIONS, _decode(raw, key), key)
     return MappingProxyType(
         {
-            dev_type: tuple(Device(d.minor, MappingProxyType(d.resources), d.id) for d in entries)
+            dev_type: tuple(AllocatedDevice(d.minor, MappingProxyType(d.resources), d.id)
+                            for d in entries)
             for dev_type, entries in doc.items()
             if entries is not None
         }
     )
 
 
-def device_quantity(device: Device, resource: str) -> int | None:
+def device_quantity(device: AllocatedDevice, resource: str) -> int | None:
     """A device resource's integer value, ``None`` if absent."""
     value = device.resources.get(resource)
     if value is None:

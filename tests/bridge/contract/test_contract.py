@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.contract import WebhookReply, adjustment_from_json, adjustment_to_json
+from bridge.contract import WebhookReply, nri_adjustment_from_json, nri_adjustment_to_json
 from bridge.contract import schema as schema_gen
 from bridge.contract.convert import ConversionError, from_json, is_wrapper, to_json
 from bridge.contract.request_structs import WebhookRequest
@@ -157,15 +157,15 @@ def test_adjustment_removals_are_explicit_and_roundtrip() -> None:
            "remove": {"env": ["B"], "mounts": ["/data"], "annotations": ["x"],
                       "devices": ["/dev/fuse"], "namespaces": ["network"], "sysctl": ["net.a"],
                       "net_devices": ["eth1"]}}
-    adjust = adjustment_from_json(doc)
+    adjust = nri_adjustment_from_json(doc)
     assert [e.key for e in adjust.env] == ["A", "-B"]
     assert adjust.mounts[0].destination == "-/data"
     assert "-x" in adjust.annotations and "-net.a" in adjust.linux.sysctl
     assert adjust.linux.namespaces[0].type == "-network"
-    assert adjustment_from_json(adjustment_to_json(adjust)) == adjust
-    assert adjustment_to_json(adjust)["remove"]["env"] == ["B"]
+    assert nri_adjustment_from_json(nri_adjustment_to_json(adjust)) == adjust
+    assert nri_adjustment_to_json(adjust)["remove"]["env"] == ["B"]
 
 
 def test_marker_prefixes_are_refused_in_positive_part() -> None:
     with pytest.raises(ConversionError, match=r"removals go in adjust\.remove\.env"):
-        adjustment_from_json({"env": [{"key": "-PATH"}]})
+        nri_adjustment_from_json({"env": [{"key": "-PATH"}]})

@@ -16,7 +16,7 @@ BAD = ["", "a", "0-", "-1", "3-1", "0,,1", "1,", ",1", "1-2-3", "65536", "0-6553
 
 @pytest.mark.parametrize("text", GOOD)
 def test_lists_both_products_accept(text: str) -> None:
-    cpu_list_grammar.check_cpu_list(text)
+    cpu_list_grammar.check_cpu_list_syntax(text)
     check_cpuset(text, "cpus")
     assert sdk.check_cpu_list(text) == text
     assert sdk.parse_cpu_list(text) == cpu_list_grammar.parse_cpu_list(text)
@@ -25,7 +25,7 @@ def test_lists_both_products_accept(text: str) -> None:
 @pytest.mark.parametrize("text", BAD)
 def test_lists_both_products_refuse(text: str) -> None:
     with pytest.raises(cpu_list_grammar.CpuListError):
-        cpu_list_grammar.check_cpu_list(text)
+        cpu_list_grammar.check_cpu_list_syntax(text)
     with pytest.raises(ValueProblem, match=r"^cpus: invalid (cpuset|range)"):
         check_cpuset(text, "cpus")
     if text.strip() == text:  # the SDK strips the ends only (text from files and configs)
@@ -48,5 +48,5 @@ def test_parse_and_format_round_trip() -> None:
     assert cpu_list_grammar.canonical_cpu_list("0-7,8-15") == "0-15"
     assert cpu_list_grammar.format_cpu_list([]) == ""
     with pytest.raises(cpu_list_grammar.CpuListError) as bad:
-        cpu_list_grammar.check_cpu_list("1,5-2")
+        cpu_list_grammar.check_cpu_list_syntax("1,5-2")
     assert bad.value.element == "5-2"

@@ -8,7 +8,7 @@ from bridge.contract.cri_service import (
     CARRIED,
     INT64_MAX,
     CriConversionError,
-    set_leaves,
+    set_resource_leaves,
     to_cri,
     to_nri,
 )
@@ -57,7 +57,7 @@ def test_leaves_cri_cannot_carry_are_dropped_and_removed_from_what_is_applied() 
                                          "memory.reservation", "memory.swappiness", "pids",
                                          "rdt_class"]
     kept = converted.carried.linux.resources
-    assert set_leaves(kept) == ["cpu.shares"]
+    assert set_resource_leaves(kept) == ["cpu.shares"]
     assert not kept.HasField("memory")  # an emptied sub-message is cleared, not left empty
     assert converted.request.linux.cpu_shares == 512
 
@@ -81,7 +81,7 @@ def test_the_current_cpu_values_are_sent_with_the_update_over_them_memory_only_w
         1024, 50000, 100000, "2-3")
     # Re-sending an unchanged limit would make the runtime reset swap to it.
     assert linux.memory_limit_in_bytes == 0 and linux.memory_swap_limit_in_bytes == 0
-    assert set_leaves(converted.carried.linux.resources) == ["cpu.cpus"]
+    assert set_resource_leaves(converted.carried.linux.resources) == ["cpu.cpus"]
 
 
 def test_an_unsigned_value_above_int64_is_refused() -> None:
@@ -94,7 +94,7 @@ def test_to_nri_leaves_zero_unset_and_round_trips_what_is_carried() -> None:
     linux = cri.LinuxContainerResources(cpu_shares=256, cpu_quota=-1, cpuset_cpus="3",
                                         memory_limit_in_bytes=1 << 29)
     resources = to_nri(linux)
-    assert set_leaves(resources) == ["memory.limit", "cpu.shares", "cpu.quota", "cpu.cpus"]
+    assert set_resource_leaves(resources) == ["memory.limit", "cpu.shares", "cpu.quota", "cpu.cpus"]
     assert not resources.cpu.HasField("period")
     back = to_cri(api.ContainerUpdate(container_id="x",
                                       linux=api.LinuxContainerUpdate(resources=resources)))

@@ -14,9 +14,9 @@ from bridge.contract.field_limits import (
     PATH,
     REF,
     TEXT,
-    Limit,
+    FieldLimit,
     limit_of,
-    problem,
+    limit_problem,
 )
 from bridge.proto.nri import api_pb2
 
@@ -35,8 +35,8 @@ ENVELOPE = {"WebhookRequest", "RuntimeRef", "Update"}
         (REF, "a/b"),
     ],
 )
-def test_taken(limit: Limit, value: str) -> None:
-    assert problem(limit, value) is None
+def test_taken(limit: FieldLimit, value: str) -> None:
+    assert limit_problem(limit, value) is None
 
 
 @pytest.mark.parametrize(
@@ -62,8 +62,8 @@ def test_taken(limit: Limit, value: str) -> None:
         (REF, "/x/../../etc", "has a `..` component"),
     ],
 )
-def test_refused(limit: Limit, value: str, why: str) -> None:
-    assert problem(limit, value) == why
+def test_refused(limit: FieldLimit, value: str, why: str) -> None:
+    assert limit_problem(limit, value) == why
 
 
 def test_the_table_names_fields_that_exist() -> None:

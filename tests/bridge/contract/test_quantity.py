@@ -45,7 +45,7 @@ MAX = 2**63 - 1
     (2.5e-10, Fraction(1, 10**9)),
 ])
 def test_parse(text: object, exact: Fraction) -> None:
-    assert quantity.parse(text) == exact
+    assert quantity.parse_quantity(text) == exact
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1K", "1 Gi", "Gi", "1e", "1Ee", "1e3.5", "1Eii",
@@ -53,12 +53,12 @@ def test_parse(text: object, exact: Fraction) -> None:
                                   float("nan")])
 def test_rejects(text: object) -> None:
     with pytest.raises(quantity.QuantityError, match="expected a quantity like 500m"):
-        quantity.parse(text)
+        quantity.parse_quantity(text)
 
 
 def test_roundings() -> None:
-    assert quantity.milli_value(quantity.parse("0.0001")) == 1
-    assert quantity.value(quantity.parse("1.5")) == 2
+    assert quantity.milli_value(quantity.parse_quantity("0.0001")) == 1
+    assert quantity.value(quantity.parse_quantity("1.5")) == 2
     assert quantity.value_of("1Ei") == 2**60
 
 
@@ -69,7 +69,7 @@ def test_manifests_and_koordinator_agree(text: str) -> None:
            f"    image: busybox\n    resources: {{limits: {{memory: '{text}'}}}}\n")
     ((where, obj),) = parse_documents(doc, "q.yaml")
     (pod,) = pods_of(obj, where)
-    assert dict(pod.containers[0].limits)["memory"] == quantity.parse(text)
+    assert dict(pod.containers[0].limits)["memory"] == quantity.parse_quantity(text)
     spec = {"containers": {"c": {"limits": {keys.RESOURCE_BATCH_MEMORY: text}}}}
     batch = qos_annotations.extended_resource_spec(
         {keys.ANNOTATION_EXTENDED_RESOURCE_SPEC: json.dumps(spec)})

@@ -24,9 +24,9 @@ from bridge.nri.event_call import EventCall
 from bridge.proto.nri import api_pb2 as api
 from bridge.record.recorder import Recorder
 from bridge.record.recording_handler import RecordingHandler
-from bridge.webhooks.call_sequence import WebhookHandler
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.webhook import Webhook
+from bridge.webhooks.webhook_handler import WebhookHandler
 from policy_server.engine.request import parse_request
 from tests.bridge.webhooks.helpers import context, request, spec
 from tests.json_schemas import validate

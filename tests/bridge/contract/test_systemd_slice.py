@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bridge.contract import systemd_slice
 from bridge.contract.systemd_slice import SliceNameError
 from bridge.kube.node import NodeSpec
-from bridge.kube.pod_spec import Container, ContainerKind, Pod
+from bridge.kube.pod_spec import ContainerKind, ContainerSpec, PodSpec
 from bridge.kube.resources import cgroup_parent
 from policy_server import sdk
 from policy_server.node.cgroup_layout import cgroup_dir, container_dir
@@ -87,8 +87,8 @@ def test_mutated_cgroups_paths(path: str) -> None:
 
 
 def test_what_try_builds_the_policy_server_reads() -> None:
-    burstable = Container("c", "i", ContainerKind.REGULAR, requests=(("cpu", Fraction(1)),))
-    pod = Pod("test", "p", "default", "1234-abcd", (), (), (burstable,))
+    burstable = ContainerSpec("c", "i", ContainerKind.REGULAR, requests=(("cpu", Fraction(1)),))
+    pod = PodSpec("test", "p", "default", "1234-abcd", (), (), (burstable,))
     parent = cgroup_parent(pod, NodeSpec(cgroup_driver="systemd"))
     assert parent == ("/kubepods.slice/kubepods-burstable.slice/"
                       "kubepods-burstable-pod1234_abcd.slice")

@@ -119,7 +119,7 @@ def test_each_leg_fails_when_its_check_is_off(monkeypatch: pytest.MonkeyPatch) -
     """Mutations: the SDK's limit check, the bridge's value checks and the schema's keywords
     each turned off make the walk see the outside values accepted (the legs are not vacuous)."""
     outside = [c for c in CASES if not c.inside and c.path.startswith(("adjust", "update"))]
-    from policy_server.sdk.contract_limits import Limit
+    from policy_server.sdk.limit_checks import Limit
     with monkeypatch.context() as patch:
         patch.setattr(Limit, "refusal", lambda self, value: None)
         assert all(range_walk.sdk(c) is None for c in outside)

@@ -18,8 +18,8 @@ import pytest
 
 from bridge.app import control_deps, watch_runner
 from bridge.call_watch import CallWatch, StuckCall
-from bridge.control.api import create_app
-from bridge.metrics import Metrics
+from bridge.control.api import create_control_app
+from bridge.metrics import BridgeMetrics
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.nri.runner import PluginRunner
 from bridge.nri.update_routes import UpdateSettings
@@ -61,9 +61,9 @@ async def test_a_deadlocked_update_is_logged_once_counted_and_shown_in_readyz(
         handler.target = next(iter(h.runtime.state.containers))
         name, detail = (("UpdateContainers", "1 containers") if route == "nri"
                         else ("UpdateContainerResources", handler.target))
-        metrics = Metrics()
+        metrics = BridgeMetrics()
         watch_runner(metrics, h.runner)
-        app = create_app(control_deps(h.runner, metrics))
+        app = create_control_app(control_deps(h.runner, metrics))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                    base_url="http://bridge")
         with caplog.at_level(logging.INFO, logger="bridge.call_watch"):
@@ -105,9 +105,9 @@ async def test_readyz_lists_no_stuck_call_when_updates_are_answered(sock_path: P
     async with connected(sock_path, Handler(), seed=seed_two, calls=calls) as h:
         running = next(iter(h.runtime.state.containers))
         assert (await h.runner.update_containers([cpu_update(running, 999)])).failed == []
-        metrics = Metrics()
+        metrics = BridgeMetrics()
         watch_runner(metrics, h.runner)
-        app = create_app(control_deps(h.runner, metrics))
+        app = create_control_app(control_deps(h.runner, metrics))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://bridge") as client:
             ready = await client.get("/readyz")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from bridge.kube import NodeSpec, Step, kubelet_order, parse_documents, pods_of, translate
+from bridge.kube import CallStep, NodeSpec, kubelet_order, parse_documents, pods_of, translate
 
 POD = """\
 kind: Pod
@@ -27,7 +27,7 @@ def play(failing: Container[tuple[str, str | None]] = ()) -> tuple[list[str], di
     (pod,) = pods_of(doc, where)
     order = kubelet_order(translate(pod, NodeSpec()))
     seen: list[str] = []
-    step: Step = next(order)
+    step: CallStep = next(order)
     while True:
         seen.append(f"{step.call} {step.container or ''}".strip())
         try:

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from bridge.kube import ManifestError, load_pods, parse_documents, pods_of, read_manifests
-from bridge.kube.pod_spec import ContainerKind, Pod
+from bridge.kube.pod_spec import ContainerKind, PodSpec
 
 MANIFESTS = Path(__file__).parent / "manifests"
 
 
-def pods(text: str, name: str = "m.yaml") -> list[Pod]:
-    out: list[Pod] = []
+def pods(text: str, name: str = "m.yaml") -> list[PodSpec]:
+    out: list[PodSpec] = []
     for where, doc in parse_documents(textwrap.dedent(text), name):
         out.extend(pods_of(doc, where))
     return out
@@ -302,8 +302,8 @@ def test_replicas_each_a_pod_with_a_stable_name_and_uid() -> None:
     assert sts == ["mysql-0", "mysql-1", "mysql-2"]
 
 
-def load_pods_text(text: str, replicas: int | None = None) -> list[Pod]:
-    out: list[Pod] = []
+def load_pods_text(text: str, replicas: int | None = None) -> list[PodSpec]:
+    out: list[PodSpec] = []
     for where, doc in parse_documents(textwrap.dedent(text), "m.yaml"):
         out.extend(pods_of(doc, where, replicas=replicas))
     return out

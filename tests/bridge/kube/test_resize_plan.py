@@ -1,11 +1,20 @@
-"""kubelet's resize order (bridge.kube.resize.plan, from kubelet's doPodResizeAction and
+"""kubelet's resize order (bridge.kube.resize.resize_steps, from kubelet's doPodResizeAction and
 updatePodContainerResources): memory then CPU, one CRI call per container and resource, the
 memory call with the CPU values kubelet last set, shrinking containers first, the pod cgroup
 before the containers when it grows and after them when it shrinks."""
 
 from __future__ import annotations
 
-from bridge.kube.resize import CPU, LIMIT, MEMORY, POD, REQUEST, KubeletView, parse_resize, plan
+from bridge.kube.resize import (
+    CPU,
+    LIMIT,
+    MEMORY,
+    POD,
+    REQUEST,
+    KubeletView,
+    parse_resize,
+    resize_steps,
+)
 
 MI = 1 << 20
 
@@ -16,11 +25,11 @@ def view(milli: int, mem_mi: int) -> KubeletView:
 
 
 def described(current: dict[str, KubeletView], *texts: str) -> list[str]:
-    return [s.describe() for s in plan(current, [parse_resize(t) for t in texts])]
+    return [s.describe() for s in resize_steps(current, [parse_resize(t) for t in texts])]
 
 
 def test_memory_first_with_the_old_cpu_then_cpu_with_the_new_memory() -> None:
-    steps = plan({"app": view(500, 256)}, [parse_resize("app=cpu:1,memory:512Mi")])
+    steps = resize_steps({"app": view(500, 256)}, [parse_resize("app=cpu:1,memory:512Mi")])
     assert [(s.resource, s.container) for s in steps] == [
         (MEMORY, POD), (MEMORY, "app"), (CPU, POD), (CPU, POD), (CPU, "app")]
     memory, cpu = steps[1].request, steps[4].request

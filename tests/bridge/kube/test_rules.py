@@ -8,15 +8,15 @@ import textwrap
 import pytest
 
 from bridge.kube import NodeSpec, container, parse_documents, pod_sandbox, pods_of, translate
-from bridge.kube.pod_spec import Pod
-from bridge.kube.resources import QosClass, qos_class
+from bridge.kube.pod_spec import PodSpec
+from bridge.kube.resources import QosClass, pod_qos_class
 from bridge.runtime_facts.profiles import PROFILES
 
 GI = 1 << 30
 MI = 1 << 20
 
 
-def pod(text: str) -> Pod:
+def pod(text: str) -> PodSpec:
     (where, doc), = parse_documents(textwrap.dedent(text), "test.yaml")
     (p,) = pods_of(doc, where)
     return p
@@ -59,7 +59,7 @@ def containers_yaml(*resources: str, init: tuple[str, ...] = ()) -> str:
 ])
 def test_qos_class(resources: tuple[str, ...], init: tuple[str, ...],
                    expected: QosClass) -> None:
-    assert qos_class(pod(containers_yaml(*resources, init=init))) is expected
+    assert pod_qos_class(pod(containers_yaml(*resources, init=init))) is expected
 
 
 UID = "11111111-2222-3333-4444-555555555555"

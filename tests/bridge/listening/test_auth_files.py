@@ -1,4 +1,4 @@
-"""The listeners' token and TLS files go through the file rule (bridge.process.file_trust):
+"""The listeners' token and TLS files go through the file rule (bridge.file_trust):
 a file another user can write, or a link another user planted, is an error naming the path."""
 
 from __future__ import annotations

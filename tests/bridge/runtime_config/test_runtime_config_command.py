@@ -261,7 +261,7 @@ def test_the_result_check_refuses_a_wrong_merge(monkeypatch: pytest.MonkeyPatch)
     entries = nri_settings.entries(tgt, nri_settings.NriSettings())
     monkeypatch.setattr(toml_change, "_toml", lambda value: '"wrong"')
     with pytest.raises(RuntimeConfigError, match="without changing other settings"):
-        toml_change.apply("version = 3\n", "f", tgt, entries)
+        toml_change.set_entries("version = 3\n", "f", tgt, entries)
 
 
 def test_an_nri_table_there_only_as_the_validators_parent_gets_its_own_header(

@@ -12,12 +12,12 @@ import pytest
 
 from bridge.config_file import parse
 from bridge.configured import ConfiguredHandler
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.handler_api import RuntimeInfo
 from bridge.nri.static import StaticHandler
 from bridge.simulator import SimulatedRuntime
 from bridge.simulator.synthetic import template
-from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.waiting import until_exited
 
 # Python's start and the bridge's imports can take seconds on a busy machine: the runtime's
@@ -87,18 +87,18 @@ def _runtime(config: str) -> RuntimeInfo:
 
 async def test_config_file_wins_over_the_runtime_string() -> None:
     hooks = {"webhooks": [{"name": "p", "url": "unix:///tmp/p.sock/v1/policy"}]}
-    handler = ConfiguredHandler(parse(hooks), Metrics(), from_file=True)
+    handler = ConfiguredHandler(parse(hooks), BridgeMetrics(), from_file=True)
     await handler.configure(_runtime(CONF_D))
     assert isinstance(handler.inner, WebhookHandler)  # still the file's webhooks
     await handler.aclose()
     # Without --config the same string replaces the defaults.
-    handler = ConfiguredHandler(parse({}), Metrics(), from_file=False)
+    handler = ConfiguredHandler(parse({}), BridgeMetrics(), from_file=False)
     await handler.configure(_runtime(CONF_D))
     assert isinstance(handler.inner, StaticHandler)
     assert handler.inner.settings.adjust is not None
     assert handler.inner.settings.adjust.env[0].key == "FROM_CONF_D"
     # An empty string (every external plugin gets one) changes nothing.
-    handler = ConfiguredHandler(parse(hooks), Metrics(), from_file=False)
+    handler = ConfiguredHandler(parse(hooks), BridgeMetrics(), from_file=False)
     await handler.configure(_runtime(""))
     assert isinstance(handler.inner, WebhookHandler)
     await handler.aclose()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bridge.suite.document import Expectation
-from bridge.suite.expect import ABSENT, check, lookup, matches
+from bridge.suite.expect import ABSENT, check_expectation, lookup, matches
 
 
 def result(**over: Any) -> dict[str, Any]:
@@ -77,13 +77,14 @@ def test_a_passing_expectation_has_no_mismatches() -> None:
                cgroup_parent="^/kubepods/burstable/", adjust={"linux.resources.cpu.cpus": "2-3"},
                effective={"oom_score_adj": -997, "resources.cpu.quota": None},
                warnings=["has no team"])
-    assert check(e, objects) == []
+    assert check_expectation(e, objects) == []
 
 
 def test_verdict_and_values_that_differ_are_each_reported() -> None:
     objects = [result(reject={"webhook": "no-latest", "event": "CreateContainer",
                               "reason": "image app:latest uses :latest"}, effective=None)]
-    mismatches = check(expect(verdict="adjusted", effective={"oom_score_adj": -997}), objects)
+    mismatches = check_expectation(expect(verdict="adjusted", effective={"oom_score_adj": -997}),
+                                   objects)
     assert [m.where for m in mismatches] == ["shop/web-5d4f-abcde app: verdict",
                                              "shop/web-5d4f-abcde app: effective oom_score_adj"]
     assert mismatches[0].render().splitlines()[1:] == [
@@ -95,39 +96,42 @@ def test_verdict_and_values_that_differ_are_each_reported() -> None:
 def test_a_reject_pattern_implies_the_verdict_and_is_searched_in_the_reason() -> None:
     rejected = [result(reject={"webhook": "w", "event": "CreateContainer",
                                "reason": "image app:latest uses :latest"})]
-    assert check(expect(reject="uses :latest$"), rejected) == []
-    assert [m.where for m in check(expect(reject="forbidden"), rejected)] == [
+    assert check_expectation(expect(reject="uses :latest$"), rejected) == []
+    assert [m.where for m in check_expectation(expect(reject="forbidden"), rejected)] == [
         "shop/web-5d4f-abcde app: reject reason"]
-    assert [m.where for m in check(expect(reject="x"), [result()])] == [
+    assert [m.where for m in check_expectation(expect(reject="x"), [result()])] == [
         "shop/web-5d4f-abcde app: verdict"]
 
 
 def test_webhook_scopes_the_verdict_adjustment_and_warnings() -> None:
     objects = [result(adjust={"a": {"env": [{"key": "A", "value": "1"}]}},
                       warnings=[{"webhook": "a", "event": "CreateContainer", "message": "hi"}])]
-    assert check(expect(webhook="b", verdict="unchanged", warnings=[]), objects) == []
-    assert check(expect(webhook="a", verdict="adjusted", warnings=["hi"]), objects) == []
-    assert check(expect(adjust={"env.0.key": "A"}), objects) == []
+    assert check_expectation(expect(webhook="b", verdict="unchanged", warnings=[]), objects) == []
+    assert check_expectation(expect(webhook="a", verdict="adjusted", warnings=["hi"]),
+                             objects) == []
+    assert check_expectation(expect(adjust={"env.0.key": "A"}), objects) == []
 
 
 def test_empty_warnings_means_none_and_each_pattern_must_match_one() -> None:
     objects = [result(warnings=[{"webhook": "a", "event": "E", "message": "one"}])]
-    (none,) = check(expect(warnings=[]), objects)
+    (none,) = check_expectation(expect(warnings=[]), objects)
     assert none.expected == [] and none.got == ["one"]
-    (missing,) = check(expect(warnings=["one", "two"]), objects)
+    (missing,) = check_expectation(expect(warnings=["one", "two"]), objects)
     assert "one matching /two/" in missing.render()
 
 
 def test_no_matching_container_lists_what_there_is() -> None:
-    (m,) = check(expect(container="db"), [result()])
+    (m,) = check_expectation(expect(container="db"), [result()])
     assert m.where == "pod shop/web-* container db"
     assert m.got == ["shop/web-5d4f-abcde app"]
-    assert check(Expectation(pod="web-5d4f-abcde"), [result()]) == []  # a bare name: any ns
+    # a bare name: any ns
+    assert check_expectation(Expectation(pod="web-5d4f-abcde"), [result()]) == []
 
 
 def test_structured_values_differ_as_a_unified_diff() -> None:
     objects = [result(adjust={"a": {"env": [{"key": "TEAM", "value": "data"}]}})]
-    (m,) = check(expect(adjust={"env": [{"key": "TEAM", "value": "payments"}]}), objects)
+    (m,) = check_expectation(expect(adjust={"env": [{"key": "TEAM", "value": "payments"}]}),
+                             objects)
     text = m.render()
     assert "--- expected" in text and "+++ got" in text
     assert '-    "value": "payments"' in text and '+    "value": "data"' in text

@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from bridge.suite.checks import names_problems, webhook_problems
 from bridge.suite.document import OPERATORS, Expectation
-from bridge.suite.expect import check
-from bridge.suite.load import LoadedSuite, load
+from bridge.suite.expect import check_expectation
+from bridge.suite.load import LoadedSuite, load_suite
 from bridge.suite.run import CaseResult, run_suite
 
 pytestmark = pytest.mark.processes  # starts processes: not in make check
@@ -90,13 +90,13 @@ def fails(changed: dict[str, Any], suite: LoadedSuite, index: int, result: CaseR
     case = suite.cases[index]
     return bool(names_problems([e], case.pods, index, {})
                 or webhook_problems([(index, [e])], list(result.webhooks), {})
-                or check(e, list(result.objects)))
+                or check_expectation(e, list(result.objects)))
 
 
 @pytest.fixture(scope="module")
 def ran() -> dict[Path, tuple[LoadedSuite, list[CaseResult]]]:
     logging.getLogger("bridge.simulator").setLevel(logging.ERROR)
-    suites = {path: load(str(path)) for path in EXAMPLES}
+    suites = {path: load_suite(str(path)) for path in EXAMPLES}
     return {path: (suite, asyncio.run(run_suite(suite))) for path, suite in suites.items()}
 
 

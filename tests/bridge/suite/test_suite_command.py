@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from bridge.cli import build_parser
+from bridge.cli import build_bridge_parser
 from bridge.suite import suite_command
 
 
 def main(argv: list[str]) -> int:
     """`nri-webhook-bridge test ...` in this process, without the CLI's logging setup (it would
     replace pytest's handlers); for the suites that never get to run."""
-    return suite_command.main(build_parser("test").parse_args(argv))
+    return suite_command.main(build_bridge_parser("test").parse_args(argv))
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples" / "tests").glob("*.yaml"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.cli import build_parser
+from bridge.cli import build_bridge_parser
 from bridge.suite import suite_command
 
 REPO = Path(__file__).resolve().parents[3]
@@ -18,7 +18,7 @@ POD = "{kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]
 
 def main(tmp_path: Path, text: str, *extra: str) -> int:
     (tmp_path / "suite.yaml").write_text(text)
-    return suite_command.main(build_parser("test").parse_args(
+    return suite_command.main(build_bridge_parser("test").parse_args(
         ["test", str(tmp_path / "suite.yaml"), *extra]))
 
 

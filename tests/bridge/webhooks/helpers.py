@@ -9,7 +9,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bridge.contract.adjustment import adjustment_from_json
+from bridge.contract.adjustment import nri_adjustment_from_json
 from bridge.contract.catalogue import EVENTS_BY_RPC, REQUEST_PAYLOAD
 from bridge.contract.convert import fill
 from bridge.nri.handler_api import EventContext, RuntimeInfo
@@ -46,7 +46,7 @@ def request(event: str, payload: dict[str, Any] | None = None) -> Message:
     plain = {k: doc[k] for k in REQUEST_PAYLOAD[event] if k in doc and k != "adjust"}
     fill(msg, plain, "")
     if "adjust" in doc and "adjust" in REQUEST_PAYLOAD[event]:
-        msg.adjust.CopyFrom(adjustment_from_json(doc["adjust"]))  # type: ignore[attr-defined]
+        msg.adjust.CopyFrom(nri_adjustment_from_json(doc["adjust"]))  # type: ignore[attr-defined]
     return msg
 
 

@@ -14,7 +14,7 @@ from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.failures import FailureKind, WebhookFailure
 from bridge.webhooks.guard import Scope, parse_reply, parse_updates
 from bridge.webhooks.kinds import CONTROL_UPDATE_KINDS, DEFAULT_ALLOW, check_allow
-from bridge.webhooks.named_items import refusal
+from bridge.webhooks.named_items import named_item_refusal
 from bridge.webhooks.node_hugepages import NodeSettings, read_hugepages
 from bridge.webhooks.selector import Selector
 from bridge.webhooks.specs import parse_webhooks
@@ -76,15 +76,15 @@ def refused(reply: dict[str, Any], s: Scope, *text: str) -> str:
 @pytest.mark.parametrize("key", ["cgroup.procs", "cgroup.subtree_control", "cgroup.kill",
                                  "cgroup.type", "freezer.state", "devices.allow"])
 def test_unified_keys_outside_resource_controllers_are_refused(key: str) -> None:
-    assert refusal("unified", key, DEFAULT_ALLOW) is not None
-    assert refusal("unified", key, DEFAULT_ALLOW | {f"unified:{key}"}) is None
+    assert named_item_refusal("unified", key, DEFAULT_ALLOW) is not None
+    assert named_item_refusal("unified", key, DEFAULT_ALLOW | {f"unified:{key}"}) is None
 
 
 @pytest.mark.parametrize("key", ["cpu.max", "cpu.bvt_warp_ns", "cpuset.cpus", "io.max",
                                  "memory.high", "memory.swap.max", "pids.max",
                                  "hugetlb.2MB.max", "rdma.max", "misc.max"])
 def test_resource_controller_keys_pass(key: str) -> None:
-    assert refusal("unified", key, DEFAULT_ALLOW) is None
+    assert named_item_refusal("unified", key, DEFAULT_ALLOW) is None
 
 
 @pytest.mark.parametrize("key", [
@@ -96,14 +96,14 @@ def test_resource_controller_keys_pass(key: str) -> None:
     "container.apparmor.security.beta.kubernetes.io/app", "dev.gvisor.flag.network",
     "tolerate-missing-nri-plugins.noderesource.dev", "module.wasm.image/variant"])
 def test_runtime_annotations_are_refused(key: str) -> None:
-    assert refusal("annotations", key, DEFAULT_ALLOW) is not None
-    assert refusal("annotations", key, DEFAULT_ALLOW | {f"annotations:{key}"}) is None
+    assert named_item_refusal("annotations", key, DEFAULT_ALLOW) is not None
+    assert named_item_refusal("annotations", key, DEFAULT_ALLOW | {f"annotations:{key}"}) is None
 
 
 @pytest.mark.parametrize("key", ["policy.example.com/decided", "koordinator.sh/qosClass",
                                  "notnvidia.com/x", "example.com/io.kubernetes.cri"])
 def test_other_annotations_pass(key: str) -> None:
-    assert refusal("annotations", key, DEFAULT_ALLOW) is None
+    assert named_item_refusal("annotations", key, DEFAULT_ALLOW) is None
 
 
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "HTTPS_PROXY",
@@ -111,22 +111,23 @@ def test_other_annotations_pass(key: str) -> None:
                                   "NVIDIA_DRIVER_CAPABILITIES", "PYTHONPATH", "NODE_OPTIONS",
                                   "GLIBC_TUNABLES", "PATH", "SSL_CERT_FILE"])
 def test_loading_routing_and_hook_env_is_refused(name: str) -> None:
-    assert refusal("env", name, DEFAULT_ALLOW) is not None
-    assert refusal("env", name, DEFAULT_ALLOW | {f"env:{name}"}) is None
+    assert named_item_refusal("env", name, DEFAULT_ALLOW) is not None
+    assert named_item_refusal("env", name, DEFAULT_ALLOW | {f"env:{name}"}) is None
 
 
 @pytest.mark.parametrize("name", ["APP_MODE", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES",
                                   "GOMAXPROCS", "LANG"])
 def test_ordinary_env_passes(name: str) -> None:
-    assert refusal("env", name, DEFAULT_ALLOW) is None
+    assert named_item_refusal("env", name, DEFAULT_ALLOW) is None
 
 
 def test_a_trailing_star_allows_a_prefix_and_only_it() -> None:
     allow = DEFAULT_ALLOW | {"annotations:nvidia.com/*"}
-    assert refusal("annotations", "nvidia.com/gpu", allow) is None
-    assert refusal("annotations", "run.oci.keep_original_groups", allow) is not None
+    assert named_item_refusal("annotations", "nvidia.com/gpu", allow) is None
+    assert named_item_refusal("annotations", "run.oci.keep_original_groups", allow) is not None
     # Another class's entry never allows it.
-    assert refusal("env", "NVIDIA_VISIBLE_DEVICES", DEFAULT_ALLOW | {"annotations:NVIDIA_*"})
+    assert named_item_refusal("env", "NVIDIA_VISIBLE_DEVICES",
+                              DEFAULT_ALLOW | {"annotations:NVIDIA_*"})
 
 
 def test_refusals_in_a_reply_name_the_path_and_the_allow_entry() -> None:

@@ -14,8 +14,8 @@ from bridge.errors import ConfigError
 from bridge.webhooks.kinds import DEFAULT_ALLOW
 from bridge.webhooks.specs import (
     DEFAULT_EVENTS,
-    FailurePolicy,
     Mode,
+    WebhookFailurePolicy,
     parse_duration,
     parse_webhooks,
     webhook_from_url,
@@ -32,7 +32,7 @@ def test_defaults() -> None:
     spec = _one()
     assert spec.events == frozenset(DEFAULT_EVENTS)
     assert (spec.timeout_s, spec.sync_timeout_s) == (1.0, 1.0)
-    assert spec.failure_policy is FailurePolicy.IGNORE and spec.mode is Mode.ENFORCE
+    assert spec.failure_policy is WebhookFailurePolicy.IGNORE and spec.mode is Mode.ENFORCE
     assert spec.allow == DEFAULT_ALLOW and spec.selector.matches_all
     assert (spec.breaker.failure_threshold, spec.breaker.cool_down_s) == (5, 10.0)
 
@@ -144,12 +144,12 @@ def test_metrics_address_may_be_any_interface_unlike_the_control_address() -> No
 
 
 def test_metrics_address_flag_overrides_the_file() -> None:
-    from bridge.cli import _apply_flags, build_parser
+    from bridge.cli import _apply_flags, build_bridge_parser
 
     config = load_text("control:\n  metrics_address: 127.0.0.1:1\n", "f.yaml")
-    args = build_parser("run").parse_args(["run", "--metrics-address", "0.0.0.0:9464"])
+    args = build_bridge_parser("run").parse_args(["run", "--metrics-address", "0.0.0.0:9464"])
     assert _apply_flags(config, args).control.metrics_address == ("0.0.0.0", 9464)
-    args = build_parser("run").parse_args(["run", "--metrics-address", "nope"])
+    args = build_bridge_parser("run").parse_args(["run", "--metrics-address", "nope"])
     with pytest.raises(ConfigError, match=r"^--metrics-address: expected HOST:PORT"):
         _apply_flags(config, args)
 
@@ -183,15 +183,15 @@ def test_validate_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_update_flags_override_the_file() -> None:
-    from bridge.cli import _apply_flags, build_parser
+    from bridge.cli import _apply_flags, build_bridge_parser
 
     config = load_text("updates: {route: nri, cri_socket: /a/cri.sock}", "f.yaml")
-    args = build_parser("run").parse_args(["run", "--cri-socket", "/b/cri.sock",
+    args = build_bridge_parser("run").parse_args(["run", "--cri-socket", "/b/cri.sock",
                                            "--update-route", "cri"])
     updates = _apply_flags(config, args).updates
     assert (updates.route, updates.cri_socket) == ("cri", "/b/cri.sock")
-    untouched = _apply_flags(config, build_parser("run").parse_args(["run"])).updates
+    untouched = _apply_flags(config, build_bridge_parser("run").parse_args(["run"])).updates
     assert (untouched.route, untouched.cri_socket) == ("nri", "/a/cri.sock")
-    args = build_parser("run").parse_args(["run", "--cri-socket", "cri.sock"])
+    args = build_bridge_parser("run").parse_args(["run", "--cri-socket", "cri.sock"])
     with pytest.raises(ConfigError, match=r"^--cri-socket: must be an absolute path"):
         _apply_flags(config, args)

@@ -12,7 +12,7 @@ import pytest
 from bridge.contract.webhook_models import EVENT_NAMES
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
-from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.webhook_handler import WebhookHandler
 from tests.bridge.webhooks.helpers import (
     CREATED_ID,
     EXAMPLES,
@@ -129,7 +129,7 @@ async def test_selectors_choose_webhooks_per_pod() -> None:
 
 async def test_shadow_mode_calls_with_dry_run_and_applies_nothing(
         caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("INFO", logger="bridge.webhooks.call_sequence"):
+    with caplog.at_level("INFO", logger="bridge.webhooks.webhook_handler"):
         result, route, _ = await _one(Reply(json=example("CreateContainer.reply.json")),
                                       "CreateContainer", events=["CreateContainer"],
                                       mode="shadow")

@@ -12,7 +12,7 @@ import pytest
 from bridge.nri.handler_api import EventRejected
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.breaker import CircuitBreaker, CircuitState
-from bridge.webhooks.call_sequence import CALL_MARGIN_S, WebhookHandler
+from bridge.webhooks.webhook_handler import CALL_MARGIN_S, WebhookHandler
 from tests.bridge.webhooks.helpers import CREATED_ID, context, request, spec
 from tests.bridge.webhooks.policy_double import Reply, Route, Seen, policy_double, refusing_socket
 from tests.event_path import serve, serve_sync

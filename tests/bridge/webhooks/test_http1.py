@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.webhooks import client as client_module
 from bridge.webhooks.client import PolicyClient
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -299,7 +299,7 @@ async def test_retry_stays_inside_the_budget(tmp_path: Path) -> None:
 
 
 async def test_retries_are_a_metric(tmp_path: Path) -> None:
-    metrics = Metrics()
+    metrics = BridgeMetrics()
     async with serving(tmp_path, scripted(ok(), None)) as (_, client):
         metrics.add_retries("p", lambda: client.retries)
         await client.post(b"{}", 1.0)

@@ -23,9 +23,9 @@ import pytest
 import uvloop
 
 from bridge.contract import applied_view, runtime_effects, runtime_hazards
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.webhooks import reply_walk
-from bridge.webhooks.call_sequence import WebhookHandler
+from bridge.webhooks.webhook_handler import WebhookHandler
 
 from .helpers import RUNTIME, context, request, spec
 from .policy_double import Reply, Seen, policy_double
@@ -61,7 +61,7 @@ async def _run(events: int, distinct: bool) -> tuple[dict[str, int], list[Any]]:
             return Reply(json=_reply(next(served) if distinct else 0))
         double.route("/v1/policy", answer)
         handler = WebhookHandler([spec(sock=double.sock, allow=["env", "resources"])],
-                                 Metrics())
+                                 BridgeMetrics())
         await handler.configure(RUNTIME)  # the connection's Configure
         answers = []
         call = dataclasses.replace(context("CreateContainer"), request=request("CreateContainer"))
@@ -110,7 +110,7 @@ def test_latencies_have_sub_millisecond_resolution_under_uvloop(
     async def calls() -> None:
         await _run(EVENTS * 4, distinct=True)
 
-    with caplog.at_level(logging.INFO, logger="bridge.webhooks.call_sequence"):
+    with caplog.at_level(logging.INFO, logger="bridge.webhooks.webhook_handler"):
         uvloop.run(calls())
     latencies = [r.__dict__["latency_ms"] for r in caplog.records
                  if r.getMessage() == "webhook call"]

@@ -98,14 +98,14 @@ def test_the_walk_finds_the_leaves_the_applied_view_finds() -> None:
     """The dropped-field check reads the walk's leaf paths instead of walking again
     (contract.applied_view.set_leaves): the two agree on a reply per leaf of the field table
     (the differential test's cases) and on one setting them all."""
-    from bridge.contract.adjustment import adjustment_from_json
+    from bridge.contract.adjustment import nri_adjustment_from_json
     from bridge.contract.applied_view import set_leaves
     from bridge.contract.convert import from_json
     from tests.e2e.leaf_cases import CASES
 
     everything = api.ContainerAdjustment()
     for case in CASES:
-        adjust = adjustment_from_json(case.adjust)
+        adjust = nri_adjustment_from_json(case.adjust)
         everything.MergeFrom(adjust)
         walk = ReplyWalk()
         walk.adjustment(adjust)

@@ -14,7 +14,7 @@ import pytest
 from policy_server import Event, EventName, Payload, Policy, PolicyError
 from policy_server.engine.request import parse_request
 from policy_server.engine.request_event import PAYLOAD_FIELDS, names_of, without_payload
-from policy_server.server.hot_route import evaluate_body
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import PolicyRunner
 from tests.policy_server.engine.test_request_path import CREATE, RAW_CASES, REQUESTS, mutations

@@ -20,8 +20,8 @@ from policy_server import Adjustment, Decision, Event, EventName, Policy, Resour
 from policy_server.exceptions import PolicyError
 from policy_server.sdk import decision as decision_module
 from policy_server.sdk import resource_patch
-from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.effects import CgroupWrite
+from policy_server.sdk.limit_checks import MAX_WARNINGS
 from policy_server.sdk.node_facts import NodeFacts
 from policy_server.testing import PolicyRunner, make_request
 

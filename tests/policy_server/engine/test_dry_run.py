@@ -13,6 +13,7 @@ from policy_server.policies.koordinator_qos.rules import Rules
 from policy_server.sdk import Decision, Event, EventName, Policy
 from policy_server.sdk.registry import Registry
 from policy_server.testing import PolicyRunner, make_request
+from tests.policy_server.factory import evaluate_json
 
 POD = {"id": "p1", "name": "web", "namespace": "shop", "uid": "u1",
        "linux": {"cgroup_parent": "/kubepods/burstable/podu1"}}  # fmt: skip
@@ -105,7 +106,7 @@ def test_koordinator_quota_baselines_ignore_dry_runs() -> None:
     engine = Engine(registry, always_fold=True)  # koordinator-qos does not read the node view
 
     def send(event: str, dry_run: bool, **payload: Any) -> None:
-        engine.evaluate_json("koordinator-qos",
+        evaluate_json(engine, "koordinator-qos",
                              make_request(event, dry_run=dry_run, pod=POD, **payload))
 
     send("CreateContainer", False, container=ctr("a", 50000))
@@ -113,7 +114,7 @@ def test_koordinator_quota_baselines_ignore_dry_runs() -> None:
     send("UpdateContainer", True, container=ctr("a", 50000),
          linux_resources={"cpu": {"quota": 90000}})
     send("RemoveContainer", True, container=ctr("a", 50000))
-    engine.evaluate_json("koordinator-qos", make_request("Synchronize", pods=[], containers=[],
+    evaluate_json(engine, "koordinator-qos", make_request("Synchronize", pods=[], containers=[],
                                                          dry_run=True))
     assert dict(store.view()) == {"a": 50000}
     assert set(engine.node.containers) == {"a"}

@@ -7,11 +7,11 @@ import json
 
 from policy_server import Event, EventName, NodeView, Payload, Policy
 from policy_server.engine.evaluate import Engine
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.sdk.registry import Registry
-from policy_server.server.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.engine.test_request_path import CREATE
-from tests.policy_server.factory import container, envelope, node_reader, pod
+from tests.policy_server.factory import container, envelope, evaluate_json, node_reader, pod
 
 POD_ID = json.loads(CREATE)["pod"]["id"]
 CONTAINER_ID = json.loads(CREATE)["container"]["id"]
@@ -43,8 +43,8 @@ def test_nothing_is_folded_when_no_policy_reads_the_view() -> None:
     engine = engine_of(plain("typed"), plain("body", Payload.BODY))
     assert not engine.folds
     sync = envelope("Synchronize", pods=[pod()], containers=[container()])
-    engine.evaluate_json("typed", sync)
-    engine.evaluate_json("body", envelope("CreateContainer", pod=pod(), container=container()))
+    evaluate_json(engine, "typed", sync)
+    evaluate_json(engine, "body", envelope("CreateContainer", pod=pod(), container=container()))
     assert not engine.node.pods and not engine.node.containers and not engine.node.synced
     assert engine.evaluations == 2  # what the resync's check counts instead
 
@@ -52,8 +52,8 @@ def test_nothing_is_folded_when_no_policy_reads_the_view() -> None:
 def test_every_request_is_folded_once_a_reader_is_registered() -> None:
     engine = engine_of(plain("typed"), plain("body", Payload.BODY), node_reader())
     assert engine.folds
-    engine.evaluate_json("body", envelope("Synchronize", pods=[pod()], containers=[]))
-    engine.evaluate_json("typed", envelope("CreateContainer", pod=pod(), container=container()))
+    evaluate_json(engine, "body", envelope("Synchronize", pods=[pod()], containers=[]))
+    evaluate_json(engine, "typed", envelope("CreateContainer", pod=pod(), container=container()))
     assert engine.node.synced
     assert set(engine.node.pods) == {pod()["id"]}
     assert set(engine.node.containers) == {container()["id"]}

@@ -20,11 +20,11 @@ from bridge.contract.capabilities import runtime_ref
 from bridge.contract.catalogue import REQUEST_TYPES, EventName
 from bridge.contract.nri_version import nri_version_of
 from bridge.contract.request_body import envelope_document, event_payload
-from bridge.replies.replay import load_cases
+from bridge.reply_review.replay import load_cases
 from bridge.simulator.scenario import SCENARIO_DIR
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import PayloadError
-from policy_server.server.hot_route import evaluate_body
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import synchronize_event
 from tests.recordings import load_wire_log, sync_payload

@@ -24,6 +24,7 @@ from jeepney import HeaderFields, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import DBusConnection, open_dbus_connection
 
+from policy_server.assemble import assemble
 from policy_server.node.execution import ExecutorMode
 from policy_server.node.systemd_bus import SystemdBus
 from policy_server.node.unit_properties import (
@@ -32,8 +33,7 @@ from policy_server.node.unit_properties import (
     SystemdBusError,
     UnitProperty,
 )
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import ServerOptions
 from tests.policy_server.factory import cgroup_v2_root, envelope, pod
 
 DBUS_DAEMON = shutil.which("dbus-daemon")
@@ -254,11 +254,12 @@ async def test_server_sets_the_slice_property_then_the_file(
     systemd: FakeSystemd, tmp_path: Path
 ) -> None:
     slice_dir = systemd_node(tmp_path / "cg")
-    server = PolicyServer(ServerOptions(
+    assembly = assemble(ServerOptions(
         executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cg",
         systemd_properties=PropertiesMode.AUTO, system_bus=systemd.address))  # fmt: skip
+    server = assembly.server
     server.probe_node()
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(server)),
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=assembly.app),
                                base_url="http://policy")  # fmt: skip
     async with client:
         state = (await client.get("/v1/state")).json()["node_effects"]["systemd_properties"]
@@ -278,13 +279,14 @@ async def test_server_without_a_bus_says_so_once_and_writes_the_files(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     slice_dir = systemd_node(tmp_path / "cg")
-    server = PolicyServer(ServerOptions(
+    assembly = assemble(ServerOptions(
         executor_mode=ExecutorMode.ON, cgroup_root=tmp_path / "cg",
         systemd_properties=PropertiesMode.AUTO,
         system_bus=f"unix:path={tmp_path}/no-bus.sock"))  # fmt: skip
+    server = assembly.server
     with caplog.at_level("INFO"):
         server.probe_node()
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(server)),
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=assembly.app),
                                    base_url="http://policy")  # fmt: skip
         async with client:
             for _ in range(2):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.contract.field_limits import KEY, TEXT, problem
+from bridge.contract.field_limits import KEY, TEXT, limit_problem
 from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.authority import STRONGEST_CLASS
 from policy_server.policies.koordinator_qos.hooks.resctrl import class_bound
@@ -185,7 +185,8 @@ def test_pod_metadata_never_gives_more_than_kubelet(
     p["annotations"] = annotations
     c = container()
     c["linux"] = {"resources": resources, "oom_score_adj": oom}
-    if any(problem(TEXT, v) or problem(KEY, k) for k, v in [*labels.items(), *annotations.items()]):
+    if any(limit_problem(TEXT, v) or limit_problem(KEY, k)
+           for k, v in [*labels.items(), *annotations.items()]):
         # The request decoder refuses it (a control character: docs/webhooks.md, "Field
         # limits"): it never reaches a policy, so nothing is granted.
         with pytest.raises(InvalidRequest, match="contains a"):

@@ -13,6 +13,7 @@ from policy_server.policies import CATALOGUE, build_builtin, describe_builtins, 
 from policy_server.policies.policy_config import PolicyConfigError
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import make_request
+from tests.policy_server.factory import evaluate_json, reply_of
 
 ROOT = Path(__file__).parents[3]
 
@@ -63,7 +64,7 @@ def test_server_serves_enabled_builtins_next_to_koordinator() -> None:
     assert [p.name for p in server.registry] == ["koordinator-qos", "ulimit-adjuster"]
     request = make_request("CreateContainer", pod_annotations={
         "ulimits.noderesource.dev/pod": "[{type: nofile, hard: 2000000}]"})
-    reply = server.engine.evaluate_json("ulimit-adjuster", request).reply
+    reply = reply_of(evaluate_json(server.engine, "ulimit-adjuster", request))
     assert "exceeds this node's maximum 1048576" in reply["reject"]["reason"]
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.assemble import assemble
+from policy_server.service import ServerOptions
 from tests.policy_server.servers import serve_on_uds
 
 REPO = Path(__file__).resolve().parents[3]
@@ -74,8 +74,8 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def test_counters_per_node_policy_and_validation_on_metrics(tmp_path: Path) -> None:
     file = tmp_path / "policies.yaml"
     file.write_text(POLICIES)
-    server = PolicyServer(ServerOptions(default_policies=False, builtin_policies=(("cel", file),)))
-    async with serve_on_uds(create_app(server), tmp_path / "p.sock") as sock:
+    assembly = assemble(ServerOptions(default_policies=False, builtin_policies=(("cel", file),)))
+    async with serve_on_uds(assembly.app, tmp_path / "p.sock") as sock:
         transport = httpx.AsyncHTTPTransport(uds=str(sock))
         async with httpx.AsyncClient(transport=transport, base_url="http://policy") as client:
             replies = [(await client.post("/v1/policies/cel", json=_request(n))).json()

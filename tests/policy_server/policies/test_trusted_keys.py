@@ -6,6 +6,7 @@ import pytest
 
 from policy_server.policies import trusted_keys
 from policy_server.policies.koordinator_qos import keys
+from tests.deploy.admission_fixtures import is_guarded
 
 
 def test_every_key_a_policy_reads_as_a_grant_is_declared() -> None:
@@ -34,4 +35,4 @@ def test_every_key_a_policy_reads_as_a_grant_is_declared() -> None:
     ],
 )
 def test_guarded(key: str, guarded: bool) -> None:
-    assert trusted_keys.guarded(key) is guarded
+    assert is_guarded(key) is guarded

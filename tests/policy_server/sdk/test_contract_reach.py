@@ -23,9 +23,9 @@ from typing import Any
 from bridge.contract import value_rules
 from policy_server.engine.reply import check_reply, decision_to_reply, encode_reply
 from policy_server.engine.request import parse_request
-from policy_server.sdk.contract_limits import request_values
 from policy_server.sdk.decision import Decision, Eviction
 from policy_server.sdk.decision_json import adjustment_from_json, update_from_json
+from policy_server.sdk.limit_checks import request_values
 from policy_server.sdk.model import Event
 
 SCHEMAS = Path(__file__).parents[3] / "schemas" / "webhook" / "events"

@@ -21,13 +21,13 @@ import pytest
 from bridge.contract import WebhookReply
 from policy_server import Event, EventName, FailurePolicy, Policy
 from policy_server.engine.reply import encode_reply
-from policy_server.sdk import contract_limits
-from policy_server.sdk.contract_limits import checks
+from policy_server.http_edge.hot_route import evaluate_body
+from policy_server.sdk import limit_checks
 from policy_server.sdk.decision import Adjustment, ContainerUpdate, Decision, Eviction
 from policy_server.sdk.effects import CgroupWrite
+from policy_server.sdk.limit_checks import checks
 from policy_server.sdk.oci import Device, DeviceRule, Hook, HookStage, Mount, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import ResourcePatch
-from policy_server.server.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.engine.test_request_path import CREATE
 
@@ -194,7 +194,7 @@ def test_a_python_type_the_contract_disagrees_with_is_refused_when_the_check_is_
 def test_the_walk_fails_when_the_type_check_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutation: with every refusal a no-op, no wrong value is refused naming its field (so the
     walk above would report each one)."""
-    monkeypatch.setattr(contract_limits._Shape, "refusal", lambda self, value: None)
+    monkeypatch.setattr(limit_checks._Shape, "refusal", lambda self, value: None)
     for cls, name, value, _ in FIELDS:
         try:
             _build(cls, **{name: value})

@@ -31,8 +31,10 @@ from tests.policy_server.factory import (
     cgroup_v2_root,
     container,
     envelope,
+    evaluate_json,
     event,
     pod,
+    reply_of,
     request,
 )
 
@@ -62,7 +64,7 @@ def test_view_follows_synchronize_and_lifecycle_events() -> None:
     SEEN.clear()
     engine = engine_with(recorder())
     p1, p2 = pod(pod_id="p1"), pod(pod_id="p2", uid="u2")
-    engine.evaluate_json(
+    evaluate_json(engine,
         "recorder",
         envelope(
             "Synchronize",
@@ -71,19 +73,19 @@ def test_view_follows_synchronize_and_lifecycle_events() -> None:
         ),
     )
     created = container(cid="c", pod_id="p2", state="CONTAINER_UNKNOWN")
-    engine.evaluate_json("recorder", envelope("CreateContainer", pod=p2, container=created))
+    evaluate_json(engine, "recorder", envelope("CreateContainer", pod=p2, container=created))
     view = engine.node.view
     # The state the event implies, not the one the runtime had when it asked.
     assert view.containers["c"].state == "CONTAINER_CREATED"
     assert view.pod_of(view.containers["c"]) is not None
     stop = envelope("StopContainer", pod=p1, container=container(cid="a"))
-    engine.evaluate_json("recorder", stop)
+    evaluate_json(engine, "recorder", stop)
     assert view.containers["a"].state == "CONTAINER_STOPPED"
     assert [c.id for c in view.live_containers()] == ["b", "c"]
-    engine.evaluate_json(
+    evaluate_json(engine,
         "recorder", envelope("RemoveContainer", pod=p1, container=container(cid="a"))
     )
-    engine.evaluate_json("recorder", envelope("RemovePodSandbox", pod=p1))
+    evaluate_json(engine, "recorder", envelope("RemovePodSandbox", pod=p1))
     assert SEEN == [
         ("Synchronize", ("a", "b"), True),
         ("CreateContainer", ("a", "b", "c"), True),
@@ -99,7 +101,7 @@ def test_view_is_read_only_and_unsynced_until_synchronize() -> None:
     engine = engine_with(recorder())
     view = engine.node.view
     assert not view.synced and len(view.containers) == 0
-    engine.evaluate_json(
+    evaluate_json(engine,
         "recorder", envelope("CreateContainer", pod=pod(), container=container(cid="x"))
     )
     assert not view.synced and list(view.containers) == ["x"]
@@ -121,9 +123,9 @@ def test_observers_and_two_argument_handlers_get_the_view() -> None:
         return Decision(warnings=(f"{rules}: {len(node.containers)} containers",))
 
     engine = engine_with(policy)
-    reply = engine.evaluate_json(
+    reply = reply_of(evaluate_json(engine,
         "ctx", envelope("CreateContainer", pod=pod(), container=container())
-    ).reply
+    ))
     assert observed == [1]
     assert reply == {"warnings": ["rules: 1 containers"]}
     # Called without an engine (e.g. directly in a test), the handler gets an empty view.
@@ -252,7 +254,7 @@ def test_every_policy_sees_the_node_facts_the_server_found(tmp_path: Any) -> Non
     assert v1.send(create).json == {}
     (tmp_path / "cpu").mkdir()  # a cgroup v1 tree: the server detects it and says so
     server = PolicyServer(ServerOptions(cgroup_root=tmp_path), [policy])
-    assert server.engine.evaluate_json("facts", create).reply == {}
+    assert reply_of(evaluate_json(server.engine, "facts", create)) == {}
     assert PolicyRunner(policy).send(create).json == {
         "adjust": {"linux": {"resources": {"unified": {"cpu.idle": "1"}}}}}
     assert seen == [NodeFacts(1), NodeFacts(1), NodeFacts()]
@@ -317,10 +319,10 @@ def test_unified_keys_a_cgroup_v2_node_lacks_are_dropped_and_logged_once_per_key
     assert server.facts == STOCK_V2
     create = envelope("CreateContainer", pod=pod(), container=container())
     with caplog.at_level("WARNING", logger="policy_server.engine.evaluate"):
-        first = server.engine.evaluate_json("anolis-minded", create)
-        again = server.engine.evaluate_json("anolis-minded", create)
+        first = evaluate_json(server.engine, "anolis-minded", create)
+        again = evaluate_json(server.engine, "anolis-minded", create)
     for sent in (first, again):
-        assert sent.reply == {
+        assert reply_of(sent) == {
             "adjust": {"linux": {"resources": {"cpu": {"shares": 512},
                                                "unified": {"cpu.idle": "1"}}}},
             "update": [{"container_id": "third",

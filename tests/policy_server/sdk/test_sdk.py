@@ -25,11 +25,11 @@ from policy_server import (
 from policy_server.engine.evaluate import Engine
 from policy_server.engine.reply import decision_to_reply
 from policy_server.exceptions import PolicyLoadError, UnknownPolicyError
-from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision_merge import Conflict, merge
+from policy_server.sdk.limit_checks import MAX_WARNINGS
 from policy_server.sdk.oci import Mount
 from policy_server.sdk.registry import Registry
-from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import container, envelope, evaluate_json, pod, reply_of
 
 CREATE = EventName.CREATE_CONTAINER
 
@@ -40,7 +40,7 @@ def run(policy: Policy[Any], event: str = "CreateContainer") -> dict[str, Any]:
     carried = {"pod": pod(), "container": container(), "pods": [pod()],
                "containers": [container()]}
     body = envelope(event, **{k: v for k, v in carried.items() if k in REQUEST_PAYLOAD[event]})
-    return Engine(registry).evaluate_json(policy.name, body).reply
+    return reply_of(evaluate_json(Engine(registry), policy.name, body))
 
 
 def test_decorator_registers_per_event_with_or_without_context() -> None:

@@ -9,7 +9,7 @@ import httpx
 from policy_server import Event, EventName, Policy
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.service import PolicyServer, ServerOptions
-from tests.policy_server.factory import container, envelope, pod
+from tests.policy_server.factory import container, envelope, evaluate_json, pod
 
 
 def synchronizing() -> Policy[None]:
@@ -32,7 +32,7 @@ async def test_a_request_during_the_state_fetch_makes_the_resync_fetch_again() -
         assert request.url.path == "/v1/state"
         fetches.append(server.engine.evaluations)
         if len(fetches) == 1:  # an event arrives while the first answer is on its way
-            server.engine.evaluate_json(
+            evaluate_json(server.engine,
                 "sync", envelope("CreateContainer", pod=pod(), container=container())
             )
         return httpx.Response(200, json={"pods": [], "containers": []})

@@ -5,9 +5,9 @@ from __future__ import annotations
 from policy_server.engine.reply import decision_to_reply
 from policy_server.node.execution import ExecutorMode
 from policy_server.node.executor import NodeExecutor
-from policy_server.sdk.contract_limits import MAX_WARNINGS
 from policy_server.sdk.decision import Adjustment, Decision
 from policy_server.sdk.effects import CgroupWrite, HostDirectory
+from policy_server.sdk.limit_checks import MAX_WARNINGS
 from policy_server.sdk.resource_patch import ResourcePatch
 from policy_server.service.settle import without_rdt_class
 

@@ -30,12 +30,12 @@ from bridge.contract.request_body import (
 )
 from policy_server.bridge_link.control_client import BridgeControl
 from policy_server.engine.loader import load_policies
+from policy_server.http_edge.hot_route import evaluate_body
 from policy_server.policies import build_builtin
 from policy_server.sdk.decision import Decision
 from policy_server.sdk.effects import CgroupWrite
 from policy_server.sdk.model import Event
 from policy_server.sdk.registry import Policy
-from policy_server.server.hot_route import evaluate_body
 from policy_server.service import PolicyServer, ServerOptions
 from policy_server.testing import InvalidRequest, PolicyRunner, make_request
 from tests.hardening.processes import POLICY_SERVER, Process

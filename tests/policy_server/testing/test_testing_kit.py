@@ -22,10 +22,10 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
+from policy_server.assemble import assemble
 from policy_server.engine.reply import check_reply, encode_reply
 from policy_server.exceptions import InvalidReplyError
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import ServerOptions
 from policy_server.testing import (
     InvalidReply,
     InvalidRequest,
@@ -33,6 +33,7 @@ from policy_server.testing import (
     load_request,
     make_request,
 )
+from tests.policy_server.factory import evaluate_json
 from tests.policy_server.servers import serve_on_uds
 
 ROOT = Path(__file__).parents[3]
@@ -109,7 +110,7 @@ def test_the_kit_checks_replies_as_the_bridge_does() -> None:
     def untyped(event: Event) -> Decision:
         return Decision(adjust=_past_the_sdk())
 
-    evaluation = PolicyRunner(bad).engine.evaluate_json("bad-env",
+    evaluation = evaluate_json(PolicyRunner(bad).engine, "bad-env",
                                                         make_request("CreateContainer"))
     with pytest.raises(InvalidReplyError) as check:
         check_reply(encode_reply(evaluation.decision))
@@ -172,9 +173,9 @@ def test_state_carries_over_between_requests() -> None:
 @pytest.mark.processes
 async def test_the_cli_replay_of_a_served_policy_agrees(tmp_path: Path) -> None:
     """Authors in other languages get the same check from `nri-webhook-bridge replay`."""
-    server = PolicyServer(ServerOptions(default_policies=False,
-                                        policy_modules=(str(EXAMPLE / "downward_env.py"),)))
-    async with serve_on_uds(create_app(server), tmp_path / "p.sock") as sock:
+    assembly = assemble(ServerOptions(default_policies=False,
+                                      policy_modules=(str(EXAMPLE / "downward_env.py"),)))
+    async with serve_on_uds(assembly.app, tmp_path / "p.sock") as sock:
         async def replay(*extra: str) -> tuple[int, str]:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bridge", "replay", str(RECORDING), *extra,

@@ -16,7 +16,7 @@ import posixpath
 
 from policy_server.policies.koordinator_qos import keys
 from policy_server.policies.koordinator_qos.annotations import (
-    Device,
+    AllocatedDevice,
     device_allocations,
     device_quantity,
 )
@@ -34,7 +34,7 @@ def _bind(source: str, destination: str) -> Mount:
     return Mount(destination=destination, type="bind", source=source, options=("rbind",))
 
 
-def _hami(first: Device, target: ContainerTarget, rules: Rules) -> HookResult:
+def _hami(first: AllocatedDevice, target: ContainerTarget, rules: Rules) -> HookResult:
     ratio = device_quantity(first, keys.RESOURCE_GPU_MEMORY_RATIO)
     if ratio is None:
         raise PolicyError(f"HAMi-core: first GPU has no {keys.RESOURCE_GPU_MEMORY_RATIO}")

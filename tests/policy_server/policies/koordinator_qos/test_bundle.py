@@ -17,7 +17,9 @@ from tests.policy_server.factory import (
     batch_spec,
     container,
     envelope,
+    evaluate_json,
     pod,
+    reply_of,
     rules,
     topology,
 )
@@ -38,7 +40,7 @@ def engine(r: Rules | None = None) -> Engine:
 
 
 def reply(r: Rules, event: str, **payload: Any) -> dict[str, Any]:
-    return engine(r).evaluate_json("koordinator-qos", envelope(event, **payload)).reply
+    return reply_of(evaluate_json(engine(r), "koordinator-qos", envelope(event, **payload)))
 
 
 def test_hook_order_is_koordlet_byte_order() -> None:
@@ -142,8 +144,8 @@ def test_hami_partial_output_survives_under_ignore() -> None:
 
 def test_run_pod_sandbox_returns_effects_not_reply_fields() -> None:
     p = pod(qos="LSR", annotations={RS: {"cpuset": "2"}})
-    evaluation = engine().evaluate_json("koordinator-qos", envelope("RunPodSandbox", pod=p))
-    assert evaluation.reply == {}
+    evaluation = evaluate_json(engine(), "koordinator-qos", envelope("RunPodSandbox", pod=p))
+    assert reply_of(evaluation) == {}
     writes = of_type(evaluation.decision.effects, CgroupWrite)
     assert len(writes) == len(evaluation.decision.effects)  # nothing but cgroup writes
     assert [(e.file, e.value) for e in writes] == [("cpu.cfs_quota_us", -1)]

@@ -22,7 +22,9 @@ from tests.policy_server.factory import (
     batch_spec,
     container,
     envelope,
+    evaluate_json,
     pod,
+    reply_of,
     request,
     rules,
     topology,
@@ -44,7 +46,7 @@ class Holder:
         self.engine = Engine(registry, node)
 
     def send(self, event: str, **payload: Any) -> dict[str, Any]:
-        return self.engine.evaluate_json("koordinator-qos", envelope(event, **payload)).reply
+        return reply_of(evaluate_json(self.engine, "koordinator-qos", envelope(event, **payload)))
 
 
 def test_synchronize_updates_only_containers_that_differ() -> None:
@@ -153,9 +155,9 @@ def test_cgroup_v1_reconcile_and_creation_carry_no_unified_key() -> None:
     p = [pod(pod_id="p1", qos="BE", cgroup_parent="/kubepods/besteffort/p1")]
     c = [container(cid="c1", pod_id="p1")]
     v1 = Holder(r, NodeFacts(cgroup_version=1))
-    synced = v1.engine.evaluate_json("koordinator-qos", envelope("Synchronize", pods=p,
+    synced = evaluate_json(v1.engine, "koordinator-qos", envelope("Synchronize", pods=p,
                                                                  containers=c))
-    assert "update" not in synced.reply, synced.reply
+    assert "update" not in reply_of(synced), reply_of(synced)
     writes = of_type(synced.decision.effects, CgroupWrite)
     assert len(writes) == len(synced.decision.effects)  # nothing but cgroup writes
     assert [(e.file, e.value) for e in writes] == [("cpu.bvt_warp_ns", -1)]

@@ -3,7 +3,7 @@ find again, in warnings and in a reject reason, and nothing else is taken for on
 
 from __future__ import annotations
 
-from bridge.replies.handler_crash import crash_note, crashes
+from bridge.reply_review.handler_crash import crash_note, crashes
 
 
 def test_a_note_is_found_in_warnings_and_in_the_reject_reason() -> None:

@@ -8,7 +8,7 @@ from types import FrameType
 
 import pytest
 
-from bridge.process import stop_signals
+from bridge.process_setup import stop_signals
 
 
 @pytest.fixture
@@ -29,15 +29,15 @@ def received() -> Iterator[list[int]]:
 def test_a_stop_signal_is_recorded_and_wakes_not_raises(received: list[int]) -> None:
     woken: list[str] = []
     with stop_signals.held(process=False):
-        assert stop_signals.requested() is None
+        assert stop_signals.stop_requested() is None
         with stop_signals.waking(lambda: woken.append("woken")):
             signal.raise_signal(signal.SIGTERM)
-            assert stop_signals.requested() == signal.SIGTERM
+            assert stop_signals.stop_requested() == signal.SIGTERM
             assert woken == ["woken"]
         with stop_signals.waking(lambda: woken.append("at once")):
             assert woken == ["woken", "at once"]  # one had arrived already
     # In-process: the previous handler is back, the latch is empty, nothing leaked to it.
-    assert received == [] and stop_signals.requested() is None
+    assert received == [] and stop_signals.stop_requested() is None
     signal.raise_signal(signal.SIGTERM)
     assert received == [signal.SIGTERM]
 
@@ -48,7 +48,7 @@ def test_release_hands_a_received_signal_to_the_previous_handler(received: list[
     assert received == []
     stop_signals.release()
     assert received == [signal.SIGTERM]
-    assert stop_signals.requested() is None
+    assert stop_signals.stop_requested() is None
     stop_signals.release()  # nothing caught: nothing happens
     assert received == [signal.SIGTERM]
 
@@ -58,7 +58,7 @@ def test_a_parent_blocked_signal_reaches_the_latch(received: list[int]) -> None:
     try:
         signal.raise_signal(signal.SIGTERM)  # pending
         with stop_signals.held(process=False):
-            assert stop_signals.requested() == signal.SIGTERM
+            assert stop_signals.stop_requested() == signal.SIGTERM
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     assert received == []

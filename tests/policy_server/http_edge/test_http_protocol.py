@@ -8,8 +8,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from policy_server.server.asgi import create_app
-from policy_server.server.http_protocol import CoalescingHttpToolsProtocol, _HeldWrites
+from policy_server.http_edge.asgi import create_app
+from policy_server.http_edge.http_protocol import CoalescingHttpToolsProtocol, _HeldWrites
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import container, envelope, pod
 from tests.policy_server.servers import serve_on_uds

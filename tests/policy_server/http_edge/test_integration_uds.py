@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 
 from bridge.contract import WebhookReply
-from policy_server.server.asgi import create_app
-from policy_server.server.hot_route import BULK_BODY_BYTES
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.assemble import assemble
+from policy_server.http_edge.hot_route import BULK_BODY_BYTES
+from policy_server.service import ServerOptions
 from tests.policy_server.factory import batch_spec, container, envelope, pod
 from tests.policy_server.servers import FakeBridgeControl, serve_on_uds
 from tests.waiting import until
@@ -35,12 +35,12 @@ async def test_policy_server_over_a_unix_socket(tmp_path: Path) -> None:
     fake = FakeBridgeControl(
         pods=[ls_pod], containers=[container(cid="c1", pod_id="p1", cpu={"cpus": "0-7"})]
     )
-    server = PolicyServer(ServerOptions(rules_path=rules,
-                                        bridge_control=f"unix://{tmp_path}/bridge.sock",
-                                        rules_poll_interval_s=0.05))
+    assembly = assemble(ServerOptions(rules_path=rules,
+                                      bridge_control=f"unix://{tmp_path}/bridge.sock",
+                                      rules_poll_interval_s=0.05))
     async with (
         serve_on_uds(fake.app, tmp_path / "bridge.sock"),
-        serve_on_uds(create_app(server), tmp_path / "policy.sock") as sock,
+        serve_on_uds(assembly.app, tmp_path / "policy.sock") as sock,
         uds_client(sock) as client,
     ):
         assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
@@ -71,8 +71,8 @@ async def test_policy_server_over_a_unix_socket(tmp_path: Path) -> None:
 
 
 async def test_group_readable_socket(tmp_path: Path) -> None:
-    server = PolicyServer(ServerOptions())
-    async with serve_on_uds(create_app(server), tmp_path / "p.sock", 0o660) as sock:
+    assembly = assemble(ServerOptions())
+    async with serve_on_uds(assembly.app, tmp_path / "p.sock", 0o660) as sock:
         assert stat.S_IMODE(os.stat(sock).st_mode) == 0o660
         async with uds_client(sock) as client:
             assert (await client.get("/v1/policies")).status_code == 200
@@ -82,7 +82,7 @@ async def test_a_synchronize_of_many_pods_is_answered_with_the_collector_paused_
     tmp_path: Path,
 ) -> None:
     # Bodies from BULK_BODY_BYTES up are answered with the cyclic GC off until the reply has
-    # left (bridge.process.gc_pause); the answer is the same, and the collector is on after.
+    # left (bridge.process_setup.gc_pause); the answer is the same, and the collector is on after.
     pods_n = 700
     pods, containers = [], []
     for i in range(pods_n):
@@ -92,10 +92,10 @@ async def test_a_synchronize_of_many_pods_is_answered_with_the_collector_paused_
         containers.append(container(cid=f"c{i}", pod_id=f"p{i}"))
     body = envelope("Synchronize", pods=pods, containers=containers)
     assert len(json.dumps(body)) >= BULK_BODY_BYTES
-    server = PolicyServer(ServerOptions())
+    assembly = assemble(ServerOptions())
     assert gc.isenabled()
     async with (
-        serve_on_uds(create_app(server), tmp_path / "policy.sock") as sock,
+        serve_on_uds(assembly.app, tmp_path / "policy.sock") as sock,
         uds_client(sock) as client,
     ):
         reply = await client.post("/v1/policies/koordinator-qos", json=body)

@@ -44,7 +44,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from bridge.contract.adjustment import adjustment_to_json
+from bridge.contract.adjustment import nri_adjustment_to_json
 from bridge.contract.capabilities import ConnectedRuntime, connected
 from bridge.contract.catalogue import EVENTS_BY_RPC, SPEC_OF, NriEvent
 from bridge.contract.codec import log_subject
@@ -52,7 +52,7 @@ from bridge.contract.convert import to_json
 from bridge.contract.nri_version import format_version
 from bridge.contract.request_body import PayloadBuilder, encode
 from bridge.contract.runtime_hazards import Hazard
-from bridge.metrics import Metrics
+from bridge.metrics import BridgeMetrics
 from bridge.nri.event_call import (
     NO_CHANGE,
     Answer,
@@ -60,7 +60,7 @@ from bridge.nri.event_call import (
     EventRejected,
     RuntimeInfo,
 )
-from bridge.process.gc_pause import paused_gc
+from bridge.process_setup.gc_pause import paused_gc
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.crash_guard import without_hazards
 from bridge.webhooks.failures import FailureKind, WebhookFailure
@@ -107,12 +107,12 @@ class WebhookHandler:
     `node` says where the node's hugepages, CPUs and memory nodes are read
     (bridge.webhooks.node_hugepages, bridge.webhooks.node_cpusets)."""
 
-    def __init__(self, specs: Sequence[WebhookSpec], metrics: Metrics | None = None,
+    def __init__(self, specs: Sequence[WebhookSpec], metrics: BridgeMetrics | None = None,
                  webhooks: Sequence[Webhook] | None = None,
                  knows_container: Callable[[str], bool] = lambda _: False,
                  lookup: Lookup | None = None, node: NodeSettings | None = None) -> None:
         self.webhooks = list(webhooks) if webhooks is not None else [Webhook(s) for s in specs]
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or BridgeMetrics()
         self.knows_container = knows_container
         self.lookup = lookup
         self.hugepages = (node or NodeSettings()).hugepages
@@ -326,7 +326,8 @@ class WebhookHandler:
     def _shadow(self, merger: Merger, c: Contribution, extra: dict[str, Any]) -> None:
         """Log what the webhook would have changed; apply nothing."""
         if c.adjust is not None:
-            extra["would_adjust"] = truncated_json(adjustment_to_json(c.adjust), LOG_VALUE_CHARS)
+            extra["would_adjust"] = truncated_json(nri_adjustment_to_json(c.adjust),
+                                                   LOG_VALUE_CHARS)
         if c.updates:
             extra["would_update"] = truncated_json([to_json(u) for u in c.updates],
                                                    LOG_VALUE_CHARS)
@@ -364,7 +365,7 @@ class WebhookHandler:
         who = {"event": "Synchronize", "uid": call.uid}
         _, runtime, runtime_json = self._connection(call.runtime)
         # The whole node: the payload and the replies are built with the collector paused
-        # until the calls are done (bridge.process.gc_pause).
+        # until the calls are done (bridge.process_setup.gc_pause).
         with paused_gc():
             for hook in hooks:
                 # Called even when nothing is chosen: "no pods" is the node's state too, and a

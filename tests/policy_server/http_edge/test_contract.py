@@ -16,9 +16,9 @@ import pytest
 from bridge.contract import WebhookReply
 from bridge.contract.catalogue import REPLY_KEYS as CONTRACT_REPLY_KEYS
 from bridge.contract.request_structs import WebhookRequest
+from policy_server.assemble import Assembly, assemble
 from policy_server.engine import evaluate as engine
-from policy_server.server.asgi import create_app
-from policy_server.service import PolicyServer, ServerOptions
+from policy_server.service import ServerOptions
 from tests.json_schemas import validate
 
 ROOT = Path(__file__).parents[3]
@@ -44,16 +44,15 @@ def test_example_requests_validate(path: Path) -> None:
 
 
 @pytest.fixture
-def server() -> PolicyServer:
-    s = PolicyServer(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml",
-                                   policy_modules=(str(ROOT / "examples/label_env_policy.py"),)))
-    return s
+def assembly() -> Assembly:
+    return assemble(ServerOptions(rules_path=ROOT / "examples/koordinator-rules.yaml",
+                                  policy_modules=(str(ROOT / "examples/label_env_policy.py"),)))
 
 
 @pytest.mark.parametrize("path", REQUESTS, ids=lambda p: p.name)
-async def test_every_reply_validates(server: PolicyServer, path: Path) -> None:
+async def test_every_reply_validates(assembly: Assembly, path: Path) -> None:
     body = json.loads(path.read_text())  # noqa: ASYNC240 - a small fixture file
-    transport = httpx.ASGITransport(app=create_app(server))
+    transport = httpx.ASGITransport(app=assembly.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
         for policy in ("koordinator-qos", "label-env"):
             response = await client.post(f"/v1/policies/{policy}", json=body)

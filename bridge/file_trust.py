@@ -21,7 +21,7 @@ another user planted does not. `read_trusted` opens the last component the same 
 (O_NOFOLLOW, relative to the checked directory) and checks the descriptor it reads: nothing is
 looked up twice by name, so nothing can be swapped between the check and the read.
 
-Standard library only (bridge.process); must not log or know what the files hold.
+Standard library only, like bridge.process_setup; must not log or know what the files hold.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What policy_server/server/http_protocol.py (and main.py) lean on inside uvicorn, checked
+"""What policy_server/http_edge/http_protocol.py (and main.py) lean on inside uvicorn, checked
 by name, so that a uvicorn release that moves it fails here, loudly, before it fails subtly
 (a reply in two writes, or none) in production.
 
@@ -20,10 +20,10 @@ from packaging.requirements import Requirement
 from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
-from policy_server.server.http_protocol import CoalescingHttpToolsProtocol, _HeldWrites
+from policy_server.http_edge.http_protocol import CoalescingHttpToolsProtocol, _HeldWrites
 
 ROOT = Path(__file__).resolve().parents[3]
-CHANGED = ("uvicorn's internals changed: policy_server/server/http_protocol.py relies on "
+CHANGED = ("uvicorn's internals changed: policy_server/http_edge/http_protocol.py relies on "
            "this; re-check it against uvicorn {v} before moving the bound in pyproject.toml. ")
 
 

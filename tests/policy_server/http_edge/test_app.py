@@ -20,9 +20,9 @@ from policy_server import (
     Policy,
     ResourcePatch,
 )
+from policy_server.http_edge.asgi import _documented, create_app
 from policy_server.node.cgroup_layout import CgroupVersion
 from policy_server.node.execution import ExecutorMode
-from policy_server.server.asgi import _documented, create_app
 from policy_server.service import PolicyServer, ServerOptions
 from tests.policy_server.factory import (
     ANOLIS_V2_FILES,

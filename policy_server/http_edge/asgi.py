@@ -30,8 +30,8 @@ from bridge.contract import WebhookReply
 from bridge.contract.catalogue import EventName
 from bridge.contract.request_structs import WebhookRequest
 from policy_server.exceptions import UnknownPolicyError
+from policy_server.http_edge.hot_route import HotRoute
 from policy_server.sdk.extension import ConfigStatus
-from policy_server.server.hot_route import HotRoute
 from policy_server.service import PolicyServer, policy_host
 from policy_server.telemetry import CONTENT_TYPE
 

@@ -1,4 +1,4 @@
-"""The node's file rule (bridge.process.file_trust), each check shown passing a good input and
+"""The node's file rule (bridge.file_trust), each check shown passing a good input and
 refusing the same input mutated: a mode bit, an owner, a sticky bit, a symlink's owner.
 
 Owners are changed to a uid nobody has (no second user is needed to own a file); where the
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.process import file_trust
-from bridge.process.file_trust import UntrustedPath
+from bridge import file_trust
+from bridge.file_trust import UntrustedPath
 
 STRANGER = 54321  # a uid that is neither root nor us
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge.contract.adjustment import adjustment_from_json, adjustment_to_json
+from bridge.contract.adjustment import nri_adjustment_from_json, nri_adjustment_to_json
 from bridge.contract.catalogue import REPLY_KEYS
 from bridge.contract.convert import ConversionError, from_json, to_json
 from bridge.errors import BridgeError
@@ -103,7 +103,8 @@ def canonical(event: str, reply: Any, where: str = "reply") -> dict[str, Any]:
     allowed = REPLY_KEYS.get(event, ())
     out: dict[str, Any] = {}
     if "adjust" in allowed and reply.get("adjust"):
-        out["adjust"] = adjustment_to_json(adjustment_from_json(reply["adjust"], f"{where}.adjust"))
+        out["adjust"] = nri_adjustment_to_json(
+            nri_adjustment_from_json(reply["adjust"], f"{where}.adjust"))
     for key, cls in (("update", api.ContainerUpdate), ("evict", api.ContainerEviction)):
         if key in allowed and reply.get(key):
             items = reply[key]

@@ -1,4 +1,4 @@
-"""bridge.process.gc_pause: the collector is off inside the block and as it was after it, also
+"""bridge.process_setup.gc_pause: the collector is off inside the block and as it was after it, also
 when sections overlap (the bridge's and the policy server's sections span awaits)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bridge.process.gc_pause import paused_gc
+from bridge.process_setup.gc_pause import paused_gc
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,7 @@ def catch() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
-def requested() -> int | None:
+def stop_requested() -> int | None:
     """The first stop signal received since ``catch``, or None."""
     return _latch.signum
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bridge.process.gc_pause import paused_gc
+from bridge.process_setup.gc_pause import paused_gc
 from policy_server.engine.request import parse_request
 from policy_server.exceptions import RequestError, UnknownPolicyError
 from policy_server.service import PolicyServer
@@ -103,7 +103,7 @@ class HotRoute:
         if raw is None:
             return  # the client went away mid-body: nobody to answer
         # A body the size of the node: the collector waits until the answer has left (its first
-        # young collection walks everything the request left alive; bridge.process.gc_pause).
+        # young collection walks everything the request left alive; bridge.process_setup.gc_pause).
         with paused_gc() if len(raw) >= BULK_BODY_BYTES else _NO_PAUSE:
             status, body = await evaluate_body(self.server, name, raw)
             await _answer(send, scope, status, body, headers)

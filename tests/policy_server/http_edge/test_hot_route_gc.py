@@ -1,5 +1,5 @@
 """The hot route holds the cyclic collector off while it answers a body the size of the node
-(a Synchronize), and only then (bridge.process.gc_pause; docs/performance.md)."""
+(a Synchronize), and only then (bridge.process_setup.gc_pause; docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from policy_server.server import hot_route
-from policy_server.server.hot_route import BULK_BODY_BYTES, HotRoute
+from policy_server.http_edge import hot_route
+from policy_server.http_edge.hot_route import BULK_BODY_BYTES, HotRoute
 
 
 def post(route: HotRoute, body: bytes) -> list[MutableMapping[str, Any]]:

@@ -1,6 +1,6 @@
 """The SDK's values are built inside the reply contract: every limit of its JSON Schema is walked.
 
-For each limit (``contract_limits.LIMITS``, read off ``WebhookReply``'s schema) the SDK value
+For each limit (``limit_checks.LIMITS``, read off ``WebhookReply``'s schema) the SDK value
 that carries the field is built at the edge (accepted, and the contract's own pydantic check
 takes the encoded reply) and one step past it (refused with a ``ValueError`` naming the field and
 the limit, while the contract refuses the same value written into the boundary reply). A limit
@@ -18,8 +18,7 @@ from pydantic import ValidationError
 
 from bridge.contract import WebhookReply
 from policy_server.engine.reply import encode_reply
-from policy_server.sdk import contract_limits, oci
-from policy_server.sdk.contract_limits import LIMITS, Limit, fit_reject, fit_warnings
+from policy_server.sdk import limit_checks, oci
 from policy_server.sdk.decision import (
     REMOVAL_FIELDS,
     Adjustment,
@@ -28,6 +27,7 @@ from policy_server.sdk.decision import (
     Eviction,
 )
 from policy_server.sdk.decision_merge import merge
+from policy_server.sdk.limit_checks import LIMITS, Limit, fit_reject, fit_warnings
 from policy_server.sdk.oci import Device, DeviceRule, Hook, HookStage, Rlimit, StagedHook
 from policy_server.sdk.resource_patch import SCALAR_PATHS, ResourcePatch
 
@@ -182,7 +182,7 @@ def problems(path: str, limit: Limit) -> list[str]:
 def test_the_contract_has_the_limits_the_sdk_must_keep() -> None:
     """The walk found the schema's limits (a walker that finds none would make the test below
     pass on nothing)."""
-    assert LIMITS["warnings"].max_items == contract_limits.MAX_WARNINGS == 100
+    assert LIMITS["warnings"].max_items == limit_checks.MAX_WARNINGS == 100
     assert LIMITS["reject/reason"] == Limit("reject/reason", min_length=1, pattern=r"\S")
     assert LIMITS["update/[]/container_id"].min_length == 1
     assert LIMITS["adjust/rlimits/[]/soft"] == Limit("adjust/rlimits/[]/soft", 0, 2**64 - 1)
