@@ -78,7 +78,8 @@ class SimulatedRuntime:
         self.request_timeout_s = request_timeout_s
         self.registration_timeout_s = registration_timeout_s
         self.config = config
-        self.state = RuntimeState(self.profile.runtime)
+        state = RuntimeState(self.profile.runtime)
+        self._state = state
         # Unsolicited updates received, through UpdateContainers or CRI UpdateContainerResources
         # (the intake's lists, named here for tests).
         self.intake = UpdateIntake(self.profile)
@@ -92,9 +93,9 @@ class SimulatedRuntime:
         self.registry = PluginRegistry()
         self.dispatcher = Dispatcher(self.profile, request_timeout_s, self.registry.close_plugin,
                                      lambda: self.registry.connections, default_validator)
-        self.events = EventRunner(self.profile, self.dispatcher, self.registry, self.state,
+        self.events = EventRunner(self.profile, self.dispatcher, self.registry, state,
                                   self._crashed, serialize_events=serialize_events)
-        self.starter = PluginStarter(self.profile, self.registry, self.state, self.intake,
+        self.starter = PluginStarter(self.profile, self.registry, state, self.intake,
                                      self.events.event_lock, config=config,
                                      request_timeout_s=request_timeout_s,
                                      registration_timeout_s=registration_timeout_s)
@@ -102,6 +103,19 @@ class SimulatedRuntime:
         self.closed_plugins = self.registry.closed_plugins  # closed by the runtime, with why
         self.lost_plugins = self.registry.lost_plugins  # went away by themselves
         self._socket = RuntimeSocket(self.socket_path, self.starter.accept)
+
+    @property
+    def state(self) -> RuntimeState:
+        """The runtime's pods and containers."""
+        return self._state
+
+    @state.setter
+    def state(self, state: RuntimeState) -> None:
+        """Swap the store (a benchmark's store that also writes a runc tree): the event runner
+        and the plugin starter (Synchronize) see the new one too."""
+        self._state = state
+        self.events.state = state
+        self.starter.state = state
 
     @property
     def running(self) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from bridge.nri.handler_api import EventContext, Handler
 from bridge.proto.nri import api_pb2 as api
 from bridge.simulator import SimulatedRuntime
+from bridge.simulator.state import RuntimeState
 from bridge.simulator.synthetic import synthetic_state
 from bridge.wire import envelope
 
@@ -121,3 +122,20 @@ async def test_v0_6_sync_above_16mib_fails_and_closes(sock_path: Path) -> None:
         await plugin.close()
         await runtime.stop()
         await assert_no_leaked_tasks()
+
+
+@pytest.mark.timeout(10)
+async def test_a_replaced_state_is_what_synchronize_sends_and_updates_change(
+        sock_path: Path) -> None:
+    # bench_node_scale gives the runtime a store of its own (one that writes a runc tree) after
+    # construction: Synchronize and the sync updates must use that one, not the first.
+    def seed(runtime: SimulatedRuntime) -> None:
+        replaced = RuntimeState(runtime.profile.runtime)
+        replaced.seed(*synthetic_state(2, 4))
+        runtime.state = replaced
+
+    handler = SyncUpdater()
+    async with connected(sock_path, handler, "containerd-2.1.9", seed=seed) as h:
+        assert handler.synced == (2, 4)
+        first = next(iter(h.runtime.state.containers.values()))
+        assert first.linux.resources.cpu.shares.value == 777
