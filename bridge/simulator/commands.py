@@ -194,7 +194,7 @@ def _finish(out: _Output, runtime: SimulatedRuntime, status: int) -> int:
     return status
 
 
-def run(argv: list[str] | None = None) -> int:
+def run_simulator(argv: list[str] | None = None) -> int:
     """Standalone entry point: `python -m bridge.simulator.commands`."""
     parser = argparse.ArgumentParser(prog="nri-webhook-bridge simulate", description=__doc__)
     add_arguments(parser)
@@ -207,4 +207,4 @@ def run(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(run_simulator())

@@ -81,7 +81,7 @@ class EventResult:
         return self.error is None
 
 
-def container_of(request: Any) -> api.Container | None:
+def request_container(request: Any) -> api.Container | None:
     """The request's container, or None for pod events."""
     if "container" in request.DESCRIPTOR.fields_by_name and request.HasField("container"):
         container: api.Container = request.container
@@ -116,7 +116,7 @@ class Dispatcher:
             change = api.StateChangeEvent(event=event.proto)
             if request.HasField("pod"):
                 change.pod.CopyFrom(request.pod)
-            container = container_of(request)
+            container = request_container(request)
             if container is not None:
                 change.container.CopyFrom(container)
             await conn.call("StateChange", change.SerializeToString(), self.request_timeout_s)
@@ -267,7 +267,7 @@ class Dispatcher:
 
     def _container_after(self, request: Any,
                          pending: api.ContainerUpdate | None) -> api.Container | None:
-        current = container_of(request)
+        current = request_container(request)
         if current is None:
             return None
         container = api.Container()

@@ -19,7 +19,7 @@ class MergeError(Exception):
     """Plugin responses cannot be combined; the operation fails, no plugin is closed."""
 
 
-def field_name(field: int) -> str:
+def nri_field_name(field: int) -> str:
     try:
         return str(api.Field.Name(field))
     except ValueError:
@@ -37,7 +37,7 @@ class Ownership:
         slot = (container_id, field, key)
         other = self._owners.get(slot)
         if other is not None and not (other.startswith("-") and other[1:] == plugin):
-            what = field_name(field) if key is None else f"{field_name(field)} {key}"
+            what = nri_field_name(field) if key is None else f"{nri_field_name(field)} {key}"
             raise MergeError(f'plugins "{other}" and "{plugin}" both tried to set {what}')
         self._owners[slot] = plugin
 

@@ -165,7 +165,7 @@ def _run(prctl: Prctl, groups: Mapping[str, Sequence[int]],
     return out
 
 
-def apply(prctl: Prctl, groups: Mapping[str, Sequence[int]],
+def apply_core_cookies(prctl: Prctl, groups: Mapping[str, Sequence[int]],
           clear: Sequence[int]) -> CoreSchedOutcome:
     """Give every group's processes one cookie and the ``clear`` processes cookie 0.
 

@@ -182,7 +182,7 @@ def _log_once(state: dict[str, Any], mode: ExecutorMode, needs: NodeNeeds) -> No
             log.log(level, "%s cannot take effect here: %s", what, state[part]["reason"])
 
 
-def describe(
+def describe_node_state(
     state: dict[str, Any], executor: NodeExecutor, reconciler: NodeReconciler | None
 ) -> dict[str, Any]:
     """The probed state plus what was learned since (the runtime's cpu.weight formula) and the

@@ -385,7 +385,7 @@ class NodeReconciler:
                 clear.extend(pids)
             else:
                 groups.setdefault(group, []).extend(pids)
-        outcome = coresched.apply(self.prctl, groups, clear)
+        outcome = coresched.apply_core_cookies(self.prctl, groups, clear)
         changed = len(outcome.assigned) + len(outcome.cleared) + len(outcome.created)
         report.found["coresched"] += changed + len(outcome.errors)
         report.fixed["coresched"] += changed

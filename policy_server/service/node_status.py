@@ -54,7 +54,7 @@ class NodeStatus:
         """The node-effect status for ``GET /v1/state`` (probed at start-up, else now)."""
         if not self._state:
             self.probe()
-        return probe.describe(self._state, self._executor, self._reconciler)
+        return probe.describe_node_state(self._state, self._executor, self._reconciler)
 
     def reason(self, part: str) -> str:
         """Why ``part`` (``resctrl``, ...) cannot take effect, as the probe said."""

@@ -17,7 +17,7 @@ import yaml
 
 from bridge.kube.node import NodeSpec
 from bridge.trial.node_root import write_node
-from policy_server.policies.koordinator_qos.qos_node_plan import plan
+from policy_server.policies.koordinator_qos.qos_node_plan import plan_node
 from policy_server.policies.koordinator_qos.rules import rules_from_yaml
 from tests.e2e.policy_proc import PolicyServer
 from tests.policy_server.factory import (
@@ -163,10 +163,10 @@ def test_oom_score_adj_minus_1000_is_refused_at_create_and_by_the_reconciler(
     # The node reconciler's plan (what it writes into /proc/<pid>/oom_score_adj every pass).
     sync = request(envelope("Synchronize", pods=[p], containers=[app()]))
     rules = rules_from_yaml(PRODUCTION.read_text())
-    assert plan(sync, rules).oom_scores == ()
+    assert plan_node(sync, rules).oom_scores == ()
     within = burstable_pod(annotations={"koordinator.sh/oom-score-adj": "990"})
     sync = request(envelope("Synchronize", pods=[within], containers=[app()]))
-    assert [s.value for s in plan(sync, rules).oom_scores] == [990]  # weaker: honoured
+    assert [s.value for s in plan_node(sync, rules).oom_scores] == [990]  # weaker: honoured
 
 
 DA = "scheduling.koordinator.sh/device-allocated"

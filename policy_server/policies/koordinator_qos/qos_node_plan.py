@@ -222,7 +222,7 @@ def normalized_pod_quotas(pods: Mapping[str, PodTarget], event: Event, rules: Ru
     return tuple(writes)
 
 
-def plan(event: Event, rules: Rules, refusals: list[Refusal] | None = None,
+def plan_node(event: Event, rules: Rules, refusals: list[Refusal] | None = None,
          baselines: Mapping[str, int] | None = None) -> NodePlan:
     """The whole plan for the node reconciler's pass over ``event`` (a Synchronize of every
     known pod and container): kube-QoS values, OOM scores, core-scheduling groups, switches,

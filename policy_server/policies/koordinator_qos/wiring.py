@@ -5,7 +5,7 @@ Owns ``build(settings)`` (the catalogue's entry: ``--policy koordinator-qos[=RUL
 through the SDK's extension points only: the rules watcher is the policy's background task
 (an applied change is reported to the host, which recomputes every known container), its
 state description is the rules in force (``GET /v1/policies/koordinator-qos/state``, and
-``GET /v1/rules``), its reconcile hook is ``qos_node_plan.plan`` and its node needs follow the
+``GET /v1/rules``), its reconcile hook is ``qos_node_plan.plan_node`` and its node needs follow the
 feature gates in force. The initial load happens in ``build``: a bad rules file, or one naming
 CPUs or NUMA nodes the node does not have (``node_fit``), stops the server before it listens.
 
@@ -120,7 +120,7 @@ class KoordinatorQoS:
 
     def plan(self, event: Event) -> NodePlan:
         refused: list[Refusal] = []
-        plan = qos_node_plan.plan(event, self.rules.current, refused, self.baselines.view())
+        plan = qos_node_plan.plan_node(event, self.rules.current, refused, self.baselines.view())
         self.refusals.record(refused)
         for r in refused:
             # Every reconcile pass sees the same pods: say it once per pod, key and rule.

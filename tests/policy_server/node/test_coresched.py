@@ -80,7 +80,7 @@ def test_new_group_gets_one_new_cookie() -> None:
     # koordinator Test_addCookie "add cookie correctly": the first PID gets a new cookie, the
     # others share it.
     kernel = FakeKernel()
-    out = coresched.apply(kernel, {"g": [11, 12, 13]}, [])
+    out = coresched.apply_core_cookies(kernel, {"g": [11, 12, 13]}, [])
     assert kernel.cookies[11] == kernel.cookies[12] == kernel.cookies[13] == 1000
     assert out.created == {"g": 11} and sorted(out.assigned) == [12, 13] and not out.errors
 
@@ -89,18 +89,18 @@ def test_existing_cookie_of_the_group_is_kept() -> None:
     # Test_getCookie "sync cookie correctly": a group whose PIDs already carry a cookie keeps
     # it; new PIDs of the group join it, no new cookie is made.
     kernel = FakeKernel({12: 777})
-    out = coresched.apply(kernel, {"g": [11, 12, 13]}, [])
+    out = coresched.apply_core_cookies(kernel, {"g": [11, 12, 13]}, [])
     assert [kernel.cookies[p] for p in (11, 12, 13)] == [777, 777, 777]
     assert not out.created and sorted(out.assigned) == [11, 13]
     calls = len(kernel.calls)
-    again = coresched.apply(kernel, {"g": [11, 12, 13]}, [])
+    again = coresched.apply_core_cookies(kernel, {"g": [11, 12, 13]}, [])
     assert not again.assigned and not again.created and len(kernel.calls) == calls
 
 
 def test_groups_get_different_cookies_and_disabled_pods_are_cleared() -> None:
     # A container moved from group a to b must not drag a's cookie into b.
     kernel = FakeKernel({1: 500, 2: 500, 3: 500, 9: 42})
-    out = coresched.apply(kernel, {"a": [1, 2], "b": [3, 4]}, [9, 10])
+    out = coresched.apply_core_cookies(kernel, {"a": [1, 2], "b": [3, 4]}, [9, 10])
     assert kernel.cookies[1] == kernel.cookies[2] == 500
     assert kernel.cookies[3] == kernel.cookies[4] != 500
     assert kernel.cookies[9] == 0 and out.cleared == [9]  # 10 had no cookie: untouched
@@ -109,7 +109,7 @@ def test_groups_get_different_cookies_and_disabled_pods_are_cleared() -> None:
 def test_vanished_processes_are_skipped() -> None:
     # Test_getCookie "all pids get failed": processes that are gone are left to the next pass.
     kernel = FakeKernel(gone={5})
-    out = coresched.apply(kernel, {"g": [5, 6]}, [])
+    out = coresched.apply_core_cookies(kernel, {"g": [5, 6]}, [])
     assert kernel.cookies[6] == 1000 and 5 not in kernel.cookies and not out.errors
 
 
@@ -118,7 +118,7 @@ def test_a_failing_kernel_does_not_escape() -> None:
         def create(self, pid: int) -> None:
             raise OSError(errno.EPERM, "Operation not permitted")
 
-    out = coresched.apply(Broken(), {"g": [1]}, [])
+    out = coresched.apply_core_cookies(Broken(), {"g": [1]}, [])
     assert out.errors == ["create cookie for group g on pid 1: Operation not permitted"]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from policy_server.exceptions import RulesError
 from policy_server.policies.koordinator_qos.hooks import normalization
-from policy_server.policies.koordinator_qos.qos_node_plan import plan
+from policy_server.policies.koordinator_qos.qos_node_plan import plan_node
 from policy_server.policies.koordinator_qos.target import Stage
 from policy_server.sdk import CgroupWrite
 from tests.policy_server.factory import container, container_target, pod, rules, synchronize_event
@@ -22,7 +22,7 @@ def _quota_writes(baselines: dict[str, int], qos: str | None = None,
                   **doc: object) -> list[CgroupWrite]:
     event = synchronize_event("test", [pod(cgroup_parent=PARENT, qos=qos)],
                               [container(cid=cid, name=cid) for cid in baselines])
-    node_plan = plan(event, rules(**{**ON, **doc}), [], baselines)
+    node_plan = plan_node(event, rules(**{**ON, **doc}), [], baselines)
     return [w for w in node_plan.cgroup_writes if w.file == "cpu.cfs_quota_us"]
 
 
@@ -47,7 +47,7 @@ def test_no_pod_write_when_nothing_is_scaled(baselines: dict[str, int], doc: dic
 def test_a_container_not_known_leaves_the_pod_alone() -> None:
     event = synchronize_event("test", [pod(cgroup_parent=PARENT)],
                               [container(cid="a"), container(cid="b", name="b")])
-    node_plan = plan(event, rules(**ON), [], {"a": 50_000})
+    node_plan = plan_node(event, rules(**ON), [], {"a": 50_000})
     assert not [w for w in node_plan.cgroup_writes if w.file == "cpu.cfs_quota_us"]
 
 
