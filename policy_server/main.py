@@ -50,6 +50,7 @@ from bridge.listening.listener_config import (
     check_tcp_access,
 )
 from bridge.listening.peer_creds import default_rule
+from bridge.listening.prompt_server import PromptServer
 from bridge.process_setup.logformat import LOG_FORMATS, handler
 from bridge.transport import listen
 from policy_server import file_checks
@@ -513,14 +514,6 @@ class _MainServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-class _MetricsServer(uvicorn.Server):
-    """The metrics listener: the main server owns the signals and stops it."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 async def serve(
     assembly: Assembly,
     listener: Listener,
@@ -539,12 +532,13 @@ async def serve(
     if metrics_sock is None:
         await main.serve(sockets=[sock])
         return
-    metrics = _MetricsServer(assembly.metrics_config())
+    # The metrics listener: the main server owns the signals and stops it.
+    metrics = PromptServer(assembly.metrics_config())
     metrics_task = asyncio.create_task(metrics.serve(sockets=[metrics_sock]), name="metrics")
     try:
         await main.serve(sockets=[sock])
     finally:
-        metrics.should_exit = True
+        metrics.request_exit()
         await metrics_task
 
 
