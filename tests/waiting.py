@@ -23,10 +23,12 @@ from typing import Any, TypeVar, overload
 
 import httpx
 
+from bridge.simulator.launched_plugin import PluginProcess
+
 T = TypeVar("T")
 
 Details = Callable[[], str]
-ProcessLike = subprocess.Popen[bytes] | asyncio.subprocess.Process
+ProcessLike = subprocess.Popen[bytes] | asyncio.subprocess.Process | PluginProcess
 
 
 class WaitTimeout(AssertionError):
@@ -34,8 +36,9 @@ class WaitTimeout(AssertionError):
 
 
 def exit_code(proc: ProcessLike) -> int | None:
-    """The process's exit code, or None while it runs (a Popen or an asyncio process)."""
-    if isinstance(proc, subprocess.Popen):
+    """The process's exit code, or None while it runs (a Popen, an asyncio process or a
+    simulator-launched plugin)."""
+    if isinstance(proc, (subprocess.Popen, PluginProcess)):
         return proc.poll()
     return proc.returncode
 

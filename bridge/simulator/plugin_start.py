@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import subprocess
 from collections.abc import Callable, Sequence
 
 from bridge.contract.plugin_lifecycle import Phase, Step
@@ -36,7 +35,7 @@ from bridge.simulator.handshake import (
     identity_problem,
     synchronize,
 )
-from bridge.simulator.launched_plugin import spawn_plugin
+from bridge.simulator.launched_plugin import PluginProcess, spawn_plugin
 from bridge.simulator.plugin_registry import PluginRegistry
 from bridge.simulator.state import RuntimeState
 from bridge.simulator.update_intake import UpdateIntake
@@ -81,7 +80,7 @@ class PluginStarter:
             if conn.trunk is None:
                 sock.close()  # never handed to a transport
 
-    def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
+    def launch(self, argv: Sequence[str], name: str, index: str) -> PluginProcess:
         """Start a pre-registered plugin's process (bridge.simulator.launched_plugin) and its
         handshake as for a plugin that connected to the socket; the caller owns the process."""
         ours, proc = spawn_plugin(argv, name, index)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -38,6 +37,7 @@ from bridge.simulator.connection import PluginConnection
 from bridge.simulator.default_validator import DefaultValidator
 from bridge.simulator.delivery import Dispatcher, EventResult
 from bridge.simulator.event_runner import EventRunner
+from bridge.simulator.launched_plugin import PluginProcess
 from bridge.simulator.plugin_registry import PluginRegistry
 from bridge.simulator.plugin_start import PluginStarter
 from bridge.simulator.runtime_socket import RuntimeSocket
@@ -168,7 +168,7 @@ class SimulatedRuntime:
         """Wait until `count` unsolicited updates in total arrived (NRI or CRI)."""
         return await self.intake.wait(count, timeout_s)
 
-    def launch(self, argv: Sequence[str], name: str, index: str) -> subprocess.Popen[bytes]:
+    def launch(self, argv: Sequence[str], name: str, index: str) -> PluginProcess:
         """Start a pre-registered plugin the way the runtime does
         (bridge.simulator.launched_plugin); registration, Configure and Synchronize then run as
         for a plugin that connected to the socket. The caller owns the returned process (stop

@@ -119,10 +119,6 @@ async def _check_process_socket(argv: list[str], log: Path, path: Path, mode: in
     _check_removed(path)
 
 
-def _block_stop_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-
-
 @pytest.mark.processes
 async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdir: Path) -> None:
     """A SIGTERM that arrives before uvicorn has its handlers (here: held pending from the
@@ -130,11 +126,17 @@ async def test_policy_server_stops_cleanly_on_a_sigterm_sent_during_start(workdi
     delivered once they are in place: exit 0, socket removed. Without that hand-over it
     raised inside uvloop's signal set-up (exit 1) or stayed pending forever."""
     sock = workdir / "p" / "policy.sock"
-    with (workdir / "p.log").open("ab") as log:
-        proc = await asyncio.create_subprocess_exec(
-            str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(POLICY_MODULE),
-            "--no-koordinator", "--log-level", "warning", stdin=asyncio.subprocess.DEVNULL,
-            stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=_block_stop_signals)
+    # The child inherits this thread's signal mask: blocked here around the start, not in a
+    # preexec_fn (Python code between fork and exec can hang in a process with gRPC's threads).
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        with (workdir / "p.log").open("ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                str(POLICY_SERVER), "--uds", str(sock), "--policy-module", str(POLICY_MODULE),
+                "--no-koordinator", "--log-level", "warning", stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=asyncio.subprocess.STDOUT)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
     try:
         await until(accepts(sock), what=f"{sock} accepts connections", timeout_s=30.0,
                     in_thread=True)
