@@ -59,9 +59,11 @@ check: $(STAMP) lint typecheck
 	$(BIN)/pytest -q -n 2 -m '$(IN_PROCESS)'
 
 # The whole suite (unit + integration), plus lint and type checks: everything `make check`
-# runs, each once (its in-process tests are among the suite's), and the rest.
+# runs, each once (its in-process tests are among the suite's), and the rest, on two workers as
+# well: every test has its own sockets, ports (0) and directories, waits on events rather than
+# clocks, and bounds only what a neighbour cannot move (docs/performance.md#make-test).
 test: $(STAMP) tools lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 # Real containerd end-to-end tests (needs root; installs containerd 1.7.24 and 2.1.9).
 # e2e and shipped may run side by side (also from one checkout): every run has its own
