@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.contract.cpu_list_grammar import CpuListError, format_cpu_list, parse_cpu_list
+from bridge.node_cpu_lists import read_cpu_list
 from bridge.proto.nri import api_pb2 as api
 from bridge.webhooks.values import ValueProblem
 
@@ -36,19 +37,11 @@ class NodeCpus:
 UNKNOWN = NodeCpus()
 
 
-def _list(path: Path) -> frozenset[int] | None:
-    try:
-        text = path.read_text(encoding="ascii").strip()
-        return parse_cpu_list(text) if text else frozenset()
-    except (OSError, UnicodeDecodeError, CpuListError):
-        return None
-
-
 def read_node_cpus(sysfs_root: str) -> NodeCpus:
     system = Path(sysfs_root) / "devices" / "system"
-    cpus = _list(system / "cpu" / "online")
+    cpus = read_cpu_list(system / "cpu" / "online")
     if (system / "node").is_dir():
-        mems = _list(system / "node" / "online")
+        mems = read_cpu_list(system / "node" / "online")
     else:
         mems = None if cpus is None else frozenset({0})  # no NUMA: one memory node
     return NodeCpus(cpus, mems)

@@ -15,18 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.contract.cpu_list_grammar import CpuListError, parse_cpu_list
+from bridge.node_cpu_lists import read_cpu_list
 from policy_server.sdk.node_facts import NodeTopology
 
 DEFAULT_SYS_ROOT = Path("/sys")
-
-
-def _cpu_list(path: Path) -> frozenset[int] | None:
-    try:
-        text = path.read_text(encoding="ascii").strip()
-        return parse_cpu_list(text) if text else frozenset()
-    except (OSError, UnicodeDecodeError, CpuListError):
-        return None
 
 
 def _memory_bytes(meminfo: Path) -> int | None:
@@ -44,14 +36,14 @@ def _memory_bytes(meminfo: Path) -> int | None:
 
 def read_topology(sys_root: Path, proc_root: Path) -> NodeTopology:
     """What ``sys_root`` and ``proc_root`` say about the node (unknown parts ``None``)."""
-    cpus = _cpu_list(sys_root / "devices" / "system" / "cpu" / "online")
+    cpus = read_cpu_list(sys_root / "devices" / "system" / "cpu" / "online")
     node_dir = sys_root / "devices" / "system" / "node"
     mems: frozenset[int] | None
     node_cpus: dict[int, frozenset[int]] = {}
     if node_dir.is_dir():
-        mems = _cpu_list(node_dir / "online")
+        mems = read_cpu_list(node_dir / "online")
         for node in sorted(mems or ()):
-            listed = _cpu_list(node_dir / f"node{node}" / "cpulist")
+            listed = read_cpu_list(node_dir / f"node{node}" / "cpulist")
             if listed is not None:
                 node_cpus[node] = listed
     elif cpus is not None:
