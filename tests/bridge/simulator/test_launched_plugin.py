@@ -6,6 +6,7 @@ process handle polls, waits, times out and kills."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -80,6 +81,21 @@ def test_a_process_that_does_not_exit_times_out_and_is_killed() -> None:
             proc.wait(timeout=60)
 
 
+def _sockets() -> int:
+    """How many sockets this process has open."""
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
+        except FileNotFoundError:
+            continue  # listdir's own fd, closed once it returned
+    return count
+
+
 def test_a_missing_program_raises_and_closes_the_runtime_end() -> None:
-    with pytest.raises(FileNotFoundError):
+    before = _sockets()
+    with pytest.raises(FileNotFoundError) as raised:
         spawn_plugin(["/nonexistent/plugin"], "p", "01")
+    # Counted while the traceback (and so spawn_plugin's frame) is alive: both ends of the
+    # socketpair are closed by spawn_plugin itself, not by the garbage collector later.
+    assert _sockets() == before, raised.traceback
