@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from tests.waiting import healthz, wait_until
+from tests.waiting import accepts, healthz, wait_until
 
 from .bridge_proc import Bridge
 from .procs import TIME_SCALE, scaled, stop_by_pid
@@ -122,6 +122,8 @@ class PolicyServer:
 
     def wait_healthy(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
         def health() -> dict[str, Any] | None:
+            if not accepts(self.socket)():
+                return None  # httpx would leave the socket of a refused connect open
             try:
                 reply = _uds_get(self.socket, "/healthz")
             except httpx.HTTPError:

@@ -28,7 +28,7 @@ import pytest
 
 from tests.policy_server.factory import batch_spec, envelope, pod
 from tests.security.attacker import PYTHON, Attacker
-from tests.waiting import wait_until
+from tests.waiting import healthz, wait_until
 
 pytestmark = pytest.mark.processes  # starts processes: not in make check
 
@@ -105,10 +105,7 @@ def policy_server(work: Path, *args: str) -> Iterator[tuple[Path, subprocess.Pop
         def healthy() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"policy server exited {proc.returncode}:\n{log.read_text()}")
-            try:
-                return post(sock, "GET", "/healthz").status_code == 200
-            except httpx.HTTPError:
-                return False
+            return healthz(sock)()
         wait_until(healthy, what="policy server /healthz", timeout_s=STARTUP_TIMEOUT_S,
                    interval_s=0.1, details=log.read_text)
         yield sock, proc, log
@@ -197,7 +194,7 @@ def attacker_bridge(evil: Attacker, where: str, state: dict[str, Any]) -> Iterat
             yield f"http://127.0.0.1:{int(proc.stdout.readline())}"
     finally:
         proc.kill()
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)  # waits, and closes its stdout pipe
 
 
 class _UnixHttp(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -84,7 +84,7 @@ class Bus:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
-            self.proc.wait(STOP_TIMEOUT_S)
+            self.proc.communicate(timeout=STOP_TIMEOUT_S)  # waits, and closes both pipes
             self.proc = None
 
 
